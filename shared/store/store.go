@@ -1,0 +1,188 @@
+// Package store defines the small storage contracts durachat is written
+// against: a key-value Table with conditional writes (DynamoDB, or bbolt
+// embedded), create-once Blobs (S3, or embedded), and a delay Queue (SQS, or
+// embedded). It has no dependencies; adapters live in subpackages elsewhere.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+)
+
+// MaxItemSize is DynamoDB's item limit: attribute names plus values.
+const MaxItemSize = 400 * 1024
+
+// ItemBudget is what durachat lets a record body use, leaving a margin under
+// MaxItemSize for keys, attribute names and the version.
+const ItemBudget = 350 * 1024
+
+var (
+	// ErrNotFound: the key holds nothing.
+	ErrNotFound = errors.New("not found")
+	// ErrConditionFailed: a create found the key taken, or an update found
+	// another version.
+	ErrConditionFailed = errors.New("condition failed")
+	// ErrTooLarge: the item would pass MaxItemSize. Nothing was written.
+	ErrTooLarge = errors.New("item too large")
+	// ErrUnavailable: the store did not answer or refused for load; the
+	// operation may be retried.
+	ErrUnavailable = errors.New("store unavailable")
+)
+
+// UnavailableError wraps a store outage; errors.Is(err, ErrUnavailable) holds.
+type UnavailableError struct {
+	Op  string
+	Err error
+}
+
+func (e *UnavailableError) Error() string { return e.Op + ": store unavailable: " + e.Err.Error() }
+func (e *UnavailableError) Unwrap() []error {
+	return []error{ErrUnavailable, e.Err}
+}
+
+// Unavailable wraps err as an outage of op.
+func Unavailable(op string, err error) error { return &UnavailableError{Op: op, Err: err} }
+
+// Key addresses one item: a partition and a sort key.
+type Key struct {
+	PK string
+	SK string
+}
+
+// Item is one stored record. Body is the record (JSON, by convention).
+type Item struct {
+	Key
+	// Version counts updates for optimistic locking; 1 after Create.
+	Version int64
+	Body    []byte
+	// Expires is a Unix time after which the item may be dropped (TTL); 0 is never.
+	Expires int64
+}
+
+// Attribute names as stored; Size counts them the way DynamoDB does.
+const (
+	AttrPK      = "pk"
+	AttrSK      = "sk"
+	AttrVersion = "v"
+	AttrBody    = "b"
+	AttrExpires = "ttl"
+)
+
+// Size is the item's size as DynamoDB counts it: attribute name bytes plus
+// value bytes (numbers counted generously at 21 bytes).
+func (it Item) Size() int {
+	n := len(AttrPK) + len(it.PK) + len(AttrSK) + len(it.SK) + len(AttrVersion) + 21
+	n += len(AttrBody) + len(it.Body)
+	if it.Expires != 0 {
+		n += len(AttrExpires) + 21
+	}
+	return n
+}
+
+// CheckSize returns ErrTooLarge (wrapped, naming the key) when it cannot be stored.
+func CheckSize(it Item) error {
+	if s := it.Size(); s > MaxItemSize {
+		return fmt.Errorf("%s/%s is %d bytes, limit %d: %w", it.PK, it.SK, s, MaxItemSize, ErrTooLarge)
+	}
+	return nil
+}
+
+// Query selects the items of one partition whose sort key starts with Prefix,
+// in sort key order (descending when Desc), resuming after the sort key After.
+type Query struct {
+	PK     string
+	Prefix string
+	After  string
+	Limit  int
+	Desc   bool
+}
+
+// Page is one page of a query; Next is "" on the last page, else the After
+// of the next page.
+type Page struct {
+	Items []Item
+	Next  string
+}
+
+// Table is the part of DynamoDB durachat uses.
+type Table interface {
+	// Get returns the item or ErrNotFound.
+	Get(ctx context.Context, k Key) (Item, error)
+	// Create writes it with Version 1 when the key is free, else ErrConditionFailed.
+	Create(ctx context.Context, it Item) error
+	// Update writes it when the stored version is it.Version-1, else
+	// ErrConditionFailed (also when nothing is stored). it.Version > 1.
+	Update(ctx context.Context, it Item) error
+	// Query returns one page of a partition, by sort key prefix.
+	Query(ctx context.Context, q Query) (Page, error)
+	// BatchGet returns the items that exist, in the order of keys; missing
+	// ones are left out.
+	BatchGet(ctx context.Context, keys []Key) ([]Item, error)
+}
+
+// Blob is a stored object and its content type.
+type Blob struct {
+	ContentType string
+	Data        []byte
+}
+
+// BlobInfo is what Head tells without reading the object.
+type BlobInfo struct {
+	ContentType string
+	Size        int64
+}
+
+// Blobs is create-once object storage.
+type Blobs interface {
+	// Put stores b under key once: when key exists already, Put succeeds and
+	// leaves the stored object as it is. Concurrent puts of one key are safe.
+	Put(ctx context.Context, key string, b Blob) error
+	// Get returns the object or ErrNotFound.
+	Get(ctx context.Context, key string) (Blob, error)
+	// Head returns the object's info or ErrNotFound.
+	Head(ctx context.Context, key string) (BlobInfo, error)
+}
+
+// Linker makes short-lived URLs that fetch a blob without credentials.
+type Linker interface {
+	URL(ctx context.Context, key string, ttl time.Duration) (string, error)
+}
+
+// Queue sends messages, each delivered at least once after its delay.
+type Queue interface {
+	Send(ctx context.Context, body string, delay time.Duration) error
+}
+
+// Delivery is one received message. Receipt acknowledges or retries it.
+type Delivery struct {
+	ID       string
+	Body     string
+	Receipt  string
+	Receives int
+}
+
+// Receiver is the consuming side of a Queue. A delivery that is neither
+// acked nor retried comes back once its visibility timeout has passed.
+type Receiver interface {
+	// Receive waits up to wait for at most max messages and hides them for
+	// visibility.
+	Receive(ctx context.Context, max int, visibility, wait time.Duration) ([]Delivery, error)
+	// Ack deletes a delivered message.
+	Ack(ctx context.Context, receipt string) error
+	// Retry makes a delivered message visible again after delay.
+	Retry(ctx context.Context, receipt string, delay time.Duration) error
+}
+
+// ChatPK is the partition key of one chat of one tenant. Chat ids cannot
+// contain '/', so the last '/' separates an escaped tenant from the chat.
+func ChatPK(tenant, chat string) string {
+	return "chat/" + url.PathEscape(tenant) + "/" + chat
+}
+
+// ImageKey is the blob key of a tenant's image.
+func ImageKey(tenant, name string) string {
+	return "images/" + url.PathEscape(tenant) + "/" + name
+}
