@@ -1,0 +1,207 @@
+// Package api is durachat's HTTP skeleton: JSON errors, body limits, the
+// caller's tenant, chat ids, and the handler shape every route uses. The same
+// http.Handler serves locally and in Lambda.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// MaxBody is the default request body limit: API Gateway's 10 MB payload.
+const MaxBody = 10 << 20
+
+// RetryAfter is what a 503 tells a caller to wait.
+const RetryAfter = 10 * time.Second
+
+// Error is an API error answer: {"error": {"code", "message", "field"}}.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	Field   string
+	// RetryAfter, when set, is sent as the Retry-After header.
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *Error) Error() string {
+	s := e.Code + ": " + e.Message
+	if e.Field != "" {
+		s += " (field " + e.Field + ")"
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// BadRequest is a 400 naming the field at fault.
+func BadRequest(field, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: "bad_request", Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// NotFound is a 404.
+func NotFound(format string, args ...any) *Error {
+	return &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf(format, args...)}
+}
+
+// Unavailable is a 503 with Retry-After.
+func Unavailable(err error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "a backing service is unavailable; retry later", RetryAfter: RetryAfter, Err: err}
+}
+
+// WriteJSON writes v with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// AsError maps any error to the API error it is answered with: an *Error as
+// itself, a store outage or a retryable failure as 503, anything else 500.
+func AsError(err error) *Error {
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var fe *pi.FieldError
+	if errors.As(err, &fe) {
+		return BadRequest(fe.Field, "%s", fe.Error())
+	}
+	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		return Unavailable(err)
+	}
+	var re interface{ Retryable() bool }
+	if errors.As(err, &re) && re.Retryable() {
+		return Unavailable(err)
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error", Err: err}
+}
+
+// WriteError answers err as JSON and logs it with the request.
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	ae := AsError(err)
+	if ae.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((ae.RetryAfter+time.Second-1)/time.Second)))
+	}
+	level := slog.LevelInfo
+	if ae.Status >= 500 {
+		level = slog.LevelError
+	}
+	Logger(r.Context()).Log(r.Context(), level, "request failed", "status", ae.Status, "code", ae.Code, "field", ae.Field, "err", ae.Error())
+	body := map[string]any{"code": ae.Code, "message": ae.Message}
+	if ae.Field != "" {
+		body["field"] = ae.Field
+	}
+	WriteJSON(w, ae.Status, map[string]any{"error": body})
+}
+
+// DecodeJSON reads r's body (bounded by MaxBody) into v. A malformed body or
+// a field of the wrong type is a 400 naming the field; a body over the limit
+// is a 413.
+func DecodeJSON(r *http.Request, v any) error {
+	body := http.MaxBytesReader(nil, r.Body, MaxBody)
+	data, err := io.ReadAll(body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body over %d bytes", mbe.Limit)}
+		}
+		return BadRequest("", "reading body: %v", err)
+	}
+	if len(data) == 0 {
+		return BadRequest("", "request body is empty; a JSON object is expected")
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		var te *json.UnmarshalTypeError
+		var fe *pi.FieldError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &fe):
+			return BadRequest(fe.Field, "%s", fe.Error())
+		case errors.As(err, &te):
+			return BadRequest(te.Field, "field %q must be %s, not %s", te.Field, te.Type, te.Value)
+		case errors.As(err, &se):
+			return BadRequest("", "malformed JSON at byte %d: %v", se.Offset, err)
+		default:
+			return BadRequest("", "malformed JSON: %v", err)
+		}
+	}
+	return nil
+}
+
+var chatID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+
+// Chat returns the request's {chat} path value, or a 400 when it is not
+// 1-128 of [A-Za-z0-9._-].
+func Chat(r *http.Request) (string, error) {
+	c := r.PathValue("chat")
+	if !chatID.MatchString(c) {
+		return "", BadRequest("chat", "chat id %q must be 1-128 characters of A-Z a-z 0-9 . _ -", c)
+	}
+	return c, nil
+}
+
+type ctxKey int
+
+const (
+	tenantKey ctxKey = iota
+	loggerKey
+)
+
+// WithTenant records the authenticated caller's tenant.
+func WithTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey, tenant)
+}
+
+// Tenant is the authenticated caller's tenant; never from the request body.
+func Tenant(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey).(string)
+	return t
+}
+
+// WithLogger attaches a request-scoped logger.
+func WithLogger(ctx context.Context, l *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey, l)
+}
+
+// Logger is the request's logger, or slog.Default.
+func Logger(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
+}
+
+// HandlerFunc is a route that returns its error instead of writing it.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// Handle registers fn on mux under a Go 1.22 pattern ("POST /v1/chats/{chat}/x").
+func Handle(mux *http.ServeMux, pattern string, fn HandlerFunc) {
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			WriteError(w, r, err)
+		}
+	})
+}
+
+// Routes is a feature that registers its routes on a mux.
+type Routes interface {
+	Register(mux *http.ServeMux)
+}
