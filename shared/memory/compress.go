@@ -1,0 +1,51 @@
+package memory
+
+import (
+	"context"
+
+	"github.com/durachat/durachat/shared/model"
+)
+
+// Compression is one node to write: a leaf (Level 0) from one entry, or a
+// merge of two child lines. The compactor (or a host's own compressor)
+// turns it into one line.
+type Compression struct {
+	Level int
+	Index int64
+	// Label is "<start>+<count>".
+	Label string
+	// Kind is the entry kind, for a leaf.
+	Kind string
+	// Context is the compaction view's "<chat>...</chat>" block for this node:
+	// the cacheable prefix of every call.
+	Context string
+	// Source is the text to compress: "<kind>: <text>" for a leaf, the two
+	// child lines joined by a newline for a merge.
+	Source string
+	// Images are the images the leaf's source names that are stored, in
+	// first-named order. Never nil; empty for merges.
+	Images []model.Image
+}
+
+// Compressed is a written line and how it came to be.
+type Compressed struct {
+	Line string
+	// Verbatim: the source was kept word for word.
+	Verbatim bool
+	// Mechanical: the source cut to size, not a model's summary.
+	Mechanical bool
+	Attempts   int
+	Model      string
+	// Images attached to the call, skipped (unsupported, over a limit), and
+	// whether the line came from the names-only retry.
+	Attached  int
+	Skipped   int
+	NamesOnly bool
+	Usage     model.Usage
+}
+
+// Compressor writes one node's line. Errors are classified with
+// model.IsRetryable and model.IsRefused.
+type Compressor interface {
+	Compress(ctx context.Context, c Compression) (Compressed, error)
+}

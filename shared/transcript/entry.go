@@ -1,0 +1,32 @@
+// Package transcript is a chat's durable log: pi messages in, entries out.
+// Rows hold refs, never base64; every row is size-checked before it is
+// written. The log is memory's only source of truth.
+package transcript
+
+import "time"
+
+// Entry kinds, as memory names them.
+const (
+	KindUser = "user" // the user's words
+	KindTalk = "talk" // assistant text, one entry per block
+	KindTool = "tool" // a tool call: "<name> <arguments as JSON>"
+	KindEcho = "echo" // a tool result: "<name>: <text>"
+	KindWork = "work" // a sub-agent's report
+	KindNote = "note" // an imported note
+)
+
+// Entry is one logged entry; I is dense from 0 within a chat.
+type Entry struct {
+	I    int64     `json:"i"`
+	Kind string    `json:"kind"`
+	Text string    `json:"text"`
+	Date time.Time `json:"date"`
+	// Receipt is the idempotency key of the append that wrote it.
+	Receipt string `json:"receipt,omitempty"`
+	// Tool names the memory tool ("zoom", "search", "date") when the entry
+	// is a logged result of one: search skips those, and a zoom result's
+	// leaf does not resend images its original already showed.
+	Tool string `json:"tool,omitempty"`
+	// Of is, for a logged zoom result, the entry id it zoomed (-1 otherwise).
+	Of int64 `json:"of,omitempty"`
+}
