@@ -97,6 +97,9 @@ func AsError(err error) *Error {
 // WriteError answers err as JSON and logs it with the request.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := AsError(err)
+	if ae.Status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="durachat"`)
+	}
 	if ae.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((ae.RetryAfter+time.Second-1)/time.Second)))
 	}
@@ -163,6 +166,7 @@ type ctxKey int
 const (
 	tenantKey ctxKey = iota
 	loggerKey
+	requestIDKey
 )
 
 // WithTenant records the authenticated caller's tenant.

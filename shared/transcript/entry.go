@@ -1,6 +1,3 @@
-// Package transcript is a chat's durable log: pi messages in, entries out.
-// Rows hold refs, never base64; every row is size-checked before it is
-// written. The log is memory's only source of truth.
 package transcript
 
 import "time"

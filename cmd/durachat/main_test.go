@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durachat/durachat/shared/app"
+	"github.com/durachat/durachat/shared/config"
+)
+
+func lookup(kv map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
+}
+
+// start runs serve until the test ends and returns its base URL and a
+// function that stops it and returns run's error.
+func start(t *testing.T, env map[string]string) (string, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan net.Addr, 1)
+	result := make(chan error, 1)
+	go func() {
+		result <- run(ctx, []string{"serve"}, lookup(env), io.Discard, func(a net.Addr) { addrs <- a })
+	}()
+	var stopped bool
+	var runErr error
+	stop := func() error {
+		if !stopped {
+			cancel()
+			runErr, stopped = <-result, true
+		}
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	select {
+	case a := <-addrs:
+		return "http://" + a.String(), stop
+	case err := <-result:
+		t.Fatalf("serve ended before listening: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not listen within 20 s")
+	}
+	return "", nil
+}
+
+func get(t *testing.T, url string) (*http.Response, map[string]any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("GET %s: body is not JSON: %v", url, err)
+	}
+	return resp, body
+}
+
+func TestServeAnswersHealthzOnEmbeddedStores(t *testing.T) {
+	base, stop := start(t, map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: t.TempDir()})
+	resp, body := get(t, base+"/healthz")
+	if resp.StatusCode != 200 || body["ok"] != true {
+		t.Fatalf("healthz: %d %v", resp.StatusCode, body)
+	}
+	if resp.Header.Get("X-Request-Id") == "" {
+		t.Error("no X-Request-Id")
+	}
+	resp, body = get(t, base+"/v1/nothing")
+	if resp.StatusCode != 404 || body["error"] == nil {
+		t.Fatalf("unknown route: %d %v", resp.StatusCode, body)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+}
+
+func TestServeRestartsOnTheSameDataDirectory(t *testing.T) {
+	env := map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: t.TempDir()}
+	for i := range 2 {
+		base, stop := start(t, env)
+		if resp, _ := get(t, base+"/healthz"); resp.StatusCode != 200 {
+			t.Fatalf("start %d: healthz %d", i+1, resp.StatusCode)
+		}
+		if err := stop(); err != nil {
+			t.Fatalf("start %d: stop: %v", i+1, err)
+		}
+	}
+}
+
+func TestServeRefusesAnOpenAddressWithoutTokens(t *testing.T) {
+	err := run(context.Background(), nil, lookup(map[string]string{config.EnvAddr: "0.0.0.0:0", config.EnvData: t.TempDir()}), io.Discard, nil)
+	var open *app.ErrOpenListen
+	if !errors.As(err, &open) || !strings.Contains(err.Error(), config.EnvTokens) {
+		t.Fatalf("err = %v, want a refusal naming %s", err, config.EnvTokens)
+	}
+}
+
+func TestServeWithTokensKeepsHealthzOpen(t *testing.T) {
+	base, _ := start(t, map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: t.TempDir(), config.EnvTokens: "secret-token=acme"})
+	if resp, _ := get(t, base+"/healthz"); resp.StatusCode != 200 {
+		t.Fatalf("healthz needs no token: %d", resp.StatusCode)
+	}
+}
+
+func TestBadConfigurationIsAClearError(t *testing.T) {
+	err := run(context.Background(), nil, lookup(map[string]string{config.EnvModel: "gpt"}), io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), config.EnvModel) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestUnknownCommandIsAUsageError(t *testing.T) {
+	var u usageError
+	if err := run(context.Background(), []string{"frobnicate"}, lookup(nil), io.Discard, nil); !errors.As(err, &u) {
+		t.Fatalf("err = %v", err)
+	}
+}

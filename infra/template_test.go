@@ -1,0 +1,749 @@
+package infra
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/awslabs/goformation/v7"
+	"github.com/awslabs/goformation/v7/cloudformation"
+	"github.com/awslabs/goformation/v7/cloudformation/serverless"
+	"github.com/awslabs/goformation/v7/intrinsics"
+	"github.com/awslabs/goformation/v7/schema"
+
+	"github.com/durachat/durachat/shared/config"
+)
+
+// functions maps each Lambda function of the template to the program its
+// code is (functions/<program>) and whose variables config declares.
+var functions = map[string]config.Program{
+	"RestoreFunction": config.Restore,
+	"OffloadFunction": config.Offload,
+	"MemoryFunction":  config.Memory,
+	"CompactFunction": config.Compact,
+}
+
+const templatePath = "../template.yaml"
+
+// The two parameter sets the tests read the template with: the defaults
+// (no JWT authorizer, model through an inference profile) and a stack
+// with every option on.
+var (
+	defaults   = map[string]any{}
+	allOptions = map[string]any{
+		"JwtIssuer":               "https://issuer.example.com/",
+		"JwtAudience":             "client-a,client-b",
+		"BedrockInferenceProfile": "",
+		"CompressorFunction":      "my-compressor",
+		"AlarmTopicArn":           "arn:aws:sns:us-east-1:123456789012:alerts",
+	}
+)
+
+// Intrinsics resolve to readable placeholders so tests can see what a
+// value refers to: "Ref:Bucket", "GetAtt:Table.Arn"; parameters to their
+// values; pseudo parameters to "{AWS::Region}".
+var placeholderHandlers = map[string]intrinsics.IntrinsicHandler{
+	"Ref":        refPlaceholder,
+	"Fn::GetAtt": getAttPlaceholder,
+	"Fn::Sub":    subPlaceholder,
+}
+
+func paramValue(name string, template any) (any, bool) {
+	tpl, _ := template.(map[string]any)
+	params, _ := tpl["Parameters"].(map[string]any)
+	p, ok := params[name].(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	return p["Default"], true
+}
+
+func refPlaceholder(_ string, input any, template any) any {
+	name, _ := input.(string)
+	switch {
+	case name == "AWS::NoValue":
+		return nil
+	case strings.HasPrefix(name, "AWS::"):
+		return "{" + name + "}"
+	}
+	if v, ok := paramValue(name, template); ok {
+		return v
+	}
+	return "Ref:" + name
+}
+
+func getAttPlaceholder(_ string, input any, _ any) any {
+	switch v := input.(type) {
+	case string:
+		return "GetAtt:" + v
+	case []any:
+		parts := make([]string, len(v))
+		for i, p := range v {
+			parts[i] = fmt.Sprint(p)
+		}
+		return "GetAtt:" + strings.Join(parts, ".")
+	}
+	return nil
+}
+
+var subVar = regexp.MustCompile(`\$\{([^}!]+)\}`)
+
+func subPlaceholder(_ string, input any, template any) any {
+	src, vars := "", map[string]any{}
+	switch v := input.(type) {
+	case string:
+		src = v
+	case []any:
+		if len(v) != 2 {
+			return nil
+		}
+		src, _ = v[0].(string)
+		vars, _ = v[1].(map[string]any)
+	}
+	return subVar.ReplaceAllStringFunc(src, func(m string) string {
+		name := m[2 : len(m)-1]
+		if v, ok := vars[name]; ok {
+			return fmt.Sprint(v)
+		}
+		if strings.Contains(name, ".") {
+			return getAttPlaceholder("", name, template).(string)
+		}
+		return fmt.Sprint(refPlaceholder("", name, template))
+	})
+}
+
+// stack is the template as deployed with one parameter set.
+type stack struct {
+	*cloudformation.Template
+	raw map[string]any // the resolved JSON, for the schema check
+}
+
+func load(t *testing.T, params map[string]any) stack {
+	t.Helper()
+	data, err := os.ReadFile(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := intrinsics.ProcessYAML(data, &intrinsics.ProcessorOptions{
+		IntrinsicHandlerOverrides: placeholderHandlers,
+		ParameterOverrides:        params,
+		EvaluateConditions:        true,
+	})
+	if err != nil {
+		t.Fatalf("resolving the template: %v", err)
+	}
+	// The typed parse fails on unknown properties and wrong types.
+	tpl, err := goformation.ParseJSONWithOptions(resolved, &intrinsics.ProcessorOptions{NoProcess: true})
+	if err != nil {
+		t.Fatalf("parsing the template: %v", err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(resolved, &raw); err != nil {
+		t.Fatal(err)
+	}
+	return stack{Template: tpl, raw: raw}
+}
+
+func (s stack) function(t *testing.T, name string) *serverless.Function {
+	t.Helper()
+	f, err := s.GetServerlessFunctionWithName(name)
+	if err != nil {
+		t.Fatalf("function %s: %v", name, err)
+	}
+	return f
+}
+
+func TestTemplateMatchesTheBundledSAMSchema(t *testing.T) {
+	var sch struct {
+		Definitions map[string]struct {
+			Required   []string `json:"required"`
+			Properties map[string]struct {
+				Required             []string       `json:"required"`
+				Properties           map[string]any `json:"properties"`
+				AdditionalProperties *bool          `json:"additionalProperties"`
+			} `json:"properties"`
+		} `json:"definitions"`
+	}
+	if err := json.Unmarshal([]byte(schema.SamSchema), &sch); err != nil {
+		t.Fatal(err)
+	}
+	for _, params := range []map[string]any{defaults, allOptions} {
+		s := load(t, params)
+		resources, _ := s.raw["Resources"].(map[string]any)
+		if len(resources) == 0 {
+			t.Fatal("no resources")
+		}
+		for name, r := range resources {
+			res, _ := r.(map[string]any)
+			typ, _ := res["Type"].(string)
+			def, ok := sch.Definitions[typ]
+			if !ok {
+				t.Errorf("%s: type %q is not in the SAM schema", name, typ)
+				continue
+			}
+			for _, req := range def.Required {
+				if _, ok := res[req]; !ok {
+					t.Errorf("%s (%s): missing %s", name, typ, req)
+				}
+			}
+			for key := range res {
+				if _, ok := def.Properties[key]; !ok {
+					t.Errorf("%s (%s): %s is not a resource attribute", name, typ, key)
+				}
+			}
+			props, _ := res["Properties"].(map[string]any)
+			pdef := def.Properties["Properties"]
+			for _, req := range pdef.Required {
+				if _, ok := props[req]; !ok {
+					t.Errorf("%s (%s): missing property %s", name, typ, req)
+				}
+			}
+			if pdef.AdditionalProperties != nil && !*pdef.AdditionalProperties {
+				for key := range props {
+					if _, ok := pdef.Properties[key]; !ok {
+						t.Errorf("%s (%s): unknown property %s", name, typ, key)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestEveryFunctionIsAnArm64BootstrapBuiltByMake(t *testing.T) {
+	s := load(t, defaults)
+	all := s.GetAllServerlessFunctionResources()
+	if len(all) != len(functions) {
+		t.Errorf("template has %d functions, want %d", len(all), len(functions))
+	}
+	for name := range all {
+		if _, ok := functions[name]; !ok {
+			t.Errorf("function %s is not known to this test (and config)", name)
+		}
+	}
+	for name := range functions {
+		f := s.function(t, name)
+		if got := deref(f.Runtime); got != "provided.al2023" {
+			t.Errorf("%s: runtime %q", name, got)
+		}
+		if !slices.Equal(f.Architectures, []string{"arm64"}) {
+			t.Errorf("%s: architectures %v", name, f.Architectures)
+		}
+		if got := deref(f.Handler); got != "bootstrap" {
+			t.Errorf("%s: handler %q", name, got)
+		}
+		if got := f.AWSCloudFormationMetadata["BuildMethod"]; got != "makefile" {
+			t.Errorf("%s: BuildMethod %v", name, got)
+		}
+		if f.CodeUri == nil || f.CodeUri.String == nil || *f.CodeUri.String != "." {
+			t.Errorf("%s: CodeUri must be the module root", name)
+		}
+		if f.Timeout == nil || *f.Timeout <= 0 {
+			t.Errorf("%s: no timeout", name)
+		}
+	}
+}
+
+// makeTargets are the Makefile's target names.
+func makeTargets(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	for _, m := range regexp.MustCompile(`(?m)^([A-Za-z0-9_-]+):`).FindAllStringSubmatch(string(data), -1) {
+		targets = append(targets, m[1])
+	}
+	return targets
+}
+
+func TestMakefileHasABuildTargetPerFunction(t *testing.T) {
+	targets := makeTargets(t)
+	s := load(t, defaults)
+	for name := range s.GetAllServerlessFunctionResources() {
+		if !slices.Contains(targets, "build-"+name) {
+			t.Errorf("Makefile has no build-%s target for sam build", name)
+		}
+	}
+}
+
+func TestBuildTargetsMakeAnArm64BootstrapOfTheirFunction(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("make is not installed")
+		}
+		t.Skip("make is not installed")
+	}
+	artifacts := t.TempDir()
+	for name, program := range functions {
+		out, err := exec.Command("make", "-s", "-n", "-C", "..", "build-"+name, "ARTIFACTS_DIR="+artifacts).CombinedOutput()
+		if err != nil {
+			t.Fatalf("make -n build-%s: %v\n%s", name, err, out)
+		}
+		cmd := string(out)
+		for _, want := range []string{
+			"CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64", "-tags lambda.norpc", "-trimpath", `-ldflags "-s -w"`,
+			"-o " + filepath.Join(artifacts, "bootstrap") + " ./functions/" + string(program),
+		} {
+			if !strings.Contains(cmd, want) {
+				t.Errorf("build-%s does not run %q:\n%s", name, want, cmd)
+			}
+		}
+		if _, err := os.Stat(filepath.Join("..", "functions", string(program), "main.go")); err != nil {
+			t.Errorf("build-%s builds a missing program: %v", name, err)
+		}
+	}
+}
+
+func TestEveryVariableAFunctionReadsIsSet(t *testing.T) {
+	for _, params := range []map[string]any{defaults, allOptions} {
+		s := load(t, params)
+		for name, program := range functions {
+			f := s.function(t, name)
+			var set []string
+			if f.Environment != nil {
+				for k := range f.Environment.Variables {
+					set = append(set, k)
+				}
+			}
+			sort.Strings(set)
+			reads := config.Vars(program)
+			for _, v := range reads {
+				if !slices.Contains(set, v) {
+					t.Errorf("%s reads %s but the template does not set it", name, v)
+				}
+			}
+			for _, v := range set {
+				if !slices.Contains(reads, v) {
+					t.Errorf("%s sets %s, which %s never reads", name, v, program)
+				}
+			}
+			for _, v := range config.Required(program) {
+				if f.Environment == nil || f.Environment.Variables[v] == "" {
+					t.Errorf("%s: required %s is empty", name, v)
+				}
+			}
+		}
+	}
+}
+
+func TestFunctionsPointAtTheStackResources(t *testing.T) {
+	s := load(t, defaults)
+	want := map[string]string{
+		config.EnvTable:    "Ref:Table",
+		config.EnvBucket:   "Ref:Bucket",
+		config.EnvQueueURL: "Ref:BuildQueue",
+	}
+	for name := range functions {
+		env := s.function(t, name).Environment.Variables
+		for k, v := range want {
+			if got, ok := env[k]; ok && got != v {
+				t.Errorf("%s: %s = %q, want %q", name, k, got, v)
+			}
+		}
+	}
+	compact := s.function(t, "CompactFunction").Environment.Variables
+	if m := compact[config.EnvModel]; m != "bedrock:us.anthropic.claude-haiku-4-5-20251001-v1:0" {
+		t.Errorf("compact model %q", m)
+	}
+}
+
+// grant is one Allow statement of a function's policy.
+type grant struct {
+	actions   []string
+	resources []string
+}
+
+func grants(t *testing.T, f *serverless.Function) []grant {
+	t.Helper()
+	if f.Policies == nil || f.Policies.IAMPolicyDocument == nil {
+		t.Fatal("policies must be one inline policy document")
+	}
+	var out []grant
+	for _, st := range f.Policies.IAMPolicyDocument.Statement {
+		if st == nil {
+			continue // an !If that resolved to AWS::NoValue
+		}
+		m, _ := st.(map[string]any)
+		if m["Effect"] != "Allow" {
+			t.Errorf("statement %v is not an Allow", m)
+		}
+		out = append(out, grant{actions: strs(m["Action"]), resources: strs(m["Resource"])})
+	}
+	return out
+}
+
+func strs(v any) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		var out []string
+		for _, e := range x {
+			if e != nil {
+				out = append(out, fmt.Sprint(e))
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// allowed lists, per function, every action it may have and the
+// resources each may name.
+var allowed = map[string]map[string][]string{
+	"RestoreFunction": {
+		"s3:GetObject": {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
+	},
+	"OffloadFunction": {
+		"s3:GetObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
+		"s3:PutObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
+		"dynamodb:GetItem": {"GetAtt:Table.Arn"}, "dynamodb:PutItem": {"GetAtt:Table.Arn"},
+		"dynamodb:UpdateItem": {"GetAtt:Table.Arn"}, "dynamodb:Query": {"GetAtt:Table.Arn"},
+	},
+	"MemoryFunction": {
+		"s3:GetObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
+		"s3:PutObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
+		"dynamodb:GetItem": {"GetAtt:Table.Arn"}, "dynamodb:PutItem": {"GetAtt:Table.Arn"},
+		"dynamodb:UpdateItem": {"GetAtt:Table.Arn"}, "dynamodb:Query": {"GetAtt:Table.Arn"},
+		"dynamodb:BatchGetItem": {"GetAtt:Table.Arn"},
+		"sqs:SendMessage":       {"GetAtt:BuildQueue.Arn"},
+	},
+	"CompactFunction": {
+		"s3:GetObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
+		"dynamodb:GetItem": {"GetAtt:Table.Arn"}, "dynamodb:PutItem": {"GetAtt:Table.Arn"},
+		"dynamodb:UpdateItem": {"GetAtt:Table.Arn"}, "dynamodb:Query": {"GetAtt:Table.Arn"},
+		"dynamodb:BatchGetItem": {"GetAtt:Table.Arn"},
+		"sqs:ReceiveMessage":    {"GetAtt:BuildQueue.Arn"}, "sqs:DeleteMessage": {"GetAtt:BuildQueue.Arn"},
+		"sqs:ChangeMessageVisibility": {"GetAtt:BuildQueue.Arn"}, "sqs:GetQueueAttributes": {"GetAtt:BuildQueue.Arn"},
+		"sqs:SendMessage": {"GetAtt:BuildQueue.Arn"},
+		"bedrock:InvokeModel": {
+			"arn:{AWS::Partition}:bedrock:{AWS::Region}:{AWS::AccountId}:inference-profile/us.anthropic.claude-haiku-4-5-20251001-v1:0",
+			"arn:{AWS::Partition}:bedrock:*::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0",
+			"arn:{AWS::Partition}:bedrock:{AWS::Region}::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0",
+		},
+		"lambda:InvokeFunction": {"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compressor"},
+	},
+}
+
+func TestPoliciesAreLeastPrivilege(t *testing.T) {
+	for _, params := range []map[string]any{defaults, allOptions} {
+		s := load(t, params)
+		for name := range functions {
+			for _, g := range grants(t, s.function(t, name)) {
+				for _, a := range g.actions {
+					ok, known := allowed[name][a]
+					if !known {
+						t.Errorf("%s may %s, which it does not need", name, a)
+						continue
+					}
+					for _, r := range g.resources {
+						if !slices.Contains(ok, r) {
+							t.Errorf("%s may %s on %s", name, a, r)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestRestoreCannotWrite(t *testing.T) {
+	s := load(t, allOptions)
+	for _, g := range grants(t, s.function(t, "RestoreFunction")) {
+		for _, a := range g.actions {
+			if a != "s3:GetObject" {
+				t.Errorf("restore may %s", a)
+			}
+		}
+	}
+}
+
+func TestTheCompressorGrantExistsOnlyWhenConfigured(t *testing.T) {
+	has := func(s stack) bool {
+		for _, g := range grants(t, s.function(t, "CompactFunction")) {
+			if slices.Contains(g.actions, "lambda:InvokeFunction") {
+				return true
+			}
+		}
+		return false
+	}
+	if has(load(t, defaults)) {
+		t.Error("compact may invoke a compressor function that is not configured")
+	}
+	if !has(load(t, allOptions)) {
+		t.Error("compact may not invoke the configured compressor function")
+	}
+}
+
+func TestTableKeepsDataWithTTLAndPointInTimeRecovery(t *testing.T) {
+	s := load(t, defaults)
+	tbl, err := s.GetDynamoDBTableWithName("Table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deref(tbl.BillingMode) != "PAY_PER_REQUEST" {
+		t.Errorf("billing %q", deref(tbl.BillingMode))
+	}
+	keys := map[string]string{}
+	for _, k := range tbl.KeySchema {
+		keys[k.AttributeName] = k.KeyType
+	}
+	if keys["pk"] != "HASH" || keys["sk"] != "RANGE" || len(keys) != 2 {
+		t.Errorf("key schema %v", keys)
+	}
+	for _, a := range tbl.AttributeDefinitions {
+		if a.AttributeType != "S" {
+			t.Errorf("attribute %s is %s, want S", a.AttributeName, a.AttributeType)
+		}
+	}
+	if ttl := tbl.TimeToLiveSpecification; ttl == nil || !ttl.Enabled || deref(ttl.AttributeName) != "ttl" {
+		t.Errorf("TTL %+v", ttl)
+	}
+	if p := tbl.PointInTimeRecoverySpecification; p == nil || p.PointInTimeRecoveryEnabled == nil || !*p.PointInTimeRecoveryEnabled {
+		t.Error("point-in-time recovery is off")
+	}
+	if tbl.AWSCloudFormationDeletionPolicy != "Retain" {
+		t.Errorf("deletion policy %q", tbl.AWSCloudFormationDeletionPolicy)
+	}
+}
+
+func TestBucketIsEncryptedPrivateAndTLSOnly(t *testing.T) {
+	s := load(t, defaults)
+	b, err := s.GetS3BucketWithName("Bucket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.BucketEncryption == nil || len(b.BucketEncryption.ServerSideEncryptionConfiguration) == 0 ||
+		b.BucketEncryption.ServerSideEncryptionConfiguration[0].ServerSideEncryptionByDefault == nil {
+		t.Error("no default encryption")
+	}
+	pab := b.PublicAccessBlockConfiguration
+	if pab == nil {
+		t.Fatal("no public access block")
+	}
+	for name, v := range map[string]*bool{
+		"BlockPublicAcls": pab.BlockPublicAcls, "BlockPublicPolicy": pab.BlockPublicPolicy,
+		"IgnorePublicAcls": pab.IgnorePublicAcls, "RestrictPublicBuckets": pab.RestrictPublicBuckets,
+	} {
+		if v == nil || !*v {
+			t.Errorf("%s is not true", name)
+		}
+	}
+	pol, err := s.GetS3BucketPolicyWithName("BucketPolicy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pol.Bucket != "Ref:Bucket" {
+		t.Errorf("policy is on %q", pol.Bucket)
+	}
+	if !deniesInsecureTransport(pol.PolicyDocument, "GetAtt:Bucket.Arn", "GetAtt:Bucket.Arn/*") {
+		t.Errorf("the bucket policy does not deny requests without TLS on the bucket and its objects: %v", pol.PolicyDocument)
+	}
+}
+
+func deniesInsecureTransport(doc any, resources ...string) bool {
+	d, _ := doc.(map[string]any)
+	sts, _ := d["Statement"].([]any)
+	for _, st := range sts {
+		m, _ := st.(map[string]any)
+		cond, _ := m["Condition"].(map[string]any)
+		b, _ := cond["Bool"].(map[string]any)
+		if m["Effect"] != "Deny" || m["Principal"] != "*" || fmt.Sprint(b["aws:SecureTransport"]) != "false" {
+			continue
+		}
+		got := strs(m["Resource"])
+		all := true
+		for _, r := range resources {
+			all = all && slices.Contains(got, r)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+func TestQueueOutlastsTheCompactFunctionAndRedrivesToADLQ(t *testing.T) {
+	s := load(t, defaults)
+	q, err := s.GetSQSQueueWithName("BuildQueue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compact := s.function(t, "CompactFunction")
+	if q.VisibilityTimeout == nil || compact.Timeout == nil || *q.VisibilityTimeout < 6**compact.Timeout {
+		t.Errorf("visibility %v is under 6 x the compact timeout %v", deref(q.VisibilityTimeout), deref(compact.Timeout))
+	}
+	rp, _ := q.RedrivePolicy.(map[string]any)
+	if rp["deadLetterTargetArn"] != "GetAtt:BuildDeadLetterQueue.Arn" {
+		t.Errorf("redrive target %v", rp["deadLetterTargetArn"])
+	}
+	if n, _ := rp["maxReceiveCount"].(float64); n < 1 {
+		t.Errorf("maxReceiveCount %v", rp["maxReceiveCount"])
+	}
+	if _, err := s.GetSQSQueueWithName("BuildDeadLetterQueue"); err != nil {
+		t.Error(err)
+	}
+	qp, err := s.GetSQSQueuePolicyWithName("BuildQueuePolicy")
+	if err != nil || !deniesInsecureTransport(qp.PolicyDocument, "GetAtt:BuildQueue.Arn", "GetAtt:BuildDeadLetterQueue.Arn") {
+		t.Errorf("the queues do not refuse requests without TLS (%v)", err)
+	}
+}
+
+func TestAMessageInTheDLQRaisesAnAlarm(t *testing.T) {
+	for _, params := range []map[string]any{defaults, allOptions} {
+		s := load(t, params)
+		a, err := s.GetCloudWatchAlarmWithName("DeadLetterAlarm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if deref(a.Namespace) != "AWS/SQS" || deref(a.MetricName) != "ApproximateNumberOfMessagesVisible" {
+			t.Errorf("alarm on %s %s", deref(a.Namespace), deref(a.MetricName))
+		}
+		if len(a.Dimensions) != 1 || a.Dimensions[0].Name != "QueueName" || a.Dimensions[0].Value != "GetAtt:BuildDeadLetterQueue.QueueName" {
+			t.Errorf("alarm dimensions %+v", a.Dimensions)
+		}
+		if a.ComparisonOperator != "GreaterThanThreshold" || a.Threshold == nil || *a.Threshold != 0 {
+			t.Errorf("alarm fires on %s %v", a.ComparisonOperator, a.Threshold)
+		}
+		_, withTopic := params["AlarmTopicArn"]
+		if withTopic != (len(a.AlarmActions) == 1) {
+			t.Errorf("alarm actions %v with topic %v", a.AlarmActions, withTopic)
+		}
+	}
+}
+
+func TestCompactReportsBatchItemFailuresWithBoundedConcurrency(t *testing.T) {
+	s := load(t, defaults)
+	var found bool
+	for name, m := range s.GetAllLambdaEventSourceMappingResources() {
+		if deref(m.EventSourceArn) != "GetAtt:BuildQueue.Arn" {
+			continue
+		}
+		found = true
+		if m.FunctionName != "Ref:CompactFunction" {
+			t.Errorf("%s feeds %s", name, m.FunctionName)
+		}
+		if !slices.Equal(m.FunctionResponseTypes, []string{"ReportBatchItemFailures"}) {
+			t.Errorf("%s: response types %v", name, m.FunctionResponseTypes)
+		}
+		if m.ScalingConfig == nil || m.ScalingConfig.MaximumConcurrency == nil || *m.ScalingConfig.MaximumConcurrency < 2 {
+			t.Errorf("%s: no MaximumConcurrency (2 or more)", name)
+		}
+	}
+	if !found {
+		t.Fatal("nothing consumes BuildQueue")
+	}
+}
+
+// routeAuth is what the test expects of one API route.
+type routeAuth struct {
+	key, integration string
+	public           bool
+}
+
+var routes = map[string]routeAuth{
+	"BeforeRequestRoute": {"POST /v1/chats/{chat}/hooks/before-request", "RestoreIntegration", false},
+	"AfterToolRoute":     {"POST /v1/chats/{chat}/hooks/after-tool", "OffloadIntegration", false},
+	"OffloadInputRoute":  {"POST /v1/chats/{chat}/hooks/offload-input", "OffloadIntegration", false},
+	"HealthRoute":        {"GET /healthz", "MemoryIntegration", true},
+	"DefaultRoute":       {"$default", "MemoryIntegration", false},
+}
+
+func TestJWTAuthorizerIsOptional(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		params map[string]any
+		jwt    bool
+	}{{"without issuer", defaults, false}, {"with issuer and audience", allOptions, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := load(t, tc.params)
+			a, err := s.GetApiGatewayV2AuthorizerWithName("JwtAuthorizer")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.AWSCloudFormationCondition != "UseJwtAuthorizer" || a.AuthorizerType != "JWT" {
+				t.Errorf("authorizer condition %q type %q", a.AWSCloudFormationCondition, a.AuthorizerType)
+			}
+			if tc.jwt && (a.JwtConfiguration == nil || deref(a.JwtConfiguration.Issuer) != "https://issuer.example.com/" ||
+				!slices.Equal(a.JwtConfiguration.Audience, []string{"client-a", "client-b"})) {
+				t.Errorf("JWT configuration %+v", a.JwtConfiguration)
+			}
+			all := s.GetAllApiGatewayV2RouteResources()
+			if len(all) != len(routes) {
+				t.Errorf("%d routes, want %d", len(all), len(routes))
+			}
+			for name, want := range routes {
+				r, err := s.GetApiGatewayV2RouteWithName(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.RouteKey != want.key || deref(r.Target) != "integrations/Ref:"+want.integration {
+					t.Errorf("%s: %s -> %s", name, r.RouteKey, deref(r.Target))
+				}
+				wantType, wantAuthorizer := "NONE", ""
+				if tc.jwt && !want.public {
+					wantType, wantAuthorizer = "JWT", "Ref:JwtAuthorizer"
+				}
+				if deref(r.AuthorizationType) != wantType || deref(r.AuthorizerId) != wantAuthorizer {
+					t.Errorf("%s: authorization %s %s, want %s %s", name, deref(r.AuthorizationType), deref(r.AuthorizerId), wantType, wantAuthorizer)
+				}
+			}
+		})
+	}
+}
+
+func TestAPIIntegrationsUsePayloadV2AndMayInvoke(t *testing.T) {
+	s := load(t, defaults)
+	for _, name := range []string{"Restore", "Offload", "Memory"} {
+		in, err := s.GetApiGatewayV2IntegrationWithName(name + "Integration")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.IntegrationType != "AWS_PROXY" || deref(in.PayloadFormatVersion) != "2.0" || deref(in.IntegrationUri) != "GetAtt:"+name+"Function.Arn" {
+			t.Errorf("%sIntegration: %s %s %s", name, in.IntegrationType, deref(in.PayloadFormatVersion), deref(in.IntegrationUri))
+		}
+		p, err := s.GetLambdaPermissionWithName(name + "ApiPermission")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.FunctionName != "Ref:"+name+"Function" || p.Principal != "apigateway.amazonaws.com" || !strings.Contains(deref(p.SourceArn), "Ref:HttpApi/") {
+			t.Errorf("%sApiPermission: %+v", name, p)
+		}
+	}
+}
+
+func TestOutputsNameTheAPIAndStores(t *testing.T) {
+	s := load(t, defaults)
+	want := map[string]string{
+		"ApiUrl":     "GetAtt:HttpApi.ApiEndpoint",
+		"TableName":  "Ref:Table",
+		"BucketName": "Ref:Bucket",
+		"QueueUrl":   "Ref:BuildQueue",
+	}
+	for name, v := range want {
+		out, ok := s.Outputs[name]
+		if !ok {
+			t.Errorf("no output %s", name)
+			continue
+		}
+		if fmt.Sprint(out.Value) != v {
+			t.Errorf("output %s = %v, want %s", name, out.Value, v)
+		}
+	}
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -1,0 +1,340 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// HealthPattern is the route of the health check; it needs no credentials.
+const HealthPattern = "GET /healthz"
+
+// PingTimeout bounds a health check's store calls.
+const PingTimeout = 3 * time.Second
+
+// Pinger answers whether a backing store is reachable.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// PingFunc adapts a function to Pinger.
+type PingFunc func(ctx context.Context) error
+
+// Ping calls f.
+func (f PingFunc) Ping(ctx context.Context) error { return f(ctx) }
+
+// Authenticator names the tenant of a request, or fails with a 401 *Error.
+type Authenticator interface {
+	Authenticate(r *http.Request) (tenant string, err error)
+}
+
+// AuthFunc adapts a function to Authenticator.
+type AuthFunc func(r *http.Request) (string, error)
+
+// Authenticate calls f.
+func (f AuthFunc) Authenticate(r *http.Request) (string, error) { return f(r) }
+
+// Unauthorized is a 401; WriteError adds the WWW-Authenticate challenge.
+func Unauthorized(format string, args ...any) *Error {
+	return &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf(format, args...)}
+}
+
+// SingleTenant authenticates every request as tenant: the local server with
+// no tokens configured, which therefore listens on loopback only.
+func SingleTenant(tenant string) Authenticator {
+	return AuthFunc(func(*http.Request) (string, error) { return tenant, nil })
+}
+
+// BearerTokens authenticates "Authorization: Bearer <token>" against a map of
+// token to tenant. Tokens are compared as SHA-256 digests in constant time,
+// against every configured token, so timing tells nothing about them.
+func BearerTokens(tokens map[string]string) Authenticator {
+	type entry struct {
+		sum    [sha256.Size]byte
+		tenant string
+	}
+	entries := make([]entry, 0, len(tokens))
+	for tok, tenant := range tokens {
+		entries = append(entries, entry{sha256.Sum256([]byte(tok)), tenant})
+	}
+	return AuthFunc(func(r *http.Request) (string, error) {
+		tok, ok := BearerToken(r)
+		if !ok {
+			return "", Unauthorized("an Authorization: Bearer <token> header is required")
+		}
+		sum := sha256.Sum256([]byte(tok))
+		tenant := ""
+		for _, e := range entries {
+			if subtle.ConstantTimeCompare(sum[:], e.sum[:]) == 1 {
+				tenant = e.tenant
+			}
+		}
+		if tenant == "" {
+			return "", Unauthorized("the bearer token is not valid")
+		}
+		return tenant, nil
+	})
+}
+
+// BearerToken is the request's bearer token, if it sent one.
+func BearerToken(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+// WithRequestID records the request's id; the Lambda adapter sets API
+// Gateway's, and the server generates one where none was set.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey, id)
+}
+
+// RequestID is the request's id, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail.
+	return hex.EncodeToString(b[:])
+}
+
+// Options configure NewHandler.
+type Options struct {
+	// Logger receives one JSON line per request; nil is slog.Default.
+	Logger *slog.Logger
+	// Auth names each request's tenant. Required.
+	Auth Authenticator
+	// MaxBody limits request bodies; 0 is MaxBody.
+	MaxBody int64
+	// Health is pinged by GET /healthz; nil answers 200 without pinging.
+	Health Pinger
+	// Routes are the authenticated routes.
+	Routes []Routes
+	// Public routes need no credentials: they carry their own proof (a
+	// signed link) or tell nothing (the health check, always public).
+	Public []Routes
+}
+
+// RegisterFunc adapts a function to Routes.
+type RegisterFunc func(mux *http.ServeMux)
+
+// Register calls f.
+func (f RegisterFunc) Register(mux *http.ServeMux) { f(mux) }
+
+// NewHandler is the one http.Handler every program serves, locally and in
+// Lambda: it gives each request an id (echoed as X-Request-Id) and a logger,
+// logs it, turns a panic into a 500, limits the body, authenticates the
+// tenant (all routes but /healthz), and answers unknown routes and methods
+// with JSON errors.
+func NewHandler(o Options) (http.Handler, error) {
+	if o.Auth == nil {
+		return nil, errors.New("api: Options.Auth is required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = MaxBody
+	}
+	public, private := http.NewServeMux(), http.NewServeMux()
+	Handle(public, HealthPattern, Health(o.Health))
+	for _, rs := range o.Public {
+		rs.Register(public)
+	}
+	for _, rs := range o.Routes {
+		rs.Register(private)
+	}
+	return &server{public: public, private: private, o: o}, nil
+}
+
+type server struct {
+	public, private *http.ServeMux
+	o               Options
+}
+
+// route picks the mux that serves r; pattern is "" when none does.
+func (s *server) route(r *http.Request) (mux *http.ServeMux, pattern string, public bool) {
+	if _, p := s.public.Handler(r); p != "" {
+		return s.public, p, true
+	}
+	_, p := s.private.Handler(r)
+	return s.private, p, false
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	ctx := r.Context()
+	id := RequestID(ctx)
+	if id == "" {
+		id = newRequestID()
+		ctx = WithRequestID(ctx, id)
+	}
+	w.Header().Set("X-Request-Id", id)
+	log := s.o.Logger.With("request_id", id)
+	ctx = WithLogger(ctx, log)
+	r = r.WithContext(ctx)
+	sw := &statusWriter{ResponseWriter: w}
+
+	mux, pattern, public := s.route(r)
+	tenant := ""
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			log.Error("handler panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if !sw.wrote {
+				WriteError(sw, r, &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error", Err: fmt.Errorf("panic: %v", v)})
+			}
+		}
+		level := slog.LevelInfo
+		if sw.status >= 500 {
+			level = slog.LevelError
+		}
+		log.LogAttrs(ctx, level, "request",
+			slog.String("method", r.Method),
+			slog.String("route", pattern),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", sw.status),
+			slog.Int64("bytes", sw.bytes),
+			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+			slog.String("tenant", tenant),
+		)
+	}()
+
+	if pattern == "" {
+		s.unrouted(sw, r)
+		return
+	}
+	if r.ContentLength > s.o.MaxBody {
+		WriteError(sw, r, &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body over %d bytes", s.o.MaxBody)})
+		return
+	}
+	r.Body = http.MaxBytesReader(sw, r.Body, s.o.MaxBody)
+	if !public {
+		t, err := s.o.Auth.Authenticate(r)
+		if err == nil && t == "" {
+			err = Unauthorized("no tenant for this request")
+		}
+		if err != nil {
+			WriteError(sw, r, err)
+			return
+		}
+		tenant = t
+		r = r.WithContext(WithLogger(WithTenant(r.Context(), tenant), log.With("tenant", tenant)))
+	}
+	mux.ServeHTTP(sw, r)
+}
+
+// unrouted answers a request no pattern matched: the mux's 404 and 405
+// become JSON errors (keeping Allow); anything else it says (a redirect to a
+// cleaned path) is passed on as it is.
+func (s *server) unrouted(w http.ResponseWriter, r *http.Request) {
+	rec := capture(s.private, r)
+	if rec.status == http.StatusNotFound {
+		// The path may exist among the public routes, for another method.
+		rec = capture(s.public, r)
+	}
+	switch rec.status {
+	case http.StatusNotFound:
+		WriteError(w, r, NotFound("no route for %s %s", r.Method, r.URL.Path))
+	case http.StatusMethodNotAllowed:
+		if allow := rec.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		WriteError(w, r, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+			Message: fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, rec.header.Get("Allow"))})
+	default:
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.status)
+		_, _ = w.Write(rec.body)
+	}
+}
+
+// Health answers GET /healthz: {"ok": true} when p answers within
+// PingTimeout, else a 503 with Retry-After.
+func Health(p Pinger) HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if p != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), PingTimeout)
+			defer cancel()
+			if err := p.Ping(ctx); err != nil {
+				return Unavailable(fmt.Errorf("health check: %w", err))
+			}
+		}
+		WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
+		return nil
+	}
+}
+
+// statusWriter remembers the status and size of an answer.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func capture(mux *http.ServeMux, r *http.Request) *captureWriter {
+	h, _ := mux.Handler(r)
+	rec := &captureWriter{header: make(http.Header)}
+	h.ServeHTTP(rec, r)
+	return rec
+}
+
+// captureWriter holds an answer in memory (the mux's short 404/405 texts).
+type captureWriter struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (c *captureWriter) Header() http.Header { return c.header }
+func (c *captureWriter) WriteHeader(code int) {
+	if c.status == 0 {
+		c.status = code
+	}
+}
+func (c *captureWriter) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	c.body = append(c.body, b...)
+	return len(b), nil
+}

@@ -1,0 +1,91 @@
+// Package app wires durachat's programs: it builds the stores a program
+// uses (the AWS adapters in Lambda, the embedded ones locally), once per
+// process, and the one http.Handler every HTTP program serves. The
+// functions' mains and the local server are thin callers of this package.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// Stores are the backends of one program; a field is nil when the program
+// does not use it (the restore function has only Blobs and Linker).
+type Stores struct {
+	Table    store.Table
+	Blobs    store.Blobs
+	Linker   store.Linker
+	Queue    store.Queue
+	Receiver store.Receiver
+}
+
+// healthKey is read by health checks; nothing is ever stored under it. Its
+// blob key is under images/, where every function may read.
+var (
+	healthItem = store.Key{PK: "healthz", SK: "healthz"}
+	healthBlob = store.ImageKey("healthz", "0000000000000000")
+)
+
+// Ping checks that the table and the blob store answer. The queue is not
+// pinged: SQS has no read that the functions' send-only permission allows.
+func (s Stores) Ping(ctx context.Context) error {
+	var errs []error
+	if s.Table != nil {
+		if _, err := s.Table.Get(ctx, healthItem); err != nil && !errors.Is(err, store.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("table: %w", err))
+		}
+	}
+	if s.Blobs != nil {
+		// S3 answers a HEAD of a missing object with 403 to a role that may
+		// not list the bucket (least privilege): an answer all the same.
+		// Only an outage counts.
+		if _, err := s.Blobs.Head(ctx, healthBlob); isOutage(err) {
+			errs = append(errs, fmt.Errorf("blobs: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isOutage(err error) bool {
+	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// LambdaAuth authenticates requests in Lambda: the tenant is the JWT
+// authorizer's configured claim; without an authorizer, bearer tokens from
+// configuration, if any.
+func LambdaAuth(cfg config.Config) api.Authenticator {
+	var fallback api.Authenticator
+	if len(cfg.Tokens) > 0 {
+		fallback = api.BearerTokens(cfg.Tokens)
+	}
+	return claimTenant(cfg.TenantClaim, fallback)
+}
+
+// LocalAuth authenticates requests to the local server: bearer tokens when
+// configured, else every request is the one local tenant (and the server
+// listens on loopback only; see CheckListen).
+func LocalAuth(cfg config.Config) api.Authenticator {
+	if len(cfg.Tokens) > 0 {
+		return api.BearerTokens(cfg.Tokens)
+	}
+	return api.SingleTenant(config.LocalTenant)
+}
+
+// Handler is the http.Handler of a program: routes behind authentication,
+// public routes (signed links) and the health check over stores.
+func Handler(log *slog.Logger, auth api.Authenticator, stores Stores, routes []api.Routes, public ...api.Routes) (http.Handler, error) {
+	return api.NewHandler(api.Options{
+		Logger: log,
+		Auth:   auth,
+		Health: api.PingFunc(stores.Ping),
+		Routes: routes,
+		Public: public,
+	})
+}

@@ -1,0 +1,93 @@
+package app
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/embedded"
+)
+
+// LocalQueue names the embedded queue that stands in for the SQS queue.
+const LocalQueue = "compact"
+
+// Local is the local server's stores, all in one embedded database under
+// the configured data directory.
+type Local struct {
+	DB     *embedded.DB
+	Stores Stores
+	// Queue is both sides of the build queue, consumed in-process.
+	Queue *embedded.Queue
+	Links *embedded.Linker
+}
+
+// OpenLocal opens (or creates) the embedded stores in cfg.DataDir. Without a
+// configured link secret, links are signed with a random one and stop
+// working when the process ends; they live minutes anyway.
+func OpenLocal(cfg config.Config) (*Local, error) {
+	secret := cfg.LinkSecret
+	if len(secret) == 0 {
+		secret = make([]byte, 32)
+		_, _ = rand.Read(secret) // crypto/rand.Read does not fail.
+	}
+	db, err := embedded.Open(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	q := db.Queue(LocalQueue)
+	links := embedded.NewLinker(cfg.PublicURL, secret)
+	return &Local{
+		DB:     db,
+		Stores: Stores{Table: db.Table(), Blobs: db.Blobs(), Linker: links, Queue: q, Receiver: q},
+		Queue:  q,
+		Links:  links,
+	}, nil
+}
+
+// LinkRoutes serves the signed links the local Linker makes. They are
+// public: the signature is the credential.
+func (l *Local) LinkRoutes() api.Routes {
+	h := l.Links.Handler(l.Stores.Blobs)
+	return api.RegisterFunc(func(mux *http.ServeMux) {
+		mux.Handle("GET "+embedded.LinkPath+"{key...}", h)
+	})
+}
+
+// Close closes the database.
+func (l *Local) Close() error { return l.DB.Close() }
+
+// ErrOpenListen refuses a listen address reachable from other machines
+// when no tokens are configured.
+type ErrOpenListen struct{ Addr string }
+
+func (e *ErrOpenListen) Error() string {
+	return fmt.Sprintf("refusing to listen on %s without tokens: with no %s configured every caller is the single tenant %q, "+
+		"so the server listens on loopback only. Set %s to a loopback address (such as %s) or configure %s (token=tenant,...)",
+		e.Addr, config.EnvTokens, config.LocalTenant, config.EnvAddr, config.DefaultAddr, config.EnvTokens)
+}
+
+// CheckListen refuses addr when it is not loopback and no tokens are
+// configured. "localhost" and loopback IPs (127.0.0.0/8, ::1) pass; an
+// empty host (all interfaces) or any other name does not.
+func CheckListen(addr string, haveTokens bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", config.EnvAddr, addr, err)
+	}
+	if haveTokens || isLoopback(host) {
+		return nil
+	}
+	return &ErrOpenListen{Addr: addr}
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,177 @@
+// Package s3blobs is the S3 adapter of store.Blobs (create-once objects)
+// and store.Linker (presigned GET URLs).
+package s3blobs
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/durachat/durachat/shared/aws/awsfault"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// conflictAttempts bounds the puts made while S3 reports a concurrent
+// create of the same key (409 ConditionalRequestConflict).
+const conflictAttempts = 4
+
+// Blobs is a store.Blobs and store.Linker on one S3 bucket.
+type Blobs struct {
+	client  *s3.Client
+	presign *s3.PresignClient
+	bucket  string
+	// backoff is the first pause after a 409, doubled each time.
+	backoff time.Duration
+}
+
+var (
+	_ store.Blobs  = (*Blobs)(nil)
+	_ store.Linker = (*Blobs)(nil)
+)
+
+// New returns the blobs kept in bucket.
+func New(c *s3.Client, bucket string) *Blobs {
+	return &Blobs{client: c, presign: s3.NewPresignClient(c), bucket: bucket, backoff: 50 * time.Millisecond}
+}
+
+// Put stores b under key unless key holds an object already, in which case
+// the stored object stays and Put succeeds. The object carries its SHA-256
+// so S3 refuses it when it arrives damaged.
+func (s *Blobs) Put(ctx context.Context, key string, b store.Blob) error {
+	op := "put blob " + key
+	if key == "" {
+		return fmt.Errorf("%s: key must not be empty", op)
+	}
+	sum := sha256.Sum256(b.Data)
+	checksum := base64.StdEncoding.EncodeToString(sum[:])
+	pause := s.backoff
+	for attempt := 1; ; attempt++ {
+		in := &s3.PutObjectInput{
+			Bucket:            aws.String(s.bucket),
+			Key:               aws.String(key),
+			Body:              bytes.NewReader(b.Data),
+			ContentLength:     aws.Int64(int64(len(b.Data))),
+			IfNoneMatch:       aws.String("*"),
+			ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
+			ChecksumSHA256:    aws.String(checksum),
+		}
+		if b.ContentType != "" {
+			in.ContentType = aws.String(b.ContentType)
+		}
+		_, err := s.client.PutObject(ctx, in)
+		switch {
+		case err == nil:
+			return nil
+		case hasStatus(err, http.StatusPreconditionFailed):
+			// Create-once: the key holds its object already.
+			return nil
+		case hasStatus(err, http.StatusConflict):
+			// Another put of the key is in flight; once it lands, ours
+			// gets 412 above.
+		default:
+			return mapError(op, err)
+		}
+		if attempt == conflictAttempts {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", op, ctx.Err())
+		case <-time.After(pause):
+		}
+		pause *= 2
+	}
+	// Still conflicting: the object may have landed all the same.
+	if _, err := s.Head(ctx, key); err == nil {
+		return nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return store.Unavailable(op, fmt.Errorf("concurrent creates still conflicting after %d attempts", conflictAttempts))
+}
+
+// Get returns the object at key or store.ErrNotFound.
+func (s *Blobs) Get(ctx context.Context, key string) (store.Blob, error) {
+	op := "get blob " + key
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{
+		Bucket: aws.String(s.bucket),
+		Key:    aws.String(key),
+	})
+	if err != nil {
+		return store.Blob{}, mapError(op, err)
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(out.Body)
+	if err != nil {
+		// The answer broke off: the object is there, the read failed.
+		return store.Blob{}, store.Unavailable(op, err)
+	}
+	return store.Blob{ContentType: aws.ToString(out.ContentType), Data: data}, nil
+}
+
+// Head returns what S3 tells of the object at key, or store.ErrNotFound.
+func (s *Blobs) Head(ctx context.Context, key string) (store.BlobInfo, error) {
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{
+		Bucket: aws.String(s.bucket),
+		Key:    aws.String(key),
+	})
+	if err != nil {
+		return store.BlobInfo{}, mapError("head blob "+key, err)
+	}
+	return store.BlobInfo{ContentType: aws.ToString(out.ContentType), Size: aws.ToInt64(out.ContentLength)}, nil
+}
+
+// URL returns a presigned GET URL for key that works for ttl. It does not
+// check that the object exists; a URL to a missing key answers 404.
+func (s *Blobs) URL(ctx context.Context, key string, ttl time.Duration) (string, error) {
+	if ttl <= 0 {
+		return "", fmt.Errorf("link to %s: ttl %s must be positive", key, ttl)
+	}
+	req, err := s.presign.PresignGetObject(ctx, &s3.GetObjectInput{
+		Bucket: aws.String(s.bucket),
+		Key:    aws.String(key),
+	}, s3.WithPresignExpires(ttl))
+	if err != nil {
+		return "", fmt.Errorf("link to %s: %w", key, err)
+	}
+	return req.URL, nil
+}
+
+func hasStatus(err error, status int) bool {
+	var re *smithyhttp.ResponseError
+	return errors.As(err, &re) && re.HTTPStatusCode() == status
+}
+
+// mapError turns an S3 error into store's typed errors.
+func mapError(op string, err error) error {
+	var (
+		noKey    *types.NoSuchKey
+		notFound *types.NotFound
+		api      smithy.APIError
+	)
+	switch {
+	case errors.As(err, &noKey), errors.As(err, &notFound):
+		return fmt.Errorf("%s: %w", op, store.ErrNotFound)
+	case errors.As(err, &api) && api.ErrorCode() == "NoSuchBucket":
+		// A missing bucket is a deployment fault, not a missing object.
+		return fmt.Errorf("%s: %w", op, err)
+	case hasStatus(err, http.StatusNotFound):
+		// HEAD answers carry no error code.
+		return fmt.Errorf("%s: %w", op, store.ErrNotFound)
+	case awsfault.Transient(err):
+		return store.Unavailable(op, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

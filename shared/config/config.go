@@ -1,0 +1,366 @@
+// Package config reads durachat's configuration from environment variables,
+// in one place. Each program (a Lambda function or the local server) declares
+// the variables it reads (Vars); Load looks up only those, so the declared
+// lists are complete by construction and the template test can check that
+// the template sets every variable each function reads.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode"
+)
+
+// Program names a binary that reads configuration.
+type Program string
+
+// The Lambda functions and the local server.
+const (
+	Restore Program = "restore"
+	Offload Program = "offload"
+	Memory  Program = "memory"
+	Compact Program = "compact"
+	Serve   Program = "serve"
+)
+
+// Functions are the Lambda functions, in template order.
+var functions = []Program{Restore, Offload, Memory, Compact}
+
+// Functions returns the programs deployed as Lambda functions.
+func Functions() []Program { return slices.Clone(functions) }
+
+// Environment variable names.
+const (
+	EnvAddr               = "DURACHAT_ADDR"
+	EnvData               = "DURACHAT_DATA"
+	EnvTokens             = "DURACHAT_TOKENS"
+	EnvTenantClaim        = "DURACHAT_TENANT_CLAIM"
+	EnvTable              = "DURACHAT_TABLE"
+	EnvBucket             = "DURACHAT_BUCKET"
+	EnvQueueURL           = "DURACHAT_QUEUE_URL"
+	EnvModel              = "DURACHAT_MODEL"
+	EnvModelURL           = "DURACHAT_MODEL_URL"
+	EnvModelKey           = "DURACHAT_MODEL_KEY"
+	EnvSearch             = "DURACHAT_SEARCH"
+	EnvPublicURL          = "DURACHAT_PUBLIC_URL"
+	EnvLinkSecret         = "DURACHAT_LINK_SECRET"
+	EnvLogLevel           = "DURACHAT_LOG_LEVEL"
+	EnvCompressorURL      = "DURACHAT_COMPRESSOR_URL"
+	EnvCompressorFunction = "DURACHAT_COMPRESSOR_FUNCTION"
+)
+
+// Defaults.
+const (
+	DefaultAddr        = "127.0.0.1:8080"
+	DefaultData        = "./.durachat"
+	DefaultTenantClaim = "sub"
+	// LocalTenant is the one tenant of a local server without tokens.
+	LocalTenant = "local"
+	// MinLinkSecret is the shortest accepted DURACHAT_LINK_SECRET, in bytes.
+	MinLinkSecret = 16
+)
+
+// httpCommon is what every function behind the HTTP API reads: logging and
+// authentication.
+var httpCommon = []string{EnvLogLevel, EnvTenantClaim, EnvTokens}
+
+var reads = map[Program][]string{
+	// restore reads images (and presigns links to them) only.
+	Restore: {EnvBucket},
+	// offload stores images and the rows that refer to them.
+	Offload: {EnvBucket, EnvTable},
+	// memory serves the transcript, view, tools and status, and schedules builds.
+	Memory: {EnvBucket, EnvTable, EnvQueueURL, EnvSearch},
+	// compact builds nodes: rows, images, the retry queue and the model.
+	Compact: {EnvBucket, EnvTable, EnvQueueURL, EnvSearch, EnvModel, EnvModelURL, EnvModelKey, EnvCompressorURL, EnvCompressorFunction, EnvLogLevel},
+	// serve is every route on the embedded stores.
+	Serve: {EnvAddr, EnvData, EnvTokens, EnvSearch, EnvModel, EnvModelURL, EnvModelKey, EnvPublicURL, EnvLinkSecret, EnvLogLevel, EnvCompressorURL, EnvCompressorFunction},
+}
+
+// Vars lists the environment variables p reads, sorted.
+func Vars(p Program) []string {
+	vs := slices.Clone(reads[p])
+	switch p {
+	case Restore, Offload, Memory:
+		vs = append(vs, httpCommon...)
+	}
+	slices.Sort(vs)
+	return slices.Compact(vs)
+}
+
+// Required lists the variables p cannot start without.
+func Required(p Program) []string {
+	var req []string
+	for _, v := range Vars(p) {
+		switch v {
+		case EnvTable, EnvBucket, EnvQueueURL:
+			if p != Serve {
+				req = append(req, v)
+			}
+		case EnvModel:
+			if p == Compact {
+				req = append(req, v)
+			}
+		}
+	}
+	return req
+}
+
+// Model is a parsed DURACHAT_MODEL: "offline", "bedrock:<model id>",
+// "anthropic:<model>" or "openai:<model>".
+type Model struct {
+	Provider string
+	ID       string
+}
+
+// Model providers.
+const (
+	ProviderOffline   = "offline"
+	ProviderBedrock   = "bedrock"
+	ProviderAnthropic = "anthropic"
+	ProviderOpenAI    = "openai"
+)
+
+func (m Model) String() string {
+	if m.ID == "" {
+		return m.Provider
+	}
+	return m.Provider + ":" + m.ID
+}
+
+// Config is every setting; a program uses the ones it declared.
+type Config struct {
+	Program Program
+
+	// Addr is the local server's listen address.
+	Addr string
+	// DataDir holds the embedded stores.
+	DataDir string
+	// Tokens maps a bearer token to its tenant. Empty: locally, one tenant
+	// on loopback only; in Lambda, only JWT claims authenticate.
+	Tokens map[string]string
+	// TenantClaim names the JWT claim that carries the tenant.
+	TenantClaim string
+
+	Table    string
+	Bucket   string
+	QueueURL string
+
+	Model    Model
+	ModelURL string
+	// ModelKey is the API key for the anthropic and openai providers.
+	ModelKey string
+	// Search turns on the opt-in search tool.
+	Search bool
+
+	// PublicURL is the base of local signed image links.
+	PublicURL string
+	// LinkSecret signs local image links; empty means a random secret per start.
+	LinkSecret []byte
+
+	LogLevel slog.Level
+
+	CompressorURL      string
+	CompressorFunction string
+}
+
+// Load reads p's configuration through lookup (os.LookupEnv in a program).
+// All bad values are reported together, each naming its variable.
+func Load(p Program, lookup func(string) (string, bool)) (Config, error) {
+	if _, ok := reads[p]; !ok {
+		return Config{}, fmt.Errorf("config: unknown program %q", p)
+	}
+	r := &reader{p: p, lookup: lookup, declared: Vars(p)}
+	c := Config{Program: p}
+
+	c.Addr = r.str(EnvAddr, DefaultAddr)
+	if r.declares(EnvAddr) {
+		if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+			r.fail(EnvAddr, "%q is not host:port: %v", c.Addr, err)
+		}
+	}
+	c.DataDir = r.str(EnvData, DefaultData)
+	c.Tokens = r.tokens(EnvTokens)
+	c.TenantClaim = r.str(EnvTenantClaim, DefaultTenantClaim)
+	c.Table = r.str(EnvTable, "")
+	c.Bucket = r.str(EnvBucket, "")
+	c.QueueURL = r.str(EnvQueueURL, "")
+	if c.QueueURL != "" {
+		r.httpURL(EnvQueueURL, c.QueueURL)
+	}
+	c.Model = r.model(EnvModel)
+	c.ModelURL = r.str(EnvModelURL, "")
+	if c.ModelURL != "" {
+		r.httpURL(EnvModelURL, c.ModelURL)
+	}
+	c.ModelKey = r.str(EnvModelKey, "")
+	c.Search = r.boolean(EnvSearch, false)
+	c.PublicURL = r.str(EnvPublicURL, "")
+	if c.PublicURL == "" && r.declares(EnvPublicURL) {
+		c.PublicURL = "http://" + c.Addr
+	}
+	if c.PublicURL != "" {
+		r.httpURL(EnvPublicURL, c.PublicURL)
+		c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	}
+	if s := r.str(EnvLinkSecret, ""); s != "" {
+		if len(s) < MinLinkSecret {
+			r.fail(EnvLinkSecret, "must be at least %d bytes", MinLinkSecret)
+		}
+		c.LinkSecret = []byte(s)
+	}
+	c.LogLevel = r.level(EnvLogLevel)
+	c.CompressorURL = r.str(EnvCompressorURL, "")
+	if c.CompressorURL != "" {
+		r.httpURL(EnvCompressorURL, c.CompressorURL)
+	}
+	c.CompressorFunction = r.str(EnvCompressorFunction, "")
+	if c.CompressorURL != "" && c.CompressorFunction != "" {
+		r.fail(EnvCompressorFunction, "set %s or %s, not both", EnvCompressorURL, EnvCompressorFunction)
+	}
+	for _, name := range Required(p) {
+		if v, _ := lookup(name); strings.TrimSpace(v) == "" {
+			r.fail(name, "is required by the %s function", p)
+		}
+	}
+	if c.Model.Provider == ProviderAnthropic || c.Model.Provider == ProviderOpenAI {
+		if c.ModelKey == "" && c.ModelURL == "" {
+			r.fail(EnvModelKey, "the %s provider needs an API key (or %s for a keyless compatible endpoint)", c.Model.Provider, EnvModelURL)
+		}
+	}
+	if err := errors.Join(r.errs...); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// VarError is one bad variable.
+type VarError struct {
+	Var     string
+	Message string
+}
+
+func (e *VarError) Error() string { return "config: " + e.Var + " " + e.Message }
+
+type reader struct {
+	p        Program
+	lookup   func(string) (string, bool)
+	declared []string
+	errs     []error
+}
+
+func (r *reader) declares(name string) bool {
+	_, ok := slices.BinarySearch(r.declared, name)
+	return ok
+}
+
+func (r *reader) fail(name, format string, args ...any) {
+	r.errs = append(r.errs, &VarError{Var: name, Message: fmt.Sprintf(format, args...)})
+}
+
+// str is the trimmed value of name, or def when unset or empty. A variable
+// the program did not declare is never looked up and reads as def: it is
+// not part of that program's configuration.
+func (r *reader) str(name, def string) string {
+	if !r.declares(name) {
+		return def
+	}
+	v, ok := r.lookup(name)
+	v = strings.TrimSpace(v)
+	if !ok || v == "" {
+		return def
+	}
+	return v
+}
+
+func (r *reader) httpURL(name, v string) {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		r.fail(name, "%q must be an absolute http or https URL", v)
+	}
+}
+
+func (r *reader) boolean(name string, def bool) bool {
+	v := r.str(name, "")
+	switch strings.ToLower(v) {
+	case "":
+		return def
+	case "on", "true", "1", "yes":
+		return true
+	case "off", "false", "0", "no":
+		return false
+	}
+	r.fail(name, "%q must be on or off", v)
+	return def
+}
+
+func (r *reader) level(name string) slog.Level {
+	v := r.str(name, "info")
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(v)); err != nil {
+		r.fail(name, "%q must be debug, info, warn or error", v)
+		return slog.LevelInfo
+	}
+	return l
+}
+
+func (r *reader) model(name string) Model {
+	v := r.str(name, ProviderOffline)
+	provider, id, _ := strings.Cut(v, ":")
+	switch provider {
+	case ProviderOffline:
+		if id != "" {
+			r.fail(name, "%q: offline takes no model id", v)
+		}
+		return Model{Provider: provider}
+	case ProviderBedrock, ProviderAnthropic, ProviderOpenAI:
+		if strings.TrimSpace(id) == "" {
+			r.fail(name, "%q needs a model id, as in %s:<model>", v, provider)
+		}
+		return Model{Provider: provider, ID: id}
+	}
+	r.fail(name, "%q must be offline, bedrock:<model id>, anthropic:<model> or openai:<model>", v)
+	return Model{Provider: ProviderOffline}
+}
+
+// tokens parses "token1=tenantA,token2=tenantB".
+func (r *reader) tokens(name string) map[string]string {
+	v := r.str(name, "")
+	if v == "" {
+		return nil
+	}
+	out := make(map[string]string)
+	for i, pair := range strings.Split(v, ",") {
+		token, tenant, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		token, tenant = strings.TrimSpace(token), strings.TrimSpace(tenant)
+		switch {
+		case !ok || token == "" || tenant == "":
+			r.fail(name, "entry %d must be token=tenant", i+1)
+			continue
+		case strings.ContainsFunc(token, unicode.IsSpace) || strings.ContainsFunc(token, unicode.IsControl):
+			r.fail(name, "entry %d: a token cannot contain spaces or control characters", i+1)
+			continue
+		case strings.ContainsFunc(tenant, unicode.IsControl):
+			r.fail(name, "entry %d: a tenant cannot contain control characters", i+1)
+			continue
+		}
+		if _, dup := out[token]; dup {
+			r.fail(name, "entry %d repeats a token", i+1)
+			continue
+		}
+		out[token] = tenant
+	}
+	return out
+}
+
+// Logger returns the JSON logger every program writes with (to stdout, in
+// Lambda and locally).
+func (c Config) Logger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: c.LogLevel})).With("program", string(c.Program))
+}

@@ -1,0 +1,180 @@
+package config
+
+import (
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func env(kv map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := kv[k]
+		return v, ok
+	}
+}
+
+func lambdaEnv(extra map[string]string) map[string]string {
+	kv := map[string]string{
+		EnvTable:    "durachat",
+		EnvBucket:   "durachat-images",
+		EnvQueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/durachat",
+		EnvModel:    "bedrock:anthropic.claude-haiku-4-5-20251001-v1:0",
+	}
+	for k, v := range extra {
+		kv[k] = v
+	}
+	return kv
+}
+
+func TestServeDefaultsRunWithoutAnySetting(t *testing.T) {
+	c, err := Load(Serve, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != DefaultAddr || c.DataDir != DefaultData {
+		t.Errorf("addr %q data %q", c.Addr, c.DataDir)
+	}
+	if c.Model.Provider != ProviderOffline || c.Search || c.LogLevel != slog.LevelInfo {
+		t.Errorf("model %v search %v level %v", c.Model, c.Search, c.LogLevel)
+	}
+	if c.PublicURL != "http://"+DefaultAddr {
+		t.Errorf("public URL %q", c.PublicURL)
+	}
+	if len(c.Tokens) != 0 || c.LinkSecret != nil {
+		t.Errorf("tokens %v secret %q", c.Tokens, c.LinkSecret)
+	}
+}
+
+func TestTokensMapTokenToTenant(t *testing.T) {
+	c, err := Load(Serve, env(map[string]string{EnvTokens: " token1=tenantA, token2 = tenant B "}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"token1": "tenantA", "token2": "tenant B"}
+	if len(c.Tokens) != len(want) {
+		t.Fatalf("tokens %v", c.Tokens)
+	}
+	for k, v := range want {
+		if c.Tokens[k] != v {
+			t.Errorf("token %q -> %q, want %q", k, c.Tokens[k], v)
+		}
+	}
+}
+
+func TestBadValuesNameTheirVariable(t *testing.T) {
+	tests := []struct {
+		name string
+		kv   map[string]string
+		bad  string
+	}{
+		{"token without tenant", map[string]string{EnvTokens: "abc"}, EnvTokens},
+		{"empty tenant", map[string]string{EnvTokens: "abc="}, EnvTokens},
+		{"repeated token", map[string]string{EnvTokens: "a=x,a=y"}, EnvTokens},
+		{"token with space", map[string]string{EnvTokens: "a b=x"}, EnvTokens},
+		{"addr without port", map[string]string{EnvAddr: "localhost"}, EnvAddr},
+		{"unknown model provider", map[string]string{EnvModel: "llama:7b"}, EnvModel},
+		{"bedrock without id", map[string]string{EnvModel: "bedrock:"}, EnvModel},
+		{"offline with id", map[string]string{EnvModel: "offline:x"}, EnvModel},
+		{"anthropic without key", map[string]string{EnvModel: "anthropic:claude"}, EnvModelKey},
+		{"model URL not a URL", map[string]string{EnvModelURL: "localhost:9000"}, EnvModelURL},
+		{"search not on/off", map[string]string{EnvSearch: "maybe"}, EnvSearch},
+		{"log level unknown", map[string]string{EnvLogLevel: "loud"}, EnvLogLevel},
+		{"short link secret", map[string]string{EnvLinkSecret: "short"}, EnvLinkSecret},
+		{"public URL relative", map[string]string{EnvPublicURL: "/x"}, EnvPublicURL},
+		{"both compressors", map[string]string{EnvCompressorURL: "http://127.0.0.1:1/c", EnvCompressorFunction: "f"}, EnvCompressorFunction},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(Serve, env(tt.kv))
+			var ve *VarError
+			if !errors.As(err, &ve) || ve.Var != tt.bad {
+				t.Fatalf("err = %v, want a VarError naming %s", err, tt.bad)
+			}
+			if !strings.Contains(err.Error(), tt.bad) {
+				t.Errorf("message %q does not name %s", err, tt.bad)
+			}
+		})
+	}
+}
+
+func TestAllBadValuesReportedTogether(t *testing.T) {
+	_, err := Load(Serve, env(map[string]string{EnvSearch: "maybe", EnvLogLevel: "loud"}))
+	if err == nil || !strings.Contains(err.Error(), EnvSearch) || !strings.Contains(err.Error(), EnvLogLevel) {
+		t.Fatalf("err = %v, want both variables named", err)
+	}
+}
+
+func TestFunctionsRequireTheirStores(t *testing.T) {
+	for _, p := range Functions() {
+		t.Run(string(p), func(t *testing.T) {
+			if _, err := Load(p, env(lambdaEnv(nil))); err != nil {
+				t.Fatalf("complete environment: %v", err)
+			}
+			for _, name := range Required(p) {
+				kv := lambdaEnv(map[string]string{name: " "})
+				_, err := Load(p, env(kv))
+				var ve *VarError
+				if !errors.As(err, &ve) || ve.Var != name {
+					t.Errorf("without %s: err = %v", name, err)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadLooksUpOnlyDeclaredVariables(t *testing.T) {
+	for _, p := range append(Functions(), Serve) {
+		t.Run(string(p), func(t *testing.T) {
+			var seen []string
+			kv := lambdaEnv(nil)
+			_, _ = Load(p, func(k string) (string, bool) {
+				seen = append(seen, k)
+				v, ok := kv[k]
+				return v, ok
+			})
+			declared := Vars(p)
+			for _, k := range seen {
+				if !slices.Contains(declared, k) {
+					t.Errorf("%s looked up %s without declaring it", p, k)
+				}
+			}
+		})
+	}
+}
+
+func TestRestoreReadsNoTableOrQueue(t *testing.T) {
+	vs := Vars(Restore)
+	for _, v := range []string{EnvTable, EnvQueueURL, EnvModel} {
+		if slices.Contains(vs, v) {
+			t.Errorf("restore declares %s", v)
+		}
+	}
+}
+
+func TestModelParsesProviderAndID(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Model
+	}{
+		{"offline", Model{Provider: "offline"}},
+		{"bedrock:us.anthropic.claude-haiku-4-5-20251001-v1:0", Model{Provider: "bedrock", ID: "us.anthropic.claude-haiku-4-5-20251001-v1:0"}},
+		{"openai:gpt-4o-mini", Model{Provider: "openai", ID: "gpt-4o-mini"}},
+	}
+	for _, tt := range tests {
+		c, err := Load(Serve, env(map[string]string{EnvModel: tt.in, EnvModelKey: "k"}))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.in, err)
+		}
+		if c.Model != tt.want || c.Model.String() != tt.in {
+			t.Errorf("%s: got %+v (%s)", tt.in, c.Model, c.Model)
+		}
+	}
+}
+
+func TestUnknownProgramIsAnError(t *testing.T) {
+	if _, err := Load("nope", env(nil)); err == nil {
+		t.Fatal("want an error")
+	}
+}

@@ -1,0 +1,137 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"unicode/utf8"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/durachat/durachat/shared/store"
+)
+
+// MaxBlobSize bounds one object. durachat stores images (at most a few MiB
+// after shrinking) and pieces of text; anything near this is a bug.
+const MaxBlobSize = 64 << 20
+
+// maxBlobKeyLen is S3's key limit.
+const maxBlobKeyLen = 1024
+
+// blobFormat is the first byte of every stored blob.
+const blobFormat = 1
+
+// Blobs is create-once store.Blobs on the "blobs" bucket. A Put checks for
+// the key and writes inside one bbolt write transaction, and bbolt runs one
+// writer at a time, so of concurrent puts of one key exactly one writes and
+// the rest find it present.
+type Blobs struct {
+	db *DB
+}
+
+var _ store.Blobs = (*Blobs)(nil)
+
+// Put stores b under key unless key exists; either way it succeeds.
+func (s *Blobs) Put(ctx context.Context, key string, b store.Blob) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkBlobKey(key); err != nil {
+		return fmt.Errorf("put blob: %w", err)
+	}
+	if len(b.Data) > MaxBlobSize {
+		return fmt.Errorf("put blob %s: %d bytes, limit %d: %w", key, len(b.Data), MaxBlobSize, store.ErrTooLarge)
+	}
+	return s.db.update("put blob", func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bucketBlobs)
+		if bk.Get([]byte(key)) != nil {
+			return nil
+		}
+		return bk.Put([]byte(key), encodeBlob(b))
+	})
+}
+
+// Get returns the object at key or store.ErrNotFound.
+func (s *Blobs) Get(ctx context.Context, key string) (store.Blob, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Blob{}, err
+	}
+	if err := checkBlobKey(key); err != nil {
+		return store.Blob{}, fmt.Errorf("get blob: %w", err)
+	}
+	var out store.Blob
+	err := s.db.view("get blob", func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketBlobs).Get([]byte(key))
+		if v == nil {
+			return fmt.Errorf("get blob %s: %w", key, store.ErrNotFound)
+		}
+		ct, data, err := decodeBlob(key, v)
+		if err != nil {
+			return err
+		}
+		out = store.Blob{ContentType: ct, Data: bytes.Clone(data)}
+		return nil
+	})
+	return out, err
+}
+
+// Head returns the content type and size of the object at key, or
+// store.ErrNotFound.
+func (s *Blobs) Head(ctx context.Context, key string) (store.BlobInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return store.BlobInfo{}, err
+	}
+	if err := checkBlobKey(key); err != nil {
+		return store.BlobInfo{}, fmt.Errorf("head blob: %w", err)
+	}
+	var info store.BlobInfo
+	err := s.db.view("head blob", func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketBlobs).Get([]byte(key))
+		if v == nil {
+			return fmt.Errorf("head blob %s: %w", key, store.ErrNotFound)
+		}
+		ct, data, err := decodeBlob(key, v)
+		if err != nil {
+			return err
+		}
+		info = store.BlobInfo{ContentType: ct, Size: int64(len(data))}
+		return nil
+	})
+	return info, err
+}
+
+func checkBlobKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty blob key", ErrInvalidKey)
+	case len(key) > maxBlobKeyLen:
+		return fmt.Errorf("%w: blob key is %d bytes, limit %d", ErrInvalidKey, len(key), maxBlobKeyLen)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("%w: blob key %q is not UTF-8", ErrInvalidKey, key)
+	}
+	return nil
+}
+
+// encodeBlob is format byte, uvarint content type length, content type,
+// then the data.
+func encodeBlob(b store.Blob) []byte {
+	out := make([]byte, 0, 1+binary.MaxVarintLen64+len(b.ContentType)+len(b.Data))
+	out = append(out, blobFormat)
+	out = binary.AppendUvarint(out, uint64(len(b.ContentType)))
+	out = append(out, b.ContentType...)
+	return append(out, b.Data...)
+}
+
+// decodeBlob returns slices of v; copy them before the transaction ends.
+func decodeBlob(key string, v []byte) (contentType string, data []byte, err error) {
+	if len(v) == 0 || v[0] != blobFormat {
+		return "", nil, fmt.Errorf("%w: blob %s: unknown format", errCorrupt, key)
+	}
+	n, w := binary.Uvarint(v[1:])
+	if w <= 0 || n > uint64(len(v)-1-w) {
+		return "", nil, fmt.Errorf("%w: blob %s: bad content type length", errCorrupt, key)
+	}
+	start := 1 + w
+	return string(v[start : start+int(n)]), v[start+int(n):], nil
+}

@@ -1,0 +1,293 @@
+package hooks
+
+import (
+	"encoding/json"
+	"maps"
+	"strings"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/refs"
+)
+
+// Request formats before-request accepts.
+const (
+	FormatPi        = "pi"
+	FormatAnthropic = "anthropic"
+	FormatBedrock   = "bedrock"
+	FormatOpenAI    = "openai"
+)
+
+// format parses one provider's request body into a walk: the ref blocks in
+// its user messages and tool results, and how to put images there.
+type format interface {
+	// parse walks req; a body not of this provider's shape is a 400 naming
+	// the field.
+	parse(req json.RawMessage) (w *walk, build func() (json.RawMessage, error), err error)
+	// urls tells whether the format's image blocks can carry a URL.
+	urls() bool
+}
+
+func formatOf(name string) (format, bool) {
+	switch name {
+	case FormatPi:
+		return piFormat{}, true
+	case FormatAnthropic:
+		return anthropicFormat{}, true
+	case FormatBedrock:
+		return bedrockFormat{}, true
+	case FormatOpenAI:
+		return openAIFormat{}, true
+	}
+	return nil, false
+}
+
+func set(o *rawObject, key string) func(json.RawMessage) {
+	return func(r json.RawMessage) { o.fields[key] = r; o.changed = true }
+}
+
+func str(s string) json.RawMessage {
+	raw, _ := marshal(s)
+	return raw
+}
+
+// countImages is an other func that counts blocks of an image type.
+func countImages(w *walk, imageType string) func(*rawObject, string, string, *rawList, int) error {
+	return func(_ *rawObject, typ, _ string, _ *rawList, _ int) error {
+		if typ == imageType {
+			w.images++
+		}
+		return nil
+	}
+}
+
+// pi-ai: a Context {"systemPrompt", "messages", "tools"}; refs are restored
+// in user and toolResult messages as {"type": "image", "data", "mimeType",
+// "name"}, name being the stored image's name, so that offloading the
+// message again finds the same key.
+type piFormat struct{}
+
+func (piFormat) urls() bool { return false }
+
+func (piFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage, error), error) {
+	w := &walk{}
+	build, err := w.messages(req, func(msg *rawObject, path string) error {
+		role, err := stringField(msg, "role", path, true)
+		if err != nil {
+			return err
+		}
+		switch role {
+		case "assistant":
+			return nil
+		case "user", "toolResult":
+			return w.typedContent(msg.fields["content"], path+".content", true, "text", piImage, countImages(w, "image"), set(msg, "content"))
+		default:
+			return api.BadRequest(path+".role", "%s.role %q is not user, assistant or toolResult", path, role)
+		}
+	})
+	return w, build, err
+}
+
+func piImage(p picture, text *rawObject) (json.RawMessage, error) {
+	b := map[string]json.RawMessage{}
+	if text != nil {
+		// The ref block's other fields were the image block's (offload
+		// keeps them); they go back onto the image.
+		maps.Copy(b, text.fields)
+		delete(b, "text")
+	}
+	b["type"] = str("image")
+	b["data"] = str(p.b64)
+	b["mimeType"] = str(p.mimeType)
+	b["name"] = str(p.name)
+	return marshal(b)
+}
+
+// Anthropic Messages: refs are restored in user messages, directly or inside
+// tool_result blocks, as {"type": "image", "source": {"type": "base64" |
+// "url", ...}}. A cache breakpoint on the ref block stays on the image.
+type anthropicFormat struct{}
+
+func (anthropicFormat) urls() bool { return true }
+
+func (anthropicFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage, error), error) {
+	w := &walk{}
+	build, err := w.messages(req, func(msg *rawObject, path string) error {
+		role, err := stringField(msg, "role", path, true)
+		if err != nil {
+			return err
+		}
+		switch role {
+		case "assistant":
+			return nil
+		case "user":
+		default:
+			return api.BadRequest(path+".role", "%s.role %q is not user or assistant", path, role)
+		}
+		var other func(b *rawObject, typ, path string, l *rawList, j int) error
+		other = func(b *rawObject, typ, bpath string, l *rawList, j int) error {
+			switch typ {
+			case "image":
+				w.images++
+			case "tool_result":
+				if err := w.typedContent(b.fields["content"], bpath+".content", true, "text", anthropicImage, countImages(w, "image"), set(b, "content")); err != nil {
+					return err
+				}
+				w.commitObject(b, func(r json.RawMessage) { l.items[j] = r; l.changed = true })
+			}
+			return nil
+		}
+		return w.typedContent(msg.fields["content"], path+".content", true, "text", anthropicImage, other, set(msg, "content"))
+	})
+	return w, build, err
+}
+
+func anthropicImage(p picture, text *rawObject) (json.RawMessage, error) {
+	var source map[string]string
+	if p.url != "" {
+		source = map[string]string{"type": "url", "url": p.url}
+	} else {
+		source = map[string]string{"type": "base64", "media_type": p.mimeType, "data": p.b64}
+	}
+	src, err := marshal(source)
+	if err != nil {
+		return nil, err
+	}
+	b := map[string]json.RawMessage{"type": str("image"), "source": src}
+	if text != nil {
+		if cc, ok := text.fields["cache_control"]; ok {
+			b["cache_control"] = cc
+		}
+	}
+	return marshal(b)
+}
+
+// OpenAI Chat Completions: refs are restored in user messages as
+// {"type": "image_url", "image_url": {"url": data URL or link}}. Tool
+// messages take text only: a ref there stays text (reason "format").
+type openAIFormat struct{}
+
+func (openAIFormat) urls() bool { return true }
+
+func (openAIFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage, error), error) {
+	w := &walk{}
+	build, err := w.messages(req, func(msg *rawObject, path string) error {
+		role, err := stringField(msg, "role", path, true)
+		if err != nil {
+			return err
+		}
+		switch role {
+		case "system", "developer", "assistant":
+			return nil
+		case "user":
+			return w.typedContent(msg.fields["content"], path+".content", true, "text", openAIImage, countImages(w, "image_url"), set(msg, "content"))
+		case "tool", "function":
+			return w.typedContent(msg.fields["content"], path+".content", false, "text", openAIImage, ignoreOthers, set(msg, "content"))
+		default:
+			return api.BadRequest(path+".role", "%s.role %q is not system, developer, user, assistant, tool or function", path, role)
+		}
+	})
+	return w, build, err
+}
+
+func openAIImage(p picture, _ *rawObject) (json.RawMessage, error) {
+	url := p.url
+	if url == "" {
+		url = "data:" + p.mimeType + ";base64," + p.b64
+	}
+	return marshal(map[string]any{"type": "image_url", "image_url": map[string]string{"url": url}})
+}
+
+// Bedrock Converse: content blocks are unions keyed by their one field:
+// {"text"}, {"image": {"format", "source": {"bytes": base64}}},
+// {"toolResult": {"toolUseId", "content": [...], "status"}}. Refs are
+// restored in user messages and the tool results they carry. Converse takes
+// images by bytes or from an S3 location, not by link, so past the budget a
+// ref stays text.
+type bedrockFormat struct{}
+
+func (bedrockFormat) urls() bool { return false }
+
+func (bedrockFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage, error), error) {
+	w := &walk{}
+	build, err := w.messages(req, func(msg *rawObject, path string) error {
+		role, err := stringField(msg, "role", path, true)
+		if err != nil {
+			return err
+		}
+		switch role {
+		case "assistant":
+			return nil
+		case "user":
+		default:
+			return api.BadRequest(path+".role", "%s.role %q is not user or assistant", path, role)
+		}
+		raw, ok := msg.fields["content"]
+		if !ok || isNull(raw) {
+			return api.BadRequest(path+".content", "%s.content is required", path)
+		}
+		return w.bedrockContent(raw, path+".content", set(msg, "content"), true)
+	})
+	return w, build, err
+}
+
+// bedrockContent walks a list of Converse content blocks; inner is false
+// inside a tool result, where another tool result cannot be.
+func (w *walk) bedrockContent(raw json.RawMessage, path string, setContent func(json.RawMessage), outer bool) error {
+	l, err := parseList(raw, path)
+	if err != nil {
+		return err
+	}
+	for j := range l.items {
+		bpath := index(path, j)
+		b, err := parseObject(l.items[j], bpath)
+		if err != nil {
+			return err
+		}
+		if t, ok := b.fields["text"]; ok {
+			text, ok := asString(t)
+			if !ok {
+				return api.BadRequest(bpath+".text", "%s.text must be a string", bpath)
+			}
+			if name := refs.RefName(text); name != "" {
+				w.slots = append(w.slots, &slot{name: name, path: bpath, canImage: true, fill: func(p picture) error {
+					img, err := bedrockImage(p)
+					if err != nil {
+						return err
+					}
+					l.items[j] = img
+					l.changed = true
+					return nil
+				}})
+			}
+			continue
+		}
+		if _, ok := b.fields["image"]; ok {
+			w.images++
+			continue
+		}
+		if tr, ok := b.fields["toolResult"]; ok && outer {
+			trPath := bpath + ".toolResult"
+			result, err := parseObject(tr, trPath)
+			if err != nil {
+				return err
+			}
+			if c, ok := result.fields["content"]; ok && !isNull(c) {
+				if err := w.bedrockContent(c, trPath+".content", set(result, "content"), false); err != nil {
+					return err
+				}
+			}
+			w.commitObject(result, set(b, "toolResult"))
+			w.commitObject(b, func(r json.RawMessage) { l.items[j] = r; l.changed = true })
+		}
+	}
+	w.commitList(l, setContent)
+	return nil
+}
+
+// bedrockImage is a Converse image block; its format is the MIME subtype.
+func bedrockImage(p picture) (json.RawMessage, error) {
+	return marshal(map[string]any{"image": map[string]any{
+		"format": strings.TrimPrefix(p.mimeType, "image/"),
+		"source": map[string]string{"bytes": p.b64},
+	}})
+}

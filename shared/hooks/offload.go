@@ -1,0 +1,444 @@
+package hooks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// ImageWriter is the image store an offload writes to (images.Store).
+type ImageWriter interface {
+	// Put stores an image once and returns its name.
+	Put(ctx context.Context, tenant, b64 string) (name string, err error)
+	// Head tells whether a named image is stored, and its size, or
+	// store.ErrNotFound.
+	Head(ctx context.Context, tenant, name string) (store.BlobInfo, error)
+}
+
+// The host's default bound on a tool result's text (pi's own default).
+const (
+	DefaultMaxBytes = 50 * 1024
+	DefaultMaxLines = 2000
+)
+
+// refLen is the length of every ref: "[image " + 16 hex digits + "]".
+var refLen = len(refs.Ref(strings.Repeat("0", refs.NameLen)))
+
+// putParallel bounds the puts of one request: enough to overlap S3 round
+// trips, few enough to keep the decoded copies in memory small.
+const putParallel = 4
+
+// Offload serves after-tool and offload-input: it moves the images of a tool
+// result or a user message into the tenant's image store and puts ref blocks
+// in their place.
+type Offload struct {
+	Images ImageWriter
+}
+
+// NewOffload returns an Offload writing to imgs.
+func NewOffload(imgs ImageWriter) *Offload { return &Offload{Images: imgs} }
+
+// Register adds the offload routes to mux.
+func (o *Offload) Register(mux *http.ServeMux) {
+	api.Handle(mux, "POST /v1/chats/{chat}/hooks/after-tool", o.afterTool)
+	api.Handle(mux, "POST /v1/chats/{chat}/hooks/offload-input", o.offloadInput)
+}
+
+// Skip reasons of after-tool.
+const (
+	SkippedNested = "nested"
+	SkippedBound  = "bound"
+)
+
+type afterToolRequest struct {
+	Call   *toolCall       `json:"call"`
+	Result json.RawMessage `json:"result"`
+	Bounds *bounds         `json:"bounds"`
+}
+
+type toolCall struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Nested bool   `json:"nested"`
+}
+
+type bounds struct {
+	MaxBytes *int `json:"maxBytes"`
+	MaxLines *int `json:"maxLines"`
+}
+
+type afterToolAnswer struct {
+	Result  json.RawMessage `json:"result"`
+	Stored  []string        `json:"stored"`
+	Inline  []InlineImage   `json:"inline"`
+	Skipped *string         `json:"skipped"`
+}
+
+func (o *Offload) afterTool(w http.ResponseWriter, r *http.Request) error {
+	if _, err := api.Chat(r); err != nil {
+		return err
+	}
+	tenant, err := tenantOf(r)
+	if err != nil {
+		return err
+	}
+	var req afterToolRequest
+	if err := api.DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	if req.Call == nil {
+		return api.BadRequest("call", "call is required: {\"id\", \"name\", \"nested\"}")
+	}
+	maxBytes, maxLines, err := req.Bounds.resolve()
+	if err != nil {
+		return err
+	}
+	if isNull(req.Result) {
+		return api.BadRequest("result", "result is required: {\"content\": [blocks], \"isError\"}")
+	}
+	fields, err := decodeObject(req.Result, "result")
+	if err != nil {
+		return err
+	}
+	content, ok := fields["content"]
+	if !ok || isNull(content) {
+		return api.BadRequest("result.content", "result.content is required")
+	}
+	raw, blocks, err := decodeContent(content, "result.content")
+	if err != nil {
+		return err
+	}
+	answer := afterToolAnswer{Result: req.Result, Stored: []string{}, Inline: []InlineImage{}}
+	skip := func(reason string) error {
+		answer.Skipped = &reason
+		api.WriteJSON(w, http.StatusOK, answer)
+		return nil
+	}
+	// A nested call's result goes back to the tool that issued it, not into
+	// the transcript; it is none of the hook's business.
+	if req.Call.Nested {
+		return skip(SkippedNested)
+	}
+	if !hasImages(blocks) {
+		api.WriteJSON(w, http.StatusOK, answer)
+		return nil
+	}
+	if couldPassBound(blocks, maxBytes, maxLines) {
+		return skip(SkippedBound)
+	}
+	out, err := o.offload(r.Context(), tenant, raw, blocks, "result.content")
+	if err != nil {
+		return err
+	}
+	fields["content"], err = marshal(out.blocks)
+	if err != nil {
+		return err
+	}
+	if answer.Result, err = marshal(fields); err != nil {
+		return err
+	}
+	answer.Stored, answer.Inline = out.stored, out.inline
+	api.WriteJSON(w, http.StatusOK, answer)
+	return nil
+}
+
+func (b *bounds) resolve() (maxBytes, maxLines int, err error) {
+	maxBytes, maxLines = DefaultMaxBytes, DefaultMaxLines
+	if b == nil {
+		return maxBytes, maxLines, nil
+	}
+	if b.MaxBytes != nil {
+		if *b.MaxBytes < 1 {
+			return 0, 0, api.BadRequest("bounds.maxBytes", "bounds.maxBytes must be a positive number of bytes, not %d", *b.MaxBytes)
+		}
+		maxBytes = *b.MaxBytes
+	}
+	if b.MaxLines != nil {
+		if *b.MaxLines < 1 {
+			return 0, 0, api.BadRequest("bounds.maxLines", "bounds.maxLines must be a positive number of lines, not %d", *b.MaxLines)
+		}
+		maxLines = *b.MaxLines
+	}
+	return maxBytes, maxLines, nil
+}
+
+// couldPassBound reports whether a result's text, once each image is a ref
+// block, could pass the host's bound. A host bounds a result by keeping one
+// text block, which would drop the refs, so such a result keeps its images.
+//
+// The text is measured as the host joins it, one newline after each text
+// block or ref (counting a newline after the last one too errs on the side
+// of keeping images): bytes = text bytes + 24 per ref + one per piece;
+// lines = the lines of each text block (newlines + 1) + one per ref. Either
+// over its limit means the result could pass the bound.
+func couldPassBound(blocks []pi.Block, maxBytes, maxLines int) bool {
+	n, lines := 0, 0
+	for _, b := range blocks {
+		switch b.Type {
+		case pi.TypeText:
+			n += len(b.Text) + 1
+			lines += strings.Count(b.Text, "\n") + 1
+		case pi.TypeImage:
+			n += refLen + 1
+			lines++
+		}
+	}
+	return n > maxBytes || lines > maxLines
+}
+
+type offloadInputRequest struct {
+	Message json.RawMessage `json:"message"`
+}
+
+type offloadInputAnswer struct {
+	Message json.RawMessage `json:"message"`
+	Stored  []string        `json:"stored"`
+	Inline  []InlineImage   `json:"inline"`
+}
+
+func (o *Offload) offloadInput(w http.ResponseWriter, r *http.Request) error {
+	if _, err := api.Chat(r); err != nil {
+		return err
+	}
+	tenant, err := tenantOf(r)
+	if err != nil {
+		return err
+	}
+	var req offloadInputRequest
+	if err := api.DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	if isNull(req.Message) {
+		return api.BadRequest("message", "message is required: {\"role\": \"user\", \"content\"}")
+	}
+	fields, err := decodeObject(req.Message, "message")
+	if err != nil {
+		return err
+	}
+	var role string
+	if err := json.Unmarshal(fields["role"], &role); err != nil || role != pi.RoleUser {
+		return api.BadRequest("message.role", "message.role must be \"user\"")
+	}
+	content, ok := fields["content"]
+	if !ok || isNull(content) {
+		return api.BadRequest("message.content", "message.content is required")
+	}
+	raw, blocks, err := decodeContent(content, "message.content")
+	if err != nil {
+		return err
+	}
+	answer := offloadInputAnswer{Message: req.Message, Stored: []string{}, Inline: []InlineImage{}}
+	if hasImages(blocks) {
+		out, err := o.offload(r.Context(), tenant, raw, blocks, "message.content")
+		if err != nil {
+			return err
+		}
+		if fields["content"], err = marshal(out.blocks); err != nil {
+			return err
+		}
+		if answer.Message, err = marshal(fields); err != nil {
+			return err
+		}
+		answer.Stored, answer.Inline = out.stored, out.inline
+	}
+	api.WriteJSON(w, http.StatusOK, answer)
+	return nil
+}
+
+// offloaded is the content after an offload.
+type offloaded struct {
+	blocks []json.RawMessage
+	stored []string
+	inline []InlineImage
+}
+
+// imageJob is one distinct image to store: the blocks showing it share it.
+type imageJob struct {
+	b64    string
+	named  string // the name the block says it is stored under, if any
+	size   int    // decoded bytes
+	first  int    // index of the first block showing it
+	name   string // result: the name its refs carry
+	err    error  // result: why it stays inline
+	reject error  // result: the store refused the input itself
+}
+
+// offload stores the images of blocks and replaces each stored one by its
+// ref block, in place. Every image is checked before any is stored, so bad
+// input stores nothing. raw holds the blocks as received: blocks that are
+// not replaced are written back byte for byte.
+func (o *Offload) offload(ctx context.Context, tenant string, raw []json.RawMessage, blocks []pi.Block, path string) (offloaded, error) {
+	var jobs []*imageJob
+	byKey := map[string]*imageJob{}
+	jobOf := make([]*imageJob, len(blocks))
+	for i, b := range blocks {
+		if b.Type != pi.TypeImage {
+			continue
+		}
+		field := index(path, i) + ".data"
+		if b.Data == "" {
+			return offloaded{}, api.BadRequest(field, "%s is required: the image as base64", field)
+		}
+		_, size, err := images.Validate(b.Data)
+		if err != nil {
+			return offloaded{}, api.BadRequest(field, "%s: %v", field, err)
+		}
+		// An image that says it is stored under a name (a zoom result, or a
+		// restored one coming back) keeps that name if the store agrees; its
+		// bytes may be a shrunk copy whose own name would differ.
+		key := "data:" + images.Name(b.Data)
+		named := ""
+		if refs.ValidName(b.Name) {
+			named = b.Name
+			key = "named:" + named
+		}
+		j := byKey[key]
+		if j == nil {
+			j = &imageJob{b64: b.Data, named: named, size: size, first: i}
+			byKey[key] = j
+			jobs = append(jobs, j)
+		}
+		jobOf[i] = j
+	}
+
+	sem := make(chan struct{}, putParallel)
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			o.store(ctx, tenant, j)
+		}()
+	}
+	wg.Wait()
+
+	for _, j := range jobs {
+		if j.reject != nil {
+			field := index(path, j.first) + ".data"
+			return offloaded{}, api.BadRequest(field, "%s: %v", field, j.reject)
+		}
+	}
+
+	out := offloaded{blocks: make([]json.RawMessage, len(raw)), stored: []string{}, inline: []InlineImage{}}
+	listed := map[string]bool{}
+	for i, r := range raw {
+		j := jobOf[i]
+		if j == nil {
+			out.blocks[i] = r
+			continue
+		}
+		if j.err != nil {
+			out.blocks[i] = r
+			out.inline = append(out.inline, InlineImage{Index: i, Reason: reasonOf(j.err)})
+			continue
+		}
+		// The ref block keeps the image block's other fields, so a
+		// host's annotations survive the round trip through restore.
+		ref, err := marshal(pi.Block{Type: pi.TypeText, Text: refs.Ref(j.name), Extra: blocks[i].Extra})
+		if err != nil {
+			return offloaded{}, err
+		}
+		out.blocks[i] = ref
+		if !listed[j.name] {
+			listed[j.name] = true
+			out.stored = append(out.stored, j.name)
+		}
+	}
+	return out, nil
+}
+
+// store puts one image, or finds it already stored under the name it carries.
+func (o *Offload) store(ctx context.Context, tenant string, j *imageJob) {
+	if j.named != "" {
+		info, err := o.Images.Head(ctx, tenant, j.named)
+		switch {
+		case err == nil && info.Size == int64(j.size):
+			j.name = j.named
+			return
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			// Not knowing whether it is stored, do not risk a second key.
+			j.err = err
+			return
+		}
+		// Not stored under that name (or other bytes): an image like any other.
+	}
+	name, err := o.Images.Put(ctx, tenant, j.b64)
+	switch {
+	case err == nil:
+		j.name = name
+	case errors.Is(err, images.ErrInvalidBase64), errors.Is(err, images.ErrUnsupported), errors.Is(err, images.ErrTooLarge):
+		j.reject = err
+	default:
+		j.err = err
+	}
+}
+
+func reasonOf(err error) string {
+	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return ReasonUnavailable
+	}
+	return ReasonError
+}
+
+func hasImages(blocks []pi.Block) bool {
+	for _, b := range blocks {
+		if b.Type == pi.TypeImage {
+			return true
+		}
+	}
+	return false
+}
+
+// tenantOf is the authenticated caller's tenant. The server's auth layer sets
+// it; a request without one never reaches a store.
+func tenantOf(r *http.Request) (string, error) {
+	t := api.Tenant(r.Context())
+	if t == "" {
+		return "", &api.Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "the request has no authenticated tenant"}
+	}
+	return t, nil
+}
+
+// decodeObject decodes a JSON object into its raw fields.
+func decodeObject(raw json.RawMessage, path string) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, api.BadRequest(path, "%s must be a JSON object", path)
+	}
+	return m, nil
+}
+
+// decodeContent decodes pi content: a string (no blocks) or a list of
+// blocks. raw keeps each block as received.
+func decodeContent(content json.RawMessage, path string) (raw []json.RawMessage, blocks []pi.Block, err error) {
+	var s string
+	if json.Unmarshal(content, &s) == nil {
+		return nil, nil, nil
+	}
+	if err := json.Unmarshal(content, &raw); err != nil {
+		return nil, nil, api.BadRequest(path, "%s must be a string or a list of content blocks", path)
+	}
+	blocks = make([]pi.Block, len(raw))
+	for i, r := range raw {
+		if err := json.Unmarshal(r, &blocks[i]); err != nil {
+			var fe *pi.FieldError
+			if errors.As(err, &fe) {
+				f := index(path, i) + "." + fe.Field
+				return nil, nil, api.BadRequest(f, "%s %s", f, fe.Msg)
+			}
+			return nil, nil, api.BadRequest(index(path, i), "%s must be a content block object", index(path, i))
+		}
+	}
+	return raw, blocks, nil
+}

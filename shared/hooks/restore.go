@@ -1,0 +1,383 @@
+package hooks
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"image"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/model"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// ImageReader is the image store restore reads from (images.Store).
+type ImageReader interface {
+	// Get returns a stored image, or store.ErrNotFound.
+	Get(ctx context.Context, tenant, name string) (model.Image, error)
+	// Head tells whether an image is stored without reading it.
+	Head(ctx context.Context, tenant, name string) (store.BlobInfo, error)
+}
+
+const (
+	// DefaultBudget is the base64 restore adds inline by default: Lambda
+	// answers at most 6 MB, and the rest of the request needs room too.
+	DefaultBudget = 4_500_000
+	// MaxBudget bounds budgetBytes, and with it the memory of one request.
+	MaxBudget = 64 << 20
+	// DefaultParallel is how many images one request reads at once.
+	DefaultParallel = 8
+	// DefaultReadTimeout bounds one read; a read that takes longer leaves
+	// its ref as text rather than fail the request.
+	DefaultReadTimeout = 10 * time.Second
+	// DefaultLinkTTL is how long a link restore hands out stays valid: long
+	// enough for the host to send the request, short enough not to leak.
+	DefaultLinkTTL = 5 * time.Minute
+)
+
+// Modes of before-request.
+const (
+	ModeInline = "inline"
+	ModeURL    = "url"
+)
+
+// Restore serves before-request: exact ref blocks in the user messages and
+// tool results of a provider request become that provider's image blocks.
+type Restore struct {
+	Images ImageReader
+	// Linker makes short-lived links for formats that take image URLs. Nil:
+	// no links; images past the budget stay as ref text.
+	Linker      store.Linker
+	Parallel    int           // reads at once; 0 is DefaultParallel
+	ReadTimeout time.Duration // 0 is DefaultReadTimeout
+	LinkTTL     time.Duration // 0 is DefaultLinkTTL
+}
+
+// NewRestore returns a Restore reading imgs and linking with linker (may be nil).
+func NewRestore(imgs ImageReader, linker store.Linker) *Restore {
+	return &Restore{Images: imgs, Linker: linker}
+}
+
+// Register adds the before-request route to mux.
+func (rs *Restore) Register(mux *http.ServeMux) {
+	api.Handle(mux, "POST /v1/chats/{chat}/hooks/before-request", rs.beforeRequest)
+}
+
+type beforeRequestBody struct {
+	Format      string          `json:"format"`
+	Request     json.RawMessage `json:"request"`
+	Mode        string          `json:"mode"`
+	BudgetBytes *int64          `json:"budgetBytes"`
+}
+
+type beforeRequestAnswer struct {
+	Request    json.RawMessage `json:"request"`
+	Restored   []string        `json:"restored"`
+	Unrestored []Unrestored    `json:"unrestored"`
+	// InlineBytes is the base64 restore added inline.
+	InlineBytes int64 `json:"inlineBytes"`
+	// Images counts the images the request now shows the model, every ref
+	// left as text counted as one (it stands for an image).
+	Images int `json:"images"`
+	// EstimatedImageTokens estimates what those images cost as input.
+	EstimatedImageTokens int `json:"estimatedImageTokens"`
+}
+
+func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
+	if _, err := api.Chat(r); err != nil {
+		return err
+	}
+	tenant, err := tenantOf(r)
+	if err != nil {
+		return err
+	}
+	var body beforeRequestBody
+	if err := api.DecodeJSON(r, &body); err != nil {
+		return err
+	}
+	f, ok := formatOf(body.Format)
+	if !ok {
+		return api.BadRequest("format", "format %q is not pi, anthropic, bedrock or openai", body.Format)
+	}
+	switch body.Mode {
+	case "":
+		body.Mode = ModeInline
+	case ModeInline, ModeURL:
+	default:
+		return api.BadRequest("mode", "mode %q is not inline or url", body.Mode)
+	}
+	budget := int64(DefaultBudget)
+	if body.BudgetBytes != nil {
+		if *body.BudgetBytes < 0 || *body.BudgetBytes > MaxBudget {
+			return api.BadRequest("budgetBytes", "budgetBytes must be 0 to %d, not %d", MaxBudget, *body.BudgetBytes)
+		}
+		budget = *body.BudgetBytes
+	}
+	if isNull(body.Request) {
+		return api.BadRequest("request", "request is required: the provider request body")
+	}
+	answer, err := rs.restore(r.Context(), tenant, f, body.Request, body.Mode, budget)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, answer)
+	return nil
+}
+
+// fetched is what restore learned about one image.
+type fetched struct {
+	b64    string // read: the image as base64
+	mime   string
+	width  int
+	height int
+	read   bool  // the bytes were read
+	exists bool  // known to be stored
+	err    error // not found, or the store failed
+}
+
+func (f *fetched) size() int64 { return int64(len(f.b64)) }
+
+// restore swaps the ref blocks of req for images. Only a malformed request
+// fails it; every store problem leaves a ref as text, reported.
+func (rs *Restore) restore(ctx context.Context, tenant string, f format, req json.RawMessage, mode string, budget int64) (beforeRequestAnswer, error) {
+	w, build, err := f.parse(req)
+	if err != nil {
+		return beforeRequestAnswer{}, err
+	}
+	// Each distinct name is read once, and only names of this request's
+	// ref blocks are read at all.
+	var names []string
+	seen := map[string]bool{}
+	for _, s := range w.slots {
+		if s.canImage && !seen[s.name] {
+			seen[s.name] = true
+			names = append(names, s.name)
+		}
+	}
+	links := f.urls() && rs.Linker != nil
+	allLinks := links && mode == ModeURL
+	var got map[string]*fetched
+	if allLinks {
+		got = rs.heads(ctx, tenant, names)
+	} else {
+		got = rs.reads(ctx, tenant, names, budget, links)
+	}
+
+	answer := beforeRequestAnswer{Restored: []string{}, Unrestored: []Unrestored{}}
+	restored := map[string]bool{}
+	unrestored := map[Unrestored]bool{}
+	leave := func(name, reason string) {
+		u := Unrestored{Name: name, Reason: reason}
+		if !unrestored[u] {
+			unrestored[u] = true
+			answer.Unrestored = append(answer.Unrestored, u)
+		}
+		answer.Images++
+		answer.EstimatedImageTokens += imageTokens(0, 0)
+	}
+	// The budget is spent in request order and closes at the first image
+	// that does not fit: every image after it is linked (or stays text),
+	// so what is inline depends only on the request, and a conversation
+	// that grows at its end keeps its inline prefix (and prompt cache).
+	var used int64
+	over := false
+	for _, s := range w.slots {
+		if !s.canImage {
+			leave(s.name, ReasonFormat)
+			continue
+		}
+		g := got[s.name]
+		if g.err != nil {
+			leave(s.name, reasonOfRead(g.err))
+			continue
+		}
+		p := picture{name: s.name, mimeType: g.mime}
+		switch {
+		case !allLinks && !over && g.read && used+g.size() <= budget:
+			p.b64 = g.b64
+			used += g.size()
+		default:
+			over = true
+			if !links || !g.exists {
+				leave(s.name, ReasonBudget)
+				continue
+			}
+			url, err := rs.link(ctx, tenant, s.name)
+			if err != nil {
+				api.Logger(ctx).Warn("restore: link failed", "image", s.name, "err", err)
+				leave(s.name, ReasonUnavailable)
+				continue
+			}
+			p.url = url
+		}
+		if err := s.fill(p); err != nil {
+			return beforeRequestAnswer{}, err
+		}
+		if !restored[s.name] {
+			restored[s.name] = true
+			answer.Restored = append(answer.Restored, s.name)
+		}
+		answer.Images++
+		answer.EstimatedImageTokens += imageTokens(g.width, g.height)
+	}
+	answer.InlineBytes = used
+	answer.Images += w.images
+	answer.EstimatedImageTokens += w.images * imageTokens(0, 0)
+	if answer.Request, err = build(); err != nil {
+		return beforeRequestAnswer{}, err
+	}
+	return answer, nil
+}
+
+func (rs *Restore) link(ctx context.Context, tenant, name string) (string, error) {
+	ttl := rs.LinkTTL
+	if ttl <= 0 {
+		ttl = DefaultLinkTTL
+	}
+	return rs.Linker.URL(ctx, store.ImageKey(tenant, name), ttl)
+}
+
+func (rs *Restore) parallel() int {
+	if rs.Parallel > 0 {
+		return rs.Parallel
+	}
+	return DefaultParallel
+}
+
+func (rs *Restore) readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	t := rs.ReadTimeout
+	if t <= 0 {
+		t = DefaultReadTimeout
+	}
+	return context.WithTimeout(ctx, t)
+}
+
+// heads learns which names are stored, without reading them (all links).
+func (rs *Restore) heads(ctx context.Context, tenant string, names []string) map[string]*fetched {
+	got := make(map[string]*fetched, len(names))
+	for _, n := range names {
+		got[n] = &fetched{}
+	}
+	sem := make(chan struct{}, rs.parallel())
+	var wg sync.WaitGroup
+	for _, n := range names {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			rs.head(ctx, tenant, n, got[n])
+		}()
+	}
+	wg.Wait()
+	return got
+}
+
+func (rs *Restore) head(ctx context.Context, tenant, name string, f *fetched) {
+	rctx, cancel := rs.readCtx(ctx)
+	defer cancel()
+	info, err := rs.Images.Head(rctx, tenant, name)
+	if err != nil {
+		f.err = err
+		return
+	}
+	f.exists, f.mime = true, info.ContentType
+}
+
+// reads reads the images of names in parallel, at most rs.parallel() at
+// once, in first-seen order. Once the images read so far, in that order,
+// pass the budget, no later one can be inline (see restore), so the rest
+// are not read: they are only checked to exist when they will be linked
+// (link), else left for the budget. This bounds a request's memory by the
+// budget plus the reads in flight.
+func (rs *Restore) reads(ctx context.Context, tenant string, names []string, budget int64, link bool) map[string]*fetched {
+	got := make(map[string]*fetched, len(names))
+	done := make([]bool, len(names))
+	for _, n := range names {
+		got[n] = &fetched{}
+	}
+	var mu sync.Mutex
+	cut := -1 // index of the name whose read passed the budget
+	next := 0 // names[:next] are done and summed
+	var sum int64
+	advance := func() { // with mu held
+		for cut < 0 && next < len(names) && done[next] {
+			sum += got[names[next]].size()
+			if sum > budget {
+				cut = next
+			}
+			next++
+		}
+	}
+	sem := make(chan struct{}, rs.parallel())
+	var wg sync.WaitGroup
+	for k, n := range names {
+		sem <- struct{}{}
+		mu.Lock()
+		beyond := cut >= 0 && k > cut
+		mu.Unlock()
+		if beyond && !link {
+			<-sem
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			f := got[n]
+			if beyond {
+				rs.head(ctx, tenant, n, f)
+				return
+			}
+			rs.read(ctx, tenant, n, f)
+			mu.Lock()
+			done[k] = true
+			advance()
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return got
+}
+
+func (rs *Restore) read(ctx context.Context, tenant, name string, f *fetched) {
+	rctx, cancel := rs.readCtx(ctx)
+	defer cancel()
+	img, err := rs.Images.Get(rctx, tenant, name)
+	if err != nil {
+		f.err = err
+		return
+	}
+	f.b64 = base64.StdEncoding.EncodeToString(img.Data)
+	f.mime, f.read, f.exists = img.MimeType, true, true
+	if cfg, _, err := image.DecodeConfig(bytes.NewReader(img.Data)); err == nil {
+		f.width, f.height = cfg.Width, cfg.Height
+	}
+}
+
+func reasonOfRead(err error) string {
+	if errors.Is(err, store.ErrNotFound) {
+		return ReasonNotFound
+	}
+	return ReasonUnavailable
+}
+
+// imageTokens estimates an image's input tokens the way Anthropic documents
+// it (width x height / 750, after scaling the long side to at most 1568 px),
+// capped at 1600. An image of unknown size counts as the cap.
+func imageTokens(width, height int) int {
+	const maxTokens, maxSide = 1600, 1568
+	if width <= 0 || height <= 0 {
+		return maxTokens
+	}
+	w, h := float64(width), float64(height)
+	if long := max(w, h); long > maxSide {
+		w, h = w*maxSide/long, h*maxSide/long
+	}
+	return min(maxTokens, int(w*h/750+0.999))
+}

@@ -1,0 +1,82 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/durachat/durachat/shared/model"
+	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// Store keeps each tenant's images once, under store.ImageKey(tenant, name).
+type Store struct {
+	Blobs store.Blobs
+}
+
+// New returns a Store over blobs.
+func New(blobs store.Blobs) *Store { return &Store{Blobs: blobs} }
+
+// Put shrinks the image if it must be (see Shrink) and stores it, returning
+// its name: Name of b64 as received. Putting a stored image again is a
+// no-op that returns the same name. Bad input is a FormatError; a store
+// failure is wrapped, so errors.Is(err, store.ErrUnavailable) holds.
+func (s *Store) Put(ctx context.Context, tenant, b64 string) (name string, err error) {
+	if tenant == "" {
+		return "", errors.New("images: put: empty tenant")
+	}
+	p, err := Shrink(b64)
+	if err != nil {
+		return "", err
+	}
+	err = s.Blobs.Put(ctx, store.ImageKey(tenant, p.Name), store.Blob{ContentType: p.MimeType, Data: p.Data})
+	if err != nil {
+		return "", fmt.Errorf("images: put %s: %w", p.Name, err)
+	}
+	return p.Name, nil
+}
+
+// Get returns a stored image of tenant. An image never stored, or a name
+// that cannot be one, is store.ErrNotFound (wrapped).
+func (s *Store) Get(ctx context.Context, tenant, name string) (model.Image, error) {
+	key, err := imageKey(tenant, name)
+	if err != nil {
+		return model.Image{}, err
+	}
+	b, err := s.Blobs.Get(ctx, key)
+	if err != nil {
+		return model.Image{}, fmt.Errorf("images: get %s: %w", name, err)
+	}
+	mimeType := b.ContentType
+	if mimeType == "" {
+		// Stored without a type by something other than Put: read it from the bytes.
+		if mimeType, err = Detect(b.Data); err != nil {
+			return model.Image{}, fmt.Errorf("images: get %s: %w", name, err)
+		}
+	}
+	return model.Image{Name: name, MimeType: mimeType, Data: b.Data}, nil
+}
+
+// Head returns the content type and size of a stored image without reading
+// it, or store.ErrNotFound (wrapped).
+func (s *Store) Head(ctx context.Context, tenant, name string) (store.BlobInfo, error) {
+	key, err := imageKey(tenant, name)
+	if err != nil {
+		return store.BlobInfo{}, err
+	}
+	info, err := s.Blobs.Head(ctx, key)
+	if err != nil {
+		return store.BlobInfo{}, fmt.Errorf("images: head %s: %w", name, err)
+	}
+	return info, nil
+}
+
+// imageKey refuses names that no Put makes, so a crafted name cannot reach
+// outside the tenant's images.
+func imageKey(tenant, name string) (string, error) {
+	if tenant == "" || !refs.ValidName(name) {
+		return "", fmt.Errorf("images: no image %q for tenant %q: %w", name, tenant, store.ErrNotFound)
+	}
+	return store.ImageKey(tenant, name), nil
+}

@@ -1,0 +1,278 @@
+package images_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/durachat/durachat/shared/embedded"
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// memBlobs is create-once blob storage in memory that counts puts.
+type memBlobs struct {
+	mu    sync.Mutex
+	blobs map[string]store.Blob
+	puts  int
+}
+
+func newMemBlobs() *memBlobs { return &memBlobs{blobs: map[string]store.Blob{}} }
+
+func (m *memBlobs) Put(_ context.Context, key string, b store.Blob) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.puts++
+	if _, ok := m.blobs[key]; !ok {
+		m.blobs[key] = store.Blob{ContentType: b.ContentType, Data: bytes.Clone(b.Data)}
+	}
+	return nil
+}
+
+func (m *memBlobs) Get(_ context.Context, key string) (store.Blob, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.blobs[key]
+	if !ok {
+		return store.Blob{}, store.ErrNotFound
+	}
+	return b, nil
+}
+
+func (m *memBlobs) Head(_ context.Context, key string) (store.BlobInfo, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.blobs[key]
+	if !ok {
+		return store.BlobInfo{}, store.ErrNotFound
+	}
+	return store.BlobInfo{ContentType: b.ContentType, Size: int64(len(b.Data))}, nil
+}
+
+// downBlobs is a store in an outage.
+type downBlobs struct{}
+
+var errOutage = errors.New("connection refused")
+
+func (downBlobs) Put(context.Context, string, store.Blob) error {
+	return store.Unavailable("put", errOutage)
+}
+func (downBlobs) Get(context.Context, string) (store.Blob, error) {
+	return store.Blob{}, store.Unavailable("get", errOutage)
+}
+func (downBlobs) Head(context.Context, string) (store.BlobInfo, error) {
+	return store.BlobInfo{}, store.Unavailable("head", errOutage)
+}
+
+// blobBackends are the stores the Store tests run over: an in-memory one
+// and the embedded store on a temporary directory.
+func blobBackends(t *testing.T) map[string]func(t *testing.T) store.Blobs {
+	return map[string]func(t *testing.T) store.Blobs{
+		"memory": func(*testing.T) store.Blobs { return newMemBlobs() },
+		"embedded": func(t *testing.T) store.Blobs {
+			db, err := embedded.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db.Blobs()
+		},
+	}
+}
+
+func TestStoreKeepsTheImageUnderItsName(t *testing.T) {
+	for backend, newBlobs := range blobBackends(t) {
+		t.Run(backend, func(t *testing.T) {
+			s := images.New(newBlobs(t))
+			ctx := t.Context()
+			data := pngBytes(t, gradient(20, 10))
+			in := b64(data)
+			name, err := s.Put(ctx, "acme", in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name != images.Name(in) {
+				t.Errorf("name %s, want Name of the input %s", name, images.Name(in))
+			}
+			img, err := s.Get(ctx, "acme", name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if img.Name != name || img.MimeType != images.PNG || !bytes.Equal(img.Data, data) {
+				t.Errorf("Get = %s %s %d bytes, want %s image/png %d bytes", img.Name, img.MimeType, len(img.Data), name, len(data))
+			}
+			info, err := s.Head(ctx, "acme", name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.ContentType != images.PNG || info.Size != int64(len(data)) {
+				t.Errorf("Head = %+v", info)
+			}
+		})
+	}
+}
+
+func TestCallerMimeTypeIsIgnored(t *testing.T) {
+	// The store takes no type from the caller at all: what a host claims in
+	// its mimeType field never reaches it. Each image is stored as its bytes say.
+	tests := []struct {
+		name    string
+		claimed string
+		data    []byte
+		stored  string
+	}{
+		{"PNG sent as JPEG", images.JPEG, pngBytes(t, gradient(8, 8)), images.PNG},
+		{"JPEG sent as PNG", images.PNG, jpegBytes(t, gradient(8, 8)), images.JPEG},
+		{"WebP sent as GIF", images.GIF, webpFile(t, "small.webp"), images.WebP},
+	}
+	for backend, newBlobs := range blobBackends(t) {
+		for _, tt := range tests {
+			t.Run(backend+"/"+tt.name, func(t *testing.T) {
+				if got, _ := images.Detect(tt.data); got != tt.stored {
+					t.Fatalf("Detect = %s, want %s", got, tt.stored)
+				}
+				s := images.New(newBlobs(t))
+				name, err := s.Put(t.Context(), "acme", b64(tt.data))
+				if err != nil {
+					t.Fatal(err)
+				}
+				img, err := s.Get(t.Context(), "acme", name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if img.MimeType != tt.stored {
+					t.Errorf("stored as %s, want %s (claimed %s)", img.MimeType, tt.stored, tt.claimed)
+				}
+			})
+		}
+	}
+}
+
+func TestStorePutTwiceIsANoOp(t *testing.T) {
+	for backend, newBlobs := range blobBackends(t) {
+		t.Run(backend, func(t *testing.T) {
+			blobs := newBlobs(t)
+			s := images.New(blobs)
+			data := pngBytes(t, gradient(20, 10))
+			in := b64(data)
+			var wg sync.WaitGroup
+			names := make([]string, 8)
+			errs := make([]error, 8)
+			for i := range names {
+				wg.Go(func() { names[i], errs[i] = s.Put(t.Context(), "acme", in) })
+			}
+			wg.Wait()
+			for i := range names {
+				if errs[i] != nil || names[i] != images.Name(in) {
+					t.Errorf("put %d = %q, %v", i, names[i], errs[i])
+				}
+			}
+			img, err := s.Get(t.Context(), "acme", images.Name(in))
+			if err != nil || !bytes.Equal(img.Data, data) {
+				t.Errorf("after concurrent puts Get = %d bytes, %v", len(img.Data), err)
+			}
+			if mem, ok := blobs.(*memBlobs); ok && len(mem.blobs) != 1 {
+				t.Errorf("%d blobs stored, want 1", len(mem.blobs))
+			}
+		})
+	}
+}
+
+func TestStoreShrinksBeforeStoring(t *testing.T) {
+	for backend, newBlobs := range blobBackends(t) {
+		t.Run(backend, func(t *testing.T) {
+			s := images.New(newBlobs(t))
+			in := b64(pngBytes(t, gradient(3000, 100)))
+			name, err := s.Put(t.Context(), "acme", in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name != images.Name(in) {
+				t.Errorf("a shrunk image is named %s, want the input's name %s", name, images.Name(in))
+			}
+			img, err := s.Get(t.Context(), "acme", name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg := config(t, img.Data); img.MimeType != images.JPEG || cfg.Width != 2048 {
+				t.Errorf("stored %s of %d px wide, want JPEG of 2048", img.MimeType, cfg.Width)
+			}
+		})
+	}
+}
+
+func TestStoreNamespacesAreTenants(t *testing.T) {
+	for backend, newBlobs := range blobBackends(t) {
+		t.Run(backend, func(t *testing.T) {
+			s := images.New(newBlobs(t))
+			name, err := s.Put(t.Context(), "acme", b64(pngBytes(t, gradient(5, 5))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tenant := range []string{"other", "acme/..", ""} {
+				if _, err := s.Get(t.Context(), tenant, name); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("tenant %q read acme's image: err = %v", tenant, err)
+				}
+			}
+		})
+	}
+}
+
+func TestStoreMissingImageIsNotFound(t *testing.T) {
+	for backend, newBlobs := range blobBackends(t) {
+		t.Run(backend, func(t *testing.T) {
+			s := images.New(newBlobs(t))
+			for _, name := range []string{"0123456789abcdef", "../acme/0123456789abcdef", "0123456789ABCDEF", ""} {
+				if _, err := s.Get(t.Context(), "acme", name); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("Get(%q) err = %v, want store.ErrNotFound", name, err)
+				}
+				if _, err := s.Head(t.Context(), "acme", name); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("Head(%q) err = %v, want store.ErrNotFound", name, err)
+				}
+			}
+		})
+	}
+}
+
+func TestStoreBadImageIsRefusedAndNotStored(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		want error
+	}{
+		{"not base64", "not base64!", images.ErrInvalidBase64},
+		{"not an image", b64([]byte("%PDF-1.7 a document")), images.ErrUnsupported},
+		{"a bomb", b64(withDeclaredSize(t, pngBytes(t, gradient(4, 4)), 30000, 30000)), images.ErrTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			blobs := newMemBlobs()
+			_, err := images.New(blobs).Put(t.Context(), "acme", tt.text)
+			if !errors.Is(err, tt.want) {
+				t.Errorf("err = %v, want %v", err, tt.want)
+			}
+			if errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrNotFound) {
+				t.Errorf("bad input reported as a store error: %v", err)
+			}
+			if blobs.puts != 0 {
+				t.Errorf("%d puts reached the store", blobs.puts)
+			}
+		})
+	}
+}
+
+func TestStoreOutageIsUnavailable(t *testing.T) {
+	s := images.New(downBlobs{})
+	ctx := t.Context()
+	if _, err := s.Put(ctx, "acme", b64(pngBytes(t, gradient(4, 4)))); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Put err = %v, want store.ErrUnavailable", err)
+	}
+	if _, err := s.Get(ctx, "acme", "0123456789abcdef"); !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get err = %v, want store.ErrUnavailable and not ErrNotFound", err)
+	}
+	if _, err := s.Head(ctx, "acme", "0123456789abcdef"); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Head err = %v, want store.ErrUnavailable", err)
+	}
+}

@@ -1,0 +1,129 @@
+// Package lambdahttp serves an http.Handler as a Lambda function behind an
+// API Gateway HTTP API (payload format 2.0), so the handlers that serve
+// locally run unchanged in Lambda. The event conversion is
+// aws-lambda-go-api-proxy's; this package adds what durachat needs around
+// it: API Gateway's request id, JSON errors for undecodable events, and the
+// tenant from the JWT authorizer's claims.
+package lambdahttp
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/awslabs/aws-lambda-go-api-proxy/core"
+
+	"github.com/durachat/durachat/shared/api"
+)
+
+// Adapter turns API Gateway v2 events into requests for one http.Handler.
+type Adapter struct {
+	handler  http.Handler
+	accessor core.RequestAccessorV2
+}
+
+// New adapts h.
+func New(h http.Handler) *Adapter { return &Adapter{handler: h} }
+
+// Invoke is the Lambda handler: pass it to lambda.Start.
+func (a *Adapter) Invoke(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	w := core.NewProxyResponseWriterV2()
+	req, err := a.request(ctx, ev)
+	if err != nil {
+		// The event itself is unusable: answer as the handler would, in JSON.
+		bare, _ := http.NewRequestWithContext(api.WithRequestID(ctx, ev.RequestContext.RequestID), http.MethodGet, "/", nil)
+		if id := ev.RequestContext.RequestID; id != "" {
+			w.Header().Set("X-Request-Id", id)
+		}
+		api.WriteError(w, bare, err)
+		return w.GetProxyResponse()
+	}
+	gw := &guardWriter{ResponseWriter: w}
+	a.handler.ServeHTTP(gw, req)
+	if !gw.wrote {
+		// A handler that wrote nothing answered 200, as net/http would.
+		gw.WriteHeader(http.StatusOK)
+	}
+	resp, err := w.GetProxyResponse()
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, fmt.Errorf("lambdahttp: building the response: %w", err)
+	}
+	return resp, nil
+}
+
+func (a *Adapter) request(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (*http.Request, error) {
+	if ev.IsBase64Encoded {
+		if _, err := base64.StdEncoding.DecodeString(ev.Body); err != nil {
+			return nil, api.BadRequest("", "the request body is marked base64 but does not decode: %v", err)
+		}
+	}
+	if ev.RequestContext.HTTP.Method == "" {
+		return nil, api.BadRequest("", "the event is not an API Gateway HTTP API (payload 2.0) request: no method")
+	}
+	req, err := a.accessor.EventToRequestWithContext(ctx, ev)
+	if err != nil {
+		return nil, api.BadRequest("", "the request cannot be read: %v", err)
+	}
+	if id := ev.RequestContext.RequestID; id != "" {
+		req = req.WithContext(api.WithRequestID(req.Context(), id))
+	}
+	return req, nil
+}
+
+// Claims are the JWT authorizer's claims of the request, when API Gateway
+// authorized it with a JWT.
+func Claims(ctx context.Context) (map[string]string, bool) {
+	rc, ok := core.GetAPIGatewayV2ContextFromContext(ctx)
+	if !ok || rc.Authorizer == nil || rc.Authorizer.JWT == nil {
+		return nil, false
+	}
+	return rc.Authorizer.JWT.Claims, true
+}
+
+// MaxTenant bounds a tenant taken from a claim.
+const MaxTenant = 256
+
+// ClaimTenant authenticates a request by the JWT authorizer's claim named
+// claim: API Gateway has verified the token, so the claim is the tenant. A
+// token without the claim is refused. A request API Gateway did not
+// authorize with a JWT (no authorizer configured) goes to fallback, or is
+// refused when fallback is nil.
+func ClaimTenant(claim string, fallback api.Authenticator) api.Authenticator {
+	return api.AuthFunc(func(r *http.Request) (string, error) {
+		claims, ok := Claims(r.Context())
+		if !ok {
+			if fallback != nil {
+				return fallback.Authenticate(r)
+			}
+			return "", api.Unauthorized("no JWT authorizer vouched for this request and no bearer tokens are configured")
+		}
+		tenant := claims[claim]
+		switch {
+		case tenant == "":
+			return "", api.Unauthorized("the token has no %q claim to name the tenant", claim)
+		case len(tenant) > MaxTenant:
+			return "", api.Unauthorized("the token's %q claim is over %d bytes", claim, MaxTenant)
+		}
+		return tenant, nil
+	})
+}
+
+// guardWriter notes whether the handler answered at all.
+type guardWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (g *guardWriter) WriteHeader(code int) {
+	g.wrote = true
+	g.ResponseWriter.WriteHeader(code)
+}
+
+func (g *guardWriter) Write(b []byte) (int, error) {
+	if !g.wrote {
+		g.WriteHeader(http.StatusOK)
+	}
+	return g.ResponseWriter.Write(b)
+}

@@ -1,0 +1,469 @@
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/durachat/durachat/shared/model"
+	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// RetryError asks the transport to deliver the message again after After:
+// the build failed (and is recorded as retrying) or is not due yet.
+type RetryError struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *RetryError) Error() string {
+	return fmt.Sprintf("retry in %s: %v", e.After, e.Err)
+}
+
+func (e *RetryError) Unwrap() error { return e.Err }
+
+// errNotDue: the node waits out its retry delay.
+var errNotDue = errors.New("node is waiting out its retry delay")
+
+// maxLineBytes guards the table against a compressor that returns far more
+// than a line; such a line is cut in the middle.
+const maxLineBytes = 8 << 10
+
+// startOutcome is what the start transition decided.
+type startOutcome int
+
+const (
+	skipBuild  startOutcome = iota // built, in flight elsewhere, or not startable now
+	startBuild                     // this builder owns the claim
+	notDue                         // waiting out a retry delay
+)
+
+// Build builds node (l, i) of a chat: the work of one queue message. A
+// built node, a build in flight elsewhere, or a node that may not start
+// yet is left alone (nil). A failed build is recorded in the chat's state
+// and answered with a *RetryError asking for the message again after the
+// retry delay; the scheduler re-finds the node even if that never comes.
+func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64) error {
+	if l < 0 || l > 62 || i < 0 {
+		return fmt.Errorf("%w: node (%d, %d)", ErrBadMessage, l, i)
+	}
+	n := Node{L: l, I: i}
+	started := m.now()
+	owner := newID()
+	var (
+		outcome   startOutcome
+		dueAt     int64
+		refusals  int
+		failures  int
+		sends     []Node
+		compactTo []Node
+		builtSet  map[Node]bool
+	)
+	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
+		outcome, sends, compactTo, builtSet = skipBuild, nil, nil, nil
+		now := m.now()
+		if !n.Complete(st.T) || st.built(n) {
+			return errNoChange
+		}
+		if k, ok := st.claimOf(n); ok && st.Claims[k].Until > now.UnixMilli() {
+			if st.Claims[k].Owner != "" {
+				return errNoChange // a live build has it: this is a duplicate
+			}
+			st.Claims[k].Owner = owner
+			st.Claims[k].Until = now.Add(m.lease).UnixMilli()
+			outcome = startBuild
+		} else {
+			var dropped int
+			sends, dropped = st.schedule(now, m.lease)
+			for k, s := range sends {
+				if s == n {
+					sends = append(sends[:k], sends[k+1:]...)
+					c, _ := st.claimOf(n)
+					st.Claims[c].Owner = owner
+					outcome = startBuild
+					break
+				}
+			}
+			if outcome != startBuild {
+				if r, ok := st.retryOf(n); ok && st.Retries[r].At > now.UnixMilli() {
+					outcome, dueAt = notDue, st.Retries[r].At
+				}
+				if len(sends) == 0 && dropped == 0 {
+					return errNoChange
+				}
+			}
+		}
+		if r, ok := st.retryOf(n); ok {
+			refusals, failures = st.Retries[r].Refusals, st.Retries[r].Failures
+		}
+		if outcome == startBuild {
+			end := n.Start()
+			if n.L > 0 {
+				end = n.End()
+			}
+			compactTo = st.Compact.before(end)
+			builtSet = make(map[Node]bool, len(compactTo))
+			for _, c := range compactTo {
+				builtSet[c] = st.built(c)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return &RetryError{After: m.retry, Err: err}
+	}
+	if len(sends) > 0 {
+		m.changes.signal(tenant, chat)
+		if err := m.send(ctx, tenant, chat, sends); err != nil {
+			m.logger.WarnContext(ctx, "memory: queueing builds", "chat", chat, "err", err)
+		}
+	}
+	switch outcome {
+	case notDue:
+		return &RetryError{After: max(time.Duration(dueAt-m.now().UnixMilli())*time.Millisecond, time.Second), Err: errNotDue}
+	case skipBuild:
+		return nil
+	}
+
+	// A build never outlives its claim.
+	bctx, cancel := context.WithTimeout(ctx, m.lease)
+	defer cancel()
+	res, row, buildErr := m.produce(bctx, tenant, chat, n, compactTo, builtSet, refusals)
+	if buildErr != nil {
+		return m.fail(ctx, tenant, chat, n, owner, started, buildErr, failures)
+	}
+	return m.finish(ctx, tenant, chat, n, started, res, row)
+}
+
+// produced is what a build learned, for the state and the logs.
+type produced struct {
+	attempts int
+	model    string
+	images   leafImages
+	hasImage bool
+	source   int
+	called   bool
+	created  bool // this build wrote the row
+}
+
+// produce loads the node's source, writes its line (verbatim, by the
+// compressor, or mechanical after repeated refusals) and creates its row.
+// When the row exists already, that row is the answer: nothing is built
+// twice.
+func (m *Memory) produce(ctx context.Context, tenant, chat string, n Node, compactTo []Node, builtSet map[Node]bool, refusals int) (produced, nodeRow, error) {
+	var res produced
+	if row, err := m.readRow(ctx, tenant, chat, n); err == nil {
+		return res, row, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return res, nodeRow{}, fmt.Errorf("reading node %s: %w", n.Label(), err)
+	}
+	c := Compression{Level: n.L, Index: n.I, Label: n.Label(), Images: []model.Image{}}
+	var names []string
+	var child [2]int
+	if n.L == 0 {
+		entries, err := m.log.Entries(ctx, tenant, chat, n.I, n.I+1)
+		if err != nil {
+			return res, nodeRow{}, fmt.Errorf("reading entry %d: %w", n.I, err)
+		}
+		if len(entries) != 1 || entries[0].I != n.I {
+			return res, nodeRow{}, fmt.Errorf("reading entry %d: the log returned %d entries", n.I, len(entries))
+		}
+		e := entries[0]
+		c.Kind = e.Kind
+		c.Source = compressorSource(LeafSource(e.Kind, e.Text))
+		imgs, li, err := m.leafImages(ctx, tenant, chat, e.I, e.Tool, e.Of, c.Source)
+		if err != nil {
+			return res, nodeRow{}, err
+		}
+		c.Images, res.images, res.hasImage = imgs, li, li.Named > 0
+		for _, img := range imgs {
+			names = append(names, img.Name)
+		}
+	} else {
+		a, b := n.Children()
+		rows, err := m.rows(ctx, tenant, chat, []Node{a, b})
+		if err != nil {
+			return res, nodeRow{}, err
+		}
+		ra, oka := rows[a]
+		rb, okb := rows[b]
+		if !oka || !okb {
+			return res, nodeRow{}, fmt.Errorf("merge %s: a child is not built yet", n.Label())
+		}
+		c.Source = MergeSource(ra.line, rb.line)
+		child = [2]int{len(ra.line), len(rb.line)}
+	}
+	res.source = len(c.Source)
+
+	var out Compressed
+	if len(c.Images) == 0 && len(c.Source) <= LineBytes {
+		out = Compressed{Line: c.Source, Verbatim: true}
+	} else {
+		ctxLines, err := m.contextBlock(ctx, tenant, chat, compactTo, builtSet)
+		if err != nil {
+			return res, nodeRow{}, err
+		}
+		c.Context = ctxLines
+		res.called = true
+		out, err = m.compressor.Compress(ctx, c)
+		if err != nil {
+			if model.IsRetryable(err) || refusals+1 < RefusalLimit {
+				return res, nodeRow{}, err
+			}
+			// The model turned this node down RefusalLimit times: keep a
+			// marked cut of the source rather than asking forever.
+			m.logger.WarnContext(ctx, "memory: mechanical line after repeated refusals", "chat", chat, "node", n.Label(), "err", err)
+			out = Compressed{Line: mechanicalLine(c.Source), Mechanical: true, Attempts: out.Attempts, Model: out.Model}
+		}
+		if strings.TrimSpace(out.Line) == "" {
+			return res, nodeRow{}, &model.Error{Retryable: true, Err: fmt.Errorf("compressor returned an empty line for %s", n.Label())}
+		}
+		if out.Verbatim {
+			out.Line = c.Source
+		}
+	}
+	line := out.Line
+	if len(line) > maxLineBytes {
+		line = cutMiddle(line, maxLineBytes, " [...] ")
+	}
+	res.attempts, res.model = out.Attempts, out.Model
+	res.images.Attached, res.images.Skipped, res.images.NamesOnly = out.Attached, out.Skipped, out.NamesOnly
+	row := nodeRow{
+		Text: line, Child: child, Verbatim: out.Verbatim, Mechanical: out.Mechanical,
+		Attempts: out.Attempts, Model: out.Model, SourceBytes: len(c.Source), Images: names,
+		Attached: out.Attached, Skipped: out.Skipped, NamesOnly: out.NamesOnly, BuiltAt: m.now().UnixMilli(),
+	}
+	body, err := json.Marshal(row)
+	if err != nil {
+		return res, nodeRow{}, fmt.Errorf("encoding node %s: %w", n.Label(), err)
+	}
+	err = m.table.Create(ctx, store.Item{Key: nodeKey(tenant, chat, n), Body: body})
+	switch {
+	case err == nil:
+		res.created = true
+		return res, row, nil
+	case errors.Is(err, store.ErrConditionFailed):
+		// Another builder won the race; its row stands.
+		existing, rerr := m.readRow(ctx, tenant, chat, n)
+		if rerr != nil {
+			return res, nodeRow{}, fmt.Errorf("reading node %s after a lost race: %w", n.Label(), rerr)
+		}
+		return res, existing, nil
+	default:
+		return res, nodeRow{}, fmt.Errorf("writing node %s: %w", n.Label(), err)
+	}
+}
+
+// leafImages loads the stored images a leaf's source names, in first-named
+// order. A never-stored (or deleted) image is skipped; any other read
+// error fails the build, so an outage delays a leaf and never drops its
+// image. A logged zoom result sends no image its original's leaf already
+// saw; when that original is unknown it sends none.
+func (m *Memory) leafImages(ctx context.Context, tenant, chat string, id int64, tool string, of int64, source string) ([]model.Image, leafImages, error) {
+	li := leafImages{I: id}
+	names := refs.Names(source)
+	li.Named = len(names)
+	imgs := []model.Image{}
+	if len(names) == 0 {
+		return imgs, li, nil
+	}
+	if tool == "zoom" {
+		seen := map[string]bool{}
+		if of >= 0 && of < id {
+			orig, err := m.log.Entries(ctx, tenant, chat, of, of+1)
+			if err != nil {
+				return nil, li, fmt.Errorf("reading entry %d, which entry %d zoomed: %w", of, id, err)
+			}
+			for _, e := range orig {
+				for _, name := range refs.Names(compressorSource(LeafSource(e.Kind, e.Text))) {
+					seen[name] = true
+				}
+			}
+		}
+		kept := names[:0:0]
+		for _, name := range names {
+			if of >= 0 && of < id && !seen[name] {
+				kept = append(kept, name)
+			} else {
+				li.Resent++
+			}
+		}
+		names = kept
+	}
+	for _, name := range names {
+		img, err := m.images.Get(ctx, tenant, name)
+		if errors.Is(err, store.ErrNotFound) {
+			li.Missing++
+			continue
+		}
+		if err != nil {
+			return nil, li, fmt.Errorf("reading image %s for entry %d: %w", name, id, err)
+		}
+		img.Name = name
+		imgs = append(imgs, img)
+	}
+	return imgs, li, nil
+}
+
+// contextBlock renders the compaction-view lines given, as the "<chat>"
+// block every compressor call reads as its cacheable prefix. Lines that
+// were unbuilt when the build started show as the placeholder, so parallel
+// builds see the same bytes.
+func (m *Memory) contextBlock(ctx context.Context, tenant, chat string, nodes []Node, built map[Node]bool) (string, error) {
+	var want []Node
+	for _, n := range nodes {
+		if built[n] {
+			want = append(want, n)
+		}
+	}
+	rows, err := m.rows(ctx, tenant, chat, want)
+	if err != nil {
+		return "", fmt.Errorf("reading the compaction view: %w", err)
+	}
+	return renderLines(nodes, func(n Node) (string, bool) {
+		if !built[n] {
+			return "", false
+		}
+		r, ok := rows[n]
+		return r.line, ok
+	}), nil
+}
+
+// renderLines renders "<chat>\n", one "<label>|<line>\n" per node, and
+// "</chat>"; line reports false for a node shown as the placeholder.
+func renderLines(nodes []Node, line func(Node) (string, bool)) string {
+	var b strings.Builder
+	b.WriteString("<chat>\n")
+	for _, n := range nodes {
+		b.WriteString(n.Label())
+		b.WriteByte('|')
+		if l, ok := line(n); ok {
+			b.WriteString(l)
+		} else {
+			b.WriteString(Placeholder)
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("</chat>")
+	return b.String()
+}
+
+// finish records a built node: it marks it built, updates both views
+// (a leaf's placeholder becomes its line), runs the sawtooths and sends
+// what may start next.
+func (m *Memory) finish(ctx context.Context, tenant, chat string, n Node, started time.Time, res produced, row nodeRow) error {
+	line := Line(row.Text)
+	m.lines.put(store.ChatPK(tenant, chat), n, nodeInfo{line: line, child: row.Child, verbatim: row.Verbatim})
+	sizes := m.mergeSizes(ctx, tenant, chat)
+	var sends []Node
+	first := false
+	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
+		sends, first = nil, false
+		st.dropRetry(n)
+		if st.markBuilt(n) {
+			first = true
+			if n.L == 0 {
+				delta := lineSize(n, len(line)) - placeholderSize(n)
+				st.View.Size += delta
+				st.Compact.Size += delta
+			}
+			switch {
+			case row.Mechanical:
+				st.MechanicalCount++
+				st.Mechanical = append(st.Mechanical, n)
+				if len(st.Mechanical) > keepMechanical {
+					st.Mechanical = st.Mechanical[len(st.Mechanical)-keepMechanical:]
+				}
+			case row.Verbatim && !res.called:
+				st.Verbatim++
+			}
+			if res.called {
+				st.ModelCalls++
+			}
+			if n.L == 0 && res.hasImage {
+				li := res.images
+				st.ImageLeaves = append(st.ImageLeaves, li)
+				if len(st.ImageLeaves) > keepImageLeaves {
+					st.ImageLeaves = st.ImageLeaves[len(st.ImageLeaves)-keepImageLeaves:]
+				}
+				st.ImageTotals.Leaves++
+				st.ImageTotals.Attached += int64(li.Attached)
+				st.ImageTotals.Skipped += int64(li.Skipped)
+				st.ImageTotals.Missing += int64(li.Missing)
+				if li.NamesOnly {
+					st.ImageTotals.NamesOnly++
+				}
+			}
+		}
+		st.dropClaim(n)
+		m.batches(ctx, chat, st, sizes)
+		sends, _ = st.schedule(m.now(), m.lease)
+		return nil
+	})
+	if err != nil {
+		// The row is written; the next pump or delivery records it.
+		return &RetryError{After: m.retry, Err: fmt.Errorf("recording node %s: %w", n.Label(), err)}
+	}
+	m.changes.signal(tenant, chat)
+	if first {
+		m.record(ctx, chat, n, "built", started, res, row, nil)
+	}
+	if err := m.send(ctx, tenant, chat, sends); err != nil {
+		m.logger.WarnContext(ctx, "memory: queueing builds", "chat", chat, "err", err)
+	}
+	return nil
+}
+
+// fail records a failed build: the node waits the retry delay (forever for
+// store, read and retryable model errors; a model refusal counts toward
+// RefusalLimit), and the transport is asked to deliver again then.
+func (m *Memory) fail(ctx context.Context, tenant, chat string, n Node, owner string, started time.Time, cause error, failuresBefore int) error {
+	refused := !model.IsRetryable(cause)
+	now := m.now()
+	msg := fmt.Sprintf("node %s: %v", n.Label(), cause)
+	var sends []Node
+	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
+		sends = nil
+		if st.built(n) {
+			return errNoChange
+		}
+		if k, ok := st.claimOf(n); ok && st.Claims[k].Owner == owner {
+			st.Claims = append(st.Claims[:k], st.Claims[k+1:]...)
+		}
+		k, ok := st.retryOf(n)
+		if !ok {
+			st.Retries = append(st.Retries, retryEntry{L: n.L, I: n.I})
+			k = len(st.Retries) - 1
+		}
+		r := &st.Retries[k]
+		r.Failures++
+		if refused {
+			r.Refusals++
+		}
+		r.At = now.Add(m.retry).UnixMilli()
+		r.Err = truncUTF8(msg, 300)
+		st.Failed++
+		st.setError(now, truncUTF8(msg, 500))
+		sends, _ = st.schedule(now, m.lease)
+		return nil
+	})
+	if err != nil {
+		m.logger.WarnContext(ctx, "memory: recording a failed build", "chat", chat, "node", n.Label(), "err", err)
+	} else {
+		m.changes.signal(tenant, chat)
+		if err := m.send(ctx, tenant, chat, sends); err != nil {
+			m.logger.WarnContext(ctx, "memory: queueing builds", "chat", chat, "err", err)
+		}
+	}
+	m.record(ctx, chat, n, "failed", started, produced{}, nodeRow{}, cause)
+	if failuresBefore == 0 {
+		// The first failure of a node is logged once, loudly; the status
+		// keeps the last error and the retry count after that.
+		m.logger.WarnContext(ctx, "memory: build failed; retrying every "+m.retry.String(), "chat", chat, "node", n.Label(), "err", cause)
+	}
+	return &RetryError{After: m.retry, Err: cause}
+}

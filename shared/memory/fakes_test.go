@@ -1,0 +1,425 @@
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/durachat/durachat/shared/model"
+	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/transcript"
+)
+
+// memTable is an in-memory store.Table that counts its calls.
+type memTable struct {
+	mu      sync.Mutex
+	items   map[store.Key]store.Item
+	gets    atomic.Int64
+	batches atomic.Int64
+	writes  atomic.Int64
+	// fail, when set, is asked before each call.
+	fail func(op string, k store.Key) error
+}
+
+func newMemTable() *memTable { return &memTable{items: map[store.Key]store.Item{}} }
+
+func (t *memTable) check(op string, k store.Key) error {
+	t.mu.Lock()
+	f := t.fail
+	t.mu.Unlock()
+	if f != nil {
+		return f(op, k)
+	}
+	return nil
+}
+
+func (t *memTable) setFail(f func(op string, k store.Key) error) {
+	t.mu.Lock()
+	t.fail = f
+	t.mu.Unlock()
+}
+
+func (t *memTable) Get(_ context.Context, k store.Key) (store.Item, error) {
+	t.gets.Add(1)
+	if err := t.check("get", k); err != nil {
+		return store.Item{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	it, ok := t.items[k]
+	if !ok {
+		return store.Item{}, store.ErrNotFound
+	}
+	return it, nil
+}
+
+func (t *memTable) Create(_ context.Context, it store.Item) error {
+	t.writes.Add(1)
+	if err := t.check("create", it.Key); err != nil {
+		return err
+	}
+	if err := store.CheckSize(it); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.items[it.Key]; ok {
+		return store.ErrConditionFailed
+	}
+	it.Version = 1
+	it.Body = append([]byte(nil), it.Body...)
+	t.items[it.Key] = it
+	return nil
+}
+
+func (t *memTable) Update(_ context.Context, it store.Item) error {
+	t.writes.Add(1)
+	if err := t.check("update", it.Key); err != nil {
+		return err
+	}
+	if err := store.CheckSize(it); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old, ok := t.items[it.Key]
+	if !ok || old.Version != it.Version-1 {
+		return store.ErrConditionFailed
+	}
+	it.Body = append([]byte(nil), it.Body...)
+	t.items[it.Key] = it
+	return nil
+}
+
+func (t *memTable) Query(_ context.Context, q store.Query) (store.Page, error) {
+	if err := t.check("query", store.Key{PK: q.PK}); err != nil {
+		return store.Page{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []store.Item
+	for k, it := range t.items {
+		if k.PK == q.PK && strings.HasPrefix(k.SK, q.Prefix) && k.SK > q.After {
+			out = append(out, it)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].SK < out[b].SK })
+	return store.Page{Items: out}, nil
+}
+
+func (t *memTable) BatchGet(_ context.Context, keys []store.Key) ([]store.Item, error) {
+	t.batches.Add(1)
+	if len(keys) > 100 {
+		return nil, fmt.Errorf("BatchGet of %d keys: at most 100", len(keys))
+	}
+	for _, k := range keys {
+		if err := t.check("batchget", k); err != nil {
+			return nil, err
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []store.Item
+	for _, k := range keys {
+		if it, ok := t.items[k]; ok {
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}
+
+// stateBytes is the size of a chat's state item.
+func (t *memTable) stateBytes(tenant, chat string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.items[stateKey(tenant, chat)].Size()
+}
+
+// fakeLog is a Log over a slice; append notifies nothing by itself.
+type fakeLog struct {
+	mu      sync.Mutex
+	entries map[string][]transcript.Entry
+	fail    error
+}
+
+func newFakeLog() *fakeLog { return &fakeLog{entries: map[string][]transcript.Entry{}} }
+
+func (l *fakeLog) add(chat, kind, text string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := int64(len(l.entries[chat]))
+	l.entries[chat] = append(l.entries[chat], transcript.Entry{I: i, Kind: kind, Text: text, Date: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Minute), Of: -1})
+	return i
+}
+
+func (l *fakeLog) addEntry(chat string, e transcript.Entry) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e.I = int64(len(l.entries[chat]))
+	l.entries[chat] = append(l.entries[chat], e)
+	return e.I
+}
+
+func (l *fakeLog) Len(_ context.Context, _, chat string) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail != nil {
+		return 0, l.fail
+	}
+	return int64(len(l.entries[chat])), nil
+}
+
+func (l *fakeLog) Entries(_ context.Context, _, chat string, from, to int64) ([]transcript.Entry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail != nil {
+		return nil, l.fail
+	}
+	es := l.entries[chat]
+	to = min(to, int64(len(es)))
+	if from >= to {
+		return nil, nil
+	}
+	return append([]transcript.Entry(nil), es[from:to]...), nil
+}
+
+// fakeImages is an Images over a map, with an injectable outage.
+type fakeImages struct {
+	mu   sync.Mutex
+	imgs map[string]model.Image
+	fail error
+	gets int
+}
+
+func (f *fakeImages) Get(_ context.Context, _, name string) (model.Image, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gets++
+	if f.fail != nil {
+		return model.Image{}, f.fail
+	}
+	img, ok := f.imgs[name]
+	if !ok {
+		return model.Image{}, store.ErrNotFound
+	}
+	return img, nil
+}
+
+func (f *fakeImages) setFail(err error) {
+	f.mu.Lock()
+	f.fail = err
+	f.mu.Unlock()
+}
+
+// sent is one queued message.
+type sent struct {
+	msg   buildMessage
+	delay time.Duration
+}
+
+// recQueue records what is sent; tests deliver by hand.
+type recQueue struct {
+	mu   sync.Mutex
+	msgs []sent
+	fail error
+}
+
+func (q *recQueue) Send(_ context.Context, body string, delay time.Duration) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.fail != nil {
+		return q.fail
+	}
+	var m buildMessage
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		return err
+	}
+	q.msgs = append(q.msgs, sent{msg: m, delay: delay})
+	return nil
+}
+
+// take removes and returns everything sent so far.
+func (q *recQueue) take() []sent {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.msgs
+	q.msgs = nil
+	return out
+}
+
+// clock is an injectable clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// scripted is a Compressor that writes "S<label>: <start of source>" lines
+// and counts its calls per node; script, when set, decides instead.
+type scripted struct {
+	mu     sync.Mutex
+	calls  map[string]int
+	seen   []Compression
+	script func(c Compression) (Compressed, error)
+	delay  time.Duration
+	// lineLen is the length of the lines it writes (default 120).
+	lineLen int
+}
+
+func newScripted() *scripted { return &scripted{calls: map[string]int{}} }
+
+func (s *scripted) Compress(ctx context.Context, c Compression) (Compressed, error) {
+	s.mu.Lock()
+	s.calls[c.Label]++
+	s.seen = append(s.seen, c)
+	script, delay, n := s.script, s.delay, s.lineLen
+	s.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return Compressed{}, ctx.Err()
+		}
+	}
+	if script != nil {
+		return script(c)
+	}
+	if n == 0 {
+		n = 120
+	}
+	line := fmt.Sprintf("S%s: %s", c.Label, Line(c.Source))
+	if len(line) > n {
+		line = line[:n]
+	}
+	for len(line) < n {
+		line += "."
+	}
+	return Compressed{Line: line, Attempts: 1, Model: "scripted", Attached: len(c.Images)}, nil
+}
+
+func (s *scripted) callsOf(label string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[label]
+}
+
+func (s *scripted) total() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.calls {
+		n += c
+	}
+	return n
+}
+
+func (s *scripted) last() Compression {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen[len(s.seen)-1]
+}
+
+// fixture is a Memory over fakes, driven by hand.
+type fixture struct {
+	m      *Memory
+	table  *memTable
+	log    *fakeLog
+	images *fakeImages
+	queue  *recQueue
+	comp   *scripted
+	clock  *clock
+	tenant string
+	chat   string
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	f := &fixture{
+		table: newMemTable(), log: newFakeLog(), images: &fakeImages{imgs: map[string]model.Image{}},
+		queue: &recQueue{}, comp: newScripted(), clock: newClock(), tenant: "t1", chat: "c1",
+	}
+	m, err := New(Config{Table: f.table, Log: f.log, Images: f.images, Queue: f.queue, Compressor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.m = m
+	return f
+}
+
+// append logs entries and notifies memory, as the transcript does.
+func (f *fixture) append(t testing.TB, kind string, texts ...string) {
+	t.Helper()
+	var n int64
+	for _, text := range texts {
+		n = f.log.add(f.chat, kind, text) + 1
+	}
+	if err := f.m.Appended(context.Background(), f.tenant, f.chat, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deliverAll builds every queued message, and what those queue, until the
+// queue is empty; messages asking to come back later are returned.
+func (f *fixture) deliverAll(t testing.TB) (later []sent) {
+	t.Helper()
+	for {
+		msgs := f.queue.take()
+		if len(msgs) == 0 {
+			return later
+		}
+		for _, s := range msgs {
+			if s.delay > 0 {
+				later = append(later, s)
+				continue
+			}
+			if err := f.m.Build(context.Background(), s.msg.Tenant, s.msg.Chat, s.msg.L, s.msg.I); err != nil {
+				later = append(later, sent{msg: s.msg, delay: retryDelay(err, time.Second)})
+			}
+		}
+	}
+}
+
+func (f *fixture) state(t testing.TB) *chatState {
+	t.Helper()
+	st, _, err := f.m.states.get(context.Background(), f.tenant, f.chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func (f *fixture) row(t testing.TB, n Node) (nodeRow, bool) {
+	t.Helper()
+	r, err := f.m.readRow(context.Background(), f.tenant, f.chat, n)
+	if err != nil {
+		return nodeRow{}, false
+	}
+	return r, true
+}
+
+func nodesOf(msgs []sent) []Node {
+	var out []Node
+	for _, s := range msgs {
+		out = append(out, Node{L: s.msg.L, I: s.msg.I})
+	}
+	return out
+}

@@ -1,0 +1,511 @@
+package memory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/durachat/durachat/shared/model"
+	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/transcript"
+)
+
+// Log is the chat transcript memory reads: its only source of truth.
+type Log interface {
+	// Len is the number of entries logged.
+	Len(ctx context.Context, tenant, chat string) (int64, error)
+	// Entries returns the entries [from, to), in order.
+	Entries(ctx context.Context, tenant, chat string, from, to int64) ([]transcript.Entry, error)
+}
+
+// Images reads a tenant's stored images: store.ErrNotFound when the name
+// was never stored, store.ErrUnavailable (wrapped) on an outage.
+type Images interface {
+	Get(ctx context.Context, tenant, name string) (model.Image, error)
+}
+
+// Config wires a Memory. Table, Log, Queue and Compressor are required.
+type Config struct {
+	Table store.Table
+	Log   Log
+	// Images are read for leaves that name them and for zoom pages; nil
+	// means no image is ever stored.
+	Images Images
+	// Queue carries build messages: {"tenant","chat","l","i"}.
+	Queue      store.Queue
+	Compressor Compressor
+	// Retrier, for HandleSQS, delays a failed message in place (SQS
+	// ChangeMessageVisibility; the SQS adapter's Retry). Without it a
+	// delayed copy is sent and the original acknowledged.
+	Retrier Retrier
+	// Now is the clock (time.Now when nil); tests inject their own.
+	Now func() time.Time
+	// Search turns the search tool on for every chat; a chat can also opt
+	// in on its own (PUT .../memory/settings).
+	Search bool
+	// Lease is how long a claimed build may take before another builder
+	// may take it over (default 3 minutes). A build is cancelled at its
+	// lease so it never outlives its claim.
+	Lease time.Duration
+	// Retry is the fixed delay before a failed build is tried again
+	// (default 10 s).
+	Retry time.Duration
+	// Wait bounds GET .../view?wait=turn (default 20 s; keep it under the
+	// HTTP API's 30 s ceiling).
+	Wait time.Duration
+	// Workers bounds the builds Worker runs at once over all chats
+	// (default 32); each chat is held to MaxInFlight by its own claims.
+	Workers int
+	// CacheLines bounds the in-process cache of node lines (default
+	// 20,000; negative turns it off). Nodes never change, so it is never
+	// stale.
+	CacheLines int
+	// Logger receives one structured record per build (slog.Default when
+	// nil).
+	Logger *slog.Logger
+	// Metrics, when set, receives one CloudWatch Embedded Metric Format
+	// line per build (Lambda: os.Stdout).
+	Metrics io.Writer
+}
+
+// Memory builds and serves the summary trees of all chats. It holds no
+// chat in memory between calls: everything lives in the table.
+type Memory struct {
+	table      store.Table
+	log        Log
+	images     Images
+	queue      store.Queue
+	compressor Compressor
+	retrier    Retrier
+	now        func() time.Time
+	search     bool
+	lease      time.Duration
+	retry      time.Duration
+	wait       time.Duration
+	workers    int
+	logger     *slog.Logger
+	metrics    *emf
+	states     states
+	lines      *lineCache
+	changes    *notifier
+	// onBatch, in tests, sees every batch that merged: which view, its size
+	// before and after, and whether it is still open.
+	onBatch func(view string, before, after int64, open bool)
+}
+
+// New checks cfg and returns a Memory.
+func New(cfg Config) (*Memory, error) {
+	switch {
+	case cfg.Table == nil:
+		return nil, errors.New("memory: Config.Table is required")
+	case cfg.Log == nil:
+		return nil, errors.New("memory: Config.Log is required")
+	case cfg.Queue == nil:
+		return nil, errors.New("memory: Config.Queue is required")
+	case cfg.Compressor == nil:
+		return nil, errors.New("memory: Config.Compressor is required")
+	case cfg.Lease < 0 || cfg.Retry < 0 || cfg.Wait < 0:
+		return nil, errors.New("memory: Lease, Retry and Wait must not be negative")
+	}
+	m := &Memory{
+		table:      cfg.Table,
+		log:        cfg.Log,
+		images:     cfg.Images,
+		queue:      cfg.Queue,
+		compressor: cfg.Compressor,
+		retrier:    cfg.Retrier,
+		now:        cfg.Now,
+		search:     cfg.Search,
+		lease:      cfg.Lease,
+		retry:      cfg.Retry,
+		wait:       cfg.Wait,
+		workers:    cfg.Workers,
+		logger:     cfg.Logger,
+		states:     states{table: cfg.Table},
+		changes:    newNotifier(),
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	if m.lease == 0 {
+		m.lease = 3 * time.Minute
+	}
+	if m.retry == 0 {
+		m.retry = DefaultRetry
+	}
+	if m.wait == 0 {
+		m.wait = 20 * time.Second
+	}
+	if m.workers <= 0 {
+		m.workers = 32
+	}
+	if m.logger == nil {
+		m.logger = slog.Default()
+	}
+	if m.images == nil {
+		m.images = noImages{}
+	}
+	if cfg.Metrics != nil {
+		m.metrics = &emf{w: cfg.Metrics, now: m.now}
+	}
+	cache := cfg.CacheLines
+	if cache == 0 {
+		cache = 20_000
+	}
+	if cache > 0 {
+		m.lines = newLineCache(cache)
+	}
+	return m, nil
+}
+
+type noImages struct{}
+
+func (noImages) Get(context.Context, string, string) (model.Image, error) {
+	return model.Image{}, store.ErrNotFound
+}
+
+// buildMessage is the body of a queue message: ids only, never content.
+type buildMessage struct {
+	Tenant string `json:"tenant"`
+	Chat   string `json:"chat"`
+	L      int    `json:"l"`
+	I      int64  `json:"i"`
+}
+
+// ErrBadMessage marks a queue message that names no node; retrying it
+// cannot help.
+var ErrBadMessage = errors.New("memory: malformed build message")
+
+func parseMessage(body string) (buildMessage, error) {
+	var msg buildMessage
+	if err := json.Unmarshal([]byte(body), &msg); err != nil {
+		return msg, fmt.Errorf("%w: %v", ErrBadMessage, err)
+	}
+	if msg.Chat == "" || msg.L < 0 || msg.L > 62 || msg.I < 0 {
+		return msg, fmt.Errorf("%w: %q", ErrBadMessage, body)
+	}
+	return msg, nil
+}
+
+// Appended is the transcript's notice that a chat's log now holds length
+// entries: the new leaves join both views and the scheduler runs.
+func (m *Memory) Appended(ctx context.Context, tenant, chat string, length int64) error {
+	_, err := m.pump(ctx, tenant, chat, length)
+	return err
+}
+
+// Pump runs a chat's scheduler: it catches up with the log, resumes an open
+// batch, takes back lapsed claims and sends the builds that may start. Any
+// API call on a chat runs it, so a lost queue message stalls nothing.
+func (m *Memory) Pump(ctx context.Context, tenant, chat string) error {
+	_, err := m.pump(ctx, tenant, chat, -1)
+	return err
+}
+
+// pump is Pump with a known log length (-1: read it from the log). It
+// returns the state as it stands after the run.
+func (m *Memory) pump(ctx context.Context, tenant, chat string, t int64) (*chatState, error) {
+	if t < 0 {
+		n, err := m.log.Len(ctx, tenant, chat)
+		if err != nil {
+			return nil, fmt.Errorf("reading the log length of %s: %w", chat, err)
+		}
+		t = n
+	}
+	now := m.now()
+	sizes := m.mergeSizes(ctx, tenant, chat)
+	var sends []Node
+	st, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
+		grew := st.grow(t)
+		merged := m.batches(ctx, chat, st, sizes)
+		claims := len(st.Claims)
+		var dropped int
+		sends, dropped = st.schedule(now, m.lease)
+		if !grew && merged == 0 && len(sends) == 0 && dropped == 0 && len(st.Claims) == claims {
+			return errNoChange
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.changes.signal(tenant, chat)
+	if err := m.send(ctx, tenant, chat, sends); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+// batches runs both sawtooths after a change and returns the chat view's
+// merges. The compaction view also batches whenever the chat view merged.
+// A failed row read leaves the batch open; it resumes at the next change.
+func (m *Memory) batches(ctx context.Context, chat string, st *chatState, sizes mergeSizes) int {
+	before := st.View.Size
+	merged, err := st.View.batch(st.T, ViewHigh, ViewLow, false, st.built, sizes)
+	if err != nil {
+		m.logger.WarnContext(ctx, "memory: view batch paused", "chat", chat, "err", err)
+	}
+	if merged > 0 && m.onBatch != nil {
+		m.onBatch("view", before, st.View.Size, st.View.Open)
+	}
+	before = st.Compact.Size
+	cmerged, err := st.Compact.batch(st.T, CompactHigh, CompactLow, merged > 0, st.built, sizes)
+	if err != nil {
+		m.logger.WarnContext(ctx, "memory: compaction view batch paused", "chat", chat, "err", err)
+	}
+	if cmerged > 0 && m.onBatch != nil {
+		m.onBatch("compaction", before, st.Compact.Size, st.Compact.Open)
+	}
+	return merged
+}
+
+// mergeSizes answers a batch from the parent's row, which records its
+// children's line lengths too: one read per merge, cached.
+func (m *Memory) mergeSizes(ctx context.Context, tenant, chat string) mergeSizes {
+	return func(parent Node) (int64, int64, error) {
+		rows, err := m.rows(ctx, tenant, chat, []Node{parent})
+		if err != nil {
+			return 0, 0, err
+		}
+		r, ok := rows[parent]
+		if !ok {
+			return 0, 0, fmt.Errorf("node %s of %s is marked built but has no row", parent.Label(), chat)
+		}
+		a, b := parent.Children()
+		return lineSize(parent, len(r.line)), lineSize(a, r.child[0]) + lineSize(b, r.child[1]), nil
+	}
+}
+
+// send queues one build message per node. When the queue fails, the
+// claims are released at once rather than left to lapse.
+func (m *Memory) send(ctx context.Context, tenant, chat string, nodes []Node) error {
+	var failed []Node
+	var firstErr error
+	for _, n := range nodes {
+		body, _ := json.Marshal(buildMessage{Tenant: tenant, Chat: chat, L: n.L, I: n.I})
+		if err := m.queue.Send(ctx, string(body), 0); err != nil {
+			failed = append(failed, n)
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
+		for _, n := range failed {
+			if k, ok := st.claimOf(n); ok && st.Claims[k].Owner == "" {
+				st.Claims = append(st.Claims[:k], st.Claims[k+1:]...)
+			}
+		}
+		st.setError(m.now(), "queue: "+firstErr.Error())
+		return nil
+	})
+	if err != nil {
+		m.logger.WarnContext(ctx, "memory: releasing unsent claims", "chat", chat, "err", err)
+	}
+	return fmt.Errorf("queueing %d builds of %s: %w", len(failed), chat, firstErr)
+}
+
+// nodeRow is a node as stored: written once, never changed.
+type nodeRow struct {
+	Text string `json:"t"`
+	// Child are a merge's two child line lengths, so a view batch learns a
+	// merge's effect from this one row.
+	Child       [2]int   `json:"c,omitempty"`
+	Verbatim    bool     `json:"v,omitempty"`
+	Mechanical  bool     `json:"m,omitempty"`
+	Attempts    int      `json:"a,omitempty"`
+	Model       string   `json:"md,omitempty"`
+	SourceBytes int      `json:"sb,omitempty"`
+	Images      []string `json:"im,omitempty"`
+	Attached    int      `json:"ia,omitempty"`
+	Skipped     int      `json:"is,omitempty"`
+	NamesOnly   bool     `json:"io,omitempty"`
+	BuiltAt     int64    `json:"at,omitempty"`
+}
+
+// nodeInfo is what readers need from a row.
+type nodeInfo struct {
+	line     string
+	child    [2]int
+	verbatim bool
+}
+
+func nodeKey(tenant, chat string, n Node) store.Key {
+	return store.Key{PK: store.ChatPK(tenant, chat), SK: nodeSK(n)}
+}
+
+// batchLimit is DynamoDB's BatchGetItem key limit; reads are chunked to it.
+const batchLimit = 100
+
+// rows reads the given nodes' rows (from the cache when it can); nodes
+// with no row are absent from the answer.
+func (m *Memory) rows(ctx context.Context, tenant, chat string, nodes []Node) (map[Node]nodeInfo, error) {
+	out := make(map[Node]nodeInfo, len(nodes))
+	pk := store.ChatPK(tenant, chat)
+	var missing []Node
+	for _, n := range nodes {
+		if info, ok := m.lines.get(pk, n); ok {
+			out[n] = info
+			continue
+		}
+		missing = append(missing, n)
+	}
+	for len(missing) > 0 {
+		chunk := missing[:min(len(missing), batchLimit)]
+		missing = missing[len(chunk):]
+		keys := make([]store.Key, len(chunk))
+		for k, n := range chunk {
+			keys[k] = nodeKey(tenant, chat, n)
+		}
+		items, err := m.table.BatchGet(ctx, keys)
+		if err != nil {
+			return nil, fmt.Errorf("reading %d node rows of %s: %w", len(keys), chat, err)
+		}
+		for _, it := range items {
+			n, ok := parseNodeSK(it.SK)
+			if !ok {
+				continue
+			}
+			var r nodeRow
+			if err := json.Unmarshal(it.Body, &r); err != nil {
+				return nil, fmt.Errorf("node %s of %s is corrupt: %w", n.Label(), chat, err)
+			}
+			info := nodeInfo{line: Line(r.Text), child: r.Child, verbatim: r.Verbatim}
+			m.lines.put(pk, n, info)
+			out[n] = info
+		}
+	}
+	return out, nil
+}
+
+func parseNodeSK(sk string) (Node, bool) {
+	var n Node
+	if _, err := fmt.Sscanf(sk, "n/%02d/%012d", &n.L, &n.I); err != nil {
+		return Node{}, false
+	}
+	return n, true
+}
+
+// readRow reads one full node row.
+func (m *Memory) readRow(ctx context.Context, tenant, chat string, n Node) (nodeRow, error) {
+	it, err := m.table.Get(ctx, nodeKey(tenant, chat, n))
+	if err != nil {
+		return nodeRow{}, err
+	}
+	var r nodeRow
+	if err := json.Unmarshal(it.Body, &r); err != nil {
+		return nodeRow{}, fmt.Errorf("node %s of %s is corrupt: %w", n.Label(), chat, err)
+	}
+	return r, nil
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// lineCache keeps recently read node lines. Rows never change, so an entry
+// is never stale; it only bounds memory, evicting the oldest.
+type lineCache struct {
+	mu    sync.Mutex
+	max   int
+	items map[lineKey]nodeInfo
+	order []lineKey
+	next  int
+}
+
+type lineKey struct {
+	pk string
+	n  Node
+}
+
+func newLineCache(max int) *lineCache {
+	return &lineCache{max: max, items: make(map[lineKey]nodeInfo, max)}
+}
+
+func (c *lineCache) get(pk string, n Node) (nodeInfo, bool) {
+	if c == nil {
+		return nodeInfo{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	info, ok := c.items[lineKey{pk, n}]
+	return info, ok
+}
+
+func (c *lineCache) put(pk string, n Node, info nodeInfo) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := lineKey{pk, n}
+	if _, ok := c.items[k]; ok {
+		return
+	}
+	if len(c.order) < c.max {
+		c.order = append(c.order, k)
+	} else {
+		delete(c.items, c.order[c.next])
+		c.order[c.next] = k
+		c.next = (c.next + 1) % c.max
+	}
+	c.items[k] = info
+}
+
+// notifier wakes this process's view waiters when it changes a chat's
+// state; waiters also poll, since builds may run in another process.
+type notifier struct {
+	mu    sync.Mutex
+	chans map[string]*waiters
+}
+
+type waiters struct {
+	ch chan struct{}
+	n  int
+}
+
+func newNotifier() *notifier { return &notifier{chans: map[string]*waiters{}} }
+
+// watch returns a channel closed at the chat's next change, and a release
+// to call when done waiting.
+func (n *notifier) watch(tenant, chat string) (<-chan struct{}, func()) {
+	k := store.ChatPK(tenant, chat)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w, ok := n.chans[k]
+	if !ok {
+		w = &waiters{ch: make(chan struct{})}
+		n.chans[k] = w
+	}
+	w.n++
+	return w.ch, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		w.n--
+		if cur, ok := n.chans[k]; ok && cur == w && w.n == 0 {
+			delete(n.chans, k)
+		}
+	}
+}
+
+func (n *notifier) signal(tenant, chat string) {
+	k := store.ChatPK(tenant, chat)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if w, ok := n.chans[k]; ok {
+		close(w.ch)
+		delete(n.chans, k)
+	}
+}

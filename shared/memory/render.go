@@ -1,0 +1,118 @@
+package memory
+
+import (
+	"context"
+	"time"
+)
+
+// View is a chat's view as GET .../view answers it.
+type View struct {
+	// View is "<chat>\n", one "<start>+<count>|<line>\n" per node, "</chat>".
+	View string `json:"view"`
+	// Lines is the number of node lines.
+	Lines int64 `json:"lines"`
+	// Bytes is the view's size: the bytes of its node lines, heads and
+	// newlines included, without the <chat> and </chat> tags. The
+	// sawtooth compares this number with 128,000 and 64,000.
+	Bytes int64 `json:"bytes"`
+	// Unbuilt counts the lines shown as the placeholder.
+	Unbuilt int64 `json:"unbuilt"`
+	// Retrying counts nodes waiting out a retry delay.
+	Retrying int `json:"retrying"`
+	// Stalled: nothing in flight and something waiting on a retry; a turn
+	// goes on with placeholders.
+	Stalled   bool   `json:"stalled"`
+	LastError string `json:"lastError"`
+}
+
+// ReadView returns a chat's view after running its scheduler. With wait it
+// first waits, at most the configured bound, until every view line is
+// built or the memory is stalled.
+func (m *Memory) ReadView(ctx context.Context, tenant, chat string, wait bool) (View, error) {
+	st, err := m.pump(ctx, tenant, chat, -1)
+	if err != nil {
+		return View{}, err
+	}
+	if wait {
+		st, err = m.waitBuilt(ctx, tenant, chat, st)
+		if err != nil {
+			return View{}, err
+		}
+	}
+	return m.render(ctx, tenant, chat, st)
+}
+
+// waitBuilt waits until the view has no placeholder or the memory stalls.
+// Builds may run in another process, so it polls the state item as well as
+// listening for this process's own changes.
+func (m *Memory) waitBuilt(ctx context.Context, tenant, chat string, st *chatState) (*chatState, error) {
+	deadline := time.NewTimer(m.wait)
+	defer deadline.Stop()
+	poll := 100 * time.Millisecond
+	lastPump := time.Now()
+	for st.unbuiltLeaves() > 0 && !st.stalled() {
+		changed, release := m.changes.watch(tenant, chat)
+		tick := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			tick.Stop()
+			release()
+			return st, nil // answer with what is built
+		case <-deadline.C:
+			tick.Stop()
+			release()
+			return st, nil
+		case <-changed:
+		case <-tick.C:
+			poll = min(poll*2, time.Second)
+		}
+		tick.Stop()
+		release()
+		var err error
+		if time.Since(lastPump) > 5*time.Second {
+			// A long wait also re-runs the scheduler, so a claim that
+			// lapsed meanwhile is taken back.
+			st, err = m.pump(ctx, tenant, chat, -1)
+			lastPump = time.Now()
+		} else {
+			st, _, err = m.states.get(ctx, tenant, chat)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// render reads the view's built lines (ceil(lines/100) batch reads, fewer
+// with the cache) and renders it.
+func (m *Memory) render(ctx context.Context, tenant, chat string, st *chatState) (View, error) {
+	nodes := st.View.nodes()
+	var want []Node
+	for _, n := range nodes {
+		if st.built(n) {
+			want = append(want, n)
+		}
+	}
+	rows, err := m.rows(ctx, tenant, chat, want)
+	if err != nil {
+		return View{}, err
+	}
+	var unbuilt int64
+	text := renderLines(nodes, func(n Node) (string, bool) {
+		r, ok := rows[n]
+		if !ok {
+			unbuilt++
+		}
+		return r.line, ok
+	})
+	return View{
+		View:      text,
+		Lines:     int64(len(nodes)),
+		Bytes:     int64(len(text) - len("<chat>\n") - len("</chat>")),
+		Unbuilt:   unbuilt,
+		Retrying:  st.waiting(),
+		Stalled:   st.stalled(),
+		LastError: st.LastError,
+	}, nil
+}

@@ -1,0 +1,354 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/durachat/durachat/shared/api"
+)
+
+// Register adds memory's routes: the view, the tools and their
+// definitions, the status, and the chat's memory settings.
+func (m *Memory) Register(mux *http.ServeMux) {
+	api.Handle(mux, "GET /v1/chats/{chat}/view", m.handleView)
+	api.Handle(mux, "POST /v1/chats/{chat}/tools/zoom", m.handleZoom)
+	api.Handle(mux, "POST /v1/chats/{chat}/tools/date", m.handleDate)
+	api.Handle(mux, "POST /v1/chats/{chat}/tools/search", m.handleSearch)
+	api.Handle(mux, "GET /v1/chats/{chat}/tools", m.handleTools)
+	api.Handle(mux, "GET /v1/chats/{chat}/status", m.handleStatus)
+	api.Handle(mux, "PUT /v1/chats/{chat}/memory/settings", m.handleSettings)
+}
+
+// chatOf reads the tenant and the chat of a request.
+func chatOf(r *http.Request) (tenant, chat string, err error) {
+	chat, err = api.Chat(r)
+	return api.Tenant(r.Context()), chat, err
+}
+
+// pumpQuietly runs the scheduler for a tool call; the tool answers even
+// when the scheduler cannot run (the next call tries again).
+func (m *Memory) pumpQuietly(ctx context.Context, tenant, chat string) {
+	if _, err := m.pump(ctx, tenant, chat, -1); err != nil {
+		api.Logger(ctx).WarnContext(ctx, "memory: scheduler run failed", "chat", chat, "err", err)
+	}
+}
+
+func (m *Memory) handleView(w http.ResponseWriter, r *http.Request) error {
+	tenant, chat, err := chatOf(r)
+	if err != nil {
+		return err
+	}
+	wait := false
+	switch v := r.URL.Query().Get("wait"); v {
+	case "":
+	case "turn":
+		wait = true
+	default:
+		return api.BadRequest("wait", "wait must be \"turn\" or absent, not %q", v)
+	}
+	v, err := m.ReadView(r.Context(), tenant, chat, wait)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (m *Memory) handleZoom(w http.ResponseWriter, r *http.Request) error {
+	tenant, chat, err := chatOf(r)
+	if err != nil {
+		return err
+	}
+	var args ZoomArgs
+	if err := api.DecodeJSON(r, &args); err != nil {
+		return err
+	}
+	m.pumpQuietly(r.Context(), tenant, chat)
+	res, err := m.Zoom(r.Context(), tenant, chat, args)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (m *Memory) handleDate(w http.ResponseWriter, r *http.Request) error {
+	tenant, chat, err := chatOf(r)
+	if err != nil {
+		return err
+	}
+	var args struct {
+		ID Int `json:"id"`
+	}
+	if err := api.DecodeJSON(r, &args); err != nil {
+		return err
+	}
+	m.pumpQuietly(r.Context(), tenant, chat)
+	res, err := m.Date(r.Context(), tenant, chat, args.ID)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// searchOffMessage says how to turn search on.
+const searchOffMessage = "the search tool is off for this chat; turn it on with PUT /v1/chats/{chat}/memory/settings and the body {\"search\": true}, or for every chat in the server's configuration"
+
+func (m *Memory) handleSearch(w http.ResponseWriter, r *http.Request) error {
+	tenant, chat, err := chatOf(r)
+	if err != nil {
+		return err
+	}
+	var args SearchArgs
+	if err := api.DecodeJSON(r, &args); err != nil {
+		return err
+	}
+	m.pumpQuietly(r.Context(), tenant, chat)
+	res, err := m.Search(r.Context(), tenant, chat, args)
+	if errors.Is(err, ErrSearchOff) {
+		// A tool result a host can hand its model as it is, with a 404.
+		api.WriteJSON(w, http.StatusNotFound, toolError("%s", searchOffMessage))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (m *Memory) handleTools(w http.ResponseWriter, r *http.Request) error {
+	tenant, chat, err := chatOf(r)
+	if err != nil {
+		return err
+	}
+	m.pumpQuietly(r.Context(), tenant, chat)
+	on, err := m.SearchEnabled(r.Context(), tenant, chat)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, map[string]any{"tools": Tools(on)})
+	return nil
+}
+
+func (m *Memory) handleStatus(w http.ResponseWriter, r *http.Request) error {
+	tenant, chat, err := chatOf(r)
+	if err != nil {
+		return err
+	}
+	m.pumpQuietly(r.Context(), tenant, chat)
+	s, err := m.Status(r.Context(), tenant, chat)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, s)
+	return nil
+}
+
+func (m *Memory) handleSettings(w http.ResponseWriter, r *http.Request) error {
+	tenant, chat, err := chatOf(r)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Search *bool `json:"search"`
+	}
+	if err := api.DecodeJSON(r, &body); err != nil {
+		return err
+	}
+	if body.Search == nil {
+		return api.BadRequest("search", "search (true or false) is the setting to change, and it is missing")
+	}
+	if err := m.SetSearch(r.Context(), tenant, chat, *body.Search); err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, map[string]any{"search": *body.Search})
+	return nil
+}
+
+// Tool is a tool definition a host passes to its model.
+type Tool struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	Parameters  map[string]any `json:"parameters"`
+}
+
+// Tools lists memory's tool definitions; search only when it is on.
+func Tools(search bool) []Tool {
+	integer := func(desc string) map[string]any { return map[string]any{"type": "integer", "description": desc} }
+	tools := []Tool{
+		{
+			Name: "zoom",
+			Description: "Open part of the chat memory. Each view line starts with <start>+<count>: " +
+				"zoom with id=<start> and n=<count> shows the two halves of that line one level down; " +
+				"n=1 shows the original entry word for word, with its images, in pages of 25,000 characters " +
+				"(offset and limit choose the page). Any aligned block can be opened: n a power of two, id a multiple of n.",
+			Parameters: map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"id":     integer("first entry of the block (the number before the + in a view line)"),
+					"n":      integer("block size, a power of two; 1 (the default) opens one original entry"),
+					"offset": integer("with n=1: the character to start the page at (default 0)"),
+					"limit":  integer("with n=1: the page length in characters (default and most 25000)"),
+				},
+				"required":             []string{"id"},
+				"additionalProperties": false,
+			},
+		},
+		{
+			Name:        "date",
+			Description: "The date and time an entry of the chat was logged.",
+			Parameters: map[string]any{
+				"type":                 "object",
+				"properties":           map[string]any{"id": integer("the entry's id")},
+				"required":             []string{"id"},
+				"additionalProperties": false,
+			},
+		},
+	}
+	if search {
+		tools = append(tools, Tool{
+			Name: "search",
+			Description: "Find original chat entries containing a text (case-insensitive; summaries and earlier tool results are not searched). " +
+				"Newest first, 20 per page, each with its id, date, a snippet and the summary line holding it; " +
+				"pass before=<id> for older hits.",
+			Parameters: map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"text":   map[string]any{"type": "string", "description": "the text to find"},
+					"before": integer("only entries with a smaller id (for the next page)"),
+				},
+				"required":             []string{"text"},
+				"additionalProperties": false,
+			},
+		})
+	}
+	return tools
+}
+
+// Status is a chat's memory at a glance, as GET .../status answers it.
+type Status struct {
+	Entries int64 `json:"entries"`
+	// Nodes counts the complete nodes of the tree, and Built those written.
+	Nodes int64 `json:"nodes"`
+	Built int64 `json:"built"`
+	// Unbuilt counts complete nodes not written yet; UnbuiltLines the view
+	// lines shown as the placeholder.
+	Unbuilt      int64 `json:"unbuilt"`
+	UnbuiltLines int64 `json:"unbuiltLines"`
+	// Retrying counts nodes waiting out a retry delay; InFlight the claimed
+	// builds.
+	Retrying        int              `json:"retrying"`
+	InFlight        int              `json:"inFlight"`
+	Stalled         bool             `json:"stalled"`
+	LastError       string           `json:"lastError"`
+	LastErrorAt     *time.Time       `json:"lastErrorAt,omitempty"`
+	Retries         []RetryStatus    `json:"retries,omitempty"`
+	Mechanical      []MechanicalLine `json:"mechanical"`
+	MechanicalCount int64            `json:"mechanicalCount"`
+	ModelCalls      int64            `json:"modelCalls"`
+	Verbatim        int64            `json:"verbatim"`
+	FailedBuilds    int64            `json:"failedBuilds"`
+	View            ViewStatus       `json:"view"`
+	CompactionView  ViewStatus       `json:"compactionView"`
+	Images          ImageStatus      `json:"images"`
+	Search          bool             `json:"search"`
+}
+
+// RetryStatus is one node waiting on a retry.
+type RetryStatus struct {
+	Node     string    `json:"node"`
+	Failures int       `json:"failures"`
+	Refusals int       `json:"refusals"`
+	Next     time.Time `json:"next"`
+	Error    string    `json:"error"`
+}
+
+// MechanicalLine is a node the model refused RefusalLimit times, kept as a
+// marked cut of its source.
+type MechanicalLine struct {
+	Node string `json:"node"`
+	Line string `json:"line"`
+}
+
+// ViewStatus describes one saved partition.
+type ViewStatus struct {
+	Lines     int64 `json:"lines"`
+	Bytes     int64 `json:"bytes"`
+	BatchOpen bool  `json:"batchOpen"`
+	Merges    int64 `json:"merges"`
+}
+
+// ImageStatus counts what leaves did with the images they name: totals,
+// and the latest leaves one by one.
+type ImageStatus struct {
+	Leaves    int64          `json:"leaves"`
+	Attached  int64          `json:"attached"`
+	Skipped   int64          `json:"skipped"`
+	Missing   int64          `json:"missing"`
+	NamesOnly int64          `json:"namesOnly"`
+	Recent    []LeafImageUse `json:"recent"`
+}
+
+// LeafImageUse is one leaf's images: named in its source, attached to the
+// compressor call, skipped by the compressor, missing from the store, left
+// out as already seen (a zoom page), and whether its line came from the
+// names-only retry.
+type LeafImageUse struct {
+	ID          int64 `json:"id"`
+	Named       int   `json:"named"`
+	Attached    int   `json:"attached"`
+	Skipped     int   `json:"skipped"`
+	Missing     int   `json:"missing"`
+	AlreadySeen int   `json:"alreadySeen"`
+	NamesOnly   bool  `json:"namesOnly"`
+}
+
+// Status reads a chat's memory status.
+func (m *Memory) Status(ctx context.Context, tenant, chat string) (Status, error) {
+	st, _, err := m.states.get(ctx, tenant, chat)
+	if err != nil {
+		return Status{}, err
+	}
+	var nodes int64
+	for l := 0; int64(1)<<l <= st.T && l < 63; l++ {
+		nodes += st.T >> l
+	}
+	s := Status{
+		Entries: st.T, Nodes: nodes, Built: st.Built, Unbuilt: nodes - st.Built,
+		UnbuiltLines: st.unbuiltLeaves(), Retrying: st.waiting(), InFlight: len(st.Claims),
+		Stalled: st.stalled(), LastError: st.LastError, MechanicalCount: st.MechanicalCount,
+		ModelCalls: st.ModelCalls, Verbatim: st.Verbatim, FailedBuilds: st.Failed,
+		View:           ViewStatus{Lines: st.View.lines(), Bytes: st.View.Size, BatchOpen: st.View.Open, Merges: st.View.Merges},
+		CompactionView: ViewStatus{Lines: st.Compact.lines(), Bytes: st.Compact.Size, BatchOpen: st.Compact.Open, Merges: st.Compact.Merges},
+		Images: ImageStatus{Leaves: st.ImageTotals.Leaves, Attached: st.ImageTotals.Attached, Skipped: st.ImageTotals.Skipped,
+			Missing: st.ImageTotals.Missing, NamesOnly: st.ImageTotals.NamesOnly, Recent: []LeafImageUse{}},
+		Mechanical: []MechanicalLine{},
+		Search:     m.searchOn(st),
+	}
+	if st.LastErrorAt != 0 {
+		at := time.UnixMilli(st.LastErrorAt).UTC()
+		s.LastErrorAt = &at
+	}
+	for _, r := range st.Retries {
+		s.Retries = append(s.Retries, RetryStatus{Node: r.node().Label(), Failures: r.Failures, Refusals: r.Refusals,
+			Next: time.UnixMilli(r.At).UTC(), Error: r.Err})
+	}
+	for _, li := range st.ImageLeaves {
+		s.Images.Recent = append(s.Images.Recent, LeafImageUse{ID: li.I, Named: li.Named, Attached: li.Attached,
+			Skipped: li.Skipped, Missing: li.Missing, AlreadySeen: li.Resent, NamesOnly: li.NamesOnly})
+	}
+	if len(st.Mechanical) > 0 {
+		rows, err := m.rows(ctx, tenant, chat, st.Mechanical)
+		if err != nil {
+			return Status{}, err
+		}
+		for _, n := range st.Mechanical {
+			s.Mechanical = append(s.Mechanical, MechanicalLine{Node: n.Label(), Line: rows[n].line})
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,316 @@
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/durachat/durachat/shared/store"
+)
+
+// Sort keys memory owns in a chat's partition.
+const (
+	stateSK    = "state"
+	nodePrefix = "n/"
+)
+
+// nodeSK is a node row's sort key; zero-padded so rows sort by level, then
+// index.
+func nodeSK(n Node) string { return fmt.Sprintf("n/%02d/%012d", n.L, n.I) }
+
+// level records which nodes of one level are built: all below Done, plus
+// the few in More that finished out of order. Both stay small because
+// builds start in order and at most MaxInFlight run at once.
+type level struct {
+	Done int64   `json:"d"`
+	More []int64 `json:"m,omitempty"`
+}
+
+// claim is a build in flight: sent to the queue, and started once a
+// builder took it (Owner set). It lapses at Until, so a builder that died
+// or a message that was lost stalls nothing.
+type claim struct {
+	L     int    `json:"l"`
+	I     int64  `json:"i"`
+	Until int64  `json:"u"` // unix ms
+	Owner string `json:"o,omitempty"`
+}
+
+func (c claim) node() Node { return Node{L: c.L, I: c.I} }
+
+// retryEntry is a node whose build failed: not started again before At.
+// It stays until the node is built, keeping the counts.
+type retryEntry struct {
+	L        int    `json:"l"`
+	I        int64  `json:"i"`
+	At       int64  `json:"a"` // unix ms
+	Failures int    `json:"f"`
+	Refusals int    `json:"r,omitempty"`
+	Err      string `json:"e,omitempty"`
+}
+
+func (r retryEntry) node() Node { return Node{L: r.L, I: r.I} }
+
+// leafImages is what one leaf did with the images its source names.
+type leafImages struct {
+	I         int64 `json:"i"`
+	Named     int   `json:"n"`
+	Missing   int   `json:"x,omitempty"` // never stored or deleted: skipped by memory
+	Attached  int   `json:"a,omitempty"`
+	Skipped   int   `json:"s,omitempty"` // skipped by the compressor
+	NamesOnly bool  `json:"o,omitempty"`
+	Resent    int   `json:"z,omitempty"` // left out: a zoom page its original already showed
+}
+
+// Bounds on the lists status shows; totals are counted beyond them.
+const (
+	keepMechanical  = 100
+	keepImageLeaves = 50
+)
+
+// chatState is the one small item per chat that schedules its builds.
+type chatState struct {
+	// T is the log length the state has seen.
+	T       int64        `json:"t"`
+	Levels  []level      `json:"lv,omitempty"`
+	Claims  []claim      `json:"c,omitempty"`
+	Retries []retryEntry `json:"r,omitempty"`
+	View    partition    `json:"v"`
+	Compact partition    `json:"cv"`
+
+	LastError   string `json:"le,omitempty"`
+	LastErrorAt int64  `json:"la,omitempty"`
+	// Counters for status.
+	Built      int64 `json:"nb,omitempty"`
+	ModelCalls int64 `json:"nc,omitempty"`
+	Verbatim   int64 `json:"nv,omitempty"`
+	Failed     int64 `json:"nf,omitempty"`
+	// Mechanical lists the nodes given a mechanical line (the latest
+	// keepMechanical); MechanicalCount counts them all.
+	Mechanical      []Node `json:"mn,omitempty"`
+	MechanicalCount int64  `json:"mc,omitempty"`
+	// ImageLeaves are the latest leaves that named images.
+	ImageLeaves []leafImages `json:"il,omitempty"`
+	ImageTotals imageTotals  `json:"it,omitempty"`
+	// Search is the chat's own search opt-in (nil: the configured default).
+	Search *bool `json:"se,omitempty"`
+}
+
+type imageTotals struct {
+	Leaves    int64 `json:"l,omitempty"`
+	Attached  int64 `json:"a,omitempty"`
+	Skipped   int64 `json:"s,omitempty"`
+	Missing   int64 `json:"x,omitempty"`
+	NamesOnly int64 `json:"o,omitempty"`
+}
+
+func (st *chatState) level(l int) *level {
+	for len(st.Levels) <= l {
+		st.Levels = append(st.Levels, level{})
+	}
+	return &st.Levels[l]
+}
+
+// built reports whether node n is built.
+func (st *chatState) built(n Node) bool {
+	if n.L >= len(st.Levels) || n.L < 0 {
+		return false
+	}
+	lv := &st.Levels[n.L]
+	if n.I < lv.Done {
+		return true
+	}
+	k := sort.Search(len(lv.More), func(k int) bool { return lv.More[k] >= n.I })
+	return k < len(lv.More) && lv.More[k] == n.I
+}
+
+// markBuilt records n as built; it reports false when it already was.
+func (st *chatState) markBuilt(n Node) bool {
+	if st.built(n) {
+		return false
+	}
+	lv := st.level(n.L)
+	k := sort.Search(len(lv.More), func(k int) bool { return lv.More[k] >= n.I })
+	lv.More = append(lv.More, 0)
+	copy(lv.More[k+1:], lv.More[k:])
+	lv.More[k] = n.I
+	for len(lv.More) > 0 && lv.More[0] == lv.Done {
+		lv.Done++
+		lv.More = lv.More[1:]
+	}
+	if len(lv.More) == 0 {
+		lv.More = nil
+	}
+	st.Built++
+	return true
+}
+
+// unbuiltLeaves counts the logged leaves not built yet; in both views these
+// are exactly the placeholder lines.
+func (st *chatState) unbuiltLeaves() int64 {
+	if len(st.Levels) == 0 {
+		return st.T
+	}
+	lv := st.Levels[0]
+	return st.T - lv.Done - int64(len(lv.More))
+}
+
+func (st *chatState) claimOf(n Node) (int, bool) {
+	for k, c := range st.Claims {
+		if c.L == n.L && c.I == n.I {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+func (st *chatState) retryOf(n Node) (int, bool) {
+	for k, r := range st.Retries {
+		if r.L == n.L && r.I == n.I {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+func (st *chatState) dropClaim(n Node) {
+	if k, ok := st.claimOf(n); ok {
+		st.Claims = append(st.Claims[:k], st.Claims[k+1:]...)
+	}
+}
+
+func (st *chatState) dropRetry(n Node) {
+	if k, ok := st.retryOf(n); ok {
+		st.Retries = append(st.Retries[:k], st.Retries[k+1:]...)
+	}
+}
+
+// waiting counts the retries not in flight: nodes waiting out a delay.
+func (st *chatState) waiting() int {
+	n := 0
+	for _, r := range st.Retries {
+		if _, ok := st.claimOf(r.node()); !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// stalled: nothing in flight and something waiting on a retry.
+func (st *chatState) stalled() bool { return len(st.Claims) == 0 && st.waiting() > 0 }
+
+// grow takes the log to t entries: each new entry appends its leaf line, as
+// a placeholder, to both views.
+func (st *chatState) grow(t int64) bool {
+	if t <= st.T {
+		return false
+	}
+	st.View.appendLeaves(st.T, t)
+	st.Compact.appendLeaves(st.T, t)
+	st.T = t
+	return true
+}
+
+func (st *chatState) setError(now time.Time, msg string) {
+	st.LastError = msg
+	st.LastErrorAt = now.UnixMilli()
+}
+
+func (st *chatState) clone() *chatState {
+	b, err := json.Marshal(st)
+	if err != nil {
+		panic(err) // a chatState always marshals
+	}
+	var c chatState
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic(err)
+	}
+	return &c
+}
+
+// errNoChange tells update that fn changed nothing worth a write.
+var errNoChange = errors.New("no change")
+
+// stateTooLarge names the failure of a state item over the item budget.
+var errStateTooLarge = errors.New("memory state item over the item budget")
+
+// states reads and writes the state item with optimistic locking.
+type states struct {
+	table store.Table
+}
+
+func stateKey(tenant, chat string) store.Key {
+	return store.Key{PK: store.ChatPK(tenant, chat), SK: stateSK}
+}
+
+// get reads a chat's state; a chat with no state yet has an empty one.
+func (s states) get(ctx context.Context, tenant, chat string) (*chatState, int64, error) {
+	it, err := s.table.Get(ctx, stateKey(tenant, chat))
+	if errors.Is(err, store.ErrNotFound) {
+		return &chatState{}, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading memory state of %s: %w", chat, err)
+	}
+	var st chatState
+	if err := json.Unmarshal(it.Body, &st); err != nil {
+		return nil, 0, fmt.Errorf("memory state of %s is corrupt: %w", chat, err)
+	}
+	return &st, it.Version, nil
+}
+
+// maxUpdateTries bounds the optimistic-locking loop; contention on one chat
+// is at most MaxInFlight builders plus the API, so this is generous.
+const maxUpdateTries = 64
+
+// update applies fn to the chat's state and writes it when the stored
+// version is unchanged, retrying fn on a fresh copy otherwise. fn may run
+// more than once and must only touch the state it is given. It returns the
+// state as written (or as read, when fn changed nothing).
+func (s states) update(ctx context.Context, tenant, chat string, fn func(st *chatState) error) (*chatState, error) {
+	for try := 0; ; try++ {
+		st, version, err := s.get(ctx, tenant, chat)
+		if err != nil {
+			return nil, err
+		}
+		if err := fn(st); err != nil {
+			if errors.Is(err, errNoChange) {
+				return st, nil
+			}
+			return st, err
+		}
+		body, err := json.Marshal(st)
+		if err != nil {
+			return nil, fmt.Errorf("encoding memory state: %w", err)
+		}
+		it := store.Item{Key: stateKey(tenant, chat), Version: version + 1, Body: body}
+		if it.Size() > store.ItemBudget {
+			return nil, fmt.Errorf("%w: %d bytes for chat %s", errStateTooLarge, it.Size(), chat)
+		}
+		if version == 0 {
+			err = s.table.Create(ctx, it)
+		} else {
+			err = s.table.Update(ctx, it)
+		}
+		if err == nil {
+			return st, nil
+		}
+		if !errors.Is(err, store.ErrConditionFailed) {
+			return nil, fmt.Errorf("writing memory state of %s: %w", chat, err)
+		}
+		if try+1 >= maxUpdateTries {
+			return nil, store.Unavailable("memory state update", fmt.Errorf("chat %s: %d conflicting writers in a row: %w", chat, maxUpdateTries, err))
+		}
+		// Back off a little, with jitter, so contending builders spread out.
+		d := time.Duration(1+rand.IntN(1+min(try, 10)*2)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d):
+		}
+	}
+}

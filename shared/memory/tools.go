@@ -1,0 +1,454 @@
+package memory
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/transcript"
+)
+
+// Block is a pi content block of a tool result: text, or an image carrying
+// the name it is stored under.
+type Block struct {
+	Type     string `json:"type"`
+	Text     string `json:"text,omitempty"`
+	Data     string `json:"data,omitempty"`
+	MimeType string `json:"mimeType,omitempty"`
+	Name     string `json:"name,omitempty"`
+}
+
+// ToolResult is a pi tool result: what a host hands its model.
+type ToolResult struct {
+	Content []Block `json:"content"`
+	IsError bool    `json:"isError"`
+}
+
+func textResult(text string) ToolResult {
+	return ToolResult{Content: []Block{{Type: "text", Text: text}}}
+}
+
+func toolError(format string, args ...any) ToolResult {
+	return ToolResult{Content: []Block{{Type: "text", Text: fmt.Sprintf(format, args...)}}, IsError: true}
+}
+
+// Int is a whole number in tool arguments. Models sometimes write numbers
+// as strings ("12"); both are accepted.
+type Int struct {
+	V   int64
+	Set bool
+}
+
+func (n *Int) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if string(b) == "null" {
+		return nil
+	}
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		b = []byte(strings.TrimSpace(s))
+	}
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(string(b), 64)
+		if ferr != nil || f != float64(int64(f)) {
+			return fmt.Errorf("%s is not a whole number", b)
+		}
+		v = int64(f)
+	}
+	n.V, n.Set = v, true
+	return nil
+}
+
+func (n Int) MarshalJSON() ([]byte, error) {
+	if !n.Set {
+		return []byte("null"), nil
+	}
+	return []byte(strconv.FormatInt(n.V, 10)), nil
+}
+
+// ZoomArgs are zoom's arguments: an aligned block (id, n), or with n = 1
+// one entry, paged by offset and limit in characters.
+type ZoomArgs struct {
+	ID     Int `json:"id"`
+	N      Int `json:"n"`
+	Offset Int `json:"offset"`
+	Limit  Int `json:"limit"`
+}
+
+// zoomImageBudget bounds the base64 of the images one zoom page carries, so
+// an answer stays under Lambda's 6 MB response limit.
+const zoomImageBudget = 4 << 20
+
+// Zoom answers the zoom tool. Bad arguments are an error result the model
+// can read; only an outage is an error.
+func (m *Memory) Zoom(ctx context.Context, tenant, chat string, a ZoomArgs) (ToolResult, error) {
+	t, err := m.log.Len(ctx, tenant, chat)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	if !a.ID.Set {
+		return toolError("zoom needs an id: the first entry of the block to open (the number before the + in a view line)."), nil
+	}
+	id, n := a.ID.V, int64(1)
+	if a.N.Set {
+		n = a.N.V
+	}
+	switch {
+	case n < 1 || n&(n-1) != 0:
+		return toolError("zoom: n = %d is not a power of two (1, 2, 4, 8, ...).", n), nil
+	case id < 0:
+		return toolError("zoom: id = %d is negative.", id), nil
+	case id%n != 0:
+		return toolError("zoom: id = %d is not a multiple of n = %d; an aligned block starts at a multiple of its size (try id = %d).", id, n, id-id%n), nil
+	case id+n > t:
+		return toolError("zoom: the block %d+%d ends past the log, which holds %d entries (ids 0 to %d).", id, n, t, t-1), nil
+	}
+	if n > 1 {
+		if a.Offset.Set || a.Limit.Set {
+			return toolError("zoom: offset and limit page one entry; use them with n = 1."), nil
+		}
+		return m.zoomBlock(ctx, tenant, chat, Node{L: log2(n), I: id / n})
+	}
+	return m.zoomEntry(ctx, tenant, chat, id, a.Offset, a.Limit)
+}
+
+func log2(n int64) int {
+	l := 0
+	for n > 1 {
+		n >>= 1
+		l++
+	}
+	return l
+}
+
+// zoomBlock answers the two child lines of an aligned block.
+func (m *Memory) zoomBlock(ctx context.Context, tenant, chat string, n Node) (ToolResult, error) {
+	a, b := n.Children()
+	rows, err := m.rows(ctx, tenant, chat, []Node{a, b})
+	if err != nil {
+		return ToolResult{}, err
+	}
+	var sb strings.Builder
+	for _, c := range []Node{a, b} {
+		sb.WriteString(c.Label())
+		sb.WriteByte('|')
+		if r, ok := rows[c]; ok {
+			sb.WriteString(r.line)
+		} else {
+			sb.WriteString("not summarized yet: zoom it")
+		}
+		sb.WriteByte('\n')
+	}
+	if a.L == 0 {
+		fmt.Fprintf(&sb, "(zoom id=%d or id=%d with n=1 for the original entries)", a.Start(), b.Start())
+	} else {
+		fmt.Fprintf(&sb, "(zoom id=%d or id=%d with n=%d to open either half)", a.Start(), b.Start(), a.Count())
+	}
+	return textResult(sb.String()), nil
+}
+
+// zoomEntry answers one original entry, a page of at most PageChars
+// characters, with the images that page names.
+func (m *Memory) zoomEntry(ctx context.Context, tenant, chat string, id int64, offset, limit Int) (ToolResult, error) {
+	entries, err := m.log.Entries(ctx, tenant, chat, id, id+1)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	if len(entries) != 1 {
+		return ToolResult{}, fmt.Errorf("reading entry %d of %s: the log returned %d entries", id, chat, len(entries))
+	}
+	e := entries[0]
+	source := LeafSource(e.Kind, e.Text)
+	total := int64(utf8.RuneCountInString(source))
+	off, lim := int64(0), int64(PageChars)
+	if offset.Set {
+		off = offset.V
+	}
+	if limit.Set {
+		lim = limit.V
+	}
+	switch {
+	case off < 0:
+		return toolError("zoom: offset = %d is negative.", off), nil
+	case lim < 1:
+		return toolError("zoom: limit = %d must be at least 1.", lim), nil
+	case off > 0 && off >= total:
+		return toolError("zoom: offset = %d is past the end of entry %d, which has %d characters.", off, id, total), nil
+	}
+	lim = min(lim, PageChars)
+	page := runeSlice(source, off, off+lim)
+	end := off + int64(utf8.RuneCountInString(page))
+
+	res := ToolResult{Content: []Block{{Type: "text"}}}
+	var notes []string
+	budget := zoomImageBudget
+	for _, name := range refs.Names(page) {
+		img, err := m.images.Get(ctx, tenant, name)
+		if errors.Is(err, store.ErrNotFound) {
+			notes = append(notes, fmt.Sprintf("[image %s is not stored any more; its ref is left as text]", name))
+			continue
+		}
+		if err != nil {
+			return ToolResult{}, fmt.Errorf("reading image %s for zoom: %w", name, err)
+		}
+		data := base64.StdEncoding.EncodeToString(img.Data)
+		if len(data) > budget {
+			notes = append(notes, fmt.Sprintf("[image %s is not attached: this page's images passed %d MB; zoom with a smaller limit to see it]", name, zoomImageBudget>>20))
+			continue
+		}
+		budget -= len(data)
+		res.Content = append(res.Content, Block{Type: "image", Data: data, MimeType: img.MimeType, Name: name})
+	}
+	text := page
+	for _, note := range notes {
+		text += "\n" + note
+	}
+	if end < total {
+		text += fmt.Sprintf("\n[page: characters %d to %d of %d; call zoom with id=%d, n=1, offset=%d for the next page]", off, end, total, id, end)
+	} else if off > 0 {
+		text += fmt.Sprintf("\n[page: characters %d to %d of %d; the end of entry %d]", off, end, total, id)
+	}
+	res.Content[0].Text = text
+	return res, nil
+}
+
+// runeSlice is s's characters [from, to).
+func runeSlice(s string, from, to int64) string {
+	var i int64
+	start, stop := len(s), len(s)
+	for pos := range s {
+		if i == from {
+			start = pos
+		}
+		if i == to {
+			stop = pos
+			break
+		}
+		i++
+	}
+	if start > stop {
+		return ""
+	}
+	return s[start:stop]
+}
+
+// Date answers the date tool: when entry id was logged.
+func (m *Memory) Date(ctx context.Context, tenant, chat string, id Int) (ToolResult, error) {
+	if !id.Set {
+		return toolError("date needs an id: the entry whose time you want."), nil
+	}
+	t, err := m.log.Len(ctx, tenant, chat)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	if id.V < 0 || id.V >= t {
+		return toolError("date: id = %d is outside the log, which holds %d entries (ids 0 to %d).", id.V, t, t-1), nil
+	}
+	entries, err := m.log.Entries(ctx, tenant, chat, id.V, id.V+1)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	if len(entries) != 1 {
+		return ToolResult{}, fmt.Errorf("reading entry %d of %s: the log returned %d entries", id.V, chat, len(entries))
+	}
+	d := entries[0].Date.UTC()
+	return textResult(fmt.Sprintf("entry %d was logged at %s (%s)", id.V, d.Format(time.RFC3339), d.Format("Monday, 2 January 2006 15:04 MST"))), nil
+}
+
+// SearchArgs are search's arguments: the text to find, and optionally an
+// id to search below (for the next page).
+type SearchArgs struct {
+	Text   string `json:"text"`
+	Before Int    `json:"before"`
+}
+
+// searchScan bounds the entries one search call reads; the answer says
+// where to go on from.
+const (
+	searchScan  = 20_000
+	searchChunk = 500
+)
+
+// SearchEnabled reports whether a chat has the search tool.
+func (m *Memory) SearchEnabled(ctx context.Context, tenant, chat string) (bool, error) {
+	st, _, err := m.states.get(ctx, tenant, chat)
+	if err != nil {
+		return false, err
+	}
+	return m.searchOn(st), nil
+}
+
+func (m *Memory) searchOn(st *chatState) bool {
+	if st.Search != nil {
+		return *st.Search
+	}
+	return m.search
+}
+
+// SetSearch turns a chat's own search opt-in on or off.
+func (m *Memory) SetSearch(ctx context.Context, tenant, chat string, on bool) error {
+	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
+		st.Search = &on
+		return nil
+	})
+	return err
+}
+
+// ErrSearchOff is returned by Search when the chat has no search tool.
+var ErrSearchOff = errors.New("search is off for this chat")
+
+// Search answers the search tool: a case-insensitive match over original
+// entries only (never summaries, never logged tool results of memory's
+// own tools), newest first, SearchHits a page.
+func (m *Memory) Search(ctx context.Context, tenant, chat string, a SearchArgs) (ToolResult, error) {
+	st, _, err := m.states.get(ctx, tenant, chat)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	if !m.searchOn(st) {
+		return ToolResult{}, ErrSearchOff
+	}
+	query := strings.TrimSpace(a.Text)
+	if query == "" {
+		return toolError("search needs text: the words to find in the original messages."), nil
+	}
+	t, err := m.log.Len(ctx, tenant, chat)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	before := t
+	if a.Before.Set {
+		if a.Before.V < 0 || a.Before.V > t {
+			return toolError("search: before = %d is outside the log, which holds %d entries.", a.Before.V, t), nil
+		}
+		before = a.Before.V
+	}
+	folded := foldString(query)
+	type hit struct {
+		e       transcript.Entry
+		snippet string
+	}
+	var hits []hit
+	scanned := int64(0)
+	to := before
+	for to > 0 && len(hits) < SearchHits && scanned < searchScan {
+		from := max(0, to-searchChunk)
+		entries, err := m.log.Entries(ctx, tenant, chat, from, to)
+		if err != nil {
+			return ToolResult{}, err
+		}
+		for k := len(entries) - 1; k >= 0 && len(hits) < SearchHits; k-- {
+			e := entries[k]
+			to = e.I
+			if e.Tool != "" {
+				continue // a logged memory tool result is not an original
+			}
+			if snip, ok := matchSnippet(e.Text, folded); ok {
+				hits = append(hits, hit{e: e, snippet: snip})
+			}
+		}
+		if len(hits) < SearchHits {
+			to = from
+		}
+		scanned += int64(len(entries))
+		if len(entries) == 0 {
+			break
+		}
+	}
+	// The view line holding each hit, when it is a summary.
+	holders := map[int64]Node{}
+	var want []Node
+	for _, h := range hits {
+		if n, ok := st.View.covering(h.e.I); ok && st.built(n) {
+			holders[h.e.I] = n
+			want = append(want, n)
+		}
+	}
+	rows, err := m.rows(ctx, tenant, chat, want)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	var sb strings.Builder
+	if len(hits) == 0 {
+		fmt.Fprintf(&sb, "no original entry with an id from %d to %d matches %q", to, before-1, query)
+	} else {
+		fmt.Fprintf(&sb, "%d entries match %q, newest first:\n", len(hits), query)
+	}
+	for _, h := range hits {
+		fmt.Fprintf(&sb, "\nid %d (%s, %s): %s", h.e.I, h.e.Kind, h.e.Date.UTC().Format(time.RFC3339), h.snippet)
+		if n, ok := holders[h.e.I]; ok {
+			if r, ok := rows[n]; ok && (n.L > 0 || !r.verbatim) {
+				fmt.Fprintf(&sb, "\n  in view line %s|%s", n.Label(), r.line)
+			}
+		}
+	}
+	if to > 0 {
+		fmt.Fprintf(&sb, "\n\n[older entries may match: call search with before=%d]", to)
+	}
+	return textResult(sb.String()), nil
+}
+
+// foldString lower-cases s one character at a time, so character positions
+// in the folded text are those of the original.
+func foldString(s string) []rune {
+	r := []rune(s)
+	for k, c := range r {
+		r[k] = unicode.ToLower(c)
+	}
+	return r
+}
+
+// matchSnippet finds the folded query in text and returns about
+// SnippetChars characters around the first match.
+func matchSnippet(text string, query []rune) (string, bool) {
+	hay := foldString(text)
+	at := indexRunes(hay, query)
+	if at < 0 {
+		return "", false
+	}
+	orig := []rune(text)
+	start := max(0, at-(SnippetChars-len(query))/2)
+	end := min(len(orig), start+SnippetChars)
+	start = max(0, end-SnippetChars)
+	snip := strings.Join(strings.Fields(string(orig[start:end])), " ")
+	if start > 0 {
+		snip = "..." + snip
+	}
+	if end < len(orig) {
+		snip += "..."
+	}
+	return snip, true
+}
+
+func indexRunes(hay, needle []rune) int {
+	if len(needle) == 0 {
+		return 0
+	}
+outer:
+	for i := 0; i+len(needle) <= len(hay); i++ {
+		if hay[i] != needle[0] {
+			continue
+		}
+		for k := 1; k < len(needle); k++ {
+			if hay[i+k] != needle[k] {
+				continue outer
+			}
+		}
+		return i
+	}
+	return -1
+}

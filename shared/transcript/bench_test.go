@@ -1,0 +1,88 @@
+package transcript
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// BenchmarkChatTableBytes logs a chat of 50 messages (25 user, 25
+// assistant) in which 6 distinct images are sent 3 times each, one append
+// per message as a host logs them, and reports:
+//
+//   - table-B: bytes of every item written (entry rows, receipt records,
+//     length hints), as DynamoDB counts item size;
+//   - rows-B: the entry rows alone;
+//   - inline-B: the same entry rows with each ref replaced by the image's
+//     base64, which is what a chat history keeping images in its rows stores;
+//   - inline-over-limit: how many of those rows would pass DynamoDB's 400 KB;
+//   - images: image objects stored.
+func BenchmarkChatTableBytes(b *testing.B) {
+	const side = 200 // noise PNGs of 200x200: about 160 KB of base64 each
+	var b64s []string
+	for i := range 6 {
+		b64s = append(b64s, pngB64(b, uint64(1000+i), side, side))
+	}
+	byName := map[string]string{}
+	for _, s := range b64s {
+		byName[images.Name(s)] = s
+	}
+	var msgs []pi.Message
+	for i := range 50 {
+		k := i / 2
+		switch {
+		case i%2 == 1:
+			msgs = append(msgs, msg(b, `{"role":"assistant","content":[{"type":"text","text":`+jsonString(fmt.Sprintf("Reply %d: %s", k, strings.Repeat("the chart shows a steady rise. ", 6)))+`}]}`))
+		case k < 18:
+			msgs = append(msgs, imageMsg(b, fmt.Sprintf("Question %d: what does this picture show?", k), b64s[k%6]))
+		default:
+			msgs = append(msgs, imageMsg(b, fmt.Sprintf("Question %d: and what follows from that?", k)))
+		}
+	}
+	f := newFixture(b, backends(b)[0])
+	ctx := context.Background()
+	var tableB, rowsB, inlineB, over, objects int
+	run := 0
+	for b.Loop() {
+		run++
+		f.table.written = nil
+		f.blobs.keys = nil
+		ch := fmt.Sprintf("bench%d", run)
+		for i, m := range msgs {
+			if _, err := f.log.Append(ctx, tenant, ch, []pi.Message{m}, fmt.Sprint(i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		tableB, rowsB, inlineB, over = 0, 0, 0, 0
+		for _, it := range f.table.writes() {
+			tableB += it.Size()
+			if !strings.HasPrefix(it.SK, entryPrefix) {
+				continue
+			}
+			rowsB += it.Size()
+			inline := it
+			body := string(it.Body)
+			for _, n := range refs.Names(body) {
+				body = strings.ReplaceAll(body, refs.Ref(n), byName[n])
+			}
+			inline.Body = []byte(body)
+			inlineB += inline.Size()
+			if inline.Size() > store.MaxItemSize {
+				over++
+			}
+		}
+		objects = f.blobs.keysWithPrefix("images/")
+	}
+	b.ReportMetric(float64(tableB), "table-B")
+	b.ReportMetric(float64(rowsB), "rows-B")
+	b.ReportMetric(float64(inlineB), "inline-B")
+	b.ReportMetric(float64(inlineB)/float64(tableB), "inline/table")
+	b.ReportMetric(float64(over), "inline-over-limit")
+	b.ReportMetric(float64(objects), "images")
+}

@@ -1,0 +1,433 @@
+package transcript
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/refs"
+)
+
+// Limits from memory's log rules, counted in characters (runes).
+const (
+	// PieceChars is the most characters one user, talk, work or note entry
+	// holds; longer text is logged as several entries, so each opens whole
+	// with one zoom.
+	PieceChars = 25000
+	// EchoChars is the most characters of an echo before it is capped
+	// (head and tail kept, plus the refs of the cut middle).
+	EchoChars = 30000
+)
+
+// Memory's tools, whose logged results memory treats specially.
+const (
+	ToolZoom   = "zoom"
+	ToolSearch = "search"
+	ToolDate   = "date"
+)
+
+// imagePutConcurrency bounds the image puts of one append.
+const imagePutConcurrency = 4
+
+// InputError is bad input, named by its JSON path in the append request
+// ("messages[2].content[1].data"). Nothing is written when one is returned.
+type InputError struct {
+	Field string
+	Msg   string
+	Err   error
+}
+
+func (e *InputError) Error() string {
+	s := e.Field + ": " + e.Msg
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *InputError) Unwrap() error { return e.Err }
+
+func inputErr(field, format string, args ...any) *InputError {
+	return &InputError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// draft is an entry before it has an id.
+type draft struct {
+	Kind string
+	Text string
+	Tool string
+	Of   int64
+	// Date is the message's own timestamp; zero means the batch's date.
+	Date time.Time
+}
+
+// imageRef locates one image block of the request.
+type imageRef struct {
+	msg, block int
+}
+
+// convert turns messages into drafts, storing every inline image first so
+// the drafts hold only refs. Input is checked completely before any image
+// is stored.
+func (l *Log) convert(ctx context.Context, tenant string, msgs []pi.Message) ([]draft, error) {
+	if err := checkMessages(msgs); err != nil {
+		return nil, err
+	}
+	names, err := l.putImages(ctx, tenant, msgs)
+	if err != nil {
+		return nil, err
+	}
+	var out []draft
+	for i, m := range msgs {
+		out = append(out, messageDrafts(i, m, names)...)
+	}
+	return out, nil
+}
+
+// checkMessages refuses what cannot be logged, before anything is stored.
+func checkMessages(msgs []pi.Message) error {
+	if len(msgs) == 0 {
+		return inputErr("messages", "at least one message is required")
+	}
+	for i, m := range msgs {
+		field := fmt.Sprintf("messages[%d]", i)
+		switch m.Kind {
+		case "", KindWork, KindNote:
+		default:
+			return inputErr(field+".kind", "%q is not a log kind a message may carry (work or note)", m.Kind)
+		}
+		switch m.Role {
+		case pi.RoleUser, pi.RoleAssistant:
+		case pi.RoleToolResult:
+			if m.ToolName == "" {
+				return inputErr(field+".toolName", "a toolResult message needs the name of its tool")
+			}
+		case "":
+			return inputErr(field+".role", "is required")
+		default:
+			return inputErr(field+".role", "%q is not user, assistant or toolResult", m.Role)
+		}
+		for j, b := range m.Content.Blocks {
+			bf := fmt.Sprintf("%s.content[%d]", field, j)
+			switch b.Type {
+			case pi.TypeText:
+			case pi.TypeImage:
+				if b.Data == "" {
+					return inputErr(bf+".data", "an image block needs its base64 data")
+				}
+			case pi.TypeThinking:
+			case pi.TypeToolCall:
+				if m.Role != pi.RoleAssistant {
+					return inputErr(bf+".type", "a toolCall block belongs in an assistant message, not %s", m.Role)
+				}
+				if b.Name == "" {
+					return inputErr(bf+".name", "a toolCall block needs the tool's name")
+				}
+				if len(b.Arguments) > 0 && !json.Valid(b.Arguments) {
+					return inputErr(bf+".arguments", "must be JSON")
+				}
+			default:
+				return inputErr(bf+".type", "%q is not a block type (text, image, toolCall, thinking)", b.Type)
+			}
+		}
+	}
+	return nil
+}
+
+// putImages stores each distinct inline image once and returns the name of
+// every image block that must be stored, keyed by its position. Image blocks
+// of a zoom result that its page already names are left out: they are
+// stored under that name already and add nothing to the log.
+func (l *Log) putImages(ctx context.Context, tenant string, msgs []pi.Message) (map[imageRef]string, error) {
+	byData := map[string][]imageRef{}
+	var order []string
+	for i, m := range msgs {
+		named := zoomPageNames(m)
+		for j, b := range m.Content.Blocks {
+			if b.Type != pi.TypeImage {
+				continue
+			}
+			if named != nil && named[storedName(b)] {
+				continue
+			}
+			if _, ok := byData[b.Data]; !ok {
+				order = append(order, b.Data)
+			}
+			byData[b.Data] = append(byData[b.Data], imageRef{i, j})
+		}
+	}
+	names := make(map[imageRef]string, len(order))
+	if len(order) == 0 {
+		return names, nil
+	}
+	got := make([]string, len(order))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(imagePutConcurrency)
+	for k, data := range order {
+		g.Go(func() error {
+			name, err := l.imgs.Put(gctx, tenant, data)
+			if err != nil {
+				at := byData[data][0]
+				return imageError(fmt.Sprintf("messages[%d].content[%d].data", at.msg, at.block), err)
+			}
+			got[k] = name
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for k, data := range order {
+		for _, at := range byData[data] {
+			names[at] = got[k]
+		}
+	}
+	return names, nil
+}
+
+// imageError names the block of an image the images package refused; a
+// store failure is passed on as it is.
+func imageError(field string, err error) error {
+	switch {
+	case errors.Is(err, images.ErrInvalidBase64):
+		return &InputError{Field: field, Msg: "is not valid base64", Err: err}
+	case errors.Is(err, images.ErrUnsupported):
+		return &InputError{Field: field, Msg: "is not a PNG, JPEG, GIF or WebP image", Err: err}
+	case errors.Is(err, images.ErrTooLarge):
+		return &InputError{Field: field, Msg: "is an image too large to store", Err: err}
+	}
+	return fmt.Errorf("transcript: storing image %s: %w", field, err)
+}
+
+// storedName is the name an image block is stored under: the name it
+// carries (a zoom result's images keep theirs), else the name of its data.
+func storedName(b pi.Block) string {
+	if refs.ValidName(b.Name) {
+		return b.Name
+	}
+	return images.Name(b.Data)
+}
+
+// zoomPageNames returns, for a zoom result, the image names its page text
+// names; nil for any other message.
+func zoomPageNames(m pi.Message) map[string]bool {
+	if m.Role != pi.RoleToolResult || m.ToolName != ToolZoom || m.Kind != "" {
+		return nil
+	}
+	named := map[string]bool{}
+	for _, b := range m.Content.Blocks {
+		if b.Type == pi.TypeText && refs.RefName(b.Text) == "" {
+			for _, n := range refs.Names(b.Text) {
+				named[n] = true
+			}
+		}
+	}
+	return named
+}
+
+// messageDrafts converts one checked message whose images are stored.
+func messageDrafts(i int, m pi.Message, names map[imageRef]string) []draft {
+	date := messageDate(m)
+	switch {
+	case m.Kind != "":
+		return pieces(m.Kind, joined(i, m, names, nil), date)
+	case m.Role == pi.RoleUser:
+		return pieces(KindUser, joined(i, m, names, nil), date)
+	case m.Role == pi.RoleAssistant:
+		var out []draft
+		for j, b := range m.Content.Blocks {
+			switch b.Type {
+			case pi.TypeText:
+				if b.Text != "" {
+					out = append(out, pieces(KindTalk, b.Text, date)...)
+				}
+			case pi.TypeImage:
+				out = append(out, draft{Kind: KindTalk, Text: refs.Ref(names[imageRef{i, j}]), Of: -1, Date: date})
+			case pi.TypeToolCall:
+				out = append(out, draft{Kind: KindTool, Text: b.Name + " " + compactArgs(b.Arguments), Of: -1, Date: date})
+			}
+		}
+		return out
+	default: // tool result
+		d := draft{Kind: KindEcho, Of: -1, Date: date}
+		switch m.ToolName {
+		case ToolZoom:
+			d.Tool, d.Of = ToolZoom, zoomedID(m)
+		case ToolSearch, ToolDate:
+			d.Tool = m.ToolName
+		}
+		d.Text = capEcho(m.ToolName + ": " + joined(i, m, names, zoomPageNames(m)))
+		return []draft{d}
+	}
+}
+
+// joined is a message's text blocks and image refs, one per line.
+// Thinking is never logged. In a zoom result, refs and images its page
+// already names add nothing, so its logged text is the same with or
+// without offload.
+func joined(i int, m pi.Message, names map[imageRef]string, pageNames map[string]bool) string {
+	var sb strings.Builder
+	first := true
+	add := func(s string) {
+		if !first {
+			sb.WriteByte('\n')
+		}
+		first = false
+		sb.WriteString(s)
+	}
+	for j, b := range m.Content.Blocks {
+		switch b.Type {
+		case pi.TypeText:
+			if n := refs.RefName(b.Text); n != "" && pageNames[n] {
+				continue
+			}
+			add(b.Text)
+		case pi.TypeImage:
+			if pageNames != nil && pageNames[storedName(b)] {
+				continue
+			}
+			add(refs.Ref(names[imageRef{i, j}]))
+		}
+	}
+	return sb.String()
+}
+
+// compactArgs is a tool call's arguments as compact JSON ("{}" when absent).
+func compactArgs(raw json.RawMessage) string {
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return "{}"
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return string(raw) // checked valid before; kept as sent if not
+	}
+	return buf.String()
+}
+
+// messageDate is pi's "timestamp" (Unix milliseconds), or zero.
+func messageDate(m pi.Message) time.Time {
+	raw, ok := m.Extra["timestamp"]
+	if !ok {
+		return time.Time{}
+	}
+	var ms float64
+	if json.Unmarshal(raw, &ms) != nil || ms <= 0 || ms > 1e15 {
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(ms)).UTC()
+}
+
+// zoomedID is the id a zoom result opened, from its details {"id": n}, or -1.
+func zoomedID(m pi.Message) int64 {
+	raw, ok := m.Extra["details"]
+	if !ok {
+		return -1
+	}
+	var d struct {
+		ID *float64 `json:"id"`
+	}
+	if json.Unmarshal(raw, &d) != nil || d.ID == nil || *d.ID < 0 || *d.ID != float64(int64(*d.ID)) {
+		return -1
+	}
+	return int64(*d.ID)
+}
+
+// pieces splits text into entries of at most PieceChars characters.
+func pieces(kind, text string, date time.Time) []draft {
+	var out []draft
+	for _, p := range splitText(text, PieceChars) {
+		out = append(out, draft{Kind: kind, Text: p, Of: -1, Date: date})
+	}
+	return out
+}
+
+// refLen is the length of a ref in bytes (all ASCII).
+const refLen = len("[image ]") + refs.NameLen
+
+// splitText cuts text into parts of at most max characters, never inside a
+// rune and never inside a ref (the cut moves to before it).
+func splitText(text string, max int) []string {
+	var out []string
+	for utf8.RuneCountInString(text) > max {
+		cut := refSafe(text, byteOffset(text, max), false)
+		if cut == 0 { // cannot happen for max >= refLen; never loop forever
+			cut = byteOffset(text, max)
+		}
+		out = append(out, text[:cut])
+		text = text[cut:]
+	}
+	return append(out, text)
+}
+
+// byteOffset is the byte offset of the n-th rune of s (len(s) past the end).
+func byteOffset(s string, n int) int {
+	for off := range s {
+		if n == 0 {
+			return off
+		}
+		n--
+	}
+	return len(s)
+}
+
+// refSafe moves a cut at byte offset cut out of a ref it would split:
+// before the ref, or after it when forward is set.
+func refSafe(s string, cut int, forward bool) int {
+	lo := max(0, cut-refLen+1)
+	for start := lo; start < cut; start++ {
+		if start+refLen > len(s) {
+			break
+		}
+		if s[start] == '[' && refs.RefName(s[start:start+refLen]) != "" && start+refLen > cut {
+			if forward {
+				return start + refLen
+			}
+			return start
+		}
+	}
+	return cut
+}
+
+// capEcho caps an echo over EchoChars characters: head and tail kept around
+// a notice of how many characters were left out, and each ref named only in
+// the cut middle listed on its own line after the capped text, so no image
+// is lost (spec requirement 15).
+func capEcho(text string) string {
+	total := utf8.RuneCountInString(text)
+	if total <= EchoChars {
+		return text
+	}
+	const noticeRoom = 64 // the notice is far shorter than this
+	keep := EchoChars - noticeRoom
+	head := refSafe(text, byteOffset(text, keep/2), false)
+	tail := refSafe(text, byteOffset(text, total-(keep-keep/2)), true)
+	middle := text[head:tail]
+	var sb strings.Builder
+	sb.Grow(head + 64 + len(text) - tail)
+	sb.WriteString(text[:head])
+	fmt.Fprintf(&sb, "\n[... %d characters omitted ...]\n", utf8.RuneCountInString(middle))
+	sb.WriteString(text[tail:])
+	kept := map[string]bool{}
+	for _, n := range refs.Names(text[:head]) {
+		kept[n] = true
+	}
+	for _, n := range refs.Names(text[tail:]) {
+		kept[n] = true
+	}
+	for _, n := range refs.Names(middle) {
+		if !kept[n] {
+			sb.WriteByte('\n')
+			sb.WriteString(refs.Ref(n))
+		}
+	}
+	return sb.String()
+}

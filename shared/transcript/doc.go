@@ -1,0 +1,57 @@
+// Package transcript is a chat's durable log: pi messages in, entries out.
+// Rows hold refs, never base64; every row is size-checked before it is
+// written. The log is memory's only source of truth.
+//
+// # Layout
+//
+// All rows of a chat live in the partition store.ChatPK(tenant, chat):
+//
+//	e/<id, 16 digits>  one entry; the zero padding makes sort order id order
+//	r/<hash>           one append ("batch"), keyed by a hash of its receipt
+//	meta               a hint of the log's length, never trusted blindly
+//
+// An entry whose text would not fit ItemBudget keeps it in a blob under
+// "text/<escaped tenant>/<sha256>" and names that key instead; readers
+// fetch it transparently. Blobs and images are always written before the
+// rows that name them, so a crash leaves an orphan object, never a row
+// pointing at nothing.
+//
+// # Appending without transactions
+//
+// An append turns its messages into a batch of n entries that must get n
+// contiguous ids, exactly once, even when the caller crashes halfway and
+// retries, or two copies of one request race. The steps:
+//
+//  1. Get r/<receipt>. When it exists and its first id holds our claim
+//     row, the append happened (maybe partly): finish it from the record
+//     and return its ids, writing nothing else.
+//  2. Store the images and any oversized text (S3 first).
+//  3. Find the log's end: start at the meta hint and probe forward; every
+//     row says where its batch ends, so a probe jumps batch by batch.
+//  4. Create r/<receipt> (conditional): the receipt, the id it means to
+//     claim, a date, a digest of the entries and the entries after the
+//     first one ("rest"; in a blob when large). It is the intent that lets
+//     anyone complete the batch later. When it exists already, a twin of
+//     this request got there first: adopt its record (a digest that differs
+//     is ErrReceiptConflict).
+//  5. Claim: create e/<first> (conditional) holding entry 0, the receipt,
+//     its position 0 and the batch size n. This single write reserves the
+//     whole range [first, first+n): probes jump over it. If another append
+//     took that id, probe on, move the record's first id with a versioned
+//     update, and try again (bounded). A twin that finds our claim row
+//     joins it. The first id changes only while no claim row names it, so
+//     a batch is claimed at most once.
+//  6. Create e/<first+1> ... e/<first+n-1> from the record; a row already
+//     there must be ours (same receipt and position).
+//  7. Raise the meta hint (best effort) and return the ids.
+//
+// No entry is ever half-visible: a reader that finds a claim row whose
+// sibling rows are missing (a crash between 5 and 6) completes the batch
+// from its record before answering, so every reader sees all of an append
+// or none of it. A failure before step 5 leaves nothing visible; after it,
+// the append is durable and any reader or a retry with the same receipt
+// finishes it with exactly the same ids and content.
+//
+// Store outages are returned wrapping store.ErrUnavailable; bad input is an
+// *InputError naming the field, found before any row is written.
+package transcript

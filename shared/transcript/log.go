@@ -1,0 +1,443 @@
+package transcript
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// MaxReceiptBytes bounds a receipt.
+const MaxReceiptBytes = 256
+
+const (
+	// claimAttempts bounds how often an append tries for the next id
+	// before it gives up as contended (a 503: the caller retries).
+	claimAttempts = 64
+	// rowWriteConcurrency bounds the parallel row writes of one append.
+	rowWriteConcurrency = 8
+	// queryPage is how many rows a read asks for at once.
+	queryPage = 100
+)
+
+var (
+	// ErrReceiptConflict: the receipt was used for other messages, and
+	// that append is not complete, so this one can neither join nor redo it.
+	ErrReceiptConflict = errors.New("receipt already used for different messages")
+
+	errContended = errors.New("too many concurrent appends to this chat")
+	errCorrupt   = errors.New("log rows contradict each other")
+)
+
+// Log is the transcript of every chat of every tenant over one table.
+type Log struct {
+	table store.Table
+	blobs store.Blobs
+	imgs  *images.Store
+	now   func() time.Time
+}
+
+// Option configures a Log.
+type Option func(*Log)
+
+// WithClock sets the clock that dates entries whose message has no timestamp.
+func WithClock(now func() time.Time) Option { return func(l *Log) { l.now = now } }
+
+// New returns the log kept in table, with oversized text in blobs and
+// images in imgs.
+func New(table store.Table, blobs store.Blobs, imgs *images.Store, opts ...Option) *Log {
+	l := &Log{table: table, blobs: blobs, imgs: imgs, now: time.Now}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
+}
+
+// Append logs msgs as entries of the chat and returns their ids, in order.
+// receipt makes it idempotent: an append already made under it returns the
+// same ids and writes nothing new. See the package comment for how a crash
+// or a racing twin is handled. Bad input is an *InputError; an outage wraps
+// store.ErrUnavailable.
+func (l *Log) Append(ctx context.Context, tenant, chat string, msgs []pi.Message, receipt string) ([]int64, error) {
+	if tenant == "" || chat == "" {
+		return nil, errors.New("transcript: append needs a tenant and a chat")
+	}
+	if err := checkReceipt(receipt); err != nil {
+		return nil, err
+	}
+	b := &batch{l: l, tenant: tenant, pk: store.ChatPK(tenant, chat), receipt: receipt, rk: receiptKey(receipt), hint: -1}
+
+	rec, version, found, err := b.getRecord(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		claimed, err := b.claimed(ctx, rec)
+		if err != nil {
+			return nil, err
+		}
+		if claimed {
+			return b.finish(ctx, rec)
+		}
+	}
+
+	drafts, err := l.convert(ctx, tenant, msgs)
+	if err != nil {
+		return nil, err
+	}
+	if len(drafts) == 0 {
+		return []int64{}, nil // only thinking: nothing to log
+	}
+	sum := digest(drafts)
+	if !found {
+		// A twin may open it first: then its record comes back.
+		if rec, version, err = b.open(ctx, drafts, sum); err != nil {
+			return nil, err
+		}
+	}
+	if rec.Digest != sum {
+		return nil, b.conflict()
+	}
+	first, _, err := l.makeRow(ctx, tenant, b.pk, drafts[0], time.UnixMilli(rec.Date), receipt, 0, rec.N)
+	if err != nil {
+		return nil, err
+	}
+	if rec, err = b.claim(ctx, rec, version, first); err != nil {
+		return nil, err
+	}
+	return b.finish(ctx, rec)
+}
+
+func checkReceipt(receipt string) error {
+	switch {
+	case receipt == "":
+		return inputErr("receipt", "is required: an idempotency key that a retry of this append repeats")
+	case len(receipt) > MaxReceiptBytes:
+		return inputErr("receipt", "is %d bytes, at most %d", len(receipt), MaxReceiptBytes)
+	case !utf8.ValidString(receipt):
+		return inputErr("receipt", "is not valid UTF-8")
+	}
+	for _, r := range receipt {
+		if unicode.IsControl(r) {
+			return inputErr("receipt", "contains a control character")
+		}
+	}
+	return nil
+}
+
+// batch is one append in progress.
+type batch struct {
+	l       *Log
+	tenant  string
+	pk      string
+	receipt string
+	rk      string
+	// hint is the length hint this append's probe started from (-1: none).
+	hint int64
+}
+
+func (b *batch) conflict() error {
+	return &InputError{Field: "receipt", Msg: fmt.Sprintf("%q was used for an earlier append of other messages", b.receipt), Err: ErrReceiptConflict}
+}
+
+// getRecord reads the append's record, if any.
+func (b *batch) getRecord(ctx context.Context) (record, int64, bool, error) {
+	it, err := b.l.table.Get(ctx, store.Key{PK: b.pk, SK: b.rk})
+	if errors.Is(err, store.ErrNotFound) {
+		return record{}, 0, false, nil
+	}
+	if err != nil {
+		return record{}, 0, false, fmt.Errorf("transcript: reading receipt: %w", err)
+	}
+	var rec record
+	if err := json.Unmarshal(it.Body, &rec); err != nil || rec.N < 1 || rec.Receipt != b.receipt {
+		return record{}, 0, false, fmt.Errorf("transcript: receipt record %s is malformed: %w", b.rk, errCorrupt)
+	}
+	return rec, it.Version, true, nil
+}
+
+// claimed reports whether the record's first id holds this append's claim.
+func (b *batch) claimed(ctx context.Context, rec record) (bool, error) {
+	it, err := b.l.table.Get(ctx, store.Key{PK: b.pk, SK: entryKey(rec.First)})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("transcript: reading entry %d: %w", rec.First, err)
+	}
+	r, err := decodeRow(it)
+	if err != nil {
+		return false, err
+	}
+	return r.Receipt == b.receipt && r.Pos == 0, nil
+}
+
+// open writes the append's record: the intent that lets anyone finish it.
+// When a twin wrote it first, its record is returned instead.
+func (b *batch) open(ctx context.Context, drafts []draft, sum string) (record, int64, error) {
+	l := b.l
+	date := l.now()
+	rec := record{Receipt: b.receipt, N: len(drafts), Date: date.UnixMilli(), Digest: sum}
+	for k, d := range drafts[1:] {
+		r, _, err := l.makeRow(ctx, b.tenant, b.pk, d, date, b.receipt, k+1, len(drafts))
+		if err != nil {
+			return record{}, 0, err
+		}
+		rec.Rest = append(rec.Rest, r)
+	}
+	hint, _, err := l.hint(ctx, b.pk)
+	if err != nil {
+		return record{}, 0, err
+	}
+	b.hint = hint
+	if rec.First, err = l.probeFrom(ctx, b.pk, hint); err != nil {
+		return record{}, 0, err
+	}
+	body, err := marshal(rec)
+	if err != nil {
+		return record{}, 0, err
+	}
+	if !fits(b.pk, b.rk, body) {
+		rest, err := marshal(rec.Rest)
+		if err != nil {
+			return record{}, 0, err
+		}
+		key := textKey(b.tenant, rest)
+		if err := l.blobs.Put(ctx, key, store.Blob{ContentType: "application/json", Data: rest}); err != nil {
+			return record{}, 0, fmt.Errorf("transcript: storing the rows of a large append: %w", err)
+		}
+		rec.Rest, rec.RestKey = nil, key
+		if body, err = marshal(rec); err != nil {
+			return record{}, 0, err
+		}
+	}
+	it, err := checked(b.pk, b.rk, body)
+	if err != nil {
+		return record{}, 0, err
+	}
+	err = l.table.Create(ctx, it)
+	if errors.Is(err, store.ErrConditionFailed) {
+		twin, version, found, err := b.getRecord(ctx)
+		if err != nil {
+			return record{}, 0, err
+		}
+		if !found {
+			return record{}, 0, fmt.Errorf("transcript: receipt record vanished: %w", errCorrupt)
+		}
+		return twin, version, nil
+	}
+	if err != nil {
+		return record{}, 0, fmt.Errorf("transcript: writing receipt: %w", err)
+	}
+	return rec, 1, nil
+}
+
+// claim writes the batch's first row at the record's first id, moving the
+// record on when another append took that id. It returns the record as
+// claimed.
+func (b *batch) claim(ctx context.Context, rec record, version int64, first row) (record, error) {
+	l := b.l
+	body, err := marshal(first)
+	if err != nil {
+		return record{}, err
+	}
+	for range claimAttempts {
+		it, err := checked(b.pk, entryKey(rec.First), body)
+		if err != nil {
+			return record{}, err
+		}
+		err = l.table.Create(ctx, it)
+		if err == nil {
+			return rec, nil
+		}
+		if !errors.Is(err, store.ErrConditionFailed) {
+			return record{}, fmt.Errorf("transcript: claiming entry %d: %w", rec.First, err)
+		}
+		got, err := l.table.Get(ctx, it.Key)
+		if err != nil {
+			return record{}, fmt.Errorf("transcript: reading entry %d: %w", rec.First, err)
+		}
+		taken, err := decodeRow(got)
+		if err != nil {
+			return record{}, err
+		}
+		if taken.Receipt == b.receipt && taken.Pos == 0 {
+			return rec, nil // a twin claimed it for us
+		}
+		next, err := l.probeFrom(ctx, b.pk, taken.end(rec.First))
+		if err != nil {
+			return record{}, err
+		}
+		moved := rec
+		moved.First = next
+		mb, err := marshal(moved)
+		if err != nil {
+			return record{}, err
+		}
+		upd, err := checked(b.pk, b.rk, mb)
+		if err != nil {
+			return record{}, err
+		}
+		upd.Version = version + 1
+		err = l.table.Update(ctx, upd)
+		switch {
+		case err == nil:
+			rec, version = moved, upd.Version
+		case errors.Is(err, store.ErrConditionFailed):
+			// A twin moved it: follow the record as it is now.
+			cur, v, found, err := b.getRecord(ctx)
+			if err != nil {
+				return record{}, err
+			}
+			if !found {
+				return record{}, fmt.Errorf("transcript: receipt record vanished: %w", errCorrupt)
+			}
+			rec, version = cur, v
+		default:
+			return record{}, fmt.Errorf("transcript: updating receipt: %w", err)
+		}
+	}
+	return record{}, store.Unavailable("transcript append", errContended)
+}
+
+// finish writes the claimed batch's missing rows, raises the length hint
+// when probes have fallen behind, and returns the ids.
+func (b *batch) finish(ctx context.Context, rec record) ([]int64, error) {
+	if err := b.l.complete(ctx, b.pk, rec, nil); err != nil {
+		return nil, err
+	}
+	// The hint is only a hint: raising it every few appends keeps probes
+	// short at a fraction of the writes, and failing to raise it loses nothing.
+	if end := rec.First + int64(rec.N); b.hint >= 0 && end-b.hint >= hintLag {
+		_ = b.l.raiseHint(ctx, b.pk, end)
+	}
+	return rec.ids(), nil
+}
+
+// rest returns the rows after a batch's first, from its record.
+func (l *Log) rest(ctx context.Context, rec record) ([]row, error) {
+	if rec.RestKey == "" {
+		return rec.Rest, nil
+	}
+	blob, err := l.blobs.Get(ctx, rec.RestKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("transcript: rows of receipt %q at %s: %w", rec.Receipt, rec.RestKey, errLost)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("transcript: reading the rows of a large append: %w", err)
+	}
+	var rows []row
+	if err := json.Unmarshal(blob.Data, &rows); err != nil {
+		return nil, fmt.Errorf("transcript: rows of receipt %q: %w", rec.Receipt, err)
+	}
+	return rows, nil
+}
+
+// complete writes the rows of a claimed batch that are not in have (rows
+// known to exist, keyed by id; nil means look). A row found written must be
+// this batch's own.
+func (l *Log) complete(ctx context.Context, pk string, rec record, have map[int64]row) error {
+	if rec.N == 1 {
+		return nil
+	}
+	if have == nil {
+		var err error
+		if have, err = l.rowsIn(ctx, pk, rec.First+1, rec.First+int64(rec.N)); err != nil {
+			return err
+		}
+	}
+	if len(have) >= rec.N-1 {
+		return nil
+	}
+	rows, err := l.rest(ctx, rec)
+	if err != nil {
+		return err
+	}
+	if len(rows) != rec.N-1 {
+		return fmt.Errorf("transcript: receipt %q holds %d rows for a batch of %d: %w", rec.Receipt, len(rows), rec.N, errCorrupt)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(rowWriteConcurrency)
+	for k, r := range rows {
+		id := rec.First + int64(k) + 1
+		if _, ok := have[id]; ok {
+			continue
+		}
+		g.Go(func() error { return l.writeRow(gctx, pk, id, r) })
+	}
+	return g.Wait()
+}
+
+// writeRow creates one row of a claimed batch; when it exists already it
+// must be the same batch's row at the same place.
+func (l *Log) writeRow(ctx context.Context, pk string, id int64, r row) error {
+	body, err := marshal(r)
+	if err != nil {
+		return err
+	}
+	it, err := checked(pk, entryKey(id), body)
+	if err != nil {
+		return err
+	}
+	err = l.table.Create(ctx, it)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, store.ErrConditionFailed) {
+		return fmt.Errorf("transcript: writing entry %d: %w", id, err)
+	}
+	got, err := l.table.Get(ctx, it.Key)
+	if err != nil {
+		return fmt.Errorf("transcript: reading entry %d: %w", id, err)
+	}
+	there, err := decodeRow(got)
+	if err != nil {
+		return err
+	}
+	if there.Receipt != r.Receipt || there.Pos != r.Pos {
+		return fmt.Errorf("transcript: entry %d belongs to receipt %q at %d, not %q at %d: %w", id, there.Receipt, there.Pos, r.Receipt, r.Pos, errCorrupt)
+	}
+	return nil
+}
+
+// rowsIn returns the rows stored with ids in [from, to).
+func (l *Log) rowsIn(ctx context.Context, pk string, from, to int64) (map[int64]row, error) {
+	out := map[int64]row{}
+	after := ""
+	if from > 0 {
+		after = entryKey(from - 1)
+	}
+	for {
+		page, err := l.table.Query(ctx, store.Query{PK: pk, Prefix: entryPrefix, After: after, Limit: int(min(to-from, queryPage))})
+		if err != nil {
+			return nil, fmt.Errorf("transcript: reading entries: %w", err)
+		}
+		for _, it := range page.Items {
+			id, err := entryID(it.SK)
+			if err != nil {
+				return nil, err
+			}
+			if id >= to {
+				return out, nil
+			}
+			r, err := decodeRow(it)
+			if err != nil {
+				return nil, err
+			}
+			out[id] = r
+		}
+		if page.Next == "" {
+			return out, nil
+		}
+		after = page.Next
+	}
+}

@@ -1,0 +1,468 @@
+package transcript
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/store"
+)
+
+func textMsgs(prefix string, n int) []pi.Message {
+	out := make([]pi.Message, n)
+	for i := range out {
+		out[i] = pi.Message{Role: pi.RoleUser, Content: pi.Content{Blocks: []pi.Block{pi.TextBlock(fmt.Sprintf("%s-%d", prefix, i))}}}
+	}
+	return out
+}
+
+func seq(first int64, n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = first + int64(i)
+	}
+	return out
+}
+
+// TestRetriedAppendWritesOnce: the same receipt again returns the same ids
+// and writes no row.
+func TestRetriedAppendWritesOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		img := pngB64(t, 9, 8, 8)
+		msgs := append(textMsgs("a", 3), imageMsg(t, "pic", img))
+		ids, err := f.log.Append(ctx, tenant, chat, msgs, "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		writes := len(f.table.writes())
+		again, err := f.log.Append(ctx, tenant, chat, msgs, "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ids, again) || !slices.Equal(ids, seq(0, 4)) {
+			t.Fatalf("first %v, retry %v", ids, again)
+		}
+		if n := len(f.table.writes()); n != writes {
+			t.Fatalf("the retry wrote %d items", n-writes)
+		}
+		if n := len(f.all(t)); n != 4 {
+			t.Fatalf("%d entries, want 4", n)
+		}
+		// A later append goes after it.
+		next, err := f.log.Append(ctx, tenant, chat, textMsgs("b", 1), "r2")
+		if err != nil || !slices.Equal(next, []int64{4}) {
+			t.Fatalf("next append: %v %v", next, err)
+		}
+	})
+}
+
+// TestConcurrentAppendsGetDistinctContiguousIds: 8 appenders of 10
+// messages each get 80 distinct ids covering 0..79, each append's ids
+// contiguous, and every message is logged once.
+func TestConcurrentAppendsGetDistinctContiguousIds(t *testing.T) {
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		const writers, each = 8, 10
+		got := make([][]int64, writers)
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		for w := range writers {
+			wg.Go(func() {
+				ids, err := f.log.Append(ctx, tenant, chat, textMsgs(fmt.Sprintf("w%d", w), each), fmt.Sprintf("w%d", w))
+				if err != nil {
+					errs <- err
+				}
+				got[w] = ids
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		var all []int64
+		for w, ids := range got {
+			if len(ids) != each || ids[each-1]-ids[0] != each-1 {
+				t.Errorf("writer %d got ids %v, not %d contiguous", w, ids, each)
+			}
+			all = append(all, ids...)
+		}
+		slices.Sort(all)
+		if !slices.Equal(all, seq(0, writers*each)) {
+			t.Fatalf("ids %v are not 0..%d", all, writers*each-1)
+		}
+		es := f.all(t)
+		for w, ids := range got {
+			for k, id := range ids {
+				if want := fmt.Sprintf("w%d-%d", w, k); es[id].Text != want {
+					t.Errorf("entry %d is %q, want %q", id, es[id].Text, want)
+				}
+			}
+		}
+	})
+}
+
+// TestConcurrentTwinsWithOneReceiptWriteOnce: copies of one request racing
+// each other all get the same ids, and one set of rows exists.
+func TestConcurrentTwinsWithOneReceiptWriteOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		// Another writer makes the twins contend for ids too.
+		if _, err := f.log.Append(ctx, tenant, chat, textMsgs("x", 2), "x"); err != nil {
+			t.Fatal(err)
+		}
+		const twins = 6
+		got := make([][]int64, twins+1)
+		var wg sync.WaitGroup
+		for w := range twins {
+			wg.Go(func() {
+				ids, err := f.log.Append(ctx, tenant, chat, textMsgs("twin", 5), "same")
+				if err != nil {
+					t.Error(err)
+				}
+				got[w] = ids
+			})
+		}
+		wg.Go(func() {
+			ids, err := f.log.Append(ctx, tenant, chat, textMsgs("other", 3), "other")
+			if err != nil {
+				t.Error(err)
+			}
+			got[twins] = ids
+		})
+		wg.Wait()
+		for w := 1; w < twins; w++ {
+			if !slices.Equal(got[w], got[0]) {
+				t.Fatalf("twin %d got %v, twin 0 got %v", w, got[w], got[0])
+			}
+		}
+		es := f.all(t)
+		if len(es) != 2+5+3 {
+			t.Fatalf("%d entries, want 10: %q", len(es), texts(es))
+		}
+		for k, id := range got[0] {
+			if es[id].Text != fmt.Sprintf("twin-%d", k) {
+				t.Errorf("entry %d is %q", id, es[id].Text)
+			}
+		}
+	})
+}
+
+// crashAfter makes every entry row write fail once the first (claim) row
+// of an append is written: the state a process dying mid-append leaves.
+func crashAfterClaim(f *fixture) {
+	f.table.setFail(func(op string, k store.Key) error {
+		if op == "create" && strings.HasPrefix(k.SK, entryPrefix) {
+			for _, it := range f.table.writes() {
+				if strings.HasPrefix(it.SK, entryPrefix) {
+					return outage(op)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// TestCrashMidAppendIsNeverHalfVisible: an append that died after its
+// first row is seen whole by readers (they finish it from its record), and
+// a retry with the same receipt returns the same ids without duplicates.
+func TestCrashMidAppendIsNeverHalfVisible(t *testing.T) {
+	readers := map[string]func(t *testing.T, f *fixture) []Entry{
+		"Entries": func(t *testing.T, f *fixture) []Entry { return f.all(t) },
+		"Entry": func(t *testing.T, f *fixture) []Entry {
+			var out []Entry
+			for i := int64(0); ; i++ {
+				e, err := f.log.Entry(context.Background(), tenant, chat, i)
+				if errors.Is(err, store.ErrNotFound) {
+					return out
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, e)
+			}
+		},
+		"EntriesFromTheMiddle": func(t *testing.T, f *fixture) []Entry {
+			es, err := f.log.Entries(context.Background(), tenant, chat, 2, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _ := f.log.Entries(context.Background(), tenant, chat, 0, 2)
+			return append(first, es...)
+		},
+		"RetrySameReceipt": func(t *testing.T, f *fixture) []Entry {
+			ids, err := f.log.Append(context.Background(), tenant, chat, textMsgs("m", 4), "crash")
+			if err != nil || !slices.Equal(ids, seq(0, 4)) {
+				t.Fatalf("retry: %v %v", ids, err)
+			}
+			return f.all(t)
+		},
+	}
+	for name, read := range readers {
+		t.Run(name, func(t *testing.T) {
+			eachBackend(t, func(t *testing.T, f *fixture) {
+				ctx := context.Background()
+				crashAfterClaim(f)
+				_, err := f.log.Append(ctx, tenant, chat, textMsgs("m", 4), "crash")
+				if !errors.Is(err, store.ErrUnavailable) {
+					t.Fatalf("append during the outage: %v", err)
+				}
+				if n := len(f.entryRows()); n != 1 {
+					t.Fatalf("%d entry rows written before the crash, want the claim only", n)
+				}
+				f.table.setFail(nil)
+				es := read(t, f)
+				if got, want := texts(es), []string{"user|m-0", "user|m-1", "user|m-2", "user|m-3"}; !slices.Equal(got, want) {
+					t.Fatalf("read %q, want %q", got, want)
+				}
+				// Finishing is exact: later appends follow, nothing twice.
+				ids, err := f.log.Append(ctx, tenant, chat, textMsgs("n", 1), "next")
+				if err != nil || !slices.Equal(ids, []int64{4}) {
+					t.Fatalf("next append: %v %v", ids, err)
+				}
+				if n := len(f.entryRows()); n != 5 {
+					t.Fatalf("%d entry rows, want 5", n)
+				}
+			})
+		})
+	}
+}
+
+// TestOutageBeforeClaimLeavesNothing: when the table fails before an
+// append's first row, nothing is visible, and the retry logs it once.
+func TestOutageBeforeClaimLeavesNothing(t *testing.T) {
+	failures := map[string]func(op string, k store.Key) error{
+		"AllCalls": func(op string, k store.Key) error { return outage(op) },
+		"ReceiptWrite": func(op string, k store.Key) error {
+			if op == "create" && strings.HasPrefix(k.SK, receiptPrefix) {
+				return outage(op)
+			}
+			return nil
+		},
+		"ClaimWrite": func(op string, k store.Key) error {
+			if op == "create" && strings.HasPrefix(k.SK, entryPrefix) {
+				return outage(op)
+			}
+			return nil
+		},
+	}
+	for name, fail := range failures {
+		t.Run(name, func(t *testing.T) {
+			eachBackend(t, func(t *testing.T, f *fixture) {
+				ctx := context.Background()
+				f.table.setFail(fail)
+				_, err := f.log.Append(ctx, tenant, chat, textMsgs("m", 3), "r")
+				if !errors.Is(err, store.ErrUnavailable) {
+					t.Fatalf("got %v, want an outage", err)
+				}
+				f.table.setFail(nil)
+				if es := f.all(t); len(es) != 0 {
+					t.Fatalf("visible after the failed append: %q", texts(es))
+				}
+				ids, err := f.log.Append(ctx, tenant, chat, textMsgs("m", 3), "r")
+				if err != nil || !slices.Equal(ids, seq(0, 3)) {
+					t.Fatalf("retry: %v %v", ids, err)
+				}
+				if n := len(f.entryRows()); n != 3 {
+					t.Fatalf("%d entry rows, want 3", n)
+				}
+			})
+		})
+	}
+}
+
+// TestImageStoreOutageWritesNoRow: an image that cannot be stored fails
+// the append as an outage before any row is written.
+func TestImageStoreOutageWritesNoRow(t *testing.T) {
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		f.blobs.setFail(func(op, key string) error {
+			if op == "put" {
+				return outage(op)
+			}
+			return nil
+		})
+		_, err := f.log.Append(ctx, tenant, chat, []pi.Message{imageMsg(t, "pic", pngB64(t, 5, 8, 8))}, "r")
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("got %v, want an outage", err)
+		}
+		if w := f.table.writes(); len(w) != 0 {
+			t.Fatalf("%d rows written, first %s", len(w), w[0].SK)
+		}
+	})
+}
+
+// TestReceiptReusedForOtherMessages: a finished append answers its ids to
+// anything sent under its receipt; an unfinished one refuses other
+// messages rather than mixing them in.
+func TestReceiptReusedForOtherMessages(t *testing.T) {
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		ids, err := f.log.Append(ctx, tenant, chat, textMsgs("a", 2), "done")
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := f.log.Append(ctx, tenant, chat, textMsgs("other", 5), "done")
+		if err != nil || !slices.Equal(again, ids) {
+			t.Fatalf("finished receipt: %v %v, want %v", again, err, ids)
+		}
+
+		f.table.setFail(func(op string, k store.Key) error {
+			if op == "create" && strings.HasPrefix(k.SK, entryPrefix) {
+				return outage(op)
+			}
+			return nil
+		})
+		if _, err := f.log.Append(ctx, tenant, chat, textMsgs("b", 2), "open"); !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("append during outage: %v", err)
+		}
+		f.table.setFail(nil)
+		_, err = f.log.Append(ctx, tenant, chat, textMsgs("c", 2), "open")
+		var ie *InputError
+		if !errors.Is(err, ErrReceiptConflict) || !errors.As(err, &ie) || ie.Field != "receipt" {
+			t.Fatalf("got %v, want a receipt conflict", err)
+		}
+		if n := len(f.all(t)); n != 2 {
+			t.Fatalf("%d entries, want 2", n)
+		}
+	})
+}
+
+// TestLargeMessagesReadBackIdentical: 2 MB messages are logged whole:
+// split into pieces, or, for a tool call that is not split, moved out of
+// the row; every row stays under the budget.
+func TestLargeMessagesReadBackIdentical(t *testing.T) {
+	big := strings.Repeat("0123456789abcdef<>&\"\n", 2<<20/21)
+	cases := []struct {
+		name string
+		msg  pi.Message
+		want func(es []Entry) string
+		full string
+	}{
+		{"UserText", pi.Message{Role: pi.RoleUser, Content: pi.Content{Blocks: []pi.Block{pi.TextBlock(big)}}}, nil, big},
+		{"ToolCall", pi.Message{Role: pi.RoleAssistant, Content: pi.Content{Blocks: []pi.Block{{Type: pi.TypeToolCall, ID: "t", Name: "write", Arguments: []byte(`{"content":` + jsonString(big) + `}`)}}}}, nil, "write {\"content\":" + jsonString(big) + "}"},
+	}
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		for i, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				ctx := context.Background()
+				ch := fmt.Sprintf("big%d", i)
+				if _, err := f.log.Append(ctx, tenant, ch, []pi.Message{c.msg, textMsgs("after", 1)[0]}, "r"); err != nil {
+					t.Fatal(err)
+				}
+				es, err := f.log.Entries(ctx, tenant, ch, 0, 1000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var sb strings.Builder
+				for _, e := range es[:len(es)-1] {
+					sb.WriteString(e.Text)
+				}
+				if sb.String() != c.full {
+					t.Fatalf("read back %d bytes, want %d identical", sb.Len(), len(c.full))
+				}
+				if es[len(es)-1].Text != "after-0" {
+					t.Fatalf("last entry %q", es[len(es)-1].Text)
+				}
+				for _, it := range f.table.writes() {
+					if it.Size() > store.ItemBudget {
+						t.Fatalf("row %s is %d bytes", it.SK, it.Size())
+					}
+				}
+			})
+		}
+	})
+}
+
+// TestLenProbesPastAStaleHint: the length hint is only where probing
+// starts; a hint left behind still gives the true length.
+func TestLenProbesPastAStaleHint(t *testing.T) {
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		// Raises of the hint fail: it stays behind.
+		f.table.setFail(func(op string, k store.Key) error {
+			if k.SK == metaKey && op != "get" {
+				return outage(op)
+			}
+			return nil
+		})
+		for i := range 6 {
+			ids, err := f.log.Append(ctx, tenant, chat, textMsgs("m", 2), fmt.Sprint(i))
+			if err != nil || !slices.Equal(ids, seq(int64(2*i), 2)) {
+				t.Fatalf("append %d: %v %v", i, ids, err)
+			}
+		}
+		n, err := f.log.Len(ctx, tenant, chat)
+		if err != nil || n != 12 {
+			t.Fatalf("Len %d %v, want 12", n, err)
+		}
+		f.table.setFail(nil)
+		if n, _ := f.log.Len(ctx, tenant, chat); n != 12 {
+			t.Fatalf("Len %d", n)
+		}
+		h, _, _ := f.log.hint(ctx, store.ChatPK(tenant, chat))
+		if h != 12 {
+			t.Errorf("Len left the hint at %d after a long probe", h)
+		}
+	})
+}
+
+// TestReadsPastTheEnd: Entry past the end is ErrNotFound; Entries stops at
+// the end; a fresh chat is empty.
+func TestReadsPastTheEnd(t *testing.T) {
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		if n, err := f.log.Len(ctx, tenant, chat); n != 0 || err != nil {
+			t.Fatalf("empty chat: %d %v", n, err)
+		}
+		if _, err := f.log.Entry(ctx, tenant, chat, 0); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Entry(0) of an empty chat: %v", err)
+		}
+		if _, err := f.log.Append(ctx, tenant, chat, textMsgs("m", 250), "r"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.log.Entry(ctx, tenant, chat, 250); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Entry(250): %v", err)
+		}
+		es, err := f.log.Entries(ctx, tenant, chat, 95, 400)
+		if err != nil || len(es) != 155 || es[0].Text != "m-95" || es[154].Text != "m-249" {
+			t.Fatalf("Entries(95, 400): %d entries, %v", len(es), err)
+		}
+		if es, err := f.log.Entries(ctx, tenant, chat, 300, 310); err != nil || len(es) != 0 {
+			t.Fatalf("Entries past the end: %d %v", len(es), err)
+		}
+		if _, err := f.log.Entries(ctx, tenant, chat, 5, 4); err == nil {
+			t.Fatal("a reversed range is accepted")
+		}
+		// Another tenant's chat of the same id is another log.
+		if n, _ := f.log.Len(ctx, "other", chat); n != 0 {
+			t.Fatalf("another tenant sees %d entries", n)
+		}
+	})
+}
+
+// TestReadOutageIsUnavailable: readers pass a store outage on as one.
+func TestReadOutageIsUnavailable(t *testing.T) {
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		if _, err := f.log.Append(ctx, tenant, chat, textMsgs("m", 2), "r"); err != nil {
+			t.Fatal(err)
+		}
+		f.table.setFail(func(op string, k store.Key) error { return outage(op) })
+		if _, err := f.log.Len(ctx, tenant, chat); !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("Len: %v", err)
+		}
+		if _, err := f.log.Entry(ctx, tenant, chat, 0); !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("Entry: %v", err)
+		}
+		if _, err := f.log.Entries(ctx, tenant, chat, 0, 2); !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("Entries: %v", err)
+		}
+	})
+}

@@ -1,0 +1,191 @@
+package transcript
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// Notifier hears of appended entries; memory implements it to schedule
+// their summaries. length is the log's length as the append left it (a
+// later append may have grown it further).
+type Notifier interface {
+	Appended(ctx context.Context, tenant, chat string, length int64) error
+}
+
+// Routes serves the transcript's HTTP API.
+type Routes struct {
+	log    *Log
+	imgs   *images.Store
+	notify Notifier
+}
+
+// NewRoutes returns the routes over log and imgs; notify may be nil.
+func NewRoutes(log *Log, imgs *images.Store, notify Notifier) *Routes {
+	return &Routes{log: log, imgs: imgs, notify: notify}
+}
+
+// Register adds POST /v1/chats/{chat}/messages and
+// GET /v1/chats/{chat}/images/{name}.
+func (rt *Routes) Register(mux *http.ServeMux) {
+	api.Handle(mux, "POST /v1/chats/{chat}/messages", rt.append)
+	api.Handle(mux, "GET /v1/chats/{chat}/images/{name}", rt.image)
+}
+
+// AppendRequest is the body of POST /messages.
+type AppendRequest struct {
+	Messages []pi.Message
+	Receipt  string
+}
+
+// DecodeAppend reads an append body. Errors name the field at fault by its
+// path ("messages[2].content[1].type").
+func DecodeAppend(data []byte) (AppendRequest, error) {
+	var raw struct {
+		Messages json.RawMessage `json:"messages"`
+		Receipt  json.RawMessage `json:"receipt"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return AppendRequest{}, api.BadRequest("", "the body must be a JSON object: %v", err)
+	}
+	var req AppendRequest
+	if len(raw.Receipt) > 0 && string(raw.Receipt) != "null" {
+		if err := json.Unmarshal(raw.Receipt, &req.Receipt); err != nil {
+			return AppendRequest{}, api.BadRequest("receipt", "receipt must be a string")
+		}
+	}
+	if len(raw.Messages) == 0 || string(raw.Messages) == "null" {
+		return AppendRequest{}, api.BadRequest("messages", "messages is required: a list of pi messages")
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(raw.Messages, &msgs); err != nil {
+		return AppendRequest{}, api.BadRequest("messages", "messages must be a list of pi messages")
+	}
+	req.Messages = make([]pi.Message, len(msgs))
+	for i, m := range msgs {
+		if err := json.Unmarshal(m, &req.Messages[i]); err != nil {
+			return AppendRequest{}, messageError(i, m, err)
+		}
+	}
+	return req, nil
+}
+
+// messageError names the field of message i that did not decode, down to
+// the content block when a block is at fault.
+func messageError(i int, m json.RawMessage, err error) error {
+	field := fmt.Sprintf("messages[%d]", i)
+	var fe *pi.FieldError
+	if !errors.As(err, &fe) {
+		return api.BadRequest(field, "%s must be a pi message object", field)
+	}
+	if sub, ok := strings.CutPrefix(fe.Field, "content."); ok {
+		var obj struct {
+			Content []json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(m, &obj) == nil {
+			for j, b := range obj.Content {
+				var blk pi.Block
+				var bfe *pi.FieldError
+				if err := json.Unmarshal(b, &blk); errors.As(err, &bfe) {
+					f := fmt.Sprintf("%s.content[%d].%s", field, j, bfe.Field)
+					return api.BadRequest(f, "%s %s", f, bfe.Msg)
+				} else if err != nil {
+					f := fmt.Sprintf("%s.content[%d]", field, j)
+					return api.BadRequest(f, "%s must be a content block object", f)
+				}
+			}
+		}
+		f := field + ".content." + sub
+		return api.BadRequest(f, "%s %s", f, fe.Msg)
+	}
+	f := field + "." + fe.Field
+	return api.BadRequest(f, "%s %s", f, fe.Msg)
+}
+
+func (rt *Routes) append(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	tenant := api.Tenant(ctx)
+	if tenant == "" {
+		return &api.Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "no authenticated tenant"}
+	}
+	chat, err := api.Chat(r)
+	if err != nil {
+		return err
+	}
+	var body json.RawMessage
+	if err := api.DecodeJSON(r, &body); err != nil {
+		return err
+	}
+	req, err := DecodeAppend(body)
+	if err != nil {
+		return err
+	}
+	ids, err := rt.log.Append(ctx, tenant, chat, req.Messages, req.Receipt)
+	if err != nil {
+		return appendError(err)
+	}
+	if rt.notify != nil && len(ids) > 0 {
+		// The entries are durable; memory finds them on any later call.
+		if err := rt.notify.Appended(ctx, tenant, chat, ids[len(ids)-1]+1); err != nil {
+			api.Logger(ctx).Warn("append: notifying memory failed", "tenant", tenant, "chat", chat, "err", err)
+		}
+	}
+	api.WriteJSON(w, http.StatusOK, map[string]any{"ids": ids})
+	return nil
+}
+
+// appendError maps Append's errors to answers.
+func appendError(err error) error {
+	var ie *InputError
+	if errors.As(err, &ie) {
+		if errors.Is(err, ErrReceiptConflict) {
+			return &api.Error{Status: http.StatusConflict, Code: "conflict", Field: ie.Field, Message: ie.Error()}
+		}
+		return api.BadRequest(ie.Field, "%s", ie.Error())
+	}
+	return err
+}
+
+func (rt *Routes) image(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	tenant := api.Tenant(ctx)
+	if tenant == "" {
+		return &api.Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "no authenticated tenant"}
+	}
+	if _, err := api.Chat(r); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	if !refs.ValidName(name) {
+		return api.BadRequest("name", "image name %q must be 16 lowercase hex digits", name)
+	}
+	img, err := rt.imgs.Get(ctx, tenant, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return api.NotFound("no image %s", name)
+	}
+	if err != nil {
+		return err
+	}
+	h := w.Header()
+	h.Set("Content-Type", img.MimeType)
+	h.Set("Content-Length", strconv.Itoa(len(img.Data)))
+	// Names are content addresses: the bytes behind one never change.
+	h.Set("Cache-Control", "private, max-age=31536000, immutable")
+	h.Set("ETag", `"`+name+`"`)
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(img.Data)
+	}
+	return nil
+}

@@ -1,0 +1,232 @@
+package transcript
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// notes records Appended calls, failing when err is set.
+type notes struct {
+	mu      sync.Mutex
+	lengths []int64
+	err     error
+}
+
+func (n *notes) Appended(_ context.Context, tn, ch string, length int64) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.lengths = append(n.lengths, length)
+	return n.err
+}
+
+// server serves the routes as tenant.
+func (f *fixture) server(t testing.TB, n Notifier) *httptest.Server {
+	mux := http.NewServeMux()
+	NewRoutes(f.log, f.imgs, n).Register(mux)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tn := r.Header.Get("X-Test-Tenant")
+		if tn == "" {
+			tn = tenant
+		}
+		mux.ServeHTTP(w, r.WithContext(api.WithTenant(r.Context(), tn)))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (a answer) errorField() string {
+	var e struct {
+		Error struct{ Field string } `json:"error"`
+	}
+	json.Unmarshal(a.body, &e)
+	return e.Error.Field
+}
+
+func do(t testing.TB, method, url, body string, header ...string) answer {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, b}
+}
+
+// TestAppendRouteAnswersIds: POST /messages logs pi messages and answers
+// their ids; memory is told the new length.
+func TestAppendRouteAnswersIds(t *testing.T) {
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		n := &notes{}
+		srv := f.server(t, n)
+		body := `{"receipt":"k1","messages":[{"role":"user","content":"hi","timestamp":1700000000000},` +
+			`{"role":"assistant","content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"hello"},{"type":"toolCall","id":"1","name":"ls","arguments":{}}],"api":"x","usage":{"input":1}}]}`
+		a := do(t, "POST", srv.URL+"/v1/chats/c1/messages", body)
+		if a.status != 200 || strings.TrimSpace(string(a.body)) != `{"ids":[0,1,2]}` {
+			t.Fatalf("%d %s", a.status, a.body)
+		}
+		a = do(t, "POST", srv.URL+"/v1/chats/c1/messages", body)
+		if a.status != 200 || strings.TrimSpace(string(a.body)) != `{"ids":[0,1,2]}` {
+			t.Fatalf("retry: %d %s", a.status, a.body)
+		}
+		if got := texts(f.all(t)); !slices.Equal(got, []string{"user|hi", "talk|hello", "tool|ls {}"}) {
+			t.Fatalf("entries %q", got)
+		}
+		if !slices.Equal(n.lengths, []int64{3, 3}) {
+			t.Fatalf("notified %v", n.lengths)
+		}
+	})
+}
+
+// TestNotifierFailureDoesNotFailTheAppend: the entries are durable; a
+// notifier error is logged, not answered.
+func TestNotifierFailureDoesNotFailTheAppend(t *testing.T) {
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		srv := f.server(t, &notes{err: errors.New("memory down")})
+		a := do(t, "POST", srv.URL+"/v1/chats/c1/messages", `{"receipt":"k","messages":[{"role":"user","content":"x"}]}`)
+		if a.status != 200 {
+			t.Fatalf("%d %s", a.status, a.body)
+		}
+	})
+}
+
+// TestBadAppendIs400NamingTheField: each kind of bad input is a 400 whose
+// error names the field, and nothing is written.
+func TestBadAppendIs400NamingTheField(t *testing.T) {
+	png := pngB64(t, 7, 4, 4)
+	notImage := base64.StdEncoding.EncodeToString([]byte("%PDF-1.4 not an image at all"))
+	cases := []struct {
+		name, body, field string
+	}{
+		{"NotJSON", `{"messages":`, ""},
+		{"NoMessages", `{"receipt":"k"}`, "messages"},
+		{"EmptyMessages", `{"receipt":"k","messages":[]}`, "messages"},
+		{"MessagesNotAList", `{"receipt":"k","messages":{}}`, "messages"},
+		{"BadRole", `{"receipt":"k","messages":[{"role":"user","content":"a"},{"role":"system","content":"b"}]}`, "messages[1].role"},
+		{"MissingRole", `{"receipt":"k","messages":[{"content":"b"}]}`, "messages[0].role"},
+		{"NullMessage", `{"receipt":"k","messages":[null]}`, "messages[0].role"},
+		{"BadContent", `{"receipt":"k","messages":[{"role":"user","content":5}]}`, "messages[0].content"},
+		{"BlockWithoutType", `{"receipt":"k","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"text":"b"}]}]}`, "messages[0].content[1].type"},
+		{"UnknownBlockType", `{"receipt":"k","messages":[{"role":"user","content":[{"type":"audio"}]}]}`, "messages[0].content[0].type"},
+		{"InvalidBase64", `{"receipt":"k","messages":[{"role":"user","content":[{"type":"image","mimeType":"image/png","data":"` + png + `"}]},{"role":"user","content":[{"type":"text","text":"x"},{"type":"image","mimeType":"image/png","data":"@@@not base64@@@"}]}]}`, "messages[1].content[1].data"},
+		{"NotAnImage", `{"receipt":"k","messages":[{"role":"user","content":[{"type":"image","mimeType":"image/png","data":"` + notImage + `"}]}]}`, "messages[0].content[0].data"},
+		{"EmptyImage", `{"receipt":"k","messages":[{"role":"toolResult","toolName":"t","content":[{"type":"image","mimeType":"image/png"}]}]}`, "messages[0].content[0].data"},
+		{"ToolResultWithoutToolName", `{"receipt":"k","messages":[{"role":"toolResult","content":"x"}]}`, "messages[0].toolName"},
+		{"ToolCallInUserMessage", `{"receipt":"k","messages":[{"role":"user","content":[{"type":"toolCall","name":"x"}]}]}`, "messages[0].content[0].type"},
+		{"BadKind", `{"receipt":"k","messages":[{"role":"user","kind":"echo","content":"x"}]}`, "messages[0].kind"},
+		{"NoReceipt", `{"messages":[{"role":"user","content":"x"}]}`, "receipt"},
+		{"ReceiptNotAString", `{"receipt":5,"messages":[{"role":"user","content":"x"}]}`, "receipt"},
+		{"ReceiptTooLong", `{"receipt":"` + strings.Repeat("k", MaxReceiptBytes+1) + `","messages":[{"role":"user","content":"x"}]}`, "receipt"},
+	}
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		srv := f.server(t, nil)
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				a := do(t, "POST", srv.URL+"/v1/chats/c1/messages", c.body)
+				if a.status != 400 || a.errorField() != c.field {
+					t.Fatalf("got %d field %q (%s), want 400 field %q", a.status, a.errorField(), a.body, c.field)
+				}
+			})
+		}
+		if w := f.table.writes(); len(w) != 0 {
+			t.Fatalf("bad input wrote %d rows", len(w))
+		}
+		if a := do(t, "POST", srv.URL+"/v1/chats/bad%2Fchat/messages", `{}`); a.status != 400 || a.errorField() != "chat" {
+			t.Fatalf("bad chat id: %d %s", a.status, a.body)
+		}
+	})
+}
+
+// TestStoreOutageOnAppendIs503: a failing table or image store answers 503
+// with Retry-After and writes no row.
+func TestStoreOutageOnAppendIs503(t *testing.T) {
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		srv := f.server(t, nil)
+		body := `{"receipt":"k","messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"image","mimeType":"image/png","data":"` + pngB64(t, 8, 4, 4) + `"}]}]}`
+		f.table.setFail(func(op string, k store.Key) error { return outage(op) })
+		a := do(t, "POST", srv.URL+"/v1/chats/c1/messages", body)
+		if a.status != 503 || a.header.Get("Retry-After") == "" {
+			t.Fatalf("table down: %d %s", a.status, a.body)
+		}
+		f.table.setFail(nil)
+		f.blobs.setFail(func(op, key string) error { return outage(op) })
+		a = do(t, "POST", srv.URL+"/v1/chats/c1/messages", body)
+		if a.status != 503 || a.header.Get("Retry-After") == "" {
+			t.Fatalf("blobs down: %d %s", a.status, a.body)
+		}
+		if w := f.table.writes(); len(w) != 0 {
+			t.Fatalf("%d rows written", len(w))
+		}
+		f.blobs.setFail(nil)
+		if a := do(t, "POST", srv.URL+"/v1/chats/c1/messages", body); a.status != 200 {
+			t.Fatalf("after the outage: %d %s", a.status, a.body)
+		}
+		if n := len(f.all(t)); n != 1 {
+			t.Fatalf("%d entries", n)
+		}
+	})
+}
+
+// TestImageRouteServesStoredBytes: GET /images/{name} answers the bytes
+// with their type and an immutable cache policy; unknown, another
+// tenant's, malformed and unavailable images each get their answer.
+func TestImageRouteServesStoredBytes(t *testing.T) {
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		b64 := pngB64(t, 11, 5, 5)
+		name, err := f.imgs.Put(ctx, tenant, b64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := base64.StdEncoding.DecodeString(b64)
+		srv := f.server(t, nil)
+		url := srv.URL + "/v1/chats/c1/images/"
+
+		a := do(t, "GET", url+name, "")
+		if a.status != 200 || !bytes.Equal(a.body, want) || a.header.Get("Content-Type") != images.PNG {
+			t.Fatalf("%d %s %d bytes", a.status, a.header.Get("Content-Type"), len(a.body))
+		}
+		if cc := a.header.Get("Cache-Control"); !strings.Contains(cc, "private") || !strings.Contains(cc, "immutable") {
+			t.Errorf("Cache-Control %q", cc)
+		}
+		if a := do(t, "GET", url+"0000000000000000", ""); a.status != 404 {
+			t.Errorf("unknown: %d %s", a.status, a.body)
+		}
+		if a := do(t, "GET", url+name, "", "X-Test-Tenant", "other"); a.status != 404 {
+			t.Errorf("another tenant's: %d %s", a.status, a.body)
+		}
+		for _, bad := range []string{"ABCDEF0123456789", "abc", "0123456789abcdef0"} {
+			if a := do(t, "GET", url+bad, ""); a.status != 400 || a.errorField() != "name" {
+				t.Errorf("malformed %q: %d %s", bad, a.status, a.body)
+			}
+		}
+		f.blobs.setFail(func(op, key string) error { return outage(op) })
+		if a := do(t, "GET", url+name, ""); a.status != 503 || a.header.Get("Retry-After") == "" {
+			t.Errorf("outage: %d %s", a.status, a.body)
+		}
+	})
+}

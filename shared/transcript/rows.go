@@ -1,0 +1,201 @@
+package transcript
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/durachat/durachat/shared/store"
+)
+
+// Sort keys and their prefixes in a chat's partition.
+const (
+	entryPrefix   = "e/"
+	receiptPrefix = "r/"
+	metaKey       = "meta"
+	idDigits      = 16
+)
+
+// entryKey is the sort key of entry id; zero padding keeps ids in order.
+func entryKey(id int64) string {
+	return fmt.Sprintf("%s%0*d", entryPrefix, idDigits, id)
+}
+
+// entryID parses an entry sort key.
+func entryID(sk string) (int64, error) {
+	s, ok := strings.CutPrefix(sk, entryPrefix)
+	if !ok || len(s) != idDigits {
+		return 0, fmt.Errorf("transcript: %q is not an entry key", sk)
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// receiptKey is the sort key of an append's record: a hash, so any receipt
+// text makes a short, safe key.
+func receiptKey(receipt string) string {
+	sum := sha256.Sum256([]byte(receipt))
+	return receiptPrefix + hex.EncodeToString(sum[:16])
+}
+
+// textKey is the blob key of a text moved out of its row: content
+// addressed, so a retried put is a no-op.
+func textKey(tenant string, data []byte) string {
+	sum := sha256.Sum256(data)
+	return "text/" + url.PathEscape(tenant) + "/" + hex.EncodeToString(sum[:])
+}
+
+// row is an entry as stored. Short field names keep rows small.
+type row struct {
+	Kind string `json:"k"`
+	Text string `json:"t,omitempty"`
+	// TextKey names the blob holding Text when it was too big for the row.
+	TextKey string `json:"tk,omitempty"`
+	Date    int64  `json:"d"` // Unix milliseconds
+	Receipt string `json:"r"`
+	// Pos is the entry's place in its append and N the append's size: a
+	// row tells where its batch ends, which is how probes find the log's end.
+	Pos  int    `json:"p,omitempty"`
+	N    int    `json:"n"`
+	Tool string `json:"tool,omitempty"`
+	Of   *int64 `json:"of,omitempty"` // nil is -1
+}
+
+// end is the id after the last entry of the row's batch, given its id.
+func (r row) end(id int64) int64 { return id - int64(r.Pos) + int64(r.N) }
+
+func (r row) valid() bool { return r.N >= 1 && r.Pos >= 0 && r.Pos < r.N && r.Kind != "" }
+
+// record is r/<receipt>: an append's intent, enough to finish it.
+type record struct {
+	Receipt string `json:"r"`
+	First   int64  `json:"f"`
+	N       int    `json:"n"`
+	Date    int64  `json:"d"`
+	Digest  string `json:"h"`
+	// Rest holds the rows after the first, or RestKey the blob holding them.
+	Rest    []row  `json:"rest,omitempty"`
+	RestKey string `json:"rk,omitempty"`
+}
+
+func (r record) ids() []int64 {
+	ids := make([]int64, r.N)
+	for k := range ids {
+		ids[k] = r.First + int64(k)
+	}
+	return ids
+}
+
+// marshal encodes v without HTML escaping, which would inflate '<' and '>'
+// sixfold in rows that hold chat text.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// fits reports whether an item with this body stays within the budget.
+func fits(pk, sk string, body []byte) bool {
+	return store.Item{Key: store.Key{PK: pk, SK: sk}, Version: 1, Body: body}.Size() <= store.ItemBudget
+}
+
+// checked builds an item and refuses it when over budget: the last check
+// before every write.
+func checked(pk, sk string, body []byte) (store.Item, error) {
+	it := store.Item{Key: store.Key{PK: pk, SK: sk}, Body: body}
+	if s := it.Size(); s > store.ItemBudget {
+		return it, fmt.Errorf("transcript: row %s is %d bytes, budget %d: %w", sk, s, store.ItemBudget, store.ErrTooLarge)
+	}
+	return it, nil
+}
+
+// makeRow is the stored form of a draft; a text too big for a row goes to
+// a blob first.
+func (l *Log) makeRow(ctx context.Context, tenant, pk string, d draft, date time.Time, receipt string, pos, n int) (row, []byte, error) {
+	r := row{Kind: d.Kind, Text: d.Text, Date: date.UnixMilli(), Receipt: receipt, Pos: pos, N: n, Tool: d.Tool}
+	if !d.Date.IsZero() {
+		r.Date = d.Date.UnixMilli()
+	}
+	if d.Of >= 0 {
+		of := d.Of
+		r.Of = &of
+	}
+	body, err := marshal(r)
+	if err != nil {
+		return row{}, nil, err
+	}
+	if fits(pk, entryKey(0), body) {
+		return r, body, nil
+	}
+	key := textKey(tenant, []byte(d.Text))
+	if err := l.blobs.Put(ctx, key, store.Blob{ContentType: "text/plain; charset=utf-8", Data: []byte(d.Text)}); err != nil {
+		return row{}, nil, fmt.Errorf("transcript: moving a %d-byte text out of its row: %w", len(d.Text), err)
+	}
+	r.Text, r.TextKey = "", key
+	if body, err = marshal(r); err != nil {
+		return row{}, nil, err
+	}
+	return r, body, nil
+}
+
+// decodeRow reads an entry row.
+func decodeRow(it store.Item) (row, error) {
+	var r row
+	if err := json.Unmarshal(it.Body, &r); err != nil {
+		return row{}, fmt.Errorf("transcript: row %s: %w", it.SK, err)
+	}
+	if !r.valid() {
+		return row{}, fmt.Errorf("transcript: row %s is malformed (pos %d of %d, kind %q)", it.SK, r.Pos, r.N, r.Kind)
+	}
+	return r, nil
+}
+
+// entry turns a stored row into an Entry, reading a moved text back.
+func (l *Log) entry(ctx context.Context, id int64, r row) (Entry, error) {
+	e := Entry{I: id, Kind: r.Kind, Text: r.Text, Date: time.UnixMilli(r.Date).UTC(), Receipt: r.Receipt, Tool: r.Tool, Of: -1}
+	if r.Of != nil {
+		e.Of = *r.Of
+	}
+	if r.TextKey != "" {
+		b, err := l.blobs.Get(ctx, r.TextKey)
+		if errors.Is(err, store.ErrNotFound) {
+			return Entry{}, fmt.Errorf("transcript: entry %d: its text %s is missing: %w", id, r.TextKey, errLost)
+		}
+		if err != nil {
+			return Entry{}, fmt.Errorf("transcript: entry %d: reading its text: %w", id, err)
+		}
+		e.Text = string(b.Data)
+	}
+	return e, nil
+}
+
+// errLost marks data a row names that is gone; it is not store.ErrNotFound,
+// which callers read as "past the end".
+var errLost = errors.New("stored data missing")
+
+// digest identifies a batch's content, so a receipt reused for other
+// messages is told apart from a retry. Dates from the request count;
+// the batch date does not (twins pick it independently).
+func digest(ds []draft) string {
+	h := sha256.New()
+	for _, d := range ds {
+		var ms int64
+		if !d.Date.IsZero() {
+			ms = d.Date.UnixMilli()
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%d\x00%d\x00", d.Kind, len(d.Text), d.Tool, d.Of, ms)
+		h.Write([]byte(d.Text))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
