@@ -58,15 +58,14 @@ func Shrink(b64 string) (Prepared, error) {
 		return Prepared{}, err
 	}
 	p := Prepared{Name: Name(b64), MimeType: mimeType, Data: data, B64: b64}
-	long := max(cfg.Width, cfg.Height)
-	if long <= MaxSide && base64.StdEncoding.EncodedLen(len(data)) <= MaxBase64 {
+	if !mustShrink(cfg, len(data)) {
 		return p, nil
 	}
 	img, err := decode(data, cfg)
 	if err != nil {
 		return Prepared{}, err
 	}
-	side := min(long, MaxSide)
+	side := min(max(cfg.Width, cfg.Height), MaxSide)
 	for {
 		out, err := encodeJPEG(flatten(fit(img, side)))
 		if err != nil {
@@ -80,6 +79,11 @@ func Shrink(b64 string) (Prepared, error) {
 		// JPEG size grows about with the pixel count; aim a little under.
 		side = max(1, min(side*9/10, int(float64(side)*math.Sqrt(float64(MaxBase64)/float64(n))*0.95)))
 	}
+}
+
+// mustShrink reports whether an image of n bytes breaks a storage limit.
+func mustShrink(cfg image.Config, n int) bool {
+	return max(cfg.Width, cfg.Height) > MaxSide || base64.StdEncoding.EncodedLen(n) > MaxBase64
 }
 
 // Downscale returns an image at most maxSide pixels on its long side, for
@@ -118,15 +122,23 @@ func Downscale(data []byte, maxSide int) (mimeType string, out []byte, err error
 
 // decode decodes a detected image after checking its declared size.
 func decode(data []byte, cfg image.Config) (image.Image, error) {
-	if cfg.Width > maxDecodeSide || cfg.Height > maxDecodeSide || int64(cfg.Width)*int64(cfg.Height) > maxDecodePixels {
-		return nil, &FormatError{Kind: KindTooLarge, Detail: fmt.Sprintf("%dx%d pixels declared, limit %d px a side and %d megapixels",
-			cfg.Width, cfg.Height, maxDecodeSide, maxDecodePixels/1_000_000)}
+	if err := checkDecodable(cfg); err != nil {
+		return nil, err
 	}
 	img, _, err := image.Decode(bytes.NewReader(data))
 	if err != nil {
 		return nil, &FormatError{Kind: KindUnsupported, Detail: "image data does not decode", Err: err}
 	}
 	return img, nil
+}
+
+// checkDecodable refuses a declared size past the decompression bomb guard.
+func checkDecodable(cfg image.Config) error {
+	if cfg.Width > maxDecodeSide || cfg.Height > maxDecodeSide || int64(cfg.Width)*int64(cfg.Height) > maxDecodePixels {
+		return &FormatError{Kind: KindTooLarge, Detail: fmt.Sprintf("%dx%d pixels declared, limit %d px a side and %d megapixels",
+			cfg.Width, cfg.Height, maxDecodeSide, maxDecodePixels/1_000_000)}
+	}
+	return nil
 }
 
 // fit scales img so its long side is at most side, keeping the aspect

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/durachat/durachat/shared/embedded"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/testenv"
 )
 
 // memBlobs is create-once blob storage in memory that counts puts.
@@ -51,41 +51,26 @@ func (m *memBlobs) Head(_ context.Context, key string) (store.BlobInfo, error) {
 	return store.BlobInfo{ContentType: b.ContentType, Size: int64(len(b.Data))}, nil
 }
 
-// downBlobs is a store in an outage.
-type downBlobs struct{}
-
-var errOutage = errors.New("connection refused")
-
-func (downBlobs) Put(context.Context, string, store.Blob) error {
-	return store.Unavailable("put", errOutage)
-}
-func (downBlobs) Get(context.Context, string) (store.Blob, error) {
-	return store.Blob{}, store.Unavailable("get", errOutage)
-}
-func (downBlobs) Head(context.Context, string) (store.BlobInfo, error) {
-	return store.BlobInfo{}, store.Unavailable("head", errOutage)
+// blobBackend is one store the Store tests run over.
+type blobBackend struct {
+	name  string
+	blobs store.Blobs
 }
 
-// blobBackends are the stores the Store tests run over: an in-memory one
-// and the embedded store on a temporary directory.
-func blobBackends(t *testing.T) map[string]func(t *testing.T) store.Blobs {
-	return map[string]func(t *testing.T) store.Blobs{
-		"memory": func(*testing.T) store.Blobs { return newMemBlobs() },
-		"embedded": func(t *testing.T) store.Blobs {
-			db, err := embedded.Open(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return db.Blobs()
-		},
+// blobBackends are an in-memory store and every real backend: the embedded
+// store and the S3 adapter on a local S3 server.
+func blobBackends(t *testing.T) []blobBackend {
+	backends := []blobBackend{{"memory", newMemBlobs()}}
+	for _, b := range testenv.All(t) {
+		backends = append(backends, blobBackend{b.Name, b.Blobs})
 	}
+	return backends
 }
 
 func TestStoreKeepsTheImageUnderItsName(t *testing.T) {
-	for backend, newBlobs := range blobBackends(t) {
-		t.Run(backend, func(t *testing.T) {
-			s := images.New(newBlobs(t))
+	for _, b := range blobBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := images.New(b.blobs)
 			ctx := t.Context()
 			data := pngBytes(t, gradient(20, 10))
 			in := b64(data)
@@ -127,13 +112,13 @@ func TestCallerMimeTypeIsIgnored(t *testing.T) {
 		{"JPEG sent as PNG", images.PNG, jpegBytes(t, gradient(8, 8)), images.JPEG},
 		{"WebP sent as GIF", images.GIF, webpFile(t, "small.webp"), images.WebP},
 	}
-	for backend, newBlobs := range blobBackends(t) {
+	for _, b := range blobBackends(t) {
 		for _, tt := range tests {
-			t.Run(backend+"/"+tt.name, func(t *testing.T) {
+			t.Run(b.name+"/"+tt.name, func(t *testing.T) {
 				if got, _ := images.Detect(tt.data); got != tt.stored {
 					t.Fatalf("Detect = %s, want %s", got, tt.stored)
 				}
-				s := images.New(newBlobs(t))
+				s := images.New(b.blobs)
 				name, err := s.Put(t.Context(), "acme", b64(tt.data))
 				if err != nil {
 					t.Fatal(err)
@@ -151,9 +136,9 @@ func TestCallerMimeTypeIsIgnored(t *testing.T) {
 }
 
 func TestStorePutTwiceIsANoOp(t *testing.T) {
-	for backend, newBlobs := range blobBackends(t) {
-		t.Run(backend, func(t *testing.T) {
-			blobs := newBlobs(t)
+	for _, b := range blobBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			blobs := b.blobs
 			s := images.New(blobs)
 			data := pngBytes(t, gradient(20, 10))
 			in := b64(data)
@@ -181,9 +166,9 @@ func TestStorePutTwiceIsANoOp(t *testing.T) {
 }
 
 func TestStoreShrinksBeforeStoring(t *testing.T) {
-	for backend, newBlobs := range blobBackends(t) {
-		t.Run(backend, func(t *testing.T) {
-			s := images.New(newBlobs(t))
+	for _, b := range blobBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := images.New(b.blobs)
 			in := b64(pngBytes(t, gradient(3000, 100)))
 			name, err := s.Put(t.Context(), "acme", in)
 			if err != nil {
@@ -204,9 +189,9 @@ func TestStoreShrinksBeforeStoring(t *testing.T) {
 }
 
 func TestStoreNamespacesAreTenants(t *testing.T) {
-	for backend, newBlobs := range blobBackends(t) {
-		t.Run(backend, func(t *testing.T) {
-			s := images.New(newBlobs(t))
+	for _, b := range blobBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := images.New(b.blobs)
 			name, err := s.Put(t.Context(), "acme", b64(pngBytes(t, gradient(5, 5))))
 			if err != nil {
 				t.Fatal(err)
@@ -221,9 +206,9 @@ func TestStoreNamespacesAreTenants(t *testing.T) {
 }
 
 func TestStoreMissingImageIsNotFound(t *testing.T) {
-	for backend, newBlobs := range blobBackends(t) {
-		t.Run(backend, func(t *testing.T) {
-			s := images.New(newBlobs(t))
+	for _, b := range blobBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := images.New(b.blobs)
 			for _, name := range []string{"0123456789abcdef", "../acme/0123456789abcdef", "0123456789ABCDEF", ""} {
 				if _, err := s.Get(t.Context(), "acme", name); !errors.Is(err, store.ErrNotFound) {
 					t.Errorf("Get(%q) err = %v, want store.ErrNotFound", name, err)
@@ -264,15 +249,24 @@ func TestStoreBadImageIsRefusedAndNotStored(t *testing.T) {
 }
 
 func TestStoreOutageIsUnavailable(t *testing.T) {
-	s := images.New(downBlobs{})
-	ctx := t.Context()
-	if _, err := s.Put(ctx, "acme", b64(pngBytes(t, gradient(4, 4)))); !errors.Is(err, store.ErrUnavailable) {
-		t.Errorf("Put err = %v, want store.ErrUnavailable", err)
-	}
-	if _, err := s.Get(ctx, "acme", "0123456789abcdef"); !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Get err = %v, want store.ErrUnavailable and not ErrNotFound", err)
-	}
-	if _, err := s.Head(ctx, "acme", "0123456789abcdef"); !errors.Is(err, store.ErrUnavailable) {
-		t.Errorf("Head err = %v, want store.ErrUnavailable", err)
+	for _, b := range blobBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := t.Context()
+			in := b64(pngBytes(t, gradient(4, 4)))
+			name, err := images.New(b.blobs).Put(ctx, "acme", in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			down := images.New(&testenv.FailingBlobs{Blobs: b.blobs, FailPut: testenv.Outage, FailGet: testenv.Outage, FailHead: testenv.Outage})
+			if _, err := down.Put(ctx, "acme", b64(pngBytes(t, gradient(5, 5)))); !errors.Is(err, store.ErrUnavailable) {
+				t.Errorf("Put err = %v, want store.ErrUnavailable", err)
+			}
+			if _, err := down.Get(ctx, "acme", name); !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrNotFound) {
+				t.Errorf("Get err = %v, want store.ErrUnavailable and not ErrNotFound", err)
+			}
+			if _, err := down.Head(ctx, "acme", name); !errors.Is(err, store.ErrUnavailable) {
+				t.Errorf("Head err = %v, want store.ErrUnavailable", err)
+			}
+		})
 	}
 }

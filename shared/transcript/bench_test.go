@@ -23,8 +23,17 @@ import (
 //     base64, which is what a chat history keeping images in its rows stores;
 //   - inline-over-limit: how many of those rows would pass DynamoDB's 400 KB;
 //   - images: image objects stored.
+//
+// Images are PNGs of noise (incompressible): 200 px is about 160 KB of
+// base64, 600 px about 1.4 MB (under the 2 MiB shrink threshold, so kept
+// byte-identical).
 func BenchmarkChatTableBytes(b *testing.B) {
-	const side = 200 // noise PNGs of 200x200: about 160 KB of base64 each
+	for _, side := range []int{200, 600} {
+		b.Run(fmt.Sprintf("%dpx", side), func(b *testing.B) { benchChat(b, side) })
+	}
+}
+
+func benchChat(b *testing.B, side int) {
 	var b64s []string
 	for i := range 6 {
 		b64s = append(b64s, pngB64(b, uint64(1000+i), side, side))

@@ -156,8 +156,8 @@ func (s *S3) CreateBucket(t testing.TB) string {
 	return name
 }
 
-// SQS is a local SQS endpoint for one test: a proxy with Faults in front of
-// the test binary's shared local-aws-sqs process.
+// SQS is a local SQS endpoint for one test: a proxy with Faults and
+// LongPoll in front of the test binary's shared local-aws-sqs process.
 type SQS struct {
 	URL    string
 	Client *sqs.Client
@@ -170,7 +170,7 @@ type SQS struct {
 func StartSQS(t testing.TB) *SQS {
 	t.Helper()
 	upstream := sqsServer(t)
-	faults := NewFaults(proxy(upstream))
+	faults := NewFaults(NewLongPoll(proxy(upstream)))
 	srv := httptest.NewServer(faults)
 	t.Cleanup(srv.Close)
 	client := sqs.NewFromConfig(Config(), func(o *sqs.Options) {

@@ -1,0 +1,393 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/durachat/durachat/shared/model"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// long is a source the compressor must shorten.
+func long(i int) string { return fmt.Sprintf("%d %s", i, strings.Repeat("long text ", 80)) }
+
+func longs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = long(i)
+	}
+	return out
+}
+
+func build(t *testing.T, f *fixture, n Node) error {
+	t.Helper()
+	return f.m.Build(context.Background(), f.tenant, f.chat, n.L, n.I)
+}
+
+func TestAtMostEightBuildsInFlight(t *testing.T) {
+	f := newFixture(t)
+	f.append(t, "user", longs(100)...)
+	first := f.queue.take()
+	if len(first) != MaxInFlight {
+		t.Fatalf("%d builds sent for 100 new entries, want %d", len(first), MaxInFlight)
+	}
+	if st := f.state(t); len(st.Claims) != MaxInFlight {
+		t.Fatalf("%d claims", len(st.Claims))
+	}
+	// More appends and API calls send nothing while eight are in flight.
+	f.append(t, "user", long(100))
+	if err := f.m.Pump(context.Background(), f.tenant, f.chat); err != nil {
+		t.Fatal(err)
+	}
+	if more := f.queue.take(); len(more) != 0 {
+		t.Fatalf("%d more builds sent with eight in flight", len(more))
+	}
+	// Each finished build frees one slot.
+	if err := build(t, f, nodesOf(first)[0]); err != nil {
+		t.Fatal(err)
+	}
+	if next := f.queue.take(); len(next) != 1 {
+		t.Fatalf("a finished build sent %d, want 1", len(next))
+	}
+}
+
+func TestLeavesStartBeforeMerges(t *testing.T) {
+	f := newFixture(t)
+	f.append(t, "user", longs(16)...)
+	sent := f.queue.take() // leaves 0..7
+	for _, n := range nodesOf(sent)[:2] {
+		if err := build(t, f, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Leaves 0 and 1 are built, so merge 0+2 is ready, but leaves come first.
+	next := nodesOf(f.queue.take())
+	if labels(next) != "8+1, 9+1" {
+		t.Fatalf("after two leaves the scheduler sent %s, want leaves 8+1, 9+1", labels(next))
+	}
+	// Once every leaf is built or in flight, merges go.
+	rest := append(nodesOf(sent)[2:], next...)
+	for _, n := range rest {
+		if err := build(t, f, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var kinds []string
+	for _, n := range nodesOf(f.queue.take()) {
+		kinds = append(kinds, n.Label())
+	}
+	got := strings.Join(kinds, ", ")
+	if !strings.HasPrefix(got, "10+1, 11+1, 12+1, 13+1, 14+1, 15+1") || !strings.Contains(got, "0+2") {
+		t.Errorf("sent %s; want the last leaves first, then merges", got)
+	}
+}
+
+func TestLeafStartsOnlyOnceFewerThanEightLinesBeforeItAreUnbuilt(t *testing.T) {
+	f := newFixture(t)
+	f.comp.script = func(c Compression) (Compressed, error) {
+		return Compressed{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
+	}
+	f.append(t, "user", longs(20)...)
+	later := f.deliverAll(t)
+	if len(later) != MaxInFlight {
+		t.Fatalf("%d builds failed, want the first %d", len(later), MaxInFlight)
+	}
+	st := f.state(t)
+	// Nothing runs, yet leaf 8 may not start: eight lines before it are unbuilt.
+	if len(st.Claims) != 0 || st.waiting() != MaxInFlight {
+		t.Fatalf("claims %d, waiting %d", len(st.Claims), st.waiting())
+	}
+	for _, s := range later {
+		if s.msg.I >= Lead {
+			t.Errorf("leaf %d started with %d unbuilt lines before it", s.msg.I, s.msg.I)
+		}
+	}
+	// Leaf 0 built: now leaf 8 has seven unbuilt lines before it.
+	f.comp.script = nil
+	f.clock.Add(DefaultRetry)
+	if err := build(t, f, Node{0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	var sentNow []string
+	for _, s := range f.queue.take() {
+		sentNow = append(sentNow, Node{s.msg.L, s.msg.I}.Label())
+	}
+	if got := strings.Join(sentNow, ", "); !strings.Contains(got, "8+1") || strings.Contains(got, "9+1") {
+		t.Errorf("after leaf 0 the scheduler sent %s; want 8+1 and not 9+1", got)
+	}
+}
+
+func TestFailedBuildIsRetriedTenSecondsLater(t *testing.T) {
+	f := newFixture(t)
+	fails := 1
+	f.comp.script = func(c Compression) (Compressed, error) {
+		if fails > 0 {
+			fails--
+			return Compressed{}, &model.Error{Retryable: true, Status: 503, Err: errors.New("overloaded")}
+		}
+		return Compressed{Line: "summary of " + c.Label, Attempts: 1}, nil
+	}
+	f.append(t, "user", long(0))
+	msg := f.queue.take()
+	err := build(t, f, nodesOf(msg)[0])
+	var re *RetryError
+	if !errors.As(err, &re) || re.After != DefaultRetry {
+		t.Fatalf("failed build returned %v, want a retry in %s", err, DefaultRetry)
+	}
+	st := f.state(t)
+	if st.waiting() != 1 || len(st.Claims) != 0 || !st.stalled() || !strings.Contains(st.LastError, "overloaded") {
+		t.Fatalf("after the failure: waiting %d, claims %d, last error %q", st.waiting(), len(st.Claims), st.LastError)
+	}
+	if got := st.Retries[0].At - f.clock.Now().UnixMilli(); got != DefaultRetry.Milliseconds() {
+		t.Fatalf("retry due in %d ms", got)
+	}
+	// Nine seconds on, neither an API call nor an early delivery builds it.
+	f.clock.Add(9 * time.Second)
+	if err := f.m.Pump(context.Background(), f.tenant, f.chat); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.queue.take()); n != 0 {
+		t.Fatalf("%d builds sent before the retry delay", n)
+	}
+	if err := build(t, f, Node{0, 0}); !errors.As(err, &re) || re.After != time.Second {
+		t.Fatalf("early delivery returned %v, want a retry in the second left", err)
+	}
+	// At ten seconds the next API call sends it again, and it builds.
+	f.clock.Add(time.Second)
+	if err := f.m.Pump(context.Background(), f.tenant, f.chat); err != nil {
+		t.Fatal(err)
+	}
+	if again := f.queue.take(); len(again) != 1 || again[0].msg.I != 0 {
+		t.Fatalf("sent %v at the retry time", again)
+	}
+	if err := build(t, f, Node{0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if row, ok := f.row(t, Node{0, 0}); !ok || row.Text != "summary of 0+1" {
+		t.Fatalf("leaf = %+v", row)
+	}
+	if st := f.state(t); len(st.Retries) != 0 || st.stalled() {
+		t.Errorf("retry entry left after the build: %+v", st.Retries)
+	}
+}
+
+func TestStoreAndReadErrorsAreRetriedForever(t *testing.T) {
+	f := newFixture(t)
+	f.append(t, "user", long(0))
+	f.queue.take()
+	f.log.fail = store.Unavailable("query", errors.New("log is down"))
+	for k := 0; k < 2*RefusalLimit; k++ {
+		f.clock.Add(DefaultRetry)
+		if err := build(t, f, Node{0, 0}); err == nil {
+			t.Fatal("build succeeded with the log down")
+		}
+	}
+	st := f.state(t)
+	if st.Retries[0].Failures != 2*RefusalLimit || st.Retries[0].Refusals != 0 || st.MechanicalCount != 0 {
+		t.Fatalf("retry entry %+v; an outage must never give a mechanical line", st.Retries[0])
+	}
+	f.log.fail = nil
+	f.clock.Add(DefaultRetry)
+	if err := build(t, f, Node{0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if row, _ := f.row(t, Node{0, 0}); row.Mechanical || row.Text == "" {
+		t.Errorf("row after the outage: %+v", row)
+	}
+}
+
+func TestRefusedThreeTimesGetsAMarkedMechanicalLine(t *testing.T) {
+	f := newFixture(t)
+	f.comp.script = func(c Compression) (Compressed, error) {
+		return Compressed{}, &model.Error{Refused: true, Err: errors.New("declined")}
+	}
+	f.append(t, "user", long(0))
+	f.queue.take()
+	for k := 1; k < RefusalLimit; k++ {
+		if err := build(t, f, Node{0, 0}); err == nil {
+			t.Fatalf("refusal %d built the node", k)
+		}
+		f.clock.Add(DefaultRetry)
+	}
+	if err := build(t, f, Node{0, 0}); err != nil {
+		t.Fatalf("third refusal: %v", err)
+	}
+	row, ok := f.row(t, Node{0, 0})
+	if !ok || !row.Mechanical || !strings.HasPrefix(row.Text, "[mechanical:") || len(row.Text) > LineBytes {
+		t.Fatalf("row = %+v", row)
+	}
+	if f.comp.callsOf("0+1") != RefusalLimit {
+		t.Errorf("%d model calls, want %d", f.comp.callsOf("0+1"), RefusalLimit)
+	}
+	s, err := f.m.Status(context.Background(), f.tenant, f.chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.MechanicalCount != 1 || len(s.Mechanical) != 1 || s.Mechanical[0].Node != "0+1" || s.Mechanical[0].Line != row.Text {
+		t.Errorf("status mechanical = %+v", s.Mechanical)
+	}
+}
+
+func TestDeadBuildersClaimIsRetakenAfterItsLease(t *testing.T) {
+	f := newFixture(t)
+	f.append(t, "user", long(0))
+	f.queue.take()
+	// A builder took the claim and died.
+	if _, err := f.m.states.update(context.Background(), f.tenant, f.chat, func(st *chatState) error {
+		st.Claims[0].Owner = "dead"
+		st.Claims[0].Until = f.clock.Now().Add(f.m.lease).UnixMilli()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Its message, delivered again while the lease runs, builds nothing.
+	if err := build(t, f, Node{0, 0}); err != nil || f.comp.total() != 0 {
+		t.Fatalf("duplicate during the lease: err %v, %d calls", err, f.comp.total())
+	}
+	f.clock.Add(f.m.lease - time.Second)
+	if err := f.m.Pump(context.Background(), f.tenant, f.chat); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.queue.take()); n != 0 {
+		t.Fatalf("claim retaken %d times before its lease ran out", n)
+	}
+	f.clock.Add(time.Second)
+	if err := f.m.Pump(context.Background(), f.tenant, f.chat); err != nil {
+		t.Fatal(err)
+	}
+	again := f.queue.take()
+	if len(again) != 1 {
+		t.Fatalf("after the lease %d builds sent, want 1", len(again))
+	}
+	f.queue.msgs = append(f.queue.msgs, again...)
+	f.deliverAll(t)
+	if _, ok := f.row(t, Node{0, 0}); !ok || f.comp.callsOf("0+1") != 1 {
+		t.Errorf("leaf not built once after the lease: %d calls", f.comp.callsOf("0+1"))
+	}
+}
+
+func TestRedeliveredMessageDoesNotBuildTwice(t *testing.T) {
+	f := newFixture(t)
+	f.comp.delay = 50 * time.Millisecond
+	f.append(t, "user", long(0))
+	msg := f.queue.take()[0].msg
+	// Two deliveries at once (SQS delivers at least once), and one later.
+	var wg sync.WaitGroup
+	for k := 0; k < 2; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f.m.Build(context.Background(), msg.Tenant, msg.Chat, msg.L, msg.I); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := build(t, f, Node{0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.comp.callsOf("0+1"); n != 1 {
+		t.Errorf("the compressor was called %d times for one node", n)
+	}
+	if st := f.state(t); st.Built != 1 || st.View.Size != lineSize(Node{0, 0}, 120) {
+		t.Errorf("state counts %d built, view %d bytes", st.Built, st.View.Size)
+	}
+}
+
+func TestRowWrittenByADeadBuilderIsNotBuiltAgain(t *testing.T) {
+	f := newFixture(t)
+	f.append(t, "user", long(0))
+	f.queue.take()
+	// The row exists, but its builder died before recording it.
+	body := `{"t":"written before a crash"}`
+	if err := f.table.Create(context.Background(), store.Item{Key: nodeKey(f.tenant, f.chat, Node{0, 0}), Body: []byte(body)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := build(t, f, Node{0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if f.comp.total() != 0 || !f.state(t).built(Node{0, 0}) {
+		t.Errorf("%d calls; built %v", f.comp.total(), f.state(t).built(Node{0, 0}))
+	}
+	v, _ := f.m.ReadView(context.Background(), f.tenant, f.chat, false)
+	if !strings.Contains(v.View, "0+1|written before a crash") {
+		t.Errorf("view %q", v.View)
+	}
+}
+
+func TestLostQueueMessageIsRefoundByTheNextAPICall(t *testing.T) {
+	f := newFixture(t)
+	f.append(t, "user", long(0), long(1))
+	f.queue.take() // lost
+	f.clock.Add(f.m.lease)
+	// Any API call on the chat runs the scheduler: here, reading the view.
+	if _, err := f.m.ReadView(context.Background(), f.tenant, f.chat, false); err != nil {
+		t.Fatal(err)
+	}
+	if again := f.queue.take(); labels(nodesOf(again)) != "0+1, 1+1" {
+		t.Fatalf("re-sent %s", labels(nodesOf(again)))
+	} else {
+		f.queue.msgs = again
+	}
+	f.deliverAll(t)
+	if st := f.state(t); st.Built != 3 {
+		t.Errorf("%d nodes built, want 3", st.Built)
+	}
+}
+
+func TestLostAppendNoticeIsCaughtUpByTheNextAPICall(t *testing.T) {
+	f := newFixture(t)
+	f.log.add(f.chat, "user", "logged, but memory never heard")
+	v, err := f.m.ReadView(context.Background(), f.tenant, f.chat, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Lines != 1 || len(f.queue.take()) != 1 {
+		t.Errorf("view has %d lines", v.Lines)
+	}
+}
+
+func TestQueueOutageReleasesTheClaims(t *testing.T) {
+	f := newFixture(t)
+	f.queue.fail = store.Unavailable("send", errors.New("queue down"))
+	f.log.add(f.chat, "user", "x")
+	if err := f.m.Appended(context.Background(), f.tenant, f.chat, 1); err == nil {
+		t.Fatal("a queue outage went unreported")
+	}
+	if st := f.state(t); len(st.Claims) != 0 || !strings.Contains(st.LastError, "queue") {
+		t.Fatalf("claims %d after the send failed; last error %q", len(st.Claims), st.LastError)
+	}
+	f.queue.fail = nil
+	if err := f.m.Pump(context.Background(), f.tenant, f.chat); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.queue.take()); n != 1 {
+		t.Errorf("%d sent once the queue is back", n)
+	}
+}
+
+func TestSchedulerStateStaysSmallAsTheChatGrows(t *testing.T) {
+	// The state holds the frontier, not the log: its size is about the same
+	// at 1,000 and 20,000 entries.
+	sizes := map[int]int{}
+	f := newFixture(t)
+	n := 0
+	for _, at := range []int{1000, 20000} {
+		for ; n < at; n++ {
+			f.log.add(f.chat, "user", fmt.Sprintf("m%d", n))
+		}
+		if err := f.m.Appended(context.Background(), f.tenant, f.chat, int64(n)); err != nil {
+			t.Fatal(err)
+		}
+		f.deliverAll(t)
+		sizes[at] = f.table.stateBytes(f.tenant, f.chat)
+	}
+	if sizes[20000] > 4*sizes[1000]+2000 || sizes[20000] > 64<<10 {
+		t.Errorf("state item: %d bytes at 1,000 entries, %d at 20,000", sizes[1000], sizes[20000])
+	}
+}
