@@ -177,7 +177,7 @@ func drawUIBug(c *canvas, f Fact) {
 	c.fill(image.Rect(0, 270, Width, 340), dark)
 	c.text(20, 292, f.Detail[3], white)
 	c.fill(image.Rect(0, 350, Width, 400), yellow)
-	c.text(20, 362, "BUG: "+f.Fact, black)
+	c.text(8, 362, "BUG: "+f.Fact, black)
 }
 
 func drawDiff(c *canvas, f Fact) {

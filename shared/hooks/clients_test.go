@@ -204,7 +204,7 @@ func TestBedrockConverseShape(t *testing.T) {
 		api := newProvider(t, "/model/m/converse", `{"output":{"message":{"role":"assistant","content":[{"text":"ok"}]}},
 			"stopReason":"end_turn","usage":{"inputTokens":1,"outputTokens":1,"totalTokens":2},"metrics":{"latencyMs":1}}`)
 		client := bedrockruntime.NewFromConfig(awstest.Config(), func(o *bedrockruntime.Options) { o.BaseEndpoint = aws.String(api.srv.URL) })
-		converse := func(user, result brtypes.ContentBlock, resultContent brtypes.ToolResultContentBlock) []byte {
+		converse := func(user brtypes.ContentBlock, resultContent brtypes.ToolResultContentBlock) []byte {
 			_, err := client.Converse(t.Context(), &bedrockruntime.ConverseInput{
 				ModelId: aws.String("m"),
 				System:  []brtypes.SystemContentBlock{&brtypes.SystemContentBlockMemberText{Value: "You see images."}},
@@ -223,10 +223,9 @@ func TestBedrockConverseShape(t *testing.T) {
 			}
 			return bytes.Clone(api.last(t))
 		}
-		withRefs := converse(&brtypes.ContentBlockMemberText{Value: refs.Ref(na)}, nil, &brtypes.ToolResultContentBlockMemberText{Value: refs.Ref(nb)})
+		withRefs := converse(&brtypes.ContentBlockMemberText{Value: refs.Ref(na)}, &brtypes.ToolResultContentBlockMemberText{Value: refs.Ref(nb)})
 		withImages := converse(
 			&brtypes.ContentBlockMemberImage{Value: brtypes.ImageBlock{Format: brtypes.ImageFormatPng, Source: &brtypes.ImageSourceMemberBytes{Value: rawA}}},
-			nil,
 			&brtypes.ToolResultContentBlockMemberImage{Value: brtypes.ImageBlock{Format: brtypes.ImageFormatPng, Source: &brtypes.ImageSourceMemberBytes{Value: rawB}}},
 		)
 		var got restoreAnswerT

@@ -248,7 +248,7 @@ func (m *Memory) pump(ctx context.Context, tenant, chat string, t int64) (*chatS
 // A failed row read leaves the batch open; it resumes at the next change.
 func (m *Memory) batches(ctx context.Context, chat string, st *chatState, sizes mergeSizes) int {
 	before := st.View.Size
-	merged, err := st.View.batch(st.T, ViewHigh, ViewLow, false, st.built, sizes)
+	merged, err := st.View.batch(st.T, ViewHigh, ViewLow, false, st, sizes)
 	if err != nil {
 		m.logger.WarnContext(ctx, "memory: view batch paused", "chat", chat, "err", err)
 	}
@@ -256,7 +256,7 @@ func (m *Memory) batches(ctx context.Context, chat string, st *chatState, sizes 
 		m.onBatch("view", before, st.View.Size, st.View.Open)
 	}
 	before = st.Compact.Size
-	cmerged, err := st.Compact.batch(st.T, CompactHigh, CompactLow, merged > 0, st.built, sizes)
+	cmerged, err := st.Compact.batch(st.T, CompactHigh, CompactLow, merged > 0, st, sizes)
 	if err != nil {
 		m.logger.WarnContext(ctx, "memory: compaction view batch paused", "chat", chat, "err", err)
 	}

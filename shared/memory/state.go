@@ -128,6 +128,22 @@ func (st *chatState) built(n Node) bool {
 	return k < len(lv.More) && lv.More[k] == n.I
 }
 
+// firstBuilt is the smallest j in [from, to] with (l, j) built.
+func (st *chatState) firstBuilt(l int, from, to int64) (int64, bool) {
+	if l >= len(st.Levels) || from > to {
+		return 0, false
+	}
+	lv := &st.Levels[l]
+	if from < lv.Done {
+		return from, true
+	}
+	k := sort.Search(len(lv.More), func(k int) bool { return lv.More[k] >= from })
+	if k < len(lv.More) && lv.More[k] <= to {
+		return lv.More[k], true
+	}
+	return 0, false
+}
+
 // markBuilt records n as built; it reports false when it already was.
 func (st *chatState) markBuilt(n Node) bool {
 	if st.built(n) {

@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"container/heap"
 	"encoding/json"
 	"fmt"
 	"math/bits"
@@ -129,6 +128,13 @@ func (p *partition) before(end int64) []Node {
 // built when asked.
 type mergeSizes func(parent Node) (parentSize, childrenSize int64, err error)
 
+// builtSet answers which nodes are built; a batch asks it for the first
+// built parent of a stretch of siblings.
+type builtSet interface {
+	// firstBuilt is the smallest j in [from, to] with (l, j) built.
+	firstBuilt(l int, from, to int64) (int64, bool)
+}
+
 // batch runs the sawtooth. A closed batch opens when the size passes high
 // (or, with force, when it passes low: the compaction view follows every
 // chat-view merge). An open batch replaces the most due mergeable pair with
@@ -138,38 +144,44 @@ type mergeSizes func(parent Node) (parentSize, childrenSize int64, err error)
 // parent is built. Most due is the highest (t - last) / 2^l, where last is
 // the pair's last entry and l the children's level; ties go to the oldest.
 // It returns the number of merges made.
-func (p *partition) batch(t, high, low int64, force bool, built func(Node) bool, sizes mergeSizes) (int, error) {
+//
+// It works on runs, never expanding the partition: runs are maximal, so
+// sibling pairs lie inside one run, and within a run the oldest mergeable
+// pair is also its most due. A step costs O(runs).
+func (p *partition) batch(t, high, low int64, force bool, built builtSet, sizes mergeSizes) (int, error) {
 	if !p.Open && (p.Size > high || (force && p.Size > low)) {
 		p.Open = true
 	}
 	if !p.Open {
 		return 0, nil
 	}
-	nodes := p.nodes()
-	m := newMerger(nodes, t, built)
 	merged := 0
 	for p.Size > low {
-		k, ok := m.pop()
-		if !ok {
+		best, bestJ, found := -1, int64(0), false
+		var bestDue due
+		for k, r := range p.Runs {
+			j, ok := firstPair(r, built)
+			if !ok {
+				continue
+			}
+			last := (2*j+2)<<r.L - 1
+			d := newDue(t-last, r.L)
+			if !found || d.more(bestDue) {
+				best, bestJ, bestDue, found = k, j, d, true
+			}
+		}
+		if !found {
 			break
 		}
-		parent := m.nodes[k].Parent()
+		parent := Node{L: p.Runs[best].L + 1, I: bestJ}
 		ps, cs, err := sizes(parent)
 		if err != nil {
-			if merged > 0 {
-				// Keep what was merged; the batch resumes later.
-				p.setNodes(m.result())
-				p.Merges += int64(merged)
-			}
 			return merged, err
 		}
-		m.merge(k)
+		p.mergeAt(best, bestJ)
 		p.Size += ps - cs
+		p.Merges++
 		merged++
-	}
-	if merged > 0 {
-		p.setNodes(m.result())
-		p.Merges += int64(merged)
 	}
 	if p.Size <= low {
 		p.Open = false
@@ -177,84 +189,45 @@ func (p *partition) batch(t, high, low int64, force bool, built func(Node) bool,
 	return merged, nil
 }
 
-// merger finds most-due pairs in a list of nodes with a heap; a merge only
-// changes the pairs next to it, so a batch costs O(n log n), not O(n^2).
-type merger struct {
-	nodes      []Node
-	alive      []bool
-	prev, next []int
-	t          int64
-	built      func(Node) bool
-	pairs      pairHeap
+// firstPair is the parent index of the oldest mergeable pair in r.
+func firstPair(r run, built builtSet) (int64, bool) {
+	from := (r.I + 1) / 2 // the first even index in r, halved
+	to := (r.I+r.N)/2 - 1 // the last pair that fits in r
+	if from > to {
+		return 0, false
+	}
+	return built.firstBuilt(r.L+1, from, to)
 }
 
-func newMerger(nodes []Node, t int64, built func(Node) bool) *merger {
-	m := &merger{nodes: nodes, alive: make([]bool, len(nodes)), prev: make([]int, len(nodes)), next: make([]int, len(nodes)), t: t, built: built}
-	for k := range nodes {
-		m.alive[k] = true
-		m.prev[k] = k - 1
-		m.next[k] = k + 1
+// mergeAt replaces the pair (L, 2j), (L, 2j+1) of run k with its parent,
+// keeping the runs maximal.
+func (p *partition) mergeAt(k int, j int64) {
+	r := p.Runs[k]
+	var repl []run
+	if left := 2*j - r.I; left > 0 {
+		repl = append(repl, run{L: r.L, I: r.I, N: left})
 	}
-	for k := range nodes {
-		m.push(k)
+	repl = append(repl, run{L: r.L + 1, I: j, N: 1})
+	if right := r.I + r.N - (2*j + 2); right > 0 {
+		repl = append(repl, run{L: r.L, I: 2*j + 2, N: right})
 	}
-	return m
-}
-
-// push records the pair starting at slot k when it is mergeable.
-func (m *merger) push(k int) {
-	if k < 0 || k >= len(m.nodes) || !m.alive[k] {
-		return
-	}
-	j := m.next[k]
-	if j >= len(m.nodes) {
-		return
-	}
-	a, b := m.nodes[k], m.nodes[j]
-	if a.L != b.L || a.I%2 != 0 || b.I != a.I+1 || !m.built(a.Parent()) {
-		return
-	}
-	heap.Push(&m.pairs, pair{slot: k, left: a, right: b, due: newDue(m.t-b.End()+1, a.L)})
-}
-
-// next returns the slot of the most due pair still standing.
-func (m *merger) pop() (int, bool) {
-	for m.pairs.Len() > 0 {
-		top := heap.Pop(&m.pairs).(pair)
-		k := top.slot
-		if !m.alive[k] || m.nodes[k] != top.left {
+	runs := make([]run, 0, len(p.Runs)+2)
+	runs = append(runs, p.Runs[:k]...)
+	for _, x := range repl {
+		if n := len(runs) - 1; n >= 0 && runs[n].L == x.L && runs[n].I+runs[n].N == x.I {
+			runs[n].N += x.N
 			continue
 		}
-		j := m.next[k]
-		if j >= len(m.nodes) || m.nodes[j] != top.right {
+		runs = append(runs, x)
+	}
+	for _, x := range p.Runs[k+1:] {
+		if n := len(runs) - 1; n >= 0 && runs[n].L == x.L && runs[n].I+runs[n].N == x.I {
+			runs[n].N += x.N
 			continue
 		}
-		return k, true
+		runs = append(runs, x)
 	}
-	return 0, false
-}
-
-// merge replaces the pair at slot k with its parent.
-func (m *merger) merge(k int) {
-	j := m.next[k]
-	m.nodes[k] = m.nodes[k].Parent()
-	m.alive[j] = false
-	m.next[k] = m.next[j]
-	if m.next[k] < len(m.nodes) {
-		m.prev[m.next[k]] = k
-	}
-	m.push(m.prev[k])
-	m.push(k)
-}
-
-func (m *merger) result() []Node {
-	out := make([]Node, 0, len(m.nodes))
-	for k, n := range m.nodes {
-		if m.alive[k] {
-			out = append(out, n)
-		}
-	}
-	return out
+	p.Runs = runs
 }
 
 // due is (age / 2^level), compared exactly: age is t - last >= 1.
@@ -276,38 +249,12 @@ func (d due) more(e due) bool {
 	return dl > el
 }
 
-func (d due) equal(e due) bool { return !d.more(e) && !e.more(d) }
-
 // mul128 is x * 2^shift as a 128-bit number (high, low).
 func mul128(x uint64, shift int) (uint64, uint64) {
 	if shift >= 64 {
 		return x << (shift - 64), 0
 	}
 	return bits.Mul64(x, 1<<uint(shift))
-}
-
-type pair struct {
-	slot        int
-	left, right Node
-	due         due
-}
-
-type pairHeap []pair
-
-func (h pairHeap) Len() int { return len(h) }
-func (h pairHeap) Less(a, b int) bool {
-	if !h[a].due.equal(h[b].due) {
-		return h[a].due.more(h[b].due)
-	}
-	return h[a].left.Start() < h[b].left.Start()
-}
-func (h pairHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
-func (h *pairHeap) Push(x any)   { *h = append(*h, x.(pair)) }
-func (h *pairHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }
 
 // check verifies that the partition tiles [0, t) with aligned nodes.

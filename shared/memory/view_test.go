@@ -35,6 +35,18 @@ func partitionOf(t *testing.T, labels ...string) *partition {
 // unitSizes makes every line 10 bytes, so a merge saves 10.
 func unitSizes(Node) (int64, int64, error) { return 10, 20, nil }
 
+// builtFunc answers builtSet by asking a function about each node.
+type builtFunc func(Node) bool
+
+func (f builtFunc) firstBuilt(l int, from, to int64) (int64, bool) {
+	for j := from; j <= to; j++ {
+		if f(Node{L: l, I: j}) {
+			return j, true
+		}
+	}
+	return 0, false
+}
+
 func allBuilt(Node) bool { return true }
 
 func TestMostDuePairMergesFirst(t *testing.T) {
@@ -81,7 +93,7 @@ func TestMostDuePairMergesFirst(t *testing.T) {
 			p := partitionOf(t, tt.view...)
 			// One merge brings the size to the target.
 			p.Size = 100
-			if _, err := p.batch(tt.t, 95, 90, false, tt.built, unitSizes); err != nil {
+			if _, err := p.batch(tt.t, 95, 90, false, builtFunc(tt.built), unitSizes); err != nil {
 				t.Fatal(err)
 			}
 			if got := labels(p.nodes()); got != tt.want {
@@ -96,7 +108,7 @@ func TestBatchStaysOpenUntilItReachesItsTarget(t *testing.T) {
 	p.Size = 200
 	built := map[Node]bool{}
 	isBuilt := func(n Node) bool { return built[n] }
-	if _, err := p.batch(4, 150, 100, false, isBuilt, unitSizes); err != nil {
+	if _, err := p.batch(4, 150, 100, false, builtFunc(isBuilt), unitSizes); err != nil {
 		t.Fatal(err)
 	}
 	if !p.Open || p.Size != 200 {
@@ -105,12 +117,12 @@ func TestBatchStaysOpenUntilItReachesItsTarget(t *testing.T) {
 	// A later change resumes the batch, even below the high mark.
 	built[Node{1, 1}] = true
 	p.Size = 120
-	if n, _ := p.batch(4, 150, 100, false, isBuilt, unitSizes); n != 1 || !p.Open {
+	if n, _ := p.batch(4, 150, 100, false, builtFunc(isBuilt), unitSizes); n != 1 || !p.Open {
 		t.Fatalf("resumed batch merged %d, open=%v; want 1 merge and still open", n, p.Open)
 	}
 	built[Node{1, 0}] = true
 	built[Node{2, 0}] = true
-	if _, err := p.batch(4, 150, 100, false, isBuilt, unitSizes); err != nil {
+	if _, err := p.batch(4, 150, 100, false, builtFunc(isBuilt), unitSizes); err != nil {
 		t.Fatal(err)
 	}
 	if p.Open || p.Size > 100 {

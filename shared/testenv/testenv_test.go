@@ -133,3 +133,20 @@ func TestTimesFailsOnlyTheFirstCalls(t *testing.T) {
 		t.Fatalf("failures %v, want %v", got, want)
 	}
 }
+
+// BenchmarkAWSSetup measures what AWS(t) costs a test: two in-process
+// servers and a fresh table, bucket and queue.
+func BenchmarkAWSSetup(b *testing.B) {
+	testenv.AWS(b) // the shared SQS server starts once, outside the loop
+	b.ResetTimer()
+	for b.Loop() {
+		testenv.AWS(b)
+	}
+}
+
+// BenchmarkEmbeddedSetup measures what Embedded(t) costs a test.
+func BenchmarkEmbeddedSetup(b *testing.B) {
+	for b.Loop() {
+		testenv.Embedded(b)
+	}
+}

@@ -401,13 +401,16 @@ func refSafe(s string, cut int, forward bool) int {
 // a notice of how many characters were left out, and each ref named only in
 // the cut middle listed on its own line after the capped text, so no image
 // is lost (spec requirement 15).
-func capEcho(text string) string {
+func capEcho(text string) string { return capText(text, EchoChars) }
+
+// capText is capEcho for a limit of limit characters (limit > 2*64).
+func capText(text string, limit int) string {
 	total := utf8.RuneCountInString(text)
-	if total <= EchoChars {
+	if total <= limit {
 		return text
 	}
 	const noticeRoom = 64 // the notice is far shorter than this
-	keep := EchoChars - noticeRoom
+	keep := limit - noticeRoom
 	head := refSafe(text, byteOffset(text, keep/2), false)
 	tail := refSafe(text, byteOffset(text, total-(keep-keep/2)), true)
 	middle := text[head:tail]

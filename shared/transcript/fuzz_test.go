@@ -5,8 +5,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/refs"
 )
 
 // FuzzDecodeAppend: any body decodes to messages or to a 400 that names a
@@ -40,5 +42,55 @@ func FuzzDecodeAppend(f *testing.F) {
 			}
 		}
 		_ = checkMessages(req.Messages) // must not panic either
+	})
+}
+
+// FuzzSplitAndCap: pieces join back to the text, each within the limit and
+// cut between runes, with no ref split; a capped text is within the limit
+// and lists every ref of its cut middle.
+func FuzzSplitAndCap(f *testing.F) {
+	f.Add("hello [image 0123456789abcdef] world", 30)
+	f.Add(strings.Repeat("é[image 0123456789abcdef]x", 20), 25)
+	f.Add(strings.Repeat("🙂", 300), 24)
+	f.Fuzz(func(t *testing.T, text string, max int) {
+		if !utf8.ValidString(text) || max < refLen || max > 1000 {
+			return
+		}
+		parts := splitText(text, max)
+		if strings.Join(parts, "") != text {
+			t.Fatal("pieces do not join back")
+		}
+		for _, p := range parts {
+			if utf8.RuneCountInString(p) > max || !utf8.ValidString(p) {
+				t.Fatalf("piece %q over %d or cut in a rune", p, max)
+			}
+		}
+		names := refs.Names(strings.Join(parts, "\x00"))
+		if len(names) != len(refs.Names(text)) {
+			t.Fatalf("a ref was split: %d names in pieces, %d in text", len(names), len(refs.Names(text)))
+		}
+
+		limit := 130 + max%200
+		capped := capText(text, limit)
+		body := capped
+		for {
+			i := strings.LastIndex(body, "\n[image ")
+			if i < 0 || refs.RefName(body[i+1:]) == "" {
+				break
+			}
+			body = body[:i]
+		}
+		if utf8.RuneCountInString(body) > limit {
+			t.Fatalf("capped text has %d characters, limit %d", utf8.RuneCountInString(body), limit)
+		}
+		got := map[string]bool{}
+		for _, n := range refs.Names(capped) {
+			got[n] = true
+		}
+		for _, n := range refs.Names(text) {
+			if !got[n] {
+				t.Fatalf("ref %s lost by the cap", n)
+			}
+		}
 	})
 }

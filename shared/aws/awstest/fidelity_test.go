@@ -288,7 +288,9 @@ func TestRequestsOverSixteenMegabytesAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var e struct{ Type string `json:"__type"` }
+	var e struct {
+		Type string `json:"__type"`
+	}
 	json.NewDecoder(res.Body).Decode(&e)
 	if res.StatusCode != http.StatusRequestEntityTooLarge || !strings.HasSuffix(e.Type, "RequestEntityTooLarge") {
 		t.Fatalf("oversize request: %d %q", res.StatusCode, e.Type)

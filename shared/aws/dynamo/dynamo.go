@@ -215,7 +215,7 @@ func (t *Table) Query(ctx context.Context, q store.Query) (store.Page, error) {
 		if q.Limit > 0 {
 			// One more than needed tells whether another page follows
 			// without a trailing empty page.
-			in.Limit = aws.Int32(int32(min(q.Limit-len(page.Items)+1, 1<<20)))
+			in.Limit = aws.Int32(int32(min(q.Limit-len(page.Items), 1<<20) + 1))
 		}
 		out, err := t.client.Query(ctx, in)
 		if err != nil {

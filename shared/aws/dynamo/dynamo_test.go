@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -346,4 +347,17 @@ func keys(items []store.Item) []string {
 		ks = append(ks, it.SK)
 	}
 	return ks
+}
+
+func TestQueryWithHugeLimitReadsEverything(t *testing.T) {
+	tbl, _, _ := newTable(t)
+	ctx := t.Context()
+	for i := range 3 {
+		must(t, tbl.Create(ctx, store.Item{Key: store.Key{PK: "p", SK: fmt.Sprint(i)}, Body: []byte(`{}`)}))
+	}
+	page, err := tbl.Query(ctx, store.Query{PK: "p", Limit: math.MaxInt})
+	must(t, err)
+	if len(page.Items) != 3 || page.Next != "" {
+		t.Fatalf("Limit MaxInt: %d items next %q, want 3 and no next", len(page.Items), page.Next)
+	}
 }

@@ -1,115 +1,16 @@
 package bedrock
 
 import (
+	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
-
 	"github.com/durachat/durachat/shared/model"
+	"github.com/durachat/durachat/shared/model/bedrock/bedrocktest"
 )
 
-// wireBlock is a Converse content block as it arrives on the wire.
-type wireBlock struct {
-	Text       *string `json:"text"`
-	CachePoint *struct {
-		Type string `json:"type"`
-	} `json:"cachePoint"`
-	Image *struct {
-		Format string `json:"format"`
-		Source struct {
-			Bytes string `json:"bytes"`
-		} `json:"source"`
-	} `json:"image"`
-}
-
-type wireRequest struct {
-	System   []wireBlock `json:"system"`
-	Messages []struct {
-		Role    string      `json:"role"`
-		Content []wireBlock `json:"content"`
-	} `json:"messages"`
-	InferenceConfig struct {
-		MaxTokens int `json:"maxTokens"`
-	} `json:"inferenceConfig"`
-}
-
-// reply is how the fake Converse endpoint answers.
-type reply struct {
-	status    int
-	errorType string
-	drop      bool
-	text      string
-	stop      string
-}
-
-type converseServer struct {
-	*httptest.Server
-	mu       sync.Mutex
-	paths    []string
-	requests []wireRequest
-}
-
-// newServer answers POST /model/{modelId}/converse as Converse does.
-func newServer(t *testing.T, rep reply) *converseServer {
-	s := &converseServer{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req wireRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			t.Errorf("request body is not JSON: %v", err)
-		}
-		s.mu.Lock()
-		s.paths = append(s.paths, r.Method+" "+r.URL.EscapedPath())
-		s.requests = append(s.requests, req)
-		s.mu.Unlock()
-		if r.Header.Get("Authorization") == "" {
-			t.Error("request is not signed")
-		}
-		switch {
-		case rep.drop:
-			conn, _, _ := w.(http.Hijacker).Hijack()
-			conn.Close()
-			return
-		case rep.status != 0:
-			w.Header().Set("X-Amzn-Errortype", rep.errorType)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(rep.status)
-			json.NewEncoder(w).Encode(map[string]string{"message": "scripted " + rep.errorType})
-			return
-		}
-		stop := rep.stop
-		if stop == "" {
-			stop = "end_turn"
-		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{
-			"output":     map[string]any{"message": map[string]any{"role": "assistant", "content": []any{map[string]any{"text": rep.text}}}},
-			"stopReason": stop,
-			"usage":      map[string]any{"inputTokens": 120, "outputTokens": 30, "totalTokens": 150, "cacheReadInputTokens": 80, "cacheWriteInputTokens": 0},
-			"metrics":    map[string]any{"latencyMs": 5},
-		})
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-// client is the official SDK client pointed at the server, one attempt per call.
-func (s *converseServer) client() *bedrockruntime.Client {
-	return bedrockruntime.New(bedrockruntime.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(s.URL),
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
-		Retryer:      aws.NopRetryer{},
-	})
+func serve(t *testing.T, rep bedrocktest.Reply) *bedrocktest.Server {
+	return bedrocktest.New(t, func(int, bedrocktest.Request) bedrocktest.Reply { return rep })
 }
 
 func request() model.Request {
@@ -127,8 +28,8 @@ func request() model.Request {
 }
 
 func TestConverseRequestCarriesSystemTextAndImageBlocks(t *testing.T) {
-	srv := newServer(t, reply{text: "the line"})
-	m := New(srv.client(), "anthropic.claude-test-v1:0", Options{CachePoint: true})
+	srv := serve(t, bedrocktest.Reply{Text: "the line"})
+	m := New(srv.Client(), "anthropic.claude-test-v1:0", Options{CachePoint: true})
 	resp, err := m.Complete(context.Background(), request())
 	if err != nil {
 		t.Fatal(err)
@@ -136,10 +37,10 @@ func TestConverseRequestCarriesSystemTextAndImageBlocks(t *testing.T) {
 	if resp.Text != "the line" || resp.Usage.InputTokens != 120 || resp.Usage.OutputTokens != 30 || resp.Usage.CacheReadTokens != 80 {
 		t.Fatalf("response = %+v", resp)
 	}
-	if got := srv.paths[0]; got != "POST /model/anthropic.claude-test-v1%3A0/converse" {
+	if got := srv.Requests()[0].Path; got != "POST /model/anthropic.claude-test-v1%3A0/converse" {
 		t.Fatalf("path = %s", got)
 	}
-	req := srv.requests[0]
+	req := srv.Requests()[0]
 	if len(req.System) != 1 || *req.System[0].Text != "sys" || req.InferenceConfig.MaxTokens != 400 {
 		t.Fatalf("system/inference = %+v", req)
 	}
@@ -154,17 +55,17 @@ func TestConverseRequestCarriesSystemTextAndImageBlocks(t *testing.T) {
 		*c[2].Text != "the task" || *c[3].Text != "[image 0123456789abcdef]" {
 		t.Fatalf("blocks = %+v", c)
 	}
-	if c[4].Image == nil || c[4].Image.Format != "webp" || c[4].Image.Source.Bytes != base64.StdEncoding.EncodeToString([]byte("webp-bytes")) {
+	if c[4].Image == nil || c[4].Image.Format != "webp" || !bytes.Equal(c[4].Image.Source.Bytes, []byte("webp-bytes")) {
 		t.Fatalf("image block = %+v", c[4].Image)
 	}
 }
 
 func TestNoCachePointUnlessAsked(t *testing.T) {
-	srv := newServer(t, reply{text: "x"})
-	if _, err := New(srv.client(), "m", Options{}).Complete(context.Background(), request()); err != nil {
+	srv := serve(t, bedrocktest.Reply{Text: "x"})
+	if _, err := New(srv.Client(), "m", Options{}).Complete(context.Background(), request()); err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range srv.requests[0].Messages[0].Content {
+	for _, b := range srv.Requests()[0].Messages[0].Content {
 		if b.CachePoint != nil {
 			t.Fatal("cache point sent to a model not known to support it")
 		}
@@ -182,37 +83,37 @@ func TestImageLimitsAndTextOnly(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		req.Messages[0].Parts = append(req.Messages[0].Parts, model.Part{Image: &model.Image{Name: "x", MimeType: "image/png", Data: []byte{1}}})
 	}
-	srv := newServer(t, reply{text: "x"})
-	_, err := New(srv.client(), "m", Options{}).Complete(context.Background(), req)
-	if err == nil || model.IsRetryable(err) || len(srv.requests) != 0 {
-		t.Fatalf("21 images: err %v, %d requests sent; want a non-retryable error and nothing sent", err, len(srv.requests))
+	srv := serve(t, bedrocktest.Reply{Text: "x"})
+	_, err := New(srv.Client(), "m", Options{}).Complete(context.Background(), req)
+	if err == nil || model.IsRetryable(err) || len(srv.Requests()) != 0 {
+		t.Fatalf("21 images: err %v, %d requests sent; want a non-retryable error and nothing sent", err, len(srv.Requests()))
 	}
 }
 
 func TestConverseErrorsAreClassified(t *testing.T) {
 	tests := []struct {
 		name      string
-		reply     reply
+		reply     bedrocktest.Reply
 		retryable bool
 		refused   bool
 	}{
-		{"throttled", reply{status: 429, errorType: "ThrottlingException"}, true, false},
-		{"model not ready", reply{status: 429, errorType: "ModelNotReadyException"}, true, false},
-		{"model timeout", reply{status: 408, errorType: "ModelTimeoutException"}, true, false},
-		{"internal error", reply{status: 500, errorType: "InternalServerException"}, true, false},
-		{"unavailable", reply{status: 503, errorType: "ServiceUnavailableException"}, true, false},
-		{"image rejected", reply{status: 400, errorType: "ValidationException"}, false, false},
-		{"access denied", reply{status: 403, errorType: "AccessDeniedException"}, false, false},
-		{"bad signature", reply{status: 403, errorType: "UnrecognizedClientException"}, false, false},
-		{"no quota", reply{status: 400, errorType: "ServiceQuotaExceededException"}, false, false},
-		{"dropped connection", reply{drop: true}, true, false},
-		{"guardrail", reply{text: "blocked", stop: "guardrail_intervened"}, false, true},
-		{"content filtered", reply{text: "", stop: "content_filtered"}, false, true},
+		{"throttled", bedrocktest.Reply{Status: 429, ErrorType: "ThrottlingException"}, true, false},
+		{"model not ready", bedrocktest.Reply{Status: 429, ErrorType: "ModelNotReadyException"}, true, false},
+		{"model timeout", bedrocktest.Reply{Status: 408, ErrorType: "ModelTimeoutException"}, true, false},
+		{"internal error", bedrocktest.Reply{Status: 500, ErrorType: "InternalServerException"}, true, false},
+		{"unavailable", bedrocktest.Reply{Status: 503, ErrorType: "ServiceUnavailableException"}, true, false},
+		{"image rejected", bedrocktest.Reply{Status: 400, ErrorType: "ValidationException"}, false, false},
+		{"access denied", bedrocktest.Reply{Status: 403, ErrorType: "AccessDeniedException"}, false, false},
+		{"bad signature", bedrocktest.Reply{Status: 403, ErrorType: "UnrecognizedClientException"}, false, false},
+		{"no quota", bedrocktest.Reply{Status: 400, ErrorType: "ServiceQuotaExceededException"}, false, false},
+		{"dropped connection", bedrocktest.Reply{Drop: true}, true, false},
+		{"guardrail", bedrocktest.Reply{Text: "blocked", StopReason: "guardrail_intervened"}, false, true},
+		{"content filtered", bedrocktest.Reply{StopReason: "content_filtered"}, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, tt.reply)
-			_, err := New(srv.client(), "m", Options{}).Complete(context.Background(), request())
+			srv := serve(t, tt.reply)
+			_, err := New(srv.Client(), "m", Options{}).Complete(context.Background(), request())
 			if err == nil {
 				t.Fatal("no error")
 			}

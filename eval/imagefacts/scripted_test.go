@@ -1,0 +1,219 @@
+package imagefacts
+
+import (
+	"encoding/base64"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/model/anthropic/anthropictest"
+	"github.com/durachat/durachat/shared/refs"
+)
+
+// scripted is a model behind a local Anthropic Messages API server that
+// can "see" only two things: the facts of the images attached to a
+// request as image blocks (read from their PNG tEXt chunk), and facts that
+// appear in the text it is asked to compress (the <input> of a leaf, the
+// two lines of a merge). It never reads the <chat> context, so a fact can
+// only climb the tree through the lines themselves. It answers like a
+// compressor: one line within the limit the task states, keeping every
+// fact it saw and every [image <name>] label, and, for text alone,
+// shorter than its input.
+//
+// It also checks the wire: each image must follow the task, right after
+// the [image <name>] label of the image stored under that name, and still
+// carry its fact. Anything else is recorded as a problem.
+type scripted struct {
+	facts []Fact
+	*anthropictest.Server
+
+	mu       sync.Mutex
+	problems []string
+	seen     map[string]string // image name -> fact, over all requests
+}
+
+func newScripted(t *testing.T, facts []Fact) *scripted {
+	s := &scripted{facts: facts, seen: map[string]string{}}
+	s.Server = anthropictest.New(t, s.reply)
+	return s
+}
+
+var limitRe = regexp.MustCompile(`at most (\d+) bytes`)
+
+func (s *scripted) problem(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.problems = append(s.problems, fmt.Sprintf(format, args...))
+}
+
+func (s *scripted) Problems() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.problems...)
+}
+
+// Seen returns the image facts the model was shown, by image name.
+func (s *scripted) Seen() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]string, len(s.seen))
+	for k, v := range s.seen {
+		out[k] = v
+	}
+	return out
+}
+
+type sighting struct{ name, fact string }
+
+func (s *scripted) reply(n int, req anthropictest.Request) anthropictest.Reply {
+	if len(req.Messages) != 1 {
+		// The compactor asks again only when a line was not acceptable;
+		// this model's first line always is.
+		s.problem("request %d: a follow-up turn (%d messages): the first line was refused", n, len(req.Messages))
+	}
+	if len(req.Messages) == 0 {
+		return anthropictest.Reply{Status: 400, ErrorType: "invalid_request_error"}
+	}
+	var (
+		input, label string
+		limit        int
+		taskSeen     bool
+		attached     []sighting
+	)
+	for _, b := range req.Messages[0].Content {
+		switch b.Type {
+		case "text":
+			label = refs.RefName(b.Text)
+			if i := strings.Index(b.Text, "<input>\n"); i >= 0 && !taskSeen {
+				j := strings.LastIndex(b.Text, "\n</input>")
+				if j < i {
+					s.problem("request %d: <input> without </input>", n)
+					continue
+				}
+				input, taskSeen = b.Text[i+len("<input>\n"):j], true
+				if m := limitRe.FindStringSubmatch(b.Text); m != nil {
+					limit, _ = strconv.Atoi(m[1])
+				}
+			}
+		case "image":
+			if sight, ok := s.look(n, b, label, taskSeen); ok {
+				attached = append(attached, sight)
+			}
+			label = ""
+		}
+	}
+	if !taskSeen || limit <= 0 {
+		s.problem("request %d: no task with an <input> and a byte limit", n)
+		return anthropictest.Reply{Status: 400, ErrorType: "invalid_request_error"}
+	}
+	return anthropictest.Reply{Text: s.line(input, limit, attached)}
+}
+
+// look reads one image block: it must follow the task and its label, be
+// the image stored under that label's name, and carry a fact.
+func (s *scripted) look(n int, b anthropictest.Block, label string, afterTask bool) (sighting, bool) {
+	switch {
+	case !afterTask:
+		s.problem("request %d: an image before the task", n)
+	case label == "":
+		s.problem("request %d: an image not right after an [image <name>] label", n)
+	case b.Source == nil:
+		s.problem("request %d: image %s without a source", n, label)
+	}
+	if b.Source == nil || label == "" {
+		return sighting{}, false
+	}
+	if got := images.Name(b.Source.Data); got != label {
+		// Stored images are named after their base64 text; the same bytes
+		// sent again have the same name. Another name means the image was
+		// re-encoded on the way or sits under another image's label.
+		s.problem("request %d: the image under [image %s] is stored as %s", n, label, got)
+	}
+	data, err := base64.StdEncoding.DecodeString(b.Source.Data)
+	if err != nil {
+		s.problem("request %d: image %s: %v", n, label, err)
+		return sighting{}, false
+	}
+	fact, err := ReadText(data, TextKeyword)
+	if err != nil {
+		s.problem("request %d: image %s carries no fact: %v", n, label, err)
+		return sighting{}, false
+	}
+	s.mu.Lock()
+	s.seen[label] = fact
+	s.mu.Unlock()
+	return sighting{name: label, fact: fact}, true
+}
+
+// line writes the answer: what must be kept first (each attached image's
+// label with its fact, the other labels, the facts in the text), then as
+// much of the input as fits. With images the budget is the limit; for text
+// alone, two thirds of the input, so the line always shrinks its source.
+func (s *scripted) line(input string, limit int, attached []sighting) string {
+	var keep []string
+	labelled := map[string]bool{}
+	for _, a := range attached {
+		keep = append(keep, refs.Ref(a.name)+" shows "+a.fact)
+		labelled[a.name] = true
+	}
+	for _, name := range refs.Names(input) {
+		if !labelled[name] {
+			keep = append(keep, refs.Ref(name))
+		}
+	}
+	for _, f := range s.facts {
+		if Contains(input, f.Fact) && !containsAny(keep, f.Fact) {
+			keep = append(keep, f.Fact)
+		}
+	}
+	budget := limit
+	if len(attached) == 0 {
+		budget = min(limit, len(input)*2/3)
+	}
+	line := strings.Join(keep, "; ")
+	gist := strings.Join(strings.Fields(refsOut.ReplaceAllString(input, " ")), " ")
+	room := budget - len(line) - len("; ")
+	if line == "" {
+		room = budget
+	}
+	if room > 0 && gist != "" {
+		if len(gist) > room {
+			gist = strings.TrimSpace(cutBytes(gist, room))
+		}
+		if line != "" {
+			line += "; "
+		}
+		line += gist
+	}
+	if len(line) > limit {
+		s.problem("the facts and labels to keep take %d bytes, over the limit of %d: %q", len(line), limit, line)
+		line = cutBytes(line, limit)
+	}
+	return line
+}
+
+var refsOut = regexp.MustCompile(`\[image [0-9a-f]{16}\]`)
+
+func containsAny(parts []string, fact string) bool {
+	for _, p := range parts {
+		if Contains(p, fact) {
+			return true
+		}
+	}
+	return false
+}
+
+// cutBytes cuts s to at most n bytes on a character boundary.
+func cutBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}

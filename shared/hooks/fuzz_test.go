@@ -1,0 +1,155 @@
+package hooks
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/model"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// memImages is an in-memory image store for fuzzing, where a backend round
+// trip per input would be too slow.
+type memImages struct {
+	mu sync.Mutex
+	m  map[string]model.Image
+}
+
+func (s *memImages) Put(_ context.Context, tenant, b64 string) (string, error) {
+	p, err := images.Shrink(b64)
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[tenant+"/"+p.Name] = model.Image{Name: p.Name, MimeType: p.MimeType, Data: p.Data}
+	return p.Name, nil
+}
+
+func (s *memImages) Get(_ context.Context, tenant, name string) (model.Image, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	img, ok := s.m[tenant+"/"+name]
+	if !ok {
+		return model.Image{}, store.ErrNotFound
+	}
+	return img, nil
+}
+
+func (s *memImages) Head(ctx context.Context, tenant, name string) (store.BlobInfo, error) {
+	img, err := s.Get(ctx, tenant, name)
+	return store.BlobInfo{ContentType: img.MimeType, Size: int64(len(img.Data))}, err
+}
+
+type fakeLinker struct{}
+
+func (fakeLinker) URL(_ context.Context, key string, _ time.Duration) (string, error) {
+	return "https://images.example.test/" + key, nil
+}
+
+// fuzzHandler serves the hooks on memImages holding one image.
+func fuzzHandler(f *testing.F) (http.Handler, string) {
+	mem := &memImages{m: map[string]model.Image{}}
+	name, err := mem.Put(context.Background(), tenantA, pngB64(f, 1, 4, 4))
+	if err != nil {
+		f.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	NewOffload(mem).Register(mux)
+	NewRestore(mem, fakeLinker{}).Register(mux)
+	return mux, name
+}
+
+func serve(t *testing.T, h http.Handler, route string, body []byte) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodPost, "/v1/chats/c/"+route, strings.NewReader(string(body)))
+	r = r.WithContext(api.WithTenant(r.Context(), tenantA))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// checkAnswer: a well-formed request is answered 200 with valid JSON,
+// anything else 400.
+func checkAnswer(t *testing.T, w *httptest.ResponseRecorder, field string) {
+	switch w.Code {
+	case http.StatusOK:
+		var answer map[string]json.RawMessage
+		if err := json.Unmarshal(w.Body.Bytes(), &answer); err != nil {
+			t.Fatalf("200 with invalid JSON: %v", err)
+		}
+		if !json.Valid(answer[field]) {
+			t.Fatalf("200 without a valid %s: %s", field, w.Body)
+		}
+	case http.StatusBadRequest:
+	default:
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+}
+
+func fuzzRestore(f *testing.F, format string, seeds ...string) {
+	h, name := fuzzHandler(f)
+	ref := fmt.Sprintf("[image %s]", name)
+	for _, s := range seeds {
+		f.Add(strings.ReplaceAll(s, "REF", ref), int64(4_500_000), false)
+		f.Add(strings.ReplaceAll(s, "REF", ref), int64(0), true)
+	}
+	f.Fuzz(func(t *testing.T, req string, budget int64, url bool) {
+		mode := ModeInline
+		if url {
+			mode = ModeURL
+		}
+		body := fmt.Sprintf(`{"format":%q,"mode":%q,"budgetBytes":%d,"request":%s}`, format, mode, budget, req)
+		checkAnswer(t, serve(t, h, "hooks/before-request", []byte(body)), "request")
+	})
+}
+
+func FuzzRestorePi(f *testing.F) {
+	fuzzRestore(f, FormatPi,
+		`{"messages":[{"role":"user","content":"REF"}]}`,
+		`{"systemPrompt":"s","messages":[{"role":"user","content":[{"type":"text","text":"REF"},{"type":"image","data":"AA=="}]},{"role":"toolResult","content":[{"type":"text","text":"REF","x":1}]}]}`,
+		`{"messages":[{"role":"assistant","content":[{"type":"text","text":"REF"}]}]}`,
+	)
+}
+
+func FuzzRestoreAnthropic(f *testing.F) {
+	fuzzRestore(f, FormatAnthropic,
+		`{"model":"m","messages":[{"role":"user","content":"REF"}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":"REF","cache_control":{"type":"ephemeral"}},{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"REF"}]},{"type":"tool_result","content":"REF"}]}]}`,
+	)
+}
+
+func FuzzRestoreBedrock(f *testing.F) {
+	fuzzRestore(f, FormatBedrock,
+		`{"messages":[{"role":"user","content":[{"text":"REF"},{"toolResult":{"toolUseId":"t","content":[{"text":"REF"},{"json":{}}]}}]}]}`,
+		`{"messages":[{"role":"user","content":[{"image":{"format":"png","source":{"bytes":"AA=="}}}]}]}`,
+	)
+}
+
+func FuzzRestoreOpenAI(f *testing.F) {
+	fuzzRestore(f, FormatOpenAI,
+		`{"model":"m","messages":[{"role":"system","content":"REF"},{"role":"user","content":[{"type":"text","text":"REF"}]},{"role":"tool","tool_call_id":"t","content":"REF"}]}`,
+		`{"messages":[{"role":"user","content":"REF"},{"role":"tool","content":[{"type":"text","text":"REF"}]}]}`,
+	)
+}
+
+func FuzzAfterTool(f *testing.F) {
+	h, name := fuzzHandler(f)
+	img := pngB64(f, 2, 4, 4)
+	f.Add(`{"call":{"name":"t"},"result":{"content":[{"type":"text","text":"x"},{"type":"image","data":"`+img+`","mimeType":"image/png"}]}}`)
+	f.Add(`{"call":{"name":"zoom"},"result":{"content":[{"type":"image","data":"`+img+`","name":"`+name+`"}]},"bounds":{"maxBytes":10}}`)
+	f.Add(`{"call":{"nested":true},"result":{"content":"text"}}`)
+	f.Add(`{"call":{},"result":{"content":[{"type":"image","data":"` + base64.StdEncoding.EncodeToString([]byte("GIF89a")) + `"}]}}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		checkAnswer(t, serve(t, h, "hooks/after-tool", []byte(body)), "result")
+	})
+}
