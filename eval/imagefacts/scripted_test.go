@@ -175,7 +175,13 @@ func (s *scripted) line(input string, limit int, attached []sighting) string {
 		budget = min(limit, len(input)*2/3)
 	}
 	line := strings.Join(keep, "; ")
-	gist := strings.Join(strings.Fields(refsOut.ReplaceAllString(input, " ")), " ")
+	var words []string
+	for _, w := range strings.Fields(refsOut.ReplaceAllString(input, " ")) {
+		if strings.Trim(w, ";") != "" {
+			words = append(words, w)
+		}
+	}
+	gist := strings.Join(words, " ")
 	room := budget - len(line) - len("; ")
 	if line == "" {
 		room = budget

@@ -60,11 +60,10 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 		refusals  int
 		failures  int
 		sends     []Node
-		compactTo []Node
-		builtSet  map[Node]bool
+		snapshot  *chatState
 	)
 	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
-		outcome, sends, compactTo, builtSet = skipBuild, nil, nil, nil
+		outcome, sends, snapshot = skipBuild, nil, nil
 		now := m.now()
 		if !n.Complete(st.T) || st.built(n) {
 			return errNoChange
@@ -100,17 +99,9 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 		if r, ok := st.retryOf(n); ok {
 			refusals, failures = st.Retries[r].Refusals, st.Retries[r].Failures
 		}
-		if outcome == startBuild {
-			end := n.Start()
-			if n.L > 0 {
-				end = n.End()
-			}
-			compactTo = st.Compact.before(end)
-			builtSet = make(map[Node]bool, len(compactTo))
-			for _, c := range compactTo {
-				builtSet[c] = st.built(c)
-			}
-		}
+		// The state as this build starts: its compaction view is the
+		// context, should the compressor be called.
+		snapshot = st
 		return nil
 	})
 	if err != nil {
@@ -132,7 +123,7 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 	// A build never outlives its claim.
 	bctx, cancel := context.WithTimeout(ctx, m.lease)
 	defer cancel()
-	res, row, buildErr := m.produce(bctx, tenant, chat, n, compactTo, builtSet, refusals)
+	res, row, buildErr := m.produce(bctx, tenant, chat, n, snapshot, refusals)
 	if buildErr != nil {
 		return m.fail(ctx, tenant, chat, n, owner, started, buildErr, failures)
 	}
@@ -154,7 +145,7 @@ type produced struct {
 // compressor, or mechanical after repeated refusals) and creates its row.
 // When the row exists already, that row is the answer: nothing is built
 // twice.
-func (m *Memory) produce(ctx context.Context, tenant, chat string, n Node, compactTo []Node, builtSet map[Node]bool, refusals int) (produced, nodeRow, error) {
+func (m *Memory) produce(ctx context.Context, tenant, chat string, n Node, snapshot *chatState, refusals int) (produced, nodeRow, error) {
 	var res produced
 	if row, err := m.readRow(ctx, tenant, chat, n); err == nil {
 		return res, row, nil
@@ -203,7 +194,7 @@ func (m *Memory) produce(ctx context.Context, tenant, chat string, n Node, compa
 	if len(c.Images) == 0 && len(c.Source) <= LineBytes {
 		out = Compressed{Line: c.Source, Verbatim: true}
 	} else {
-		ctxLines, err := m.contextBlock(ctx, tenant, chat, compactTo, builtSet)
+		ctxLines, err := m.contextBlock(ctx, tenant, chat, snapshot, n)
 		if err != nil {
 			return res, nodeRow{}, err
 		}
@@ -309,28 +300,61 @@ func (m *Memory) leafImages(ctx context.Context, tenant, chat string, id int64, 
 	return imgs, li, nil
 }
 
-// contextBlock renders the compaction-view lines given, as the "<chat>"
-// block every compressor call reads as its cacheable prefix. Lines that
-// were unbuilt when the build started show as the placeholder, so parallel
-// builds see the same bytes.
-func (m *Memory) contextBlock(ctx context.Context, tenant, chat string, nodes []Node, built map[Node]bool) (string, error) {
+// Bounds on one build's context. The compaction view keeps itself near
+// CompactHigh bytes, but while a burst of new entries is built (leaves go
+// before merges) it can outgrow that: then only the newest lines are sent.
+const (
+	contextMaxLines = 4096
+	contextMaxBytes = 2 * CompactHigh
+)
+
+// contextBlock renders the compaction-view lines that end at or before the
+// node's context end (a leaf's start, a merge's end) as the "<chat>" block
+// every compressor call reads as its cacheable prefix. Lines unbuilt when
+// the build started show as the placeholder, so parallel builds see the
+// same bytes.
+func (m *Memory) contextBlock(ctx context.Context, tenant, chat string, st *chatState, n Node) (string, error) {
+	end := n.Start()
+	if n.L > 0 {
+		end = n.End()
+	}
+	nodes, omitted := st.Compact.lastBefore(end, contextMaxLines)
 	var want []Node
-	for _, n := range nodes {
-		if built[n] {
-			want = append(want, n)
+	for _, c := range nodes {
+		if st.built(c) {
+			want = append(want, c)
 		}
 	}
 	rows, err := m.rows(ctx, tenant, chat, want)
 	if err != nil {
 		return "", fmt.Errorf("reading the compaction view: %w", err)
 	}
-	return renderLines(nodes, func(n Node) (string, bool) {
-		if !built[n] {
+	line := func(c Node) (string, bool) {
+		if !st.built(c) {
 			return "", false
 		}
-		r, ok := rows[n]
+		r, ok := rows[c]
 		return r.line, ok
-	}), nil
+	}
+	// Keep the newest lines within contextMaxBytes.
+	size, keep := int64(0), len(nodes)
+	for k := len(nodes) - 1; k >= 0; k-- {
+		l, _ := line(nodes[k])
+		if !st.built(nodes[k]) {
+			l = Placeholder
+		}
+		size += lineSize(nodes[k], len(l))
+		if size > contextMaxBytes {
+			break
+		}
+		keep = k
+	}
+	omitted += int64(keep)
+	block := renderLines(nodes[keep:], line)
+	if omitted > 0 {
+		block = strings.Replace(block, "<chat>\n", fmt.Sprintf("<chat>\n(%d older lines left out while new entries are summarized)\n", omitted), 1)
+	}
+	return block, nil
 }
 
 // renderLines renders "<chat>\n", one "<label>|<line>\n" per node, and

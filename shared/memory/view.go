@@ -108,6 +108,43 @@ func (p *partition) covering(id int64) (Node, bool) {
 	return Node{L: r.L, I: id >> r.L}, true
 }
 
+// lastBefore lists, in order, the last (at most max) of the partition's
+// nodes that end at or before end, and how many earlier ones it left out.
+func (p *partition) lastBefore(end int64, max int) ([]Node, int64) {
+	var out []Node
+	var omitted int64
+	for k := len(p.Runs) - 1; k >= 0 && len(out) < max; k-- {
+		r := p.Runs[k]
+		// The nodes of r that end at or before end: indices below hi.
+		hi := min(r.I+r.N, end>>r.L)
+		for j := hi - 1; j >= r.I && len(out) < max; j-- {
+			out = append(out, Node{L: r.L, I: j})
+		}
+	}
+	// Count what was left out, run by run, without listing it.
+	if len(out) == max {
+		first := out[len(out)-1]
+		for _, r := range p.Runs {
+			if r.I<<r.L >= first.Start() {
+				break
+			}
+			hi := min(r.I+r.N, first.Start()>>r.L)
+			omitted += max64(0, hi-r.I)
+		}
+	}
+	for a, b := 0, len(out)-1; a < b; a, b = a+1, b-1 {
+		out[a], out[b] = out[b], out[a]
+	}
+	return out, omitted
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
 // before lists the partition's nodes that end at or before end, in order.
 func (p *partition) before(end int64) []Node {
 	var out []Node

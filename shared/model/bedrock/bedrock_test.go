@@ -37,7 +37,7 @@ func TestConverseRequestCarriesSystemTextAndImageBlocks(t *testing.T) {
 	if resp.Text != "the line" || resp.Usage.InputTokens != 120 || resp.Usage.OutputTokens != 30 || resp.Usage.CacheReadTokens != 80 {
 		t.Fatalf("response = %+v", resp)
 	}
-	if got := srv.Requests()[0].Path; got != "POST /model/anthropic.claude-test-v1%3A0/converse" {
+	if got := srv.Requests()[0].Path; got != "/model/anthropic.claude-test-v1%3A0/converse" {
 		t.Fatalf("path = %s", got)
 	}
 	req := srv.Requests()[0]

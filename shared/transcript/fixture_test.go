@@ -32,13 +32,12 @@ func outage(op string) error { return store.Unavailable(op, errInjected) }
 
 // fixture is a log over one backend, with fault switches in front of it.
 type fixture struct {
-	name   string
-	table  *faultTable
-	blobs  *faultBlobs
-	imgs   *images.Store
-	log    *Log
-	clock  time.Time
-	closer func()
+	name  string
+	table *faultTable
+	blobs *faultBlobs
+	imgs  *images.Store
+	log   *Log
+	clock time.Time
 }
 
 func newFixture(t testing.TB, be backend) *fixture {
