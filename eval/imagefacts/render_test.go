@@ -57,7 +57,7 @@ func TestEachImageHasDrawnContent(t *testing.T) {
 			background = max(background, n)
 		}
 		drawn := b.Dx()*b.Dy() - background
-		if len(colours) < 3 || drawn < b.Dx()*b.Dy()/20 {
+		if len(colours) < 3 || drawn < b.Dx()*b.Dy()/50 {
 			t.Errorf("%s: %d colours, %d pixels off the background: too little drawn", f.Kind, len(colours), drawn)
 		}
 	}

@@ -373,11 +373,11 @@ func TestQueueOutageReleasesTheClaims(t *testing.T) {
 
 func TestSchedulerStateStaysSmallAsTheChatGrows(t *testing.T) {
 	// The state holds the frontier, not the log: its size is about the same
-	// at 1,000 and 20,000 entries.
+	// at 1,000 and 10,000 entries.
 	sizes := map[int]int{}
 	f := newFixture(t)
 	n := 0
-	for _, at := range []int{1000, 20000} {
+	for _, at := range []int{1000, 10000} {
 		for ; n < at; n++ {
 			f.log.add(f.chat, "user", fmt.Sprintf("m%d", n))
 		}
@@ -387,7 +387,7 @@ func TestSchedulerStateStaysSmallAsTheChatGrows(t *testing.T) {
 		f.deliverAll(t)
 		sizes[at] = f.table.stateBytes(f.tenant, f.chat)
 	}
-	if sizes[20000] > 4*sizes[1000]+2000 || sizes[20000] > 64<<10 {
-		t.Errorf("state item: %d bytes at 1,000 entries, %d at 20,000", sizes[1000], sizes[20000])
+	if sizes[10000] > 4*sizes[1000]+2000 || sizes[10000] > 64<<10 {
+		t.Errorf("state item: %d bytes at 1,000 entries, %d at 10,000", sizes[1000], sizes[10000])
 	}
 }

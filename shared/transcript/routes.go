@@ -2,6 +2,8 @@ package transcript
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,6 +132,11 @@ func (rt *Routes) append(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if req.Receipt == "" {
+		// Without a receipt a retry cannot be recognised; the append is
+		// still all-or-nothing, which the log's receipt record provides.
+		req.Receipt = generatedReceipt()
+	}
 	ids, err := rt.log.Append(ctx, tenant, chat, req.Messages, req.Receipt)
 	if err != nil {
 		return appendError(err)
@@ -188,4 +195,11 @@ func (rt *Routes) image(w http.ResponseWriter, r *http.Request) error {
 		_, _ = w.Write(img.Data)
 	}
 	return nil
+}
+
+// generatedReceipt names an append the host sent without a receipt.
+func generatedReceipt() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "generated/" + hex.EncodeToString(b[:])
 }

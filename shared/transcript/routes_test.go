@@ -114,6 +114,23 @@ func TestNotifierFailureDoesNotFailTheAppend(t *testing.T) {
 	})
 }
 
+// TestAppendWithoutReceiptGetsItsOwnIds: the receipt is optional; without
+// one, each append is a new one (a retry cannot be recognised).
+func TestAppendWithoutReceiptGetsItsOwnIds(t *testing.T) {
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		srv := f.server(t, nil)
+		body := `{"messages":[{"role":"user","content":"x"},{"role":"user","content":"y"}]}`
+		a := do(t, "POST", srv.URL+"/v1/chats/c1/messages", body)
+		b := do(t, "POST", srv.URL+"/v1/chats/c1/messages", body)
+		if a.status != 200 || b.status != 200 {
+			t.Fatalf("%d %s / %d %s", a.status, a.body, b.status, b.body)
+		}
+		if !strings.Contains(string(a.body), `[0,1]`) || !strings.Contains(string(b.body), `[2,3]`) {
+			t.Fatalf("ids %s then %s, want [0,1] then [2,3]", a.body, b.body)
+		}
+	})
+}
+
 // TestBadAppendIs400NamingTheField: each kind of bad input is a 400 whose
 // error names the field, and nothing is written.
 func TestBadAppendIs400NamingTheField(t *testing.T) {
@@ -138,7 +155,6 @@ func TestBadAppendIs400NamingTheField(t *testing.T) {
 		{"ToolResultWithoutToolName", `{"receipt":"k","messages":[{"role":"toolResult","content":"x"}]}`, "messages[0].toolName"},
 		{"ToolCallInUserMessage", `{"receipt":"k","messages":[{"role":"user","content":[{"type":"toolCall","name":"x"}]}]}`, "messages[0].content[0].type"},
 		{"BadKind", `{"receipt":"k","messages":[{"role":"user","kind":"echo","content":"x"}]}`, "messages[0].kind"},
-		{"NoReceipt", `{"messages":[{"role":"user","content":"x"}]}`, "receipt"},
 		{"ReceiptNotAString", `{"receipt":5,"messages":[{"role":"user","content":"x"}]}`, "receipt"},
 		{"ReceiptTooLong", `{"receipt":"` + strings.Repeat("k", MaxReceiptBytes+1) + `","messages":[{"role":"user","content":"x"}]}`, "receipt"},
 	}
