@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -65,7 +66,8 @@ func (n *Int) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		f, ferr := strconv.ParseFloat(string(b), 64)
 		if ferr != nil || f != float64(int64(f)) {
-			return fmt.Errorf("%s is not a whole number", b)
+			// The decoder names the field of a type error.
+			return &json.UnmarshalTypeError{Value: "value " + string(b), Type: reflect.TypeFor[int64]()}
 		}
 		v = int64(f)
 	}

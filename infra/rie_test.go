@@ -1,0 +1,235 @@
+package infra
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/durachat/durachat/shared/aws/awstest"
+	"github.com/durachat/durachat/shared/config"
+)
+
+// The end-to-end check of a deployed function's shape: the real restore
+// `bootstrap` (built as sam build builds it, for this host) runs under the
+// Lambda Runtime Interface Emulator, reads its configuration from the
+// environment, builds its real S3 client and adapter against a local
+// S3-protocol server (gofakes3 in this process, reached through
+// AWS_ENDPOINT_URL_S3), and answers API Gateway v2 events. The restore
+// function is the one with a single store, so its health check depends on
+// exactly one server this test controls.
+
+const rieBinary = "aws-lambda-rie"
+
+func findRIE(t *testing.T) string {
+	t.Helper()
+	if p, err := filepath.Abs(filepath.Join("..", ".tools", "bin", rieBinary)); err == nil {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath(rieBinary); err == nil {
+		return p
+	}
+	msg := rieBinary + " is not installed: run `make tools`"
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// syncBuffer collects a child's output for the failure message.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf.Len() > 1<<20 {
+		return len(p), nil
+	}
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startFunction runs program's bootstrap under the emulator with env and
+// returns the invocation URL. The emulator is stopped when the test ends.
+func startFunction(t *testing.T, program config.Program, env []string) (string, *syncBuffer) {
+	t.Helper()
+	rie := findRIE(t)
+	dir := t.TempDir()
+	bootstrap := filepath.Join(dir, "bootstrap")
+	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", bootstrap, "./functions/"+string(program))
+	build.Dir = ".."
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", program, err, out)
+	}
+
+	// Both of the emulator's addresses on free loopback ports (its runtime
+	// API would otherwise take 127.0.0.1:9001).
+	invokeAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	runtimeAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cmd := exec.Command(rie,
+		"--runtime-interface-emulator-address", invokeAddr,
+		"--runtime-api-address", runtimeAddr,
+		bootstrap)
+	cmd.Dir = dir
+	cmd.Env = append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + dir,
+		"AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=local",
+		"AWS_SECRET_ACCESS_KEY=local",
+		"AWS_EC2_METADATA_DISABLED=true",
+		"AWS_LAMBDA_FUNCTION_TIMEOUT=30",
+	}, env...)
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting the emulator: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		if t.Failed() {
+			t.Logf("emulator and function output:\n%s", logs)
+		}
+	})
+
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", invokeAddr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case <-done:
+			t.Fatalf("the emulator exited:\n%s", logs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the emulator did not listen on %s:\n%s", invokeAddr, logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return "http://" + invokeAddr + "/2015-03-31/functions/function/invocations", logs
+}
+
+func invokeHTTP(t *testing.T, url string, ev events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	t.Helper()
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("invoking: %v", err)
+	}
+	defer resp.Body.Close()
+	var out events.APIGatewayV2HTTPResponse
+	var raw bytes.Buffer
+	if _, err := raw.ReadFrom(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	// The emulator answers a function error with 200 too; an error payload
+	// has no statusCode and fails below.
+	if err := json.Unmarshal(raw.Bytes(), &out); err != nil || out.StatusCode == 0 {
+		t.Fatalf("not an API Gateway response: %q (%v)", raw.String(), err)
+	}
+	return out
+}
+
+func healthEvent(requestID string) events.APIGatewayV2HTTPRequest {
+	return events.APIGatewayV2HTTPRequest{
+		Version:  "2.0",
+		RouteKey: "GET /healthz",
+		RawPath:  "/healthz",
+		Headers:  map[string]string{"accept": "application/json"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RouteKey:   "GET /healthz",
+			AccountID:  "123456789012",
+			Stage:      "$default",
+			RequestID:  requestID,
+			APIID:      "local",
+			DomainName: "local.execute-api.us-east-1.amazonaws.com",
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{
+				Method: "GET", Path: "/healthz", Protocol: "HTTP/1.1", SourceIP: "127.0.0.1", UserAgent: "durachat-test",
+			},
+		},
+	}
+}
+
+func TestRestoreBootstrapAnswersUnderTheRuntimeEmulator(t *testing.T) {
+	s3 := awstest.StartS3(t)
+	bucket := s3.CreateBucket(t)
+	url, _ := startFunction(t, config.Restore, []string{
+		"AWS_ENDPOINT_URL_S3=" + s3.URL,
+		config.EnvBucket + "=" + bucket,
+		config.EnvLogLevel + "=debug",
+		config.EnvTenantClaim + "=sub",
+		config.EnvTokens + "=",
+	})
+
+	resp := invokeHTTP(t, url, healthEvent("rie-healthy"))
+	if resp.StatusCode != http.StatusOK || resp.Body != "{\"ok\":true}\n" {
+		t.Fatalf("healthz: %d %q", resp.StatusCode, resp.Body)
+	}
+	if resp.Headers["Content-Type"] != "application/json" || resp.Headers["X-Request-Id"] != "rie-healthy" {
+		t.Errorf("headers %v", resp.Headers)
+	}
+
+	// S3 failing: the same function reports the outage as a 503.
+	s3.Faults.Add(awstest.Method(http.MethodHead), -1, awstest.Answer{Status: http.StatusServiceUnavailable, ContentType: "application/xml",
+		Body: []byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)})
+	resp = invokeHTTP(t, url, healthEvent("rie-outage"))
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Headers["Retry-After"] == "" {
+		t.Fatalf("healthz with S3 down: %d %v %q", resp.StatusCode, resp.Headers, resp.Body)
+	}
+	s3.Faults.Clear()
+
+	// An unknown route is a JSON 404 from the same handler stack.
+	ev := healthEvent("rie-unknown")
+	ev.RawPath, ev.RequestContext.HTTP.Path = "/v1/nothing", "/v1/nothing"
+	ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": "tenant-1"}},
+	}
+	resp = invokeHTTP(t, url, ev)
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown route: %d %q", resp.StatusCode, resp.Body)
+	}
+}

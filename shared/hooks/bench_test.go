@@ -1,0 +1,220 @@
+package hooks
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// memBlobs is an in-memory store.Blobs, so a benchmark measures the hook and
+// not a disk or a network. getDelay stands in for S3's latency.
+type memBlobs struct {
+	mu       sync.Mutex
+	m        map[string]store.Blob
+	getDelay time.Duration
+}
+
+func newMemBlobs() *memBlobs { return &memBlobs{m: map[string]store.Blob{}} }
+
+func (s *memBlobs) Put(_ context.Context, key string, b store.Blob) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.m[key]; !ok {
+		s.m[key] = b
+	}
+	return nil
+}
+
+func (s *memBlobs) Get(ctx context.Context, key string) (store.Blob, error) {
+	if s.getDelay > 0 {
+		time.Sleep(s.getDelay)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.m[key]
+	if !ok {
+		return store.Blob{}, store.ErrNotFound
+	}
+	return b, nil
+}
+
+func (s *memBlobs) Head(_ context.Context, key string) (store.BlobInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.m[key]
+	if !ok {
+		return store.BlobInfo{}, store.ErrNotFound
+	}
+	return store.BlobInfo{ContentType: b.ContentType, Size: int64(len(b.Data))}, nil
+}
+
+// fiveMBResult is a tool result of about 5 MB: some text and 4 distinct
+// PNGs of about 1.2 MB of base64 each, all within the stored-image limits so
+// none is re-encoded.
+func fiveMBResult(b *testing.B) []byte {
+	content := list{textBlock(strings.Repeat("log line of a tool\n", 500))}
+	for i := range 4 {
+		content = append(content, imageBlock(base64.StdEncoding.EncodeToString(pngBytes(b, 100+i, 480, 480, true))))
+	}
+	body, err := json.Marshal(afterTool(obj{"id": "c1", "name": "screenshot"}, content))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
+}
+
+// echoToolResult is the baseline: a handler that only decodes the same
+// request into the same block types and writes it back.
+func echoToolResult(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Call   toolCall `json:"call"`
+		Result struct {
+			Content []pi.Block `json:"content"`
+			IsError bool       `json:"isError"`
+		} `json:"result"`
+		Bounds *bounds `json:"bounds"`
+	}
+	if err := api.DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, map[string]any{"result": req.Result, "stored": []string{}, "inline": []InlineImage{}, "skipped": nil})
+	return nil
+}
+
+// peakHeap samples the live heap while fn runs and returns how far it rose.
+func peakHeap(fn func()) uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+	runtime.GC()
+	start := read()
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if v := read(); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Microsecond):
+			}
+		}
+	}()
+	fn()
+	close(stop)
+	<-done
+	if v := read(); v > peak.Load() {
+		peak.Store(v)
+	}
+	if peak.Load() < start {
+		return 0
+	}
+	return peak.Load() - start
+}
+
+func benchAfterTool(b *testing.B, h http.Handler) {
+	body := fiveMBResult(b)
+	run := func() {
+		r := httptest.NewRequest(http.MethodPost, "/v1/chats/c/hooks/after-tool", bytes.NewReader(body))
+		r = r.WithContext(api.WithTenant(r.Context(), tenantA))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			b.Fatalf("status %d: %.300s", w.Code, w.Body)
+		}
+	}
+	run()
+	peak := peakHeap(run)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		run()
+	}
+	b.ReportMetric(float64(peak)/float64(len(body)), "peak/payload")
+}
+
+// BenchmarkAfterTool5MB offloads the 4 images of a 5 MB result into an
+// in-memory image store (every run puts the same images: a create-once
+// no-op after the first, as in a retried hook).
+func BenchmarkAfterTool5MB(b *testing.B) {
+	mux := http.NewServeMux()
+	NewOffload(images.New(newMemBlobs())).Register(mux)
+	benchAfterTool(b, mux)
+}
+
+func BenchmarkAfterTool5MBBaseline(b *testing.B) {
+	mux := http.NewServeMux()
+	api.Handle(mux, "POST /v1/chats/{chat}/hooks/after-tool", echoToolResult)
+	benchAfterTool(b, mux)
+}
+
+// readLatency is what the image store adds to every read in the restore
+// benchmarks.
+const readLatency = 20 * time.Millisecond
+
+func benchBeforeRequest(b *testing.B, parallel int) {
+	blobs := newMemBlobs()
+	imgs := images.New(blobs)
+	var names []string
+	for i := range 5 {
+		name, err := imgs.Put(context.Background(), tenantA, base64.StdEncoding.EncodeToString(pngBytes(b, 200+i, 256, 256, true)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	blobs.getDelay = readLatency
+	var content list
+	for i := range 20 {
+		content = append(content, textBlock(refs.Ref(names[i%5])))
+	}
+	body, _ := json.Marshal(restoreBody(FormatAnthropic, obj{"model": "m", "max_tokens": 100, "messages": list{
+		obj{"role": "user", "content": content[:10]},
+		obj{"role": "assistant", "content": "ok"},
+		obj{"role": "user", "content": list{obj{"type": "tool_result", "tool_use_id": "t", "content": content[10:]}}},
+	}}))
+	rs := NewRestore(imgs, nil)
+	rs.Parallel = parallel
+	mux := http.NewServeMux()
+	rs.Register(mux)
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest(http.MethodPost, "/v1/chats/c/hooks/before-request", bytes.NewReader(body))
+		r = r.WithContext(api.WithTenant(r.Context(), tenantA))
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		if w.Code != http.StatusOK || strings.Contains(w.Body.String(), `"unrestored":[{`) {
+			b.Fatalf("status %d: %.300s", w.Code, w.Body)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed())/float64(b.N)/float64(readLatency), "x-read-latency")
+}
+
+// BenchmarkBeforeRequest20Refs5Images restores 20 ref blocks naming 5
+// images from a store that takes 20 ms a read: reads are deduplicated and
+// run in parallel.
+func BenchmarkBeforeRequest20Refs5Images(b *testing.B) { benchBeforeRequest(b, DefaultParallel) }
+
+// BenchmarkBeforeRequest20Refs5ImagesSequential is the baseline: the same
+// restore reading one image at a time.
+func BenchmarkBeforeRequest20Refs5ImagesSequential(b *testing.B) { benchBeforeRequest(b, 1) }

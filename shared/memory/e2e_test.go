@@ -1,0 +1,227 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/testenv"
+	"github.com/durachat/durachat/shared/transcript"
+)
+
+// e2eText is message i of the end-to-end chat: most need the compressor,
+// every fifth is short enough to keep word for word.
+func e2eText(i int) string {
+	if i%5 == 0 {
+		return fmt.Sprintf("short message %d", i)
+	}
+	return fmt.Sprintf("message %d: %s", i, strings.Repeat(fmt.Sprintf("detail-%d ", i), 60))
+}
+
+// consume runs builds until ctx ends: the in-process Worker, or the
+// compaction function's HandleSQS fed from the Receiver the way Lambda's
+// event source mapping feeds it.
+func consume(ctx context.Context, t *testing.T, m *Memory, recv store.Receiver, viaSQS bool) {
+	if !viaSQS {
+		if err := m.Worker(ctx, recv); err != nil {
+			t.Error(err)
+		}
+		return
+	}
+	for ctx.Err() == nil {
+		got, err := recv.Receive(ctx, 10, m.lease, time.Second)
+		if err != nil {
+			if ctx.Err() == nil {
+				t.Logf("receive: %v", err)
+				time.Sleep(100 * time.Millisecond)
+			}
+			continue
+		}
+		if len(got) == 0 {
+			continue
+		}
+		ev := events.SQSEvent{}
+		for _, d := range got {
+			ev.Records = append(ev.Records, events.SQSMessage{MessageId: d.ID, ReceiptHandle: d.Receipt, Body: d.Body})
+		}
+		resp, err := m.HandleSQS(ctx, ev)
+		if err != nil {
+			t.Errorf("HandleSQS failed the whole batch: %v", err)
+		}
+		failed := map[string]bool{}
+		for _, f := range resp.BatchItemFailures {
+			failed[f.ItemIdentifier] = true
+		}
+		for _, d := range got {
+			if !failed[d.ID] {
+				if err := recv.Ack(ctx, d.Receipt); err != nil && ctx.Err() == nil {
+					t.Logf("ack: %v", err)
+				}
+			}
+		}
+	}
+}
+
+func TestChatOf2000MessagesIsBuiltEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: not in -short")
+	}
+	for _, b := range testenv.All(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			runEndToEnd(t, b, 2000, b.Name == "aws")
+		})
+	}
+}
+
+func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	imgs := images.New(b.Blobs)
+	log := transcript.New(b.Table, b.Blobs, imgs)
+	comp := newScripted()
+	comp.lineLen = 150
+	m, err := New(Config{Table: b.Table, Log: log, Images: imgs, Queue: b.Queue, Compressor: comp,
+		Retrier: b.Receiver, Lease: time.Minute, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tenant, chat = "tenant-e2e", "chat-e2e"
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		consume(ctx, t, m, b.Receiver, viaSQS)
+	}()
+
+	// Log the chat in turns of 20 messages, as a host does.
+	for at := 0; at < total; at += 20 {
+		var msgs []pi.Message
+		for i := at; i < min(at+20, total); i++ {
+			role := "user"
+			if i%2 == 1 {
+				role = "assistant"
+			}
+			msgs = append(msgs, pi.Message{Role: role, Content: pi.Content{Blocks: []pi.Block{pi.TextBlock(e2eText(i))}}})
+		}
+		ids, err := log.Append(ctx, tenant, chat, msgs, fmt.Sprintf("turn-%d", at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Appended(ctx, tenant, chat, ids[len(ids)-1]+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Wait until every complete node is built.
+	deadline := time.Now().Add(3 * time.Minute)
+	var s Status
+	for {
+		if s, err = m.Status(ctx, tenant, chat); err != nil {
+			t.Fatal(err)
+		}
+		if s.Entries == int64(total) && s.Unbuilt == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not built in time: %+v", s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	<-done
+
+	// Every complete node has its row and was built exactly once.
+	var all []Node
+	for l := 0; int64(1)<<l <= int64(total); l++ {
+		for i := int64(0); (i+1)<<l <= int64(total); i++ {
+			all = append(all, Node{L: l, I: i})
+		}
+	}
+	rows, err := m.rows(context.Background(), tenant, chat, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(all) || s.Built != int64(len(all)) {
+		t.Fatalf("%d rows and %d built of %d complete nodes", len(rows), s.Built, len(all))
+	}
+	for _, n := range all {
+		calls := comp.callsOf(n.Label())
+		if calls > 1 || (calls == 0) != rows[n].verbatim {
+			t.Errorf("node %s: %d compressor calls, verbatim %v", n.Label(), calls, rows[n].verbatim)
+		}
+	}
+	if s.ModelCalls != int64(comp.total()) {
+		t.Errorf("status counts %d model calls, the compressor saw %d", s.ModelCalls, comp.total())
+	}
+
+	// The view is within its bounds and renders what the state says.
+	v, err := m.ReadView(context.Background(), tenant, chat, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Bytes > ViewHigh || v.Unbuilt != 0 || v.Bytes != s.View.Bytes || s.View.Merges == 0 {
+		t.Errorf("view: %d bytes, %d unbuilt, state %d bytes, %d merges", v.Bytes, v.Unbuilt, s.View.Bytes, s.View.Merges)
+	}
+	if s.CompactionView.Bytes > CompactHigh {
+		t.Errorf("compaction view %d bytes", s.CompactionView.Bytes)
+	}
+
+	// Zoom reaches every original from the view's lines.
+	head := regexp.MustCompile(`(?m)^(\d+)\+(\d+)\|`)
+	reached := make([]bool, total)
+	var walk func(start, count int64)
+	walk = func(start, count int64) {
+		if count == 1 {
+			if viaSQS && start%10 != 3 {
+				reached[start] = true // opened by its parent; read a sample below
+				return
+			}
+			res, err := m.Zoom(context.Background(), tenant, chat, ZoomArgs{ID: Int{start, true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			kind := "user"
+			if start%2 == 1 {
+				kind = "talk"
+			}
+			if res.IsError || res.Content[0].Text != kind+": "+e2eText(int(start)) {
+				t.Errorf("zoom %d = %q", start, res.Content[0].Text)
+			}
+			reached[start] = true
+			return
+		}
+		res, err := m.Zoom(context.Background(), tenant, chat, ZoomArgs{ID: Int{start, true}, N: Int{count, true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		children := head.FindAllStringSubmatch(res.Content[0].Text, -1)
+		if res.IsError || len(children) != 2 || strings.Contains(res.Content[0].Text, "not summarized") {
+			t.Fatalf("zoom %d+%d = %q", start, count, res.Content[0].Text)
+		}
+		for _, c := range children {
+			var s, n int64
+			fmt.Sscan(c[1], &s)
+			fmt.Sscan(c[2], &n)
+			walk(s, n)
+		}
+	}
+	for _, line := range head.FindAllStringSubmatch(v.View, -1) {
+		var s, n int64
+		fmt.Sscan(line[1], &s)
+		fmt.Sscan(line[2], &n)
+		walk(s, n)
+	}
+	for i, ok := range reached {
+		if !ok {
+			t.Fatalf("entry %d is not reachable by zoom from the view", i)
+		}
+	}
+	t.Logf("%s: %d entries, %d nodes, %d model calls, view %d lines %d bytes", b.Name, total, len(all), comp.total(), v.Lines, v.Bytes)
+}
