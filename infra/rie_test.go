@@ -1,3 +1,5 @@
+//go:build unix
+
 package infra
 
 import (
@@ -11,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,13 +117,16 @@ func startFunction(t *testing.T, program config.Program, env []string) (string, 
 	}, env...)
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
+	// Its own process group, so that stopping it also stops the function
+	// process it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting the emulator: %v", err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		if t.Failed() {
 			t.Logf("emulator and function output:\n%s", logs)

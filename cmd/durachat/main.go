@@ -22,6 +22,8 @@ import (
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/hooks"
+	"github.com/durachat/durachat/shared/images"
 )
 
 // Server timeouts. The longest request is a view wait, bounded well under
@@ -111,10 +113,15 @@ func serve(ctx context.Context, lookup func(string) (string, bool), stdout io.Wr
 	stores := local.Stores
 
 	// Every route of every function, as the Lambda functions register them.
-	var routes []api.Routes
-	// WIRE: restore (functions/restore): hooks.NewRestore(images.New(stores.Blobs), stores.Linker)
-	// WIRE: offload (functions/offload): hooks.NewOffload(images.New(stores.Blobs), stores.Table)
-	// WIRE: memory (functions/memory): the transcript routes and memory.NewRoutes(..., cfg.Search)
+	imgs := images.New(stores.Blobs)
+	routes := []api.Routes{
+		hooks.NewRestore(imgs, stores.Linker), // functions/restore
+		hooks.NewOffload(imgs),                // functions/offload
+	}
+	// WIRE: memory (functions/memory): the transcript routes
+	// (transcript.NewRoutes over transcript.New(stores.Table, stores.Blobs,
+	// imgs) with the memory as Notifier) and the memory routes
+	// (memory.New(memory.Config{..., Search: cfg.Search})), appended to routes.
 
 	h, err := app.Handler(log, app.LocalAuth(cfg), stores, routes, local.LinkRoutes())
 	if err != nil {

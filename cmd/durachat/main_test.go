@@ -1,9 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"io"
 	"net"
 	"net/http"
@@ -121,5 +127,77 @@ func TestUnknownCommandIsAUsageError(t *testing.T) {
 	var u usageError
 	if err := run(context.Background(), []string{"frobnicate"}, lookup(nil), io.Discard, nil); !errors.As(err, &u) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// pngB64 is a real 2x2 PNG, base64.
+func pngB64(t *testing.T) string {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, 2, 2))
+	img.Set(0, 0, color.RGBA{G: 255, A: 255})
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(buf.Bytes())
+}
+
+func post(t *testing.T, url, token string, body any) (*http.Response, map[string]any) {
+	t.Helper()
+	data, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(data))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("POST %s: body is not JSON: %v", url, err)
+	}
+	return resp, out
+}
+
+func TestAnImageOffloadedBeforeARestartIsRestoredAfterIt(t *testing.T) {
+	env := map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: t.TempDir(), config.EnvTokens: "tok-a=acme,tok-b=other"}
+	b64 := pngB64(t)
+	input := map[string]any{"message": map[string]any{"role": "user", "content": []any{
+		map[string]any{"type": "text", "text": "look"},
+		map[string]any{"type": "image", "data": b64, "mimeType": "image/png"},
+	}}}
+
+	base, stop := start(t, env)
+	if resp, _ := post(t, base+"/v1/chats/c1/hooks/offload-input", "", input); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("offload without a token: %d", resp.StatusCode)
+	}
+	resp, out := post(t, base+"/v1/chats/c1/hooks/offload-input", "tok-a", input)
+	if resp.StatusCode != 200 {
+		t.Fatalf("offload-input: %d %v", resp.StatusCode, out)
+	}
+	stored, _ := out["stored"].([]any)
+	if len(stored) != 1 {
+		t.Fatalf("stored %v", out["stored"])
+	}
+	ref := "[image " + stored[0].(string) + "]"
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	base, _ = start(t, env)
+	restore := map[string]any{"format": "pi", "request": map[string]any{"messages": []any{
+		map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": ref}}},
+	}}}
+	resp, out = post(t, base+"/v1/chats/c1/hooks/before-request", "tok-a", restore)
+	if resp.StatusCode != 200 || !strings.Contains(fmt.Sprint(out["request"]), b64) {
+		t.Fatalf("before-request after restart: %d restored %v unrestored %v", resp.StatusCode, out["restored"], out["unrestored"])
+	}
+	// Another tenant's token does not reach acme's image.
+	resp, out = post(t, base+"/v1/chats/c1/hooks/before-request", "tok-b", restore)
+	if resp.StatusCode != 200 || strings.Contains(fmt.Sprint(out["request"]), b64) {
+		t.Fatalf("other tenant: %d restored %v", resp.StatusCode, out["restored"])
 	}
 }

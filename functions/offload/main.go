@@ -6,13 +6,11 @@ package main
 import (
 	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/hooks"
+	"github.com/durachat/durachat/shared/images"
 )
 
 func main() {
 	f := app.InitFunction(config.Offload)
-	// WIRE: register the after-tool and offload-input hooks (shared/hooks)
-	// over images.New(f.Stores.Blobs) and f.Stores.Table, e.g.
-	//   f.StartHTTP(hooks.NewOffload(images.New(f.Stores.Blobs), f.Stores.Table))
-	// Until then the function serves GET /healthz only.
-	f.StartHTTP()
+	f.StartHTTP(hooks.NewOffload(images.New(f.Stores.Blobs)))
 }

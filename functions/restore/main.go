@@ -6,13 +6,11 @@ package main
 import (
 	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/hooks"
+	"github.com/durachat/durachat/shared/images"
 )
 
 func main() {
 	f := app.InitFunction(config.Restore)
-	// WIRE: register the before-request hook (shared/hooks) over the tenant
-	// image store and f.Stores.Linker, e.g.
-	//   f.StartHTTP(hooks.NewRestore(images.New(f.Stores.Blobs), f.Stores.Linker))
-	// Until then the function serves GET /healthz only.
-	f.StartHTTP()
+	f.StartHTTP(hooks.NewRestore(images.New(f.Stores.Blobs), f.Stores.Linker))
 }

@@ -55,7 +55,9 @@ type pingBlobs struct {
 	err error
 }
 
-func (p pingBlobs) Head(context.Context, string) (store.BlobInfo, error) { return store.BlobInfo{}, p.err }
+func (p pingBlobs) Head(context.Context, string) (store.BlobInfo, error) {
+	return store.BlobInfo{}, p.err
+}
 
 func TestPingIsHealthyWhenTheStoresAnswer(t *testing.T) {
 	denied := errors.New("s3: AccessDenied (403)")

@@ -346,7 +346,9 @@ func TestOpenModelURLReachesEachProvider(t *testing.T) {
 	t.Setenv(compactor.EnvAnthropicKey, "test-key")
 	t.Setenv(compactor.EnvOpenAIKey, openaitest.APIKey)
 
-	ant := anthropictest.New(t, func(int, anthropictest.Request) anthropictest.Reply { return anthropictest.Reply{Text: "from anthropic"} })
+	ant := anthropictest.New(t, func(int, anthropictest.Request) anthropictest.Reply {
+		return anthropictest.Reply{Text: "from anthropic"}
+	})
 	bed := bedrocktest.New(t, func(int, bedrocktest.Request) bedrocktest.Reply { return bedrocktest.Reply{Text: "from bedrock"} })
 	oai := openaitest.New(t, func(int, openaitest.Request) openaitest.Reply { return openaitest.Reply{Text: "from openai"} })
 	for _, tt := range []struct{ spec, url, want string }{
@@ -371,7 +373,7 @@ func TestOpenModelURLReachesEachProvider(t *testing.T) {
 func TestOfflineCompactorLinesFitAndSayTheyAreExtracts(t *testing.T) {
 	c := compactor.New(offline.New(), compactor.Options{})
 	a := named("a", pngOf(t, 4, 4, red))
-	leafIn := leaf(long(3000) + " " + refOf(a), a)
+	leafIn := leaf(long(3000)+" "+refOf(a), a)
 	out, err := c.Compress(context.Background(), leafIn)
 	if err != nil {
 		t.Fatal(err)

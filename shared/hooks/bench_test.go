@@ -177,7 +177,7 @@ func benchBeforeRequest(b *testing.B, parallel int) {
 	imgs := images.New(blobs)
 	var names []string
 	for i := range 5 {
-		name, err := imgs.Put(context.Background(), tenantA, base64.StdEncoding.EncodeToString(pngBytes(b, 200+i, 256, 256, true)))
+		name, err := imgs.Put(context.Background(), tenantA, base64.StdEncoding.EncodeToString(pngBytes(b, 200+i, 160, 160, true)))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -50,6 +50,15 @@ func str(s string) json.RawMessage {
 	return raw
 }
 
+// safeString quotes a string known to need no escaping, such as base64 or
+// a data URL made of it, without scanning it.
+func safeString(s string) json.RawMessage {
+	out := make([]byte, 0, len(s)+2)
+	out = append(out, '"')
+	out = append(out, s...)
+	return append(out, '"')
+}
+
 // countImages is an other func that counts blocks of an image type.
 func countImages(w *walk, imageType string) func(*rawObject, string, string, *rawList, int) error {
 	return func(_ *rawObject, typ, _ string, _ *rawList, _ int) error {
@@ -96,10 +105,10 @@ func piImage(p picture, text *rawObject) (json.RawMessage, error) {
 		delete(b, "text")
 	}
 	b["type"] = str("image")
-	b["data"] = str(p.b64)
+	b["data"] = safeString(p.b64)
 	b["mimeType"] = str(p.mimeType)
 	b["name"] = str(p.name)
-	return marshal(b)
+	return joinObject(b), nil
 }
 
 // Anthropic Messages: refs are restored in user messages, directly or inside
@@ -142,23 +151,17 @@ func (anthropicFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessag
 }
 
 func anthropicImage(p picture, text *rawObject) (json.RawMessage, error) {
-	var source map[string]string
-	if p.url != "" {
-		source = map[string]string{"type": "url", "url": p.url}
-	} else {
-		source = map[string]string{"type": "base64", "media_type": p.mimeType, "data": p.b64}
+	source := map[string]json.RawMessage{"type": str("url"), "url": str(p.url)}
+	if p.url == "" {
+		source = map[string]json.RawMessage{"type": str("base64"), "media_type": str(p.mimeType), "data": safeString(p.b64)}
 	}
-	src, err := marshal(source)
-	if err != nil {
-		return nil, err
-	}
-	b := map[string]json.RawMessage{"type": str("image"), "source": src}
+	b := map[string]json.RawMessage{"type": str("image"), "source": joinObject(source)}
 	if text != nil {
 		if cc, ok := text.fields["cache_control"]; ok {
 			b["cache_control"] = cc
 		}
 	}
-	return marshal(b)
+	return joinObject(b), nil
 }
 
 // OpenAI Chat Completions: refs are restored in user messages as
@@ -190,11 +193,14 @@ func (openAIFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage, 
 }
 
 func openAIImage(p picture, _ *rawObject) (json.RawMessage, error) {
-	url := p.url
-	if url == "" {
-		url = "data:" + p.mimeType + ";base64," + p.b64
+	url := str(p.url)
+	if p.url == "" {
+		url = safeString("data:" + p.mimeType + ";base64," + p.b64)
 	}
-	return marshal(map[string]any{"type": "image_url", "image_url": map[string]string{"url": url}})
+	return joinObject(map[string]json.RawMessage{
+		"type":      str("image_url"),
+		"image_url": joinObject(map[string]json.RawMessage{"url": url}),
+	}), nil
 }
 
 // Bedrock Converse: content blocks are unions keyed by their one field:
@@ -286,8 +292,8 @@ func (w *walk) bedrockContent(raw json.RawMessage, path string, setContent func(
 
 // bedrockImage is a Converse image block; its format is the MIME subtype.
 func bedrockImage(p picture) (json.RawMessage, error) {
-	return marshal(map[string]any{"image": map[string]any{
-		"format": strings.TrimPrefix(p.mimeType, "image/"),
-		"source": map[string]string{"bytes": p.b64},
-	}})
+	return joinObject(map[string]json.RawMessage{"image": joinObject(map[string]json.RawMessage{
+		"format": str(strings.TrimPrefix(p.mimeType, "image/")),
+		"source": joinObject(map[string]json.RawMessage{"bytes": safeString(p.b64)}),
+	})}), nil
 }

@@ -145,8 +145,8 @@ func FuzzRestoreOpenAI(f *testing.F) {
 func FuzzAfterTool(f *testing.F) {
 	h, name := fuzzHandler(f)
 	img := pngB64(f, 2, 4, 4)
-	f.Add(`{"call":{"name":"t"},"result":{"content":[{"type":"text","text":"x"},{"type":"image","data":"`+img+`","mimeType":"image/png"}]}}`)
-	f.Add(`{"call":{"name":"zoom"},"result":{"content":[{"type":"image","data":"`+img+`","name":"`+name+`"}]},"bounds":{"maxBytes":10}}`)
+	f.Add(`{"call":{"name":"t"},"result":{"content":[{"type":"text","text":"x"},{"type":"image","data":"` + img + `","mimeType":"image/png"}]}}`)
+	f.Add(`{"call":{"name":"zoom"},"result":{"content":[{"type":"image","data":"` + img + `","name":"` + name + `"}]},"bounds":{"maxBytes":10}}`)
 	f.Add(`{"call":{"nested":true},"result":{"content":"text"}}`)
 	f.Add(`{"call":{},"result":{"content":[{"type":"image","data":"` + base64.StdEncoding.EncodeToString([]byte("GIF89a")) + `"}]}}`)
 	f.Fuzz(func(t *testing.T, body string) {

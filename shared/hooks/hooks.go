@@ -14,6 +14,8 @@ package hooks
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"slices"
 	"strconv"
 )
 
@@ -61,4 +63,94 @@ func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]
 // isNull reports whether raw is absent or JSON null.
 func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+}
+
+// jsonString decodes a raw JSON string. Base64 and most text hold no escapes,
+// and then the bytes between the quotes are the string: no second scan.
+func jsonString(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// The request bodies the hooks answer with are mostly the request they got,
+// already decoded and checked. These writers join raw values as they are,
+// where json.Marshal would scan every byte of them again.
+
+// joinObject writes an object of raw values, keys sorted.
+func joinObject(fields map[string]json.RawMessage) json.RawMessage {
+	keys := make([]string, 0, len(fields))
+	n := 2
+	for k, v := range fields {
+		keys = append(keys, k)
+		n += len(k) + len(v) + 4
+	}
+	slices.Sort(keys)
+	out := make([]byte, 0, n)
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendKey(out, k)
+		out = append(out, ':')
+		out = append(out, fields[k]...)
+	}
+	return append(out, '}')
+}
+
+// appendKey appends a JSON object key (Go's quoting is not JSON's).
+func appendKey(out []byte, k string) []byte {
+	q, _ := marshal(k) // a string always encodes
+	return append(out, q...)
+}
+
+// joinArray writes an array of raw values.
+func joinArray(items []json.RawMessage) json.RawMessage {
+	n := 2
+	for _, v := range items {
+		n += len(v) + 1
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for i, v := range items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, v...)
+	}
+	return append(out, ']')
+}
+
+// writeAnswer answers 200 with the object rest encodes, plus key holding raw,
+// written without copying or scanning raw.
+func writeAnswer(w http.ResponseWriter, key string, raw json.RawMessage, rest any) error {
+	tail, err := marshal(rest)
+	if err != nil {
+		return err
+	}
+	head := appendKey([]byte("{"), key)
+	head = append(head, ':')
+	if len(tail) > 2 {
+		tail[0] = ','
+	} else {
+		tail = []byte("}")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	for _, part := range [][]byte{head, raw, tail, []byte("\n")} {
+		if _, err := w.Write(part); err != nil {
+			return nil // the client is gone; nothing left to answer
+		}
+	}
+	return nil
 }

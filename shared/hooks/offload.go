@@ -1,10 +1,12 @@
 package hooks
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -60,9 +62,9 @@ const (
 )
 
 type afterToolRequest struct {
-	Call   *toolCall       `json:"call"`
-	Result json.RawMessage `json:"result"`
-	Bounds *bounds         `json:"bounds"`
+	Call   *toolCall                  `json:"call"`
+	Result map[string]json.RawMessage `json:"result"`
+	Bounds *bounds                    `json:"bounds"`
 }
 
 type toolCall struct {
@@ -76,13 +78,15 @@ type bounds struct {
 	MaxLines *int `json:"maxLines"`
 }
 
+// afterToolAnswer is the answer but its result, written around it.
 type afterToolAnswer struct {
-	Result  json.RawMessage `json:"result"`
-	Stored  []string        `json:"stored"`
-	Inline  []InlineImage   `json:"inline"`
-	Skipped *string         `json:"skipped"`
+	Stored  []string      `json:"stored"`
+	Inline  []InlineImage `json:"inline"`
+	Skipped *string       `json:"skipped"`
 }
 
+// The request is decoded once into raw fields and blocks; a 5 MB result
+// is not scanned over and over (see BenchmarkAfterTool5MB).
 func (o *Offload) afterTool(w http.ResponseWriter, r *http.Request) error {
 	if _, err := api.Chat(r); err != nil {
 		return err
@@ -102,53 +106,40 @@ func (o *Offload) afterTool(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if isNull(req.Result) {
+	if req.Result == nil {
 		return api.BadRequest("result", "result is required: {\"content\": [blocks], \"isError\"}")
 	}
-	fields, err := decodeObject(req.Result, "result")
-	if err != nil {
-		return err
-	}
-	content, ok := fields["content"]
-	if !ok || isNull(content) {
-		return api.BadRequest("result.content", "result.content is required")
-	}
-	raw, blocks, err := decodeContent(content, "result.content")
-	if err != nil {
-		return err
-	}
-	answer := afterToolAnswer{Result: req.Result, Stored: []string{}, Inline: []InlineImage{}}
+	answer := afterToolAnswer{Stored: []string{}, Inline: []InlineImage{}}
 	skip := func(reason string) error {
 		answer.Skipped = &reason
-		api.WriteJSON(w, http.StatusOK, answer)
-		return nil
+		return writeAnswer(w, "result", joinObject(req.Result), answer)
 	}
 	// A nested call's result goes back to the tool that issued it, not into
 	// the transcript; it is none of the hook's business.
 	if req.Call.Nested {
 		return skip(SkippedNested)
 	}
+	content, ok := req.Result["content"]
+	if !ok || isNull(content) {
+		return api.BadRequest("result.content", "result.content is required")
+	}
+	maps, blocks, err := decodeContent(content, "result.content")
+	if err != nil {
+		return err
+	}
 	if !hasImages(blocks) {
-		api.WriteJSON(w, http.StatusOK, answer)
-		return nil
+		return writeAnswer(w, "result", joinObject(req.Result), answer)
 	}
 	if couldPassBound(blocks, maxBytes, maxLines) {
 		return skip(SkippedBound)
 	}
-	out, err := o.offload(r.Context(), tenant, raw, blocks, "result.content")
+	out, err := o.offload(r.Context(), tenant, maps, blocks, "result.content")
 	if err != nil {
 		return err
 	}
-	fields["content"], err = marshal(out.blocks)
-	if err != nil {
-		return err
-	}
-	if answer.Result, err = marshal(fields); err != nil {
-		return err
-	}
+	req.Result["content"] = joinArray(out.blocks)
 	answer.Stored, answer.Inline = out.stored, out.inline
-	api.WriteJSON(w, http.StatusOK, answer)
-	return nil
+	return writeAnswer(w, "result", joinObject(req.Result), answer)
 }
 
 func (b *bounds) resolve() (maxBytes, maxLines int, err error) {
@@ -196,13 +187,13 @@ func couldPassBound(blocks []pi.Block, maxBytes, maxLines int) bool {
 }
 
 type offloadInputRequest struct {
-	Message json.RawMessage `json:"message"`
+	Message map[string]json.RawMessage `json:"message"`
 }
 
+// offloadInputAnswer is the answer but its message, written around it.
 type offloadInputAnswer struct {
-	Message json.RawMessage `json:"message"`
-	Stored  []string        `json:"stored"`
-	Inline  []InlineImage   `json:"inline"`
+	Stored []string      `json:"stored"`
+	Inline []InlineImage `json:"inline"`
 }
 
 func (o *Offload) offloadInput(w http.ResponseWriter, r *http.Request) error {
@@ -217,41 +208,31 @@ func (o *Offload) offloadInput(w http.ResponseWriter, r *http.Request) error {
 	if err := api.DecodeJSON(r, &req); err != nil {
 		return err
 	}
-	if isNull(req.Message) {
+	msg := req.Message
+	if msg == nil {
 		return api.BadRequest("message", "message is required: {\"role\": \"user\", \"content\"}")
 	}
-	fields, err := decodeObject(req.Message, "message")
-	if err != nil {
-		return err
-	}
-	var role string
-	if err := json.Unmarshal(fields["role"], &role); err != nil || role != pi.RoleUser {
+	if role, _ := jsonString(msg["role"]); role != pi.RoleUser {
 		return api.BadRequest("message.role", "message.role must be \"user\"")
 	}
-	content, ok := fields["content"]
+	content, ok := msg["content"]
 	if !ok || isNull(content) {
 		return api.BadRequest("message.content", "message.content is required")
 	}
-	raw, blocks, err := decodeContent(content, "message.content")
+	maps, blocks, err := decodeContent(content, "message.content")
 	if err != nil {
 		return err
 	}
-	answer := offloadInputAnswer{Message: req.Message, Stored: []string{}, Inline: []InlineImage{}}
+	answer := offloadInputAnswer{Stored: []string{}, Inline: []InlineImage{}}
 	if hasImages(blocks) {
-		out, err := o.offload(r.Context(), tenant, raw, blocks, "message.content")
+		out, err := o.offload(r.Context(), tenant, maps, blocks, "message.content")
 		if err != nil {
 			return err
 		}
-		if fields["content"], err = marshal(out.blocks); err != nil {
-			return err
-		}
-		if answer.Message, err = marshal(fields); err != nil {
-			return err
-		}
+		msg["content"] = joinArray(out.blocks)
 		answer.Stored, answer.Inline = out.stored, out.inline
 	}
-	api.WriteJSON(w, http.StatusOK, answer)
-	return nil
+	return writeAnswer(w, "message", joinObject(msg), answer)
 }
 
 // offloaded is the content after an offload.
@@ -274,9 +255,9 @@ type imageJob struct {
 
 // offload stores the images of blocks and replaces each stored one by its
 // ref block, in place. Every image is checked before any is stored, so bad
-// input stores nothing. raw holds the blocks as received: blocks that are
-// not replaced are written back byte for byte.
-func (o *Offload) offload(ctx context.Context, tenant string, raw []json.RawMessage, blocks []pi.Block, path string) (offloaded, error) {
+// input stores nothing. raw holds the blocks' fields as received: blocks
+// that are not replaced are written back with their fields unchanged.
+func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]json.RawMessage, blocks []pi.Block, path string) (offloaded, error) {
 	var jobs []*imageJob
 	byKey := map[string]*imageJob{}
 	jobOf := make([]*imageJob, len(blocks))
@@ -335,17 +316,17 @@ func (o *Offload) offload(ctx context.Context, tenant string, raw []json.RawMess
 	for i, r := range raw {
 		j := jobOf[i]
 		if j == nil {
-			out.blocks[i] = r
+			out.blocks[i] = joinObject(r)
 			continue
 		}
 		if j.err != nil {
-			out.blocks[i] = r
+			out.blocks[i] = joinObject(r)
 			out.inline = append(out.inline, InlineImage{Index: i, Reason: reasonOf(j.err)})
 			continue
 		}
 		// The ref block keeps the image block's other fields, so a
 		// host's annotations survive the round trip through restore.
-		ref, err := marshal(pi.Block{Type: pi.TypeText, Text: refs.Ref(j.name), Extra: blocks[i].Extra})
+		ref, err := marshal(pi.Block{Type: pi.TypeText, Text: refs.Ref(j.name), Extra: extraOf(r)})
 		if err != nil {
 			return offloaded{}, err
 		}
@@ -410,35 +391,72 @@ func tenantOf(r *http.Request) (string, error) {
 	return t, nil
 }
 
-// decodeObject decodes a JSON object into its raw fields.
-func decodeObject(raw json.RawMessage, path string) (map[string]json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, api.BadRequest(path, "%s must be a JSON object", path)
-	}
-	return m, nil
-}
-
 // decodeContent decodes pi content: a string (no blocks) or a list of
-// blocks. raw keeps each block as received.
-func decodeContent(content json.RawMessage, path string) (raw []json.RawMessage, blocks []pi.Block, err error) {
-	var s string
-	if json.Unmarshal(content, &s) == nil {
+// blocks, each as its raw fields and as the pi.Block fields offload reads.
+func decodeContent(content json.RawMessage, path string) ([]map[string]json.RawMessage, []pi.Block, error) {
+	content = bytes.TrimSpace(content)
+	if len(content) > 0 && content[0] == '"' {
 		return nil, nil, nil
 	}
-	if err := json.Unmarshal(content, &raw); err != nil {
-		return nil, nil, api.BadRequest(path, "%s must be a string or a list of content blocks", path)
+	var maps []map[string]json.RawMessage
+	if err := json.Unmarshal(content, &maps); err != nil {
+		return nil, nil, contentError(content, path)
 	}
-	blocks = make([]pi.Block, len(raw))
-	for i, r := range raw {
-		if err := json.Unmarshal(r, &blocks[i]); err != nil {
-			var fe *pi.FieldError
-			if errors.As(err, &fe) {
-				f := index(path, i) + "." + fe.Field
-				return nil, nil, api.BadRequest(f, "%s %s", f, fe.Msg)
+	blocks := make([]pi.Block, len(maps))
+	for i, m := range maps {
+		bpath := index(path, i)
+		if m == nil {
+			return nil, nil, api.BadRequest(bpath, "%s must be a content block object", bpath)
+		}
+		b := &blocks[i]
+		for _, f := range []struct {
+			key string
+			dst *string
+		}{{"type", &b.Type}, {"text", &b.Text}, {"data", &b.Data}, {"mimeType", &b.MimeType}, {"name", &b.Name}} {
+			raw, ok := m[f.key]
+			if !ok || isNull(raw) {
+				continue
 			}
-			return nil, nil, api.BadRequest(index(path, i), "%s must be a content block object", index(path, i))
+			s, ok := jsonString(raw)
+			if !ok {
+				return nil, nil, api.BadRequest(bpath+"."+f.key, "%s.%s must be a string", bpath, f.key)
+			}
+			*f.dst = s
+		}
+		if b.Type == "" {
+			return nil, nil, api.BadRequest(bpath+".type", "%s.type is required", bpath)
 		}
 	}
-	return raw, blocks, nil
+	return maps, blocks, nil
+}
+
+// contentError names what is wrong with content that is not a list of objects.
+func contentError(content json.RawMessage, path string) error {
+	var items []json.RawMessage
+	if json.Unmarshal(content, &items) != nil {
+		return api.BadRequest(path, "%s must be a string or a list of content blocks", path)
+	}
+	for i, it := range items {
+		if t := bytes.TrimSpace(it); len(t) == 0 || t[0] != '{' {
+			return api.BadRequest(index(path, i), "%s must be a content block object", index(path, i))
+		}
+	}
+	return api.BadRequest(path, "%s must be a list of content blocks", path)
+}
+
+// piFields are the block fields pi.Block names; the others are its Extra.
+var piFields = []string{"type", "text", "data", "mimeType", "id", "name", "arguments", "thinking"}
+
+// extraOf returns a block's fields that pi.Block does not name.
+func extraOf(m map[string]json.RawMessage) map[string]json.RawMessage {
+	extra := map[string]json.RawMessage{}
+	for k, v := range m {
+		if !slices.Contains(piFields, k) {
+			extra[k] = v
+		}
+	}
+	if len(extra) == 0 {
+		return nil
+	}
+	return extra
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -76,7 +77,8 @@ type beforeRequestBody struct {
 }
 
 type beforeRequestAnswer struct {
-	Request    json.RawMessage `json:"request"`
+	// Request is written around the rest (writeAnswer).
+	Request    json.RawMessage `json:"-"`
 	Restored   []string        `json:"restored"`
 	Unrestored []Unrestored    `json:"unrestored"`
 	// InlineBytes is the base64 restore added inline.
@@ -125,8 +127,7 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	api.WriteJSON(w, http.StatusOK, answer)
-	return nil
+	return writeAnswer(w, "request", answer.Request, answer)
 }
 
 // fetched is what restore learned about one image.
@@ -353,8 +354,18 @@ func (rs *Restore) read(ctx context.Context, tenant, name string, f *fetched) {
 		f.err = err
 		return
 	}
+	mime := img.MimeType
+	switch mime {
+	case images.PNG, images.JPEG, images.GIF, images.WebP:
+	default:
+		// Stored with a type no request format names: trust the bytes.
+		if mime, err = images.Detect(img.Data); err != nil {
+			f.err = err
+			return
+		}
+	}
 	f.b64 = base64.StdEncoding.EncodeToString(img.Data)
-	f.mime, f.read, f.exists = img.MimeType, true, true
+	f.mime, f.read, f.exists = mime, true, true
 	if cfg, _, err := image.DecodeConfig(bytes.NewReader(img.Data)); err == nil {
 		f.width, f.height = cfg.Width, cfg.Height
 	}

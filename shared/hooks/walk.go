@@ -69,11 +69,7 @@ func (w *walk) commitObject(o *rawObject, set func(json.RawMessage)) {
 		if !o.changed {
 			return nil
 		}
-		raw, err := marshal(o.fields)
-		if err != nil {
-			return err
-		}
-		set(raw)
+		set(joinObject(o.fields))
 		return nil
 	})
 }
@@ -84,11 +80,7 @@ func (w *walk) commitList(l *rawList, set func(json.RawMessage)) {
 		if !l.changed {
 			return nil
 		}
-		raw, err := marshal(l.items)
-		if err != nil {
-			return err
-		}
-		set(raw)
+		set(joinArray(l.items))
 		return nil
 	})
 }
@@ -118,24 +110,15 @@ func stringField(o *rawObject, key, path string, required bool) (string, error) 
 		}
 		return "", nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	s, ok := jsonString(raw)
+	if !ok {
 		return "", api.BadRequest(path+"."+key, "%s.%s must be a string", path, key)
 	}
 	return s, nil
 }
 
 // asString decodes raw when it is a JSON string.
-func asString(raw json.RawMessage) (string, bool) {
-	if len(raw) == 0 || raw[0] != '"' {
-		return "", false
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
-}
+func asString(raw json.RawMessage) (string, bool) { return jsonString(raw) }
 
 // messages parses the request's top object and its "messages" list, and
 // calls each for every message. The request is rebuilt by build.
@@ -171,7 +154,7 @@ func (w *walk) messages(req json.RawMessage, each func(msg *rawObject, path stri
 		if !top.changed {
 			return req, nil
 		}
-		return marshal(top.fields)
+		return joinObject(top.fields), nil
 	}, nil
 }
 
@@ -195,11 +178,7 @@ func (w *walk) typedContent(raw json.RawMessage, path string, canImage bool, tex
 				if err != nil {
 					return err
 				}
-				list, err := marshal([]json.RawMessage{img})
-				if err != nil {
-					return err
-				}
-				set(list)
+				set(joinArray([]json.RawMessage{img}))
 				return nil
 			}})
 		}

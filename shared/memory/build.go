@@ -55,12 +55,12 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 	started := m.now()
 	owner := newID()
 	var (
-		outcome   startOutcome
-		dueAt     int64
-		refusals  int
-		failures  int
-		sends     []Node
-		snapshot  *chatState
+		outcome  startOutcome
+		dueAt    int64
+		refusals int
+		failures int
+		sends    []Node
+		snapshot *chatState
 	)
 	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
 		outcome, sends, snapshot = skipBuild, nil, nil

@@ -364,15 +364,17 @@ func (m *Memory) rows(ctx context.Context, tenant, chat string, nodes []Node) (m
 		chunk := missing[:min(len(missing), batchLimit)]
 		missing = missing[len(chunk):]
 		keys := make([]store.Key, len(chunk))
+		asked := make(map[string]Node, len(chunk))
 		for k, n := range chunk {
 			keys[k] = nodeKey(tenant, chat, n)
+			asked[keys[k].SK] = n
 		}
 		items, err := m.table.BatchGet(ctx, keys)
 		if err != nil {
 			return nil, fmt.Errorf("reading %d node rows of %s: %w", len(keys), chat, err)
 		}
 		for _, it := range items {
-			n, ok := parseNodeSK(it.SK)
+			n, ok := asked[it.SK]
 			if !ok {
 				continue
 			}
@@ -386,14 +388,6 @@ func (m *Memory) rows(ctx context.Context, tenant, chat string, nodes []Node) (m
 		}
 	}
 	return out, nil
-}
-
-func parseNodeSK(sk string) (Node, bool) {
-	var n Node
-	if _, err := fmt.Sscanf(sk, "n/%02d/%012d", &n.L, &n.I); err != nil {
-		return Node{}, false
-	}
-	return n, true
 }
 
 // readRow reads one full node row.
