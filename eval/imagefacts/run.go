@@ -127,7 +127,7 @@ func Run(ctx context.Context, s Setup) (Result, error) {
 	imgs := images.New(s.Stores.Blobs)
 	log := transcript.New(s.Stores.Table, s.Stores.Blobs, imgs)
 	mem, err := memory.New(memory.Config{
-		Table: s.Stores.Table, Log: log, Images: nil, Queue: s.Stores.Queue,
+		Table: s.Stores.Table, Log: log, Images: imgs, Queue: s.Stores.Queue,
 		Compressor: compactor.New(meter, s.Compactor), Workers: s.Workers, Logger: logger,
 	})
 	if err != nil {

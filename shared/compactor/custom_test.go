@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
@@ -155,10 +157,12 @@ func lambdaServer(t *testing.T, answer func(w http.ResponseWriter, r *http.Reque
 }
 
 func lambdaInvoker(url string) *compactor.LambdaInvoker {
-	return &compactor.LambdaInvoker{Endpoint: url, Config: aws.Config{
-		Region:      "eu-west-1",
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "test-secret", ""),
-	}}
+	client := lambda.NewFromConfig(aws.Config{
+		Region:           "eu-west-1",
+		Credentials:      credentials.NewStaticCredentialsProvider("AKIDTEST", "test-secret", ""),
+		RetryMaxAttempts: 1,
+	}, func(o *lambda.Options) { o.BaseEndpoint = aws.String(url) })
+	return &compactor.LambdaInvoker{Client: client}
 }
 
 func TestLambdaCompressorInvokesTheFunctionSigned(t *testing.T) {
@@ -171,7 +175,7 @@ func TestLambdaCompressorInvokesTheFunctionSigned(t *testing.T) {
 		t.Fatalf("out %+v, err %v", out, err)
 	}
 	r := (*seen)[0]
-	if r.Method != http.MethodPost || r.URL.EscapedPath() != "/2015-03-31/functions/summarize:live/invocations" {
+	if r.Method != http.MethodPost || r.URL.EscapedPath() != "/2015-03-31/functions/summarize/invocations" || r.URL.Query().Get("Qualifier") != "live" {
 		t.Fatalf("%s %s", r.Method, r.URL.EscapedPath())
 	}
 	auth := r.Header.Get("Authorization")

@@ -133,6 +133,7 @@ func (o *Offload) afterTool(w http.ResponseWriter, r *http.Request) error {
 	if couldPassBound(blocks, maxBytes, maxLines) {
 		return skip(SkippedBound)
 	}
+	req.Result["content"] = nil // rebuilt below; let the collector have it
 	out, err := o.offload(r.Context(), tenant, maps, blocks, "result.content")
 	if err != nil {
 		return err
@@ -242,6 +243,10 @@ type offloaded struct {
 	inline []InlineImage
 }
 
+// imageKey tells images apart: by the name they say they are stored under,
+// else by their base64 text.
+type imageKey struct{ named, b64 string }
+
 // imageJob is one distinct image to store: the blocks showing it share it.
 type imageJob struct {
 	b64    string
@@ -259,7 +264,7 @@ type imageJob struct {
 // that are not replaced are written back with their fields unchanged.
 func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]json.RawMessage, blocks []pi.Block, path string) (offloaded, error) {
 	var jobs []*imageJob
-	byKey := map[string]*imageJob{}
+	byKey := map[imageKey]*imageJob{}
 	jobOf := make([]*imageJob, len(blocks))
 	for i, b := range blocks {
 		if b.Type != pi.TypeImage {
@@ -276,11 +281,13 @@ func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]j
 		// An image that says it is stored under a name (a zoom result, or a
 		// restored one coming back) keeps that name if the store agrees; its
 		// bytes may be a shrunk copy whose own name would differ.
-		key := "data:" + images.Name(b.Data)
+		// Equal base64 text is the same image under the same name; the text
+		// itself is the key (hashing it here would copy it).
+		key := imageKey{b64: b.Data}
 		named := ""
 		if refs.ValidName(b.Name) {
 			named = b.Name
-			key = "named:" + named
+			key = imageKey{named: named}
 		}
 		j := byKey[key]
 		if j == nil {
@@ -320,6 +327,7 @@ func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]j
 			continue
 		}
 		if j.err != nil {
+			r["data"] = safeString(blocks[i].Data) // valid base64: nothing to escape
 			out.blocks[i] = joinObject(r)
 			out.inline = append(out.inline, InlineImage{Index: i, Reason: reasonOf(j.err)})
 			continue
@@ -422,6 +430,10 @@ func decodeContent(content json.RawMessage, path string) ([]map[string]json.RawM
 				return nil, nil, api.BadRequest(bpath+"."+f.key, "%s.%s must be a string", bpath, f.key)
 			}
 			*f.dst = s
+		}
+		if b.Type == pi.TypeImage {
+			// The string is all offload needs; the raw copy can go.
+			delete(m, "data")
 		}
 		if b.Type == "" {
 			return nil, nil, api.BadRequest(bpath+".type", "%s.type is required", bpath)

@@ -120,8 +120,9 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 		return nil
 	}
 
-	// A build never outlives its claim.
-	bctx, cancel := context.WithTimeout(ctx, m.lease)
+	// A build never outlives its claim: it stops a little before the lease
+	// runs out and another builder may take the node.
+	bctx, cancel := context.WithTimeout(ctx, m.lease*9/10)
 	defer cancel()
 	res, row, buildErr := m.produce(bctx, tenant, chat, n, snapshot, refusals)
 	if buildErr != nil {
