@@ -41,9 +41,9 @@ func TestStringContentKeepsItsShape(t *testing.T) {
 
 func TestBadMessagesNameTheField(t *testing.T) {
 	cases := map[string]string{
-		`{"role":"robot","content":"x"}`:        "role",
-		`{"content":"x"}`:                       "role",
-		`{"role":"user","content":5}`:           "content",
+		`{"role":"robot","content":"x"}`:         "role",
+		`{"content":"x"}`:                        "role",
+		`{"role":"user","content":5}`:            "content",
 		`{"role":"user","content":[{"text":1}]}`: "content",
 	}
 	for in, field := range cases {
