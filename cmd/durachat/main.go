@@ -118,10 +118,11 @@ func serve(ctx context.Context, lookup func(string) (string, bool), stdout io.Wr
 		hooks.NewRestore(imgs, stores.Linker), // functions/restore
 		hooks.NewOffload(imgs),                // functions/offload
 	}
-	// WIRE: memory (functions/memory): the transcript routes
-	// (transcript.NewRoutes over transcript.New(stores.Table, stores.Blobs,
-	// imgs) with the memory as Notifier) and the memory routes
-	// (memory.New(memory.Config{..., Search: cfg.Search})), appended to routes.
+	// WIRE: memory (functions/memory): build m := memory.New(memory.Config{
+	// Table: stores.Table, Log: log, Images: imgs, Queue: stores.Queue,
+	// Compressor: <from cfg.Model / cfg.Compressor*>, Retrier: local.Queue,
+	// Search: cfg.Search, Logger: log}) over log := transcript.New(stores.Table,
+	// stores.Blobs, imgs), and append transcript.NewRoutes(log, imgs, m) and m.
 
 	h, err := app.Handler(log, app.LocalAuth(cfg), stores, routes, local.LinkRoutes())
 	if err != nil {
@@ -149,10 +150,9 @@ func serve(ctx context.Context, lookup func(string) (string, bool), stdout io.Wr
 		defer close(done)
 		purgeExpired(workCtx, local, log)
 	}()
-	// WIRE: the in-process queue consumer (memory's worker) reading
-	// local.Queue with the compactor built from cfg.Model, e.g.
-	//   go memory.NewWorker(...).Run(workCtx, local.Queue)
-	// and wait for it below, next to done.
+	// WIRE: the in-process queue consumer: run m.Worker(workCtx, local.Queue)
+	// in a goroutine and wait for it next to done, so it stops before the
+	// database closes.
 
 	tenancy := "bearer tokens"
 	if len(cfg.Tokens) == 0 {

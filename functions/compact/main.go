@@ -15,11 +15,12 @@ import (
 
 func main() {
 	f := app.InitFunction(config.Compact)
-	// WIRE: build the model from f.Config.Model (shared/model/bedrock,
-	// anthropic, openai, offline; or the custom compressor named by
-	// f.Config.CompressorURL / CompressorFunction), the compactor over it,
-	// and the memory SQS handler over f.Stores, e.g.
-	//   lambda.Start(memory.SQSHandler(f.Stores.Table, f.Stores.Blobs, f.Stores.Queue, compactor.New(m)))
+	// WIRE: the model from f.Config.Model, f.Config.ModelURL and
+	// f.Config.ModelKey (compactor.OpenModel), or the custom compressor
+	// named by f.Config.CompressorURL / CompressorFunction; the memory over
+	// f.Stores as in functions/memory, with Retrier: the SQS queue
+	// (f.Stores.Receiver) and Metrics: os.Stdout; then
+	//   lambda.Start(m.HandleSQS)
 	// Until then every message is reported as failed, so none is lost: SQS
 	// redelivers it, and after the redrive limit keeps it in the DLQ.
 	lambda.Start(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {

@@ -10,11 +10,12 @@ import (
 
 func main() {
 	f := app.InitFunction(config.Memory)
-	// WIRE: register the transcript routes (POST messages, GET images) and
-	// the memory routes (view, tools, status) over f.Stores (Table, Blobs,
-	// Linker, Queue) and f.Config.Search, e.g.
-	//   t := transcript.New(f.Stores.Table, f.Stores.Blobs)
-	//   f.StartHTTP(t, memory.NewRoutes(t, f.Stores.Table, f.Stores.Queue, f.Config.Search))
+	// WIRE: the transcript and memory routes over f.Stores, e.g.
+	//   imgs := images.New(f.Stores.Blobs)
+	//   log := transcript.New(f.Stores.Table, f.Stores.Blobs, imgs)
+	//   m, err := memory.New(memory.Config{Table: f.Stores.Table, Log: log, Images: imgs,
+	//       Queue: f.Stores.Queue, Compressor: <see functions/compact>, Search: f.Config.Search, Logger: f.Log})
+	//   f.StartHTTP(transcript.NewRoutes(log, imgs, m), m)
 	// Until then the function serves GET /healthz only.
 	f.StartHTTP()
 }

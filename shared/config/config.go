@@ -53,6 +53,11 @@ const (
 	EnvLogLevel           = "DURACHAT_LOG_LEVEL"
 	EnvCompressorURL      = "DURACHAT_COMPRESSOR_URL"
 	EnvCompressorFunction = "DURACHAT_COMPRESSOR_FUNCTION"
+
+	// The providers' conventional key variables: the local server falls
+	// back to them when DURACHAT_MODEL_KEY is unset.
+	EnvAnthropicKey = "ANTHROPIC_API_KEY"
+	EnvOpenAIKey    = "OPENAI_API_KEY"
 )
 
 // Defaults.
@@ -80,7 +85,8 @@ var reads = map[Program][]string{
 	// compact builds nodes: rows, images, the retry queue and the model.
 	Compact: {EnvBucket, EnvTable, EnvQueueURL, EnvSearch, EnvModel, EnvModelURL, EnvModelKey, EnvCompressorURL, EnvCompressorFunction, EnvLogLevel},
 	// serve is every route on the embedded stores.
-	Serve: {EnvAddr, EnvData, EnvTokens, EnvSearch, EnvModel, EnvModelURL, EnvModelKey, EnvPublicURL, EnvLinkSecret, EnvLogLevel, EnvCompressorURL, EnvCompressorFunction},
+	Serve: {EnvAddr, EnvData, EnvTokens, EnvSearch, EnvModel, EnvModelURL, EnvModelKey, EnvAnthropicKey, EnvOpenAIKey,
+		EnvPublicURL, EnvLinkSecret, EnvLogLevel, EnvCompressorURL, EnvCompressorFunction},
 }
 
 // Vars lists the environment variables p reads, sorted.
@@ -154,7 +160,9 @@ type Config struct {
 
 	Model    Model
 	ModelURL string
-	// ModelKey is the API key for the anthropic and openai providers.
+	// ModelKey is the API key for the anthropic and openai providers
+	// (locally, ANTHROPIC_API_KEY or OPENAI_API_KEY when DURACHAT_MODEL_KEY
+	// is unset).
 	ModelKey string
 	// Search turns on the opt-in search tool.
 	Search bool
@@ -200,6 +208,14 @@ func Load(p Program, lookup func(string) (string, bool)) (Config, error) {
 		r.httpURL(EnvModelURL, c.ModelURL)
 	}
 	c.ModelKey = r.str(EnvModelKey, "")
+	if c.ModelKey == "" {
+		switch c.Model.Provider {
+		case ProviderAnthropic:
+			c.ModelKey = r.str(EnvAnthropicKey, "")
+		case ProviderOpenAI:
+			c.ModelKey = r.str(EnvOpenAIKey, "")
+		}
+	}
 	c.Search = r.boolean(EnvSearch, false)
 	c.PublicURL = r.str(EnvPublicURL, "")
 	if c.PublicURL == "" && r.declares(EnvPublicURL) {

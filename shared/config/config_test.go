@@ -178,3 +178,20 @@ func TestUnknownProgramIsAnError(t *testing.T) {
 		t.Fatal("want an error")
 	}
 }
+
+func TestLocalServerFallsBackToTheProvidersKeyVariable(t *testing.T) {
+	c, err := Load(Serve, env(map[string]string{EnvModel: "anthropic:claude-haiku-4-5", EnvAnthropicKey: "sk-a", EnvOpenAIKey: "sk-o"}))
+	if err != nil || c.ModelKey != "sk-a" {
+		t.Fatalf("key %q, err %v", c.ModelKey, err)
+	}
+	c, err = Load(Serve, env(map[string]string{EnvModel: "openai:gpt-4o-mini", EnvModelKey: "mine", EnvOpenAIKey: "sk-o"}))
+	if err != nil || c.ModelKey != "mine" {
+		t.Fatalf("key %q, err %v", c.ModelKey, err)
+	}
+	// A function reads only DURACHAT_MODEL_KEY: the template sets it.
+	_, err = Load(Compact, env(lambdaEnv(map[string]string{EnvModel: "anthropic:claude", EnvAnthropicKey: "sk-a"})))
+	var ve *VarError
+	if !errors.As(err, &ve) || ve.Var != EnvModelKey {
+		t.Fatalf("compact without DURACHAT_MODEL_KEY: %v", err)
+	}
+}

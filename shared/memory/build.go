@@ -320,16 +320,8 @@ func (m *Memory) contextBlock(ctx context.Context, tenant, chat string, st *chat
 		end = n.End()
 	}
 	nodes, omitted := st.Compact.lastBefore(end, contextMaxLines)
-	var want []Node
-	for _, c := range nodes {
-		if st.built(c) {
-			want = append(want, c)
-		}
-	}
-	rows, err := m.rows(ctx, tenant, chat, want)
-	if err != nil {
-		return "", fmt.Errorf("reading the compaction view: %w", err)
-	}
+	// Read from the newest line back, in chunks, until the byte bound.
+	rows := make(map[Node]nodeInfo, len(nodes))
 	line := func(c Node) (string, bool) {
 		if !st.built(c) {
 			return "", false
@@ -337,18 +329,35 @@ func (m *Memory) contextBlock(ctx context.Context, tenant, chat string, st *chat
 		r, ok := rows[c]
 		return r.line, ok
 	}
-	// Keep the newest lines within contextMaxBytes.
 	size, keep := int64(0), len(nodes)
-	for k := len(nodes) - 1; k >= 0; k-- {
-		l, _ := line(nodes[k])
-		if !st.built(nodes[k]) {
-			l = Placeholder
+	const chunk = 128
+scan:
+	for hi := len(nodes); hi > 0; hi -= chunk {
+		lo := max(0, hi-chunk)
+		var want []Node
+		for _, c := range nodes[lo:hi] {
+			if st.built(c) {
+				want = append(want, c)
+			}
 		}
-		size += lineSize(nodes[k], len(l))
-		if size > contextMaxBytes {
-			break
+		got, err := m.rows(ctx, tenant, chat, want)
+		if err != nil {
+			return "", fmt.Errorf("reading the compaction view: %w", err)
 		}
-		keep = k
+		for c, r := range got {
+			rows[c] = r
+		}
+		for k := hi - 1; k >= lo; k-- {
+			l, ok := line(nodes[k])
+			if !ok {
+				l = Placeholder
+			}
+			size += lineSize(nodes[k], len(l))
+			if size > contextMaxBytes {
+				break scan
+			}
+			keep = k
+		}
 	}
 	omitted += int64(keep)
 	block := renderLines(nodes[keep:], line)
