@@ -41,8 +41,8 @@ func formatOf(name string) (format, bool) {
 	return nil, false
 }
 
-func set(o *rawObject, key string) func(json.RawMessage) {
-	return func(r json.RawMessage) { o.fields[key] = r; o.changed = true }
+func set(o *rawObject, key string) func(jsonValue) {
+	return func(v jsonValue) { o.set(key, v) }
 }
 
 func str(s string) json.RawMessage {
@@ -141,7 +141,7 @@ func (anthropicFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessag
 				if err := w.typedContent(b.fields["content"], bpath+".content", true, "text", anthropicImage, countImages(w, "image"), set(b, "content")); err != nil {
 					return err
 				}
-				w.commitObject(b, func(r json.RawMessage) { l.items[j] = r; l.changed = true })
+				w.commitObject(b, func(v jsonValue) { l.set(j, v) })
 			}
 			return nil
 		}
@@ -238,7 +238,7 @@ func (bedrockFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage,
 
 // bedrockContent walks a list of Converse content blocks; inner is false
 // inside a tool result, where another tool result cannot be.
-func (w *walk) bedrockContent(raw json.RawMessage, path string, setContent func(json.RawMessage), outer bool) error {
+func (w *walk) bedrockContent(raw json.RawMessage, path string, setContent func(jsonValue), outer bool) error {
 	l, err := parseList(raw, path)
 	if err != nil {
 		return err
@@ -260,8 +260,7 @@ func (w *walk) bedrockContent(raw json.RawMessage, path string, setContent func(
 					if err != nil {
 						return err
 					}
-					l.items[j] = img
-					l.changed = true
+					l.set(j, rawValue(img))
 					return nil
 				}})
 			}
@@ -283,7 +282,7 @@ func (w *walk) bedrockContent(raw json.RawMessage, path string, setContent func(
 				}
 			}
 			w.commitObject(result, set(b, "toolResult"))
-			w.commitObject(b, func(r json.RawMessage) { l.items[j] = r; l.changed = true })
+			w.commitObject(b, func(v jsonValue) { l.set(j, v) })
 		}
 	}
 	w.commitList(l, setContent)

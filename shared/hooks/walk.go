@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/refs"
@@ -12,16 +13,109 @@ import (
 // are encoded again. Everything else, including fields durachat has never
 // heard of, is written back byte for byte.
 
-// rawObject is a decoded JSON object whose fields stay raw.
+// jsonValue is a value of the rebuilt request: raw bytes, or a container
+// some of whose parts changed. The request is written out once, at the end,
+// rather than every container re-encoding its children.
+type jsonValue interface {
+	jsonLen() int
+	appendJSON(dst []byte) []byte
+}
+
+// rawValue is JSON text as it is.
+type rawValue json.RawMessage
+
+func (v rawValue) jsonLen() int                 { return len(v) }
+func (v rawValue) appendJSON(dst []byte) []byte { return append(dst, v...) }
+
+// rawObject is a decoded JSON object whose fields stay raw; over holds the
+// fields that changed.
 type rawObject struct {
 	fields  map[string]json.RawMessage
+	over    map[string]jsonValue
 	changed bool
 }
 
-// rawList is a decoded JSON array whose items stay raw.
+func (o *rawObject) set(key string, v jsonValue) {
+	if o.over == nil {
+		o.over = map[string]jsonValue{}
+	}
+	o.over[key] = v
+	o.changed = true
+}
+
+func (o *rawObject) value(key string) jsonValue {
+	if v, ok := o.over[key]; ok {
+		return v
+	}
+	return rawValue(o.fields[key])
+}
+
+func (o *rawObject) jsonLen() int {
+	n := 2
+	for k := range o.fields {
+		n += len(k) + 8 + o.value(k).jsonLen()
+	}
+	return n
+}
+
+func (o *rawObject) appendJSON(dst []byte) []byte {
+	keys := make([]string, 0, len(o.fields))
+	for k := range o.fields {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendKey(dst, k)
+		dst = append(dst, ':')
+		dst = o.value(k).appendJSON(dst)
+	}
+	return append(dst, '}')
+}
+
+// rawList is a decoded JSON array whose items stay raw; over holds the
+// items that changed.
 type rawList struct {
 	items   []json.RawMessage
+	over    map[int]jsonValue
 	changed bool
+}
+
+func (l *rawList) set(i int, v jsonValue) {
+	if l.over == nil {
+		l.over = map[int]jsonValue{}
+	}
+	l.over[i] = v
+	l.changed = true
+}
+
+func (l *rawList) value(i int) jsonValue {
+	if v, ok := l.over[i]; ok {
+		return v
+	}
+	return rawValue(l.items[i])
+}
+
+func (l *rawList) jsonLen() int {
+	n := 2
+	for i := range l.items {
+		n += 1 + l.value(i).jsonLen()
+	}
+	return n
+}
+
+func (l *rawList) appendJSON(dst []byte) []byte {
+	dst = append(dst, '[')
+	for i := range l.items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = l.value(i).appendJSON(dst)
+	}
+	return append(dst, ']')
 }
 
 // picture is what fills a ref's place: inline base64 or a URL.
@@ -63,24 +157,22 @@ func (w *walk) commit() error {
 	return nil
 }
 
-// commitObject writes o back through set when it changed.
-func (w *walk) commitObject(o *rawObject, set func(json.RawMessage)) {
+// commitObject hands o to set once the walk is done, if it changed.
+func (w *walk) commitObject(o *rawObject, set func(jsonValue)) {
 	w.after(func() error {
-		if !o.changed {
-			return nil
+		if o.changed {
+			set(o)
 		}
-		set(joinObject(o.fields))
 		return nil
 	})
 }
 
-// commitList writes l back through set when it changed.
-func (w *walk) commitList(l *rawList, set func(json.RawMessage)) {
+// commitList hands l to set once the walk is done, if it changed.
+func (w *walk) commitList(l *rawList, set func(jsonValue)) {
 	w.after(func() error {
-		if !l.changed {
-			return nil
+		if l.changed {
+			set(l)
 		}
-		set(joinArray(l.items))
 		return nil
 	})
 }
@@ -144,9 +236,9 @@ func (w *walk) messages(req json.RawMessage, each func(msg *rawObject, path stri
 		if err := each(msg, path); err != nil {
 			return nil, err
 		}
-		w.commitObject(msg, func(r json.RawMessage) { msgs.items[i] = r; msgs.changed = true })
+		w.commitObject(msg, func(v jsonValue) { msgs.set(i, v) })
 	}
-	w.commitList(msgs, func(r json.RawMessage) { top.fields["messages"] = r; top.changed = true })
+	w.commitList(msgs, func(v jsonValue) { top.set("messages", v) })
 	return func() (json.RawMessage, error) {
 		if err := w.commit(); err != nil {
 			return nil, err
@@ -154,7 +246,7 @@ func (w *walk) messages(req json.RawMessage, each func(msg *rawObject, path stri
 		if !top.changed {
 			return req, nil
 		}
-		return joinObject(top.fields), nil
+		return top.appendJSON(make([]byte, 0, top.jsonLen())), nil
 	}, nil
 }
 
@@ -167,7 +259,7 @@ func (w *walk) messages(req json.RawMessage, each func(msg *rawObject, path stri
 func (w *walk) typedContent(raw json.RawMessage, path string, canImage bool, textType string,
 	toImage func(p picture, text *rawObject) (json.RawMessage, error),
 	other func(b *rawObject, typ, path string, l *rawList, j int) error,
-	set func(json.RawMessage)) error {
+	set func(jsonValue)) error {
 	if isNull(raw) {
 		return nil
 	}
@@ -178,7 +270,7 @@ func (w *walk) typedContent(raw json.RawMessage, path string, canImage bool, tex
 				if err != nil {
 					return err
 				}
-				set(joinArray([]json.RawMessage{img}))
+				set(rawValue(joinArray([]json.RawMessage{img})))
 				return nil
 			}})
 		}
@@ -214,8 +306,7 @@ func (w *walk) typedContent(raw json.RawMessage, path string, canImage bool, tex
 				if err != nil {
 					return err
 				}
-				l.items[j] = img
-				l.changed = true
+				l.set(j, rawValue(img))
 				return nil
 			}})
 		}
