@@ -59,3 +59,9 @@ bench:
 
 clean:
 	rm -rf .aws-sam
+
+# eval-images measures image-aware summaries against a real model
+# (DURACHAT_MODEL and its key; see docs/perf-images.md). Not part of test.
+.PHONY: eval-images
+eval-images:
+	$(GO) run ./eval/cmd/eval-images $(EVAL_FLAGS)

@@ -3,7 +3,6 @@ package compactor
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	anthropicsdk "github.com/anthropics/anthropic-sdk-go/v2"
@@ -35,7 +34,7 @@ const (
 //
 // url, when set (DURACHAT_MODEL_URL), replaces the provider's endpoint:
 // a local OpenAI-compatible server needs no key.
-func OpenModel(ctx context.Context, spec, url string) (model.Model, error) {
+func OpenModel(ctx context.Context, spec, url, key string) (model.Model, error) {
 	spec = strings.TrimSpace(spec)
 	if spec == "offline" {
 		return offline.New(), nil
@@ -57,9 +56,8 @@ func OpenModel(ctx context.Context, spec, url string) (model.Model, error) {
 		})
 		return bedrock.New(client, name, bedrock.Options{CachePoint: bedrockCaches(name)}), nil
 	case "anthropic":
-		key := os.Getenv(EnvAnthropicKey)
 		if key == "" {
-			return nil, fmt.Errorf("model setting %q: %s is not set", spec, EnvAnthropicKey)
+			return nil, fmt.Errorf("model setting %q: no API key (DURACHAT_MODEL_KEY, or %s locally)", spec, EnvAnthropicKey)
 		}
 		opts := []anthropicoption.RequestOption{anthropicoption.WithAPIKey(key)}
 		if url != "" {
@@ -68,9 +66,8 @@ func OpenModel(ctx context.Context, spec, url string) (model.Model, error) {
 		client := anthropicsdk.NewClient(opts...)
 		return anthropic.New(&client, name, anthropic.Options{}), nil
 	case "openai":
-		key := os.Getenv(EnvOpenAIKey)
 		if key == "" && url == "" {
-			return nil, fmt.Errorf("model setting %q: %s is not set (a local server set with DURACHAT_MODEL_URL needs none)", spec, EnvOpenAIKey)
+			return nil, fmt.Errorf("model setting %q: no API key (DURACHAT_MODEL_KEY, or %s locally; a local server set with DURACHAT_MODEL_URL needs none)", spec, EnvOpenAIKey)
 		}
 		opts := []openaioption.RequestOption{openaioption.WithAPIKey(key)}
 		if url != "" {

@@ -318,20 +318,20 @@ func TestOnAnthropicTheCacheMarksStayOnTheViewBlocksWithImagesAfterThem(t *testi
 
 func TestOpenModelReadsTheSetting(t *testing.T) {
 	ctx := context.Background()
-	if m, err := compactor.OpenModel(ctx, "offline", ""); err != nil || m.Name() != "offline" {
+	if m, err := compactor.OpenModel(ctx, "offline", "", ""); err != nil || m.Name() != "offline" {
 		t.Fatalf("offline: %v %v", m, err)
 	}
 	for _, bad := range []string{"", "gpt", "bedrock:", "anthropic", "mystery:model", ":x"} {
-		if _, err := compactor.OpenModel(ctx, bad, ""); err == nil || !strings.Contains(err.Error(), "want") {
+		if _, err := compactor.OpenModel(ctx, bad, "", ""); err == nil || !strings.Contains(err.Error(), "want") {
 			t.Errorf("%q: err = %v, want a clear error", bad, err)
 		}
 	}
 	t.Setenv(compactor.EnvAnthropicKey, "")
-	if _, err := compactor.OpenModel(ctx, "anthropic:claude-x", ""); err == nil || !strings.Contains(err.Error(), compactor.EnvAnthropicKey) {
+	if _, err := compactor.OpenModel(ctx, "anthropic:claude-x", "", ""); err == nil || !strings.Contains(err.Error(), compactor.EnvAnthropicKey) {
 		t.Fatalf("missing key: %v", err)
 	}
 	t.Setenv(compactor.EnvOpenAIKey, "")
-	if _, err := compactor.OpenModel(ctx, "openai:gpt-x", ""); err == nil || !strings.Contains(err.Error(), compactor.EnvOpenAIKey) {
+	if _, err := compactor.OpenModel(ctx, "openai:gpt-x", "", ""); err == nil || !strings.Contains(err.Error(), compactor.EnvOpenAIKey) {
 		t.Fatalf("missing key: %v", err)
 	}
 }
@@ -343,20 +343,17 @@ func TestOpenModelURLReachesEachProvider(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
 	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
-	t.Setenv(compactor.EnvAnthropicKey, "test-key")
-	t.Setenv(compactor.EnvOpenAIKey, openaitest.APIKey)
-
 	ant := anthropictest.New(t, func(int, anthropictest.Request) anthropictest.Reply {
 		return anthropictest.Reply{Text: "from anthropic"}
 	})
 	bed := bedrocktest.New(t, func(int, bedrocktest.Request) bedrocktest.Reply { return bedrocktest.Reply{Text: "from bedrock"} })
 	oai := openaitest.New(t, func(int, openaitest.Request) openaitest.Reply { return openaitest.Reply{Text: "from openai"} })
-	for _, tt := range []struct{ spec, url, want string }{
-		{"anthropic:claude-x", ant.URL, "from anthropic"},
-		{"bedrock:anthropic.claude-x-v1:0", bed.URL, "from bedrock"},
-		{"openai:local-model", oai.BaseURL(), "from openai"},
+	for _, tt := range []struct{ spec, url, key, want string }{
+		{"anthropic:claude-x", ant.URL, "test-key", "from anthropic"},
+		{"bedrock:anthropic.claude-x-v1:0", bed.URL, "", "from bedrock"},
+		{"openai:local-model", oai.BaseURL(), openaitest.APIKey, "from openai"},
 	} {
-		m, err := compactor.OpenModel(ctx, tt.spec, tt.url)
+		m, err := compactor.OpenModel(ctx, tt.spec, tt.url, tt.key)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.spec, err)
 		}

@@ -2,7 +2,6 @@ package hooks
 
 import (
 	"encoding/json"
-	"maps"
 	"strings"
 
 	"github.com/durachat/durachat/shared/api"
@@ -50,15 +49,6 @@ func str(s string) json.RawMessage {
 	return raw
 }
 
-// safeString quotes a string known to need no escaping, such as base64 or
-// a data URL made of it, without scanning it.
-func safeString(s string) json.RawMessage {
-	out := make([]byte, 0, len(s)+2)
-	out = append(out, '"')
-	out = append(out, s...)
-	return append(out, '"')
-}
-
 // countImages is an other func that counts blocks of an image type.
 func countImages(w *walk, imageType string) func(*rawObject, string, string, *rawList, int) error {
 	return func(_ *rawObject, typ, _ string, _ *rawList, _ int) error {
@@ -96,19 +86,23 @@ func (piFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage, erro
 	return w, build, err
 }
 
-func piImage(p picture, text *rawObject) (json.RawMessage, error) {
-	b := map[string]json.RawMessage{}
+func piImage(p picture, text *rawObject) jsonValue {
+	b := object(map[string]jsonValue{
+		"type":     rawValue(str("image")),
+		"data":     quoted{p.b64},
+		"mimeType": quoted{p.mimeType},
+		"name":     quoted{p.name},
+	})
 	if text != nil {
 		// The ref block's other fields were the image block's (offload
 		// keeps them); they go back onto the image.
-		maps.Copy(b, text.fields)
-		delete(b, "text")
+		for k, v := range text.fields {
+			if _, ok := b.fields[k]; !ok && k != "text" {
+				b.fields[k] = v
+			}
+		}
 	}
-	b["type"] = str("image")
-	b["data"] = safeString(p.b64)
-	b["mimeType"] = str(p.mimeType)
-	b["name"] = str(p.name)
-	return joinObject(b), nil
+	return b
 }
 
 // Anthropic Messages: refs are restored in user messages, directly or inside
@@ -150,18 +144,18 @@ func (anthropicFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessag
 	return w, build, err
 }
 
-func anthropicImage(p picture, text *rawObject) (json.RawMessage, error) {
-	source := map[string]json.RawMessage{"type": str("url"), "url": str(p.url)}
+func anthropicImage(p picture, text *rawObject) jsonValue {
+	source := object(map[string]jsonValue{"type": rawValue(str("url")), "url": rawValue(str(p.url))})
 	if p.url == "" {
-		source = map[string]json.RawMessage{"type": str("base64"), "media_type": str(p.mimeType), "data": safeString(p.b64)}
+		source = object(map[string]jsonValue{"type": rawValue(str("base64")), "media_type": quoted{p.mimeType}, "data": quoted{p.b64}})
 	}
-	b := map[string]json.RawMessage{"type": str("image"), "source": joinObject(source)}
+	b := object(map[string]jsonValue{"type": rawValue(str("image")), "source": source})
 	if text != nil {
 		if cc, ok := text.fields["cache_control"]; ok {
-			b["cache_control"] = cc
+			b.fields["cache_control"] = cc
 		}
 	}
-	return joinObject(b), nil
+	return b
 }
 
 // OpenAI Chat Completions: refs are restored in user messages as
@@ -192,15 +186,15 @@ func (openAIFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage, 
 	return w, build, err
 }
 
-func openAIImage(p picture, _ *rawObject) (json.RawMessage, error) {
-	url := str(p.url)
+func openAIImage(p picture, _ *rawObject) jsonValue {
+	var url jsonValue = rawValue(str(p.url))
 	if p.url == "" {
-		url = safeString("data:" + p.mimeType + ";base64," + p.b64)
+		url = quoted{"data:", p.mimeType, ";base64,", p.b64}
 	}
-	return joinObject(map[string]json.RawMessage{
-		"type":      str("image_url"),
-		"image_url": joinObject(map[string]json.RawMessage{"url": url}),
-	}), nil
+	return object(map[string]jsonValue{
+		"type":      rawValue(str("image_url")),
+		"image_url": object(map[string]jsonValue{"url": url}),
+	})
 }
 
 // Bedrock Converse: content blocks are unions keyed by their one field:
@@ -256,11 +250,7 @@ func (w *walk) bedrockContent(raw json.RawMessage, path string, setContent func(
 			}
 			if name := refs.RefName(text); name != "" {
 				w.slots = append(w.slots, &slot{name: name, path: bpath, canImage: true, fill: func(p picture) error {
-					img, err := bedrockImage(p)
-					if err != nil {
-						return err
-					}
-					l.set(j, rawValue(img))
+					l.set(j, bedrockImage(p))
 					return nil
 				}})
 			}
@@ -290,9 +280,9 @@ func (w *walk) bedrockContent(raw json.RawMessage, path string, setContent func(
 }
 
 // bedrockImage is a Converse image block; its format is the MIME subtype.
-func bedrockImage(p picture) (json.RawMessage, error) {
-	return joinObject(map[string]json.RawMessage{"image": joinObject(map[string]json.RawMessage{
-		"format": str(strings.TrimPrefix(p.mimeType, "image/")),
-		"source": joinObject(map[string]json.RawMessage{"bytes": safeString(p.b64)}),
-	})}), nil
+func bedrockImage(p picture) jsonValue {
+	return object(map[string]jsonValue{"image": object(map[string]jsonValue{
+		"format": quoted{strings.TrimPrefix(p.mimeType, "image/")},
+		"source": object(map[string]jsonValue{"bytes": quoted{p.b64}}),
+	})})
 }

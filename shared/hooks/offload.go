@@ -327,7 +327,11 @@ func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]j
 			continue
 		}
 		if j.err != nil {
-			r["data"] = safeString(blocks[i].Data) // valid base64: nothing to escape
+			data, err := marshal(blocks[i].Data)
+			if err != nil {
+				return offloaded{}, err
+			}
+			r["data"] = data
 			out.blocks[i] = joinObject(r)
 			out.inline = append(out.inline, InlineImage{Index: i, Reason: reasonOf(j.err)})
 			continue

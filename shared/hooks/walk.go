@@ -27,6 +27,35 @@ type rawValue json.RawMessage
 func (v rawValue) jsonLen() int                 { return len(v) }
 func (v rawValue) appendJSON(dst []byte) []byte { return append(dst, v...) }
 
+// quoted is a JSON string made of parts that need no escaping (base64, a
+// MIME type, "data:" and ";base64,"), written without joining them first.
+type quoted []string
+
+func (q quoted) jsonLen() int {
+	n := 2
+	for _, s := range q {
+		n += len(s)
+	}
+	return n
+}
+
+func (q quoted) appendJSON(dst []byte) []byte {
+	dst = append(dst, '"')
+	for _, s := range q {
+		dst = append(dst, s...)
+	}
+	return append(dst, '"')
+}
+
+// object is a new JSON object of values.
+func object(values map[string]jsonValue) *rawObject {
+	fields := make(map[string]json.RawMessage, len(values))
+	for k := range values {
+		fields[k] = nil
+	}
+	return &rawObject{fields: fields, over: values, changed: true}
+}
+
 // rawObject is a decoded JSON object whose fields stay raw; over holds the
 // fields that changed.
 type rawObject struct {
@@ -257,7 +286,7 @@ func (w *walk) messages(req json.RawMessage, each func(msg *rawObject, path stri
 // (its list and index, to write a changed block back). set writes changed
 // content back into its parent.
 func (w *walk) typedContent(raw json.RawMessage, path string, canImage bool, textType string,
-	toImage func(p picture, text *rawObject) (json.RawMessage, error),
+	toImage func(p picture, text *rawObject) jsonValue,
 	other func(b *rawObject, typ, path string, l *rawList, j int) error,
 	set func(jsonValue)) error {
 	if isNull(raw) {
@@ -266,11 +295,9 @@ func (w *walk) typedContent(raw json.RawMessage, path string, canImage bool, tex
 	if s, ok := asString(raw); ok {
 		if name := refs.RefName(s); name != "" {
 			w.slots = append(w.slots, &slot{name: name, path: path, canImage: canImage, fill: func(p picture) error {
-				img, err := toImage(p, nil)
-				if err != nil {
-					return err
-				}
-				set(rawValue(joinArray([]json.RawMessage{img})))
+				list := &rawList{items: make([]json.RawMessage, 1)}
+				list.set(0, toImage(p, nil))
+				set(list)
 				return nil
 			}})
 		}
@@ -302,11 +329,7 @@ func (w *walk) typedContent(raw json.RawMessage, path string, canImage bool, tex
 		}
 		if name := refs.RefName(text); name != "" {
 			w.slots = append(w.slots, &slot{name: name, path: bpath, canImage: canImage, fill: func(p picture) error {
-				img, err := toImage(p, b)
-				if err != nil {
-					return err
-				}
-				l.set(j, rawValue(img))
+				l.set(j, toImage(p, b))
 				return nil
 			}})
 		}

@@ -76,7 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := checkKey(ctx, spec); err != nil {
 		return err
 	}
-	m, err := compactor.OpenModel(ctx, spec, os.Getenv(envModelURL))
+	m, err := compactor.OpenModel(ctx, spec, os.Getenv(envModelURL), modelKey(spec))
 	if err != nil {
 		return fmt.Errorf("%w: %v", errSetup, err)
 	}
@@ -203,4 +203,19 @@ func preflight(ctx context.Context, m model.Model) error {
 		return fmt.Errorf("%w: a first call to %s failed: %v", errSetup, m.Name(), err)
 	}
 	return nil
+}
+
+// modelKey is the API key for spec's provider: DURACHAT_MODEL_KEY, else the
+// provider's own variable.
+func modelKey(spec string) string {
+	if k := os.Getenv("DURACHAT_MODEL_KEY"); k != "" {
+		return k
+	}
+	switch {
+	case strings.HasPrefix(spec, "anthropic:"):
+		return os.Getenv(compactor.EnvAnthropicKey)
+	case strings.HasPrefix(spec, "openai:"):
+		return os.Getenv(compactor.EnvOpenAIKey)
+	}
+	return ""
 }
