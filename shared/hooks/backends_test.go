@@ -1,14 +1,10 @@
 package hooks
 
 import (
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
-	"github.com/durachat/durachat/shared/aws/awstest"
-	"github.com/durachat/durachat/shared/aws/s3blobs"
-	"github.com/durachat/durachat/shared/embedded"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/testenv"
 )
 
 type backend struct {
@@ -17,23 +13,13 @@ type backend struct {
 	linker store.Linker
 }
 
+// backends are the team's test backends: the embedded stores, and the AWS
+// adapters on local AWS-protocol servers.
 func backends(t testing.TB) []backend {
 	t.Helper()
-	db, err := embedded.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+	var out []backend
+	for _, b := range testenv.All(t) {
+		out = append(out, backend{name: b.Name, blobs: b.Blobs, linker: b.Linker})
 	}
-	t.Cleanup(func() { db.Close() })
-	mux := http.NewServeMux()
-	links := httptest.NewServer(mux)
-	t.Cleanup(links.Close)
-	linker := embedded.NewLinker(links.URL, []byte("test secret"))
-	mux.Handle("GET "+embedded.LinkPath+"{key...}", linker.Handler(db.Blobs()))
-
-	s3 := awstest.StartS3(t)
-	bucket := s3blobs.New(s3.Client, s3.CreateBucket(t))
-	return []backend{
-		{name: "embedded", blobs: db.Blobs(), linker: linker},
-		{name: "aws", blobs: bucket, linker: bucket},
-	}
+	return out
 }

@@ -70,7 +70,7 @@ func (s *memBlobs) Head(_ context.Context, key string) (store.BlobInfo, error) {
 func fiveMBResult(b *testing.B) []byte {
 	content := list{textBlock(strings.Repeat("log line of a tool\n", 500))}
 	for i := range 4 {
-		content = append(content, imageBlock(base64.StdEncoding.EncodeToString(pngBytes(b, 100+i, 480, 480, true))))
+		content = append(content, imageBlock(base64.StdEncoding.EncodeToString(pngBytes(b, 100+i, 556, 556, true))))
 	}
 	body, err := json.Marshal(afterTool(obj{"id": "c1", "name": "screenshot"}, content))
 	if err != nil {

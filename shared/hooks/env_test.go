@@ -22,6 +22,7 @@ import (
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/testenv"
 )
 
 // The tenants the tests call as. The tenant comes from the auth layer; here
@@ -165,7 +166,7 @@ type faultyBlobs struct {
 	got      []string
 }
 
-var errInjected = store.Unavailable("injected", errors.New("connection reset"))
+var errInjected = testenv.Outage("image blob")
 
 func (f *faultyBlobs) Put(ctx context.Context, key string, b store.Blob) error {
 	f.puts.Add(1)

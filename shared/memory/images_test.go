@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/refs"
@@ -190,5 +189,4 @@ func TestMergesSendNoImages(t *testing.T) {
 			t.Errorf("%s: Images is nil; it must always be present", c.Label)
 		}
 	}
-	_ = time.Second
 }

@@ -93,23 +93,3 @@ func (st *chatState) schedule(now time.Time, lease time.Duration) (claimed []Nod
 	}
 	return out, dropped
 }
-
-// readyMerges counts merges whose children are built and which are neither
-// built nor in flight, up to limit (status only needs "some").
-func (st *chatState) readyMerges(limit int) int {
-	count := 0
-	for l := 1; l-1 < len(st.Levels) && int64(1)<<l <= st.T; l++ {
-		below := st.Levels[l-1]
-		done := int64(0)
-		if l < len(st.Levels) {
-			done = st.Levels[l].Done
-		}
-		for j := done; 2*j+1 < below.Done && count < limit; j++ {
-			n := Node{L: l, I: j}
-			if _, ok := st.claimOf(n); !ok && !st.built(n) {
-				count++
-			}
-		}
-	}
-	return count
-}

@@ -236,22 +236,10 @@ func (st *chatState) setError(now time.Time, msg string) {
 	st.LastErrorAt = now.UnixMilli()
 }
 
-func (st *chatState) clone() *chatState {
-	b, err := json.Marshal(st)
-	if err != nil {
-		panic(err) // a chatState always marshals
-	}
-	var c chatState
-	if err := json.Unmarshal(b, &c); err != nil {
-		panic(err)
-	}
-	return &c
-}
-
 // errNoChange tells update that fn changed nothing worth a write.
 var errNoChange = errors.New("no change")
 
-// stateTooLarge names the failure of a state item over the item budget.
+// errStateTooLarge names the failure of a state item over the item budget.
 var errStateTooLarge = errors.New("memory state item over the item budget")
 
 // states reads and writes the state item with optimistic locking.

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/durachat/durachat/shared/images"
-	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
@@ -122,4 +121,3 @@ var _ Images = (*images.Store)(nil)
 var _ Log = (*transcript.Log)(nil)
 var _ transcript.Notifier = (*Memory)(nil)
 var _ store.Receiver = (*memQueue)(nil)
-var _ = model.Image{}

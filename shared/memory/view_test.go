@@ -151,13 +151,11 @@ func TestPartitionRunsStayCompact(t *testing.T) {
 // sizeTrace records a view's size after every event of a chat.
 type sizeTrace struct {
 	view, compact []int64
-	compactOpen   []bool
 }
 
 func (tr *sizeTrace) add(st *chatState) {
 	tr.view = append(tr.view, st.View.Size)
 	tr.compact = append(tr.compact, st.Compact.Size)
-	tr.compactOpen = append(tr.compactOpen, st.Compact.Open)
 }
 
 // batchEvent is one batch that merged.
@@ -309,8 +307,6 @@ func TestContextOfALeafEndsAtItsStart(t *testing.T) {
 	if c.Label != "5+1" {
 		t.Fatalf("last call was %s", c.Label)
 	}
-	want := "<chat>\n0+4|user: short 0\nuser: short 1\nuser: short 2\nuser: short 3\n</chat>"
-	_ = want
 	if !strings.Contains(c.Context, "4+1|user: short 4\n") || strings.Contains(c.Context, "5+1|") {
 		t.Errorf("leaf 5's context = %q; want the lines ending at or before 5", c.Context)
 	}

@@ -1,0 +1,62 @@
+package memory
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func FuzzParseBuildMessage(f *testing.F) {
+	f.Add(`{"tenant":"t","chat":"c","l":0,"i":5}`)
+	f.Add(`{"chat":"c","l":63,"i":1}`)
+	f.Add(`{"chat":"","l":0,"i":0}`)
+	f.Add(`not json`)
+	f.Fuzz(func(t *testing.T, body string) {
+		msg, err := parseMessage(body)
+		if err != nil {
+			return
+		}
+		if msg.Chat == "" || msg.L < 0 || msg.L > 62 || msg.I < 0 {
+			t.Fatalf("accepted %q as %+v", body, msg)
+		}
+	})
+}
+
+func FuzzToolInt(f *testing.F) {
+	for _, s := range []string{`5`, `"12"`, `-3`, `1.0`, `1.5`, `"x"`, `null`, `1e3`, `"  7 "`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var n Int
+		if err := json.Unmarshal([]byte(s), &n); err != nil || !n.Set {
+			return
+		}
+		// What was read writes back as a number that reads the same.
+		b, err := json.Marshal(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var again Int
+		if err := json.Unmarshal(b, &again); err != nil || again != n {
+			t.Fatalf("%q read as %d, round trip %q gave %+v (%v)", s, n.V, b, again, err)
+		}
+	})
+}
+
+func FuzzPartitionJSON(f *testing.F) {
+	f.Add(`{"r":[[0,0,5],[1,3,2]],"s":10}`)
+	f.Add(`{"r":[[2,0,1]],"s":0,"o":true}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		var p partition
+		if err := json.Unmarshal([]byte(s), &p); err != nil {
+			return
+		}
+		b, err := json.Marshal(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var q partition
+		if err := json.Unmarshal(b, &q); err != nil {
+			t.Fatalf("re-reading %s: %v", b, err)
+		}
+	})
+}
