@@ -118,11 +118,15 @@ func serve(ctx context.Context, lookup func(string) (string, bool), stdout io.Wr
 		hooks.NewRestore(imgs, stores.Linker), // functions/restore
 		hooks.NewOffload(imgs),                // functions/offload
 	}
-	// WIRE: memory (functions/memory): build m := memory.New(memory.Config{
-	// Table: stores.Table, Log: log, Images: imgs, Queue: stores.Queue,
-	// Compressor: <from cfg.Model / cfg.Compressor*>, Retrier: local.Queue,
-	// Search: cfg.Search, Logger: log}) over log := transcript.New(stores.Table,
-	// stores.Blobs, imgs), and append transcript.NewRoutes(log, imgs, m) and m.
+	compressor, err := app.Compressor(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	mem, err := app.NewMemory(cfg, stores, compressor, log, nil)
+	if err != nil {
+		return err
+	}
+	routes = append(routes, mem.Routes()...) // functions/memory
 
 	h, err := app.Handler(log, app.LocalAuth(cfg), stores, routes, local.LinkRoutes())
 	if err != nil {
@@ -150,9 +154,14 @@ func serve(ctx context.Context, lookup func(string) (string, bool), stdout io.Wr
 		defer close(done)
 		purgeExpired(workCtx, local, log)
 	}()
-	// WIRE: the in-process queue consumer: run m.Worker(workCtx, local.Queue)
-	// in a goroutine and wait for it next to done, so it stops before the
-	// database closes.
+	// The in-process stand-in for the compact function.
+	worked := make(chan struct{})
+	go func() {
+		defer close(worked)
+		if err := mem.Memory.Worker(workCtx, local.Queue); err != nil && workCtx.Err() == nil {
+			log.Error("the build worker stopped", "err", err.Error())
+		}
+	}()
 
 	tenancy := "bearer tokens"
 	if len(cfg.Tokens) == 0 {
@@ -169,6 +178,7 @@ func serve(ctx context.Context, lookup func(string) (string, bool), stdout io.Wr
 	case err := <-served:
 		stopWork()
 		<-done
+		<-worked
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
@@ -178,6 +188,7 @@ func serve(ctx context.Context, lookup func(string) (string, bool), stdout io.Wr
 	err = srv.Shutdown(sctx)
 	stopWork()
 	<-done
+	<-worked
 	if err != nil {
 		return fmt.Errorf("shutting down: %w", err)
 	}

@@ -5,8 +5,8 @@ package main
 
 import (
 	"context"
+	"os"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/durachat/durachat/shared/app"
@@ -15,20 +15,13 @@ import (
 
 func main() {
 	f := app.InitFunction(config.Compact)
-	// WIRE: the model from f.Config.Model, f.Config.ModelURL and
-	// f.Config.ModelKey (compactor.OpenModel), or the custom compressor
-	// named by f.Config.CompressorURL / CompressorFunction; the memory over
-	// f.Stores as in functions/memory, with Retrier: the SQS queue
-	// (f.Stores.Receiver) and Metrics: os.Stdout; then
-	//   lambda.Start(m.HandleSQS)
-	// Until then every message is reported as failed, so none is lost: SQS
-	// redelivers it, and after the redrive limit keeps it in the DLQ.
-	lambda.Start(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-		var resp events.SQSEventResponse
-		for _, r := range ev.Records {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
-		}
-		f.Log.ErrorContext(ctx, "compaction is not wired; leaving the batch on the queue", "messages", len(ev.Records))
-		return resp, nil
-	})
+	c, err := app.Compressor(context.Background(), f.Config)
+	if err != nil {
+		f.Fatal("compressor", err)
+	}
+	m, err := app.NewMemory(f.Config, f.Stores, c, f.Log, os.Stdout)
+	if err != nil {
+		f.Fatal("memory", err)
+	}
+	lambda.Start(m.Memory.HandleSQS)
 }

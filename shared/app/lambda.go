@@ -84,6 +84,9 @@ func (f Function) StartHTTP(routes ...api.Routes) {
 	lambda.Start(lambdahttp.New(h).Invoke)
 }
 
+// Fatal logs that the function cannot start and exits.
+func (f Function) Fatal(what string, err error) { fatal(f.Log, what, err) }
+
 func fatal(log *slog.Logger, what string, err error) {
 	log.Error("cannot start: "+what, "err", err.Error())
 	os.Exit(1)

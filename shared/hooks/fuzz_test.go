@@ -25,15 +25,11 @@ type memImages struct {
 	m  map[string]model.Image
 }
 
-func (s *memImages) Put(_ context.Context, tenant, b64 string) (string, error) {
-	p, err := images.Shrink(b64)
-	if err != nil {
-		return "", err
-	}
+func (s *memImages) PutPrepared(_ context.Context, tenant string, p images.Prepared) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.m[tenant+"/"+p.Name] = model.Image{Name: p.Name, MimeType: p.MimeType, Data: p.Data}
-	return p.Name, nil
+	return nil
 }
 
 func (s *memImages) Get(_ context.Context, tenant, name string) (model.Image, error) {
@@ -60,8 +56,12 @@ func (fakeLinker) URL(_ context.Context, key string, _ time.Duration) (string, e
 // fuzzHandler serves the hooks on memImages holding one image.
 func fuzzHandler(f *testing.F) (http.Handler, string) {
 	mem := &memImages{m: map[string]model.Image{}}
-	name, err := mem.Put(context.Background(), tenantA, pngB64(f, 1, 4, 4))
+	p, err := images.Shrink(pngB64(f, 1, 4, 4))
 	if err != nil {
+		f.Fatal(err)
+	}
+	name := p.Name
+	if err := mem.PutPrepared(context.Background(), tenantA, p); err != nil {
 		f.Fatal(err)
 	}
 	mux := http.NewServeMux()

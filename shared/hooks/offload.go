@@ -19,8 +19,9 @@ import (
 
 // ImageWriter is the image store an offload writes to (images.Store).
 type ImageWriter interface {
-	// Put stores an image once and returns its name.
-	Put(ctx context.Context, tenant, b64 string) (name string, err error)
+	// PutPrepared stores an image images.Shrink has prepared, once, under
+	// its name.
+	PutPrepared(ctx context.Context, tenant string, p images.Prepared) error
 	// Head tells whether a named image is stored, and its size, or
 	// store.ErrNotFound.
 	Head(ctx context.Context, tenant, name string) (store.BlobInfo, error)
@@ -35,8 +36,9 @@ const (
 // refLen is the length of every ref: "[image " + 16 hex digits + "]".
 var refLen = len(refs.Ref(strings.Repeat("0", refs.NameLen)))
 
-// putParallel bounds the puts of one request: enough to overlap S3 round
-// trips, few enough to keep the decoded copies in memory small.
+// putParallel bounds the prepares and the puts of one request: enough to
+// overlap S3 round trips and use the cores, few enough to keep the work of
+// one request small.
 const putParallel = 4
 
 // Offload serves after-tool and offload-input: it moves the images of a tool
@@ -249,19 +251,20 @@ type imageKey struct{ named, b64 string }
 
 // imageJob is one distinct image to store: the blocks showing it share it.
 type imageJob struct {
-	b64    string
-	named  string // the name the block says it is stored under, if any
-	size   int    // decoded bytes
-	first  int    // index of the first block showing it
-	name   string // result: the name its refs carry
-	err    error  // result: why it stays inline
-	reject error  // result: the store refused the input itself
+	b64      string
+	named    string          // the name the block says it is stored under, if any
+	first    int             // index of the first block showing it
+	prepared images.Prepared // the checked, decoded image; its bytes are dropped once stored
+	reject   error           // the input is not an image the store takes
+	name     string          // result: the name its refs carry
+	err      error           // result: why it stays inline
 }
 
 // offload stores the images of blocks and replaces each stored one by its
-// ref block, in place. Every image is checked before any is stored, so bad
-// input stores nothing. raw holds the blocks' fields as received: blocks
-// that are not replaced are written back with their fields unchanged.
+// ref block, in place. Every image is checked and decoded (once) before any
+// is stored, so bad input stores nothing. raw holds the blocks' fields as
+// received: blocks that are not replaced are written back with their fields
+// unchanged.
 func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]json.RawMessage, blocks []pi.Block, path string) (offloaded, error) {
 	var jobs []*imageJob
 	byKey := map[imageKey]*imageJob{}
@@ -273,10 +276,6 @@ func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]j
 		field := index(path, i) + ".data"
 		if b.Data == "" {
 			return offloaded{}, api.BadRequest(field, "%s is required: the image as base64", field)
-		}
-		_, size, err := images.Validate(b.Data)
-		if err != nil {
-			return offloaded{}, api.BadRequest(field, "%s: %v", field, err)
 		}
 		// An image that says it is stored under a name (a zoom result, or a
 		// restored one coming back) keeps that name if the store agrees; its
@@ -291,32 +290,21 @@ func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]j
 		}
 		j := byKey[key]
 		if j == nil {
-			j = &imageJob{b64: b.Data, named: named, size: size, first: i}
+			j = &imageJob{b64: b.Data, named: named, first: i}
 			byKey[key] = j
 			jobs = append(jobs, j)
 		}
 		jobOf[i] = j
 	}
 
-	sem := make(chan struct{}, putParallel)
-	var wg sync.WaitGroup
-	for _, j := range jobs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			o.store(ctx, tenant, j)
-		}()
-	}
-	wg.Wait()
-
+	eachJob(jobs, func(j *imageJob) { j.prepared, j.reject = images.Shrink(j.b64) })
 	for _, j := range jobs {
 		if j.reject != nil {
 			field := index(path, j.first) + ".data"
 			return offloaded{}, api.BadRequest(field, "%s: %v", field, j.reject)
 		}
 	}
+	eachJob(jobs, func(j *imageJob) { o.store(ctx, tenant, j) })
 
 	out := offloaded{blocks: make([]json.RawMessage, len(raw)), stored: []string{}, inline: []InlineImage{}}
 	listed := map[string]bool{}
@@ -351,12 +339,31 @@ func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]j
 	return out, nil
 }
 
-// store puts one image, or finds it already stored under the name it carries.
+// eachJob runs fn on every job, putParallel at a time.
+func eachJob(jobs []*imageJob, fn func(*imageJob)) {
+	sem := make(chan struct{}, putParallel)
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(j)
+		})
+	}
+	wg.Wait()
+}
+
+// store puts one prepared image, or finds it already stored under the name
+// it carries.
 func (o *Offload) store(ctx context.Context, tenant string, j *imageJob) {
+	// The store has the bytes once this returns; the request need not keep them.
+	defer func() { j.prepared.Data = nil }()
 	if j.named != "" {
 		info, err := o.Images.Head(ctx, tenant, j.named)
+		// A stored image is within the limits, so its bytes come back
+		// unshrunk; a shrunk copy is never the stored one.
 		switch {
-		case err == nil && info.Size == int64(j.size):
+		case err == nil && !j.prepared.Shrunk && info.Size == int64(len(j.prepared.Data)):
 			j.name = j.named
 			return
 		case err != nil && !errors.Is(err, store.ErrNotFound):
@@ -366,15 +373,11 @@ func (o *Offload) store(ctx context.Context, tenant string, j *imageJob) {
 		}
 		// Not stored under that name (or other bytes): an image like any other.
 	}
-	name, err := o.Images.Put(ctx, tenant, j.b64)
-	switch {
-	case err == nil:
-		j.name = name
-	case errors.Is(err, images.ErrInvalidBase64), errors.Is(err, images.ErrUnsupported), errors.Is(err, images.ErrTooLarge):
-		j.reject = err
-	default:
+	if err := o.Images.PutPrepared(ctx, tenant, j.prepared); err != nil {
 		j.err = err
+		return
 	}
+	j.name = j.prepared.Name
 }
 
 func reasonOf(err error) string {

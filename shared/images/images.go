@@ -90,8 +90,16 @@ func (e *FormatError) Unwrap() []error {
 // of its base64 text exactly as received, so the same paste always gets the
 // same name.
 func Name(b64 string) string {
-	sum := sha256.Sum256([]byte(b64))
-	return hex.EncodeToString(sum[:8])
+	// Hashed through a small buffer: sha256.Sum256([]byte(b64)) would copy
+	// the whole text, megabytes for a screenshot.
+	h := sha256.New()
+	var chunk [4 << 10]byte
+	for len(b64) > 0 {
+		n := copy(chunk[:], b64)
+		h.Write(chunk[:n])
+		b64 = b64[n:]
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // Decode returns the bytes of base64 text. Standard base64 with padding is

@@ -139,7 +139,9 @@ func TestNameIsOfTheBase64AsReceived(t *testing.T) {
 	data := pngBytes(t, gradient(10, 10))
 	std := b64(data)
 	wrapped := std[:20] + "\n" + std[20:]
-	for _, text := range []string{std, wrapped, strings.TrimRight(std, "=")} {
+	// A long text is hashed in pieces; the name is still of the whole text.
+	long := strings.Repeat(std, 50) + "tail"
+	for _, text := range []string{std, wrapped, strings.TrimRight(std, "="), long, ""} {
 		sum := sha256.Sum256([]byte(text))
 		want := hex.EncodeToString(sum[:])[:16]
 		got := images.Name(text)

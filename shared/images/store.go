@@ -23,18 +23,31 @@ func New(blobs store.Blobs) *Store { return &Store{Blobs: blobs} }
 // no-op that returns the same name. Bad input is a FormatError; a store
 // failure is wrapped, so errors.Is(err, store.ErrUnavailable) holds.
 func (s *Store) Put(ctx context.Context, tenant, b64 string) (name string, err error) {
-	if tenant == "" {
-		return "", errors.New("images: put: empty tenant")
-	}
 	p, err := Shrink(b64)
 	if err != nil {
 		return "", err
 	}
-	err = s.Blobs.Put(ctx, store.ImageKey(tenant, p.Name), store.Blob{ContentType: p.MimeType, Data: p.Data})
-	if err != nil {
-		return "", fmt.Errorf("images: put %s: %w", p.Name, err)
+	if err := s.PutPrepared(ctx, tenant, p); err != nil {
+		return "", err
 	}
 	return p.Name, nil
+}
+
+// PutPrepared stores an image Shrink has prepared under p.Name, for a caller
+// that checks several images before storing any: the base64 is decoded once,
+// by Shrink, not again here. Like Put, storing it again is a no-op.
+func (s *Store) PutPrepared(ctx context.Context, tenant string, p Prepared) error {
+	if tenant == "" {
+		return errors.New("images: put: empty tenant")
+	}
+	if !refs.ValidName(p.Name) || p.MimeType == "" || len(p.Data) == 0 {
+		return fmt.Errorf("images: put %q: not an image prepared by Shrink", p.Name)
+	}
+	err := s.Blobs.Put(ctx, store.ImageKey(tenant, p.Name), store.Blob{ContentType: p.MimeType, Data: p.Data})
+	if err != nil {
+		return fmt.Errorf("images: put %s: %w", p.Name, err)
+	}
+	return nil
 }
 
 // Get returns a stored image of tenant. An image never stored, or a name

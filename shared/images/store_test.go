@@ -99,6 +99,64 @@ func TestStoreKeepsTheImageUnderItsName(t *testing.T) {
 	}
 }
 
+func TestPutPreparedStoresWhatPutWould(t *testing.T) {
+	for _, b := range blobBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := images.New(b.blobs)
+			ctx := t.Context()
+			data := jpegBytes(t, gradient(12, 9))
+			p, err := images.Shrink(b64(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.PutPrepared(ctx, "acme", p); err != nil {
+				t.Fatal(err)
+			}
+			img, err := s.Get(ctx, "acme", images.Name(b64(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if img.MimeType != images.JPEG || !bytes.Equal(img.Data, data) {
+				t.Errorf("Get = %s %d bytes, want image/jpeg %d bytes", img.MimeType, len(img.Data), len(data))
+			}
+			if err := s.PutPrepared(ctx, "acme", p); err != nil {
+				t.Errorf("second PutPrepared = %v, want a no-op", err)
+			}
+		})
+	}
+}
+
+func TestPutPreparedRefusesWhatShrinkDidNotPrepare(t *testing.T) {
+	good, err := images.Shrink(b64(pngBytes(t, gradient(4, 4))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noName, noData := good, good
+	noName.Name = "../other"
+	noData.Data = nil
+	tests := []struct {
+		name   string
+		tenant string
+		p      images.Prepared
+	}{
+		{"empty tenant", "", good},
+		{"zero value", "acme", images.Prepared{}},
+		{"name no Put makes", "acme", noName},
+		{"no bytes", "acme", noData},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			blobs := newMemBlobs()
+			if err := images.New(blobs).PutPrepared(t.Context(), tt.tenant, tt.p); err == nil {
+				t.Error("PutPrepared accepted it")
+			}
+			if blobs.puts != 0 {
+				t.Errorf("%d puts reached the store", blobs.puts)
+			}
+		})
+	}
+}
+
 func TestCallerMimeTypeIsIgnored(t *testing.T) {
 	// The store takes no type from the caller at all: what a host claims in
 	// its mimeType field never reaches it. Each image is stored as its bytes say.

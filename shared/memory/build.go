@@ -42,6 +42,9 @@ const (
 	notDue                         // waiting out a retry delay
 )
 
+// ErrNoCompressor: this Memory was made without a Compressor and builds nothing.
+var ErrNoCompressor = errors.New("memory: no compressor: this program does not build nodes")
+
 // Build builds node (l, i) of a chat: the work of one queue message. A
 // built node, a build in flight elsewhere, or a node that may not start
 // yet is left alone (nil). A failed build is recorded in the chat's state
@@ -50,6 +53,9 @@ const (
 func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64) error {
 	if l < 0 || l > 62 || i < 0 {
 		return fmt.Errorf("%w: node (%d, %d)", ErrBadMessage, l, i)
+	}
+	if m.compressor == nil {
+		return ErrNoCompressor
 	}
 	n := Node{L: l, I: i}
 	started := m.now()

@@ -31,7 +31,9 @@ type Images interface {
 	Get(ctx context.Context, tenant, name string) (model.Image, error)
 }
 
-// Config wires a Memory. Table, Log, Queue and Compressor are required.
+// Config wires a Memory. Table, Log and Queue are required. A Memory
+// without a Compressor serves and schedules but builds nothing: the memory
+// API function, whose builds run in the compact function.
 type Config struct {
 	Table store.Table
 	Log   Log
@@ -109,8 +111,6 @@ func New(cfg Config) (*Memory, error) {
 		return nil, errors.New("memory: Config.Log is required")
 	case cfg.Queue == nil:
 		return nil, errors.New("memory: Config.Queue is required")
-	case cfg.Compressor == nil:
-		return nil, errors.New("memory: Config.Compressor is required")
 	case cfg.Lease < 0 || cfg.Retry < 0 || cfg.Wait < 0:
 		return nil, errors.New("memory: Lease, Retry and Wait must not be negative")
 	}
