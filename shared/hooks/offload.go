@@ -408,19 +408,22 @@ func tenantOf(r *http.Request) (string, error) {
 
 // decodeContent decodes pi content: a string (no blocks) or a list of
 // blocks, each as its raw fields and as the pi.Block fields offload reads.
+// An image block's raw fields leave out its data: the string is all offload
+// needs, and it is the only copy of the base64 the request keeps.
 func decodeContent(content json.RawMessage, path string) ([]map[string]json.RawMessage, []pi.Block, error) {
 	content = bytes.TrimSpace(content)
 	if len(content) > 0 && content[0] == '"' {
 		return nil, nil, nil
 	}
-	var maps []map[string]json.RawMessage
-	if err := json.Unmarshal(content, &maps); err != nil {
+	var decoded []map[string]blockField
+	if err := json.Unmarshal(content, &decoded); err != nil {
 		return nil, nil, contentError(content, path)
 	}
-	blocks := make([]pi.Block, len(maps))
-	for i, m := range maps {
+	maps := make([]map[string]json.RawMessage, len(decoded))
+	blocks := make([]pi.Block, len(decoded))
+	for i, fields := range decoded {
 		bpath := index(path, i)
-		if m == nil {
+		if fields == nil {
 			return nil, nil, api.BadRequest(bpath, "%s must be a content block object", bpath)
 		}
 		b := &blocks[i]
@@ -428,25 +431,66 @@ func decodeContent(content json.RawMessage, path string) ([]map[string]json.RawM
 			key string
 			dst *string
 		}{{"type", &b.Type}, {"text", &b.Text}, {"data", &b.Data}, {"mimeType", &b.MimeType}, {"name", &b.Name}} {
-			raw, ok := m[f.key]
-			if !ok || isNull(raw) {
+			v, ok := fields[f.key]
+			if !ok || v.null() {
 				continue
 			}
-			s, ok := jsonString(raw)
+			s, ok := v.string()
 			if !ok {
 				return nil, nil, api.BadRequest(bpath+"."+f.key, "%s.%s must be a string", bpath, f.key)
 			}
 			*f.dst = s
 		}
-		if b.Type == pi.TypeImage {
-			// The string is all offload needs; the raw copy can go.
-			delete(m, "data")
-		}
 		if b.Type == "" {
 			return nil, nil, api.BadRequest(bpath+".type", "%s.type is required", bpath)
 		}
+		if b.Type == pi.TypeImage {
+			delete(fields, "data")
+		}
+		maps[i] = make(map[string]json.RawMessage, len(fields))
+		for k, v := range fields {
+			maps[i][k] = v.json()
+		}
 	}
 	return maps, blocks, nil
+}
+
+// blockField is one field of a content block as decoded. A string without
+// escapes (base64 always) is kept as its text alone: its JSON is that text
+// in quotes, so it is copied out of the request once, not as raw JSON and
+// then again as a string.
+type blockField struct {
+	raw   json.RawMessage // the value as received, unless plain
+	text  string          // the string, when plain
+	plain bool
+}
+
+func (f *blockField) UnmarshalJSON(b []byte) error {
+	if len(b) >= 2 && b[0] == '"' && bytes.IndexByte(b, '\\') < 0 {
+		f.text, f.plain = string(b[1:len(b)-1]), true
+		return nil
+	}
+	f.raw = bytes.Clone(b)
+	return nil
+}
+
+func (f blockField) null() bool { return !f.plain && isNull(f.raw) }
+
+// string returns the field as a string, if it is one.
+func (f blockField) string() (string, bool) {
+	if f.plain {
+		return f.text, true
+	}
+	return jsonString(f.raw)
+}
+
+// json returns the field as received.
+func (f blockField) json() json.RawMessage {
+	if !f.plain {
+		return f.raw
+	}
+	out := make(json.RawMessage, 0, len(f.text)+2)
+	return append(append(append(out, '"'), f.text...), '"')
 }
 
 // contentError names what is wrong with content that is not a list of objects.
