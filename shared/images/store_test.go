@@ -67,62 +67,58 @@ func blobBackends(t *testing.T) []blobBackend {
 	return backends
 }
 
+// putWays are the two ways into the store: Put, and PutPrepared of what
+// Shrink prepared (for a caller that checks several images first).
+var putWays = []struct {
+	name string
+	put  func(ctx context.Context, s *images.Store, tenant, b64 string) (string, error)
+}{
+	{"Put", func(ctx context.Context, s *images.Store, tenant, b64 string) (string, error) {
+		return s.Put(ctx, tenant, b64)
+	}},
+	{"PutPrepared", func(ctx context.Context, s *images.Store, tenant, b64 string) (string, error) {
+		p, err := images.Shrink(b64)
+		if err != nil {
+			return "", err
+		}
+		return p.Name, s.PutPrepared(ctx, tenant, p)
+	}},
+}
+
 func TestStoreKeepsTheImageUnderItsName(t *testing.T) {
 	for _, b := range blobBackends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			s := images.New(b.blobs)
-			ctx := t.Context()
-			data := pngBytes(t, gradient(20, 10))
-			in := b64(data)
-			name, err := s.Put(ctx, "acme", in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if name != images.Name(in) {
-				t.Errorf("name %s, want Name of the input %s", name, images.Name(in))
-			}
-			img, err := s.Get(ctx, "acme", name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if img.Name != name || img.MimeType != images.PNG || !bytes.Equal(img.Data, data) {
-				t.Errorf("Get = %s %s %d bytes, want %s image/png %d bytes", img.Name, img.MimeType, len(img.Data), name, len(data))
-			}
-			info, err := s.Head(ctx, "acme", name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if info.ContentType != images.PNG || info.Size != int64(len(data)) {
-				t.Errorf("Head = %+v", info)
-			}
-		})
+		for _, way := range putWays {
+			t.Run(b.name+"/"+way.name, func(t *testing.T) {
+				testStoreKeepsTheImage(t, images.New(b.blobs), way.put)
+			})
+		}
 	}
 }
 
-func TestPutPreparedStoresWhatPutWould(t *testing.T) {
-	for _, b := range blobBackends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			s := images.New(b.blobs)
-			ctx := t.Context()
-			data := jpegBytes(t, gradient(12, 9))
-			p, err := images.Shrink(b64(data))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.PutPrepared(ctx, "acme", p); err != nil {
-				t.Fatal(err)
-			}
-			img, err := s.Get(ctx, "acme", images.Name(b64(data)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if img.MimeType != images.JPEG || !bytes.Equal(img.Data, data) {
-				t.Errorf("Get = %s %d bytes, want image/jpeg %d bytes", img.MimeType, len(img.Data), len(data))
-			}
-			if err := s.PutPrepared(ctx, "acme", p); err != nil {
-				t.Errorf("second PutPrepared = %v, want a no-op", err)
-			}
-		})
+func testStoreKeepsTheImage(t *testing.T, s *images.Store, put func(context.Context, *images.Store, string, string) (string, error)) {
+	ctx := t.Context()
+	data := pngBytes(t, gradient(20, 10))
+	in := b64(data)
+	name, err := put(ctx, s, "acme", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name != images.Name(in) {
+		t.Errorf("name %s, want Name of the input %s", name, images.Name(in))
+	}
+	img, err := s.Get(ctx, "acme", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Name != name || img.MimeType != images.PNG || !bytes.Equal(img.Data, data) {
+		t.Errorf("Get = %s %s %d bytes, want %s image/png %d bytes", img.Name, img.MimeType, len(img.Data), name, len(data))
+	}
+	info, err := s.Head(ctx, "acme", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.ContentType != images.PNG || info.Size != int64(len(data)) {
+		t.Errorf("Head = %+v", info)
 	}
 }
 
@@ -195,31 +191,36 @@ func TestCallerMimeTypeIsIgnored(t *testing.T) {
 
 func TestStorePutTwiceIsANoOp(t *testing.T) {
 	for _, b := range blobBackends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			blobs := b.blobs
-			s := images.New(blobs)
-			data := pngBytes(t, gradient(20, 10))
-			in := b64(data)
-			var wg sync.WaitGroup
-			names := make([]string, 8)
-			errs := make([]error, 8)
-			for i := range names {
-				wg.Go(func() { names[i], errs[i] = s.Put(t.Context(), "acme", in) })
-			}
-			wg.Wait()
-			for i := range names {
-				if errs[i] != nil || names[i] != images.Name(in) {
-					t.Errorf("put %d = %q, %v", i, names[i], errs[i])
-				}
-			}
-			img, err := s.Get(t.Context(), "acme", images.Name(in))
-			if err != nil || !bytes.Equal(img.Data, data) {
-				t.Errorf("after concurrent puts Get = %d bytes, %v", len(img.Data), err)
-			}
-			if mem, ok := blobs.(*memBlobs); ok && len(mem.blobs) != 1 {
-				t.Errorf("%d blobs stored, want 1", len(mem.blobs))
-			}
-		})
+		for _, way := range putWays {
+			t.Run(b.name+"/"+way.name, func(t *testing.T) {
+				testPutTwiceIsANoOp(t, b.blobs, way.put)
+			})
+		}
+	}
+}
+
+func testPutTwiceIsANoOp(t *testing.T, blobs store.Blobs, put func(context.Context, *images.Store, string, string) (string, error)) {
+	s := images.New(blobs)
+	data := pngBytes(t, gradient(20, 10))
+	in := b64(data)
+	var wg sync.WaitGroup
+	names := make([]string, 8)
+	errs := make([]error, 8)
+	for i := range names {
+		wg.Go(func() { names[i], errs[i] = put(t.Context(), s, "acme", in) })
+	}
+	wg.Wait()
+	for i := range names {
+		if errs[i] != nil || names[i] != images.Name(in) {
+			t.Errorf("put %d = %q, %v", i, names[i], errs[i])
+		}
+	}
+	img, err := s.Get(t.Context(), "acme", images.Name(in))
+	if err != nil || !bytes.Equal(img.Data, data) {
+		t.Errorf("after concurrent puts Get = %d bytes, %v", len(img.Data), err)
+	}
+	if mem, ok := blobs.(*memBlobs); ok && len(mem.blobs) != 1 {
+		t.Errorf("%d blobs stored, want 1", len(mem.blobs))
 	}
 }
 
