@@ -584,39 +584,3 @@ func BenchmarkShrinkLargePNG(b *testing.B) {
 		}
 	}
 }
-
-func TestValidateRefusesWhatShrinkRefuses(t *testing.T) {
-	tests := []struct {
-		name string
-		text string
-	}{
-		{"small PNG", b64(pngBytes(t, gradient(10, 10)))},
-		{"oversize PNG", b64(pngBytes(t, gradient(2100, 10)))},
-		{"WebP", b64(webpFile(t, "small.webp"))},
-		{"bad base64", "QQ="},
-		{"PDF", b64([]byte("%PDF-1.7"))},
-		{"bomb", b64(withDeclaredSize(t, pngBytes(t, gradient(4, 4)), 30000, 30000))},
-		{"large declared but small enough to keep", b64(withDeclaredSize(t, pngBytes(t, gradient(4, 4)), 2048, 2048))},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			mime, size, verr := images.Validate(tt.text)
-			p, serr := images.Shrink(tt.text)
-			for _, sentinel := range []error{images.ErrInvalidBase64, images.ErrUnsupported, images.ErrTooLarge} {
-				if errors.Is(verr, sentinel) != errors.Is(serr, sentinel) {
-					t.Errorf("Validate error %v, Shrink error %v", verr, serr)
-				}
-			}
-			if verr != nil {
-				return
-			}
-			data, _ := images.Decode(tt.text)
-			if want, _ := images.Detect(data); mime != want || size != len(data) {
-				t.Errorf("Validate = %s, %d; want %s, %d", mime, size, want, len(data))
-			}
-			if !p.Shrunk && p.MimeType != mime {
-				t.Errorf("Shrink kept %s, Validate said %s", p.MimeType, mime)
-			}
-		})
-	}
-}
