@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/awslabs/goformation/v7"
 	"github.com/awslabs/goformation/v7/cloudformation"
@@ -19,6 +20,7 @@ import (
 	"github.com/awslabs/goformation/v7/schema"
 
 	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/memory"
 )
 
 // functions maps each Lambda function of the template to the program its
@@ -437,15 +439,16 @@ func strs(v any) []string {
 // resources each may name.
 var allowed = map[string]map[string][]string{
 	"RestoreFunction": {
-		"s3:GetObject": {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
+		"s3:ListBucket": {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
+		"s3:GetObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
 	},
 	"OffloadFunction": {
-		"s3:GetObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
-		"s3:PutObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
-		"dynamodb:GetItem": {"GetAtt:Table.Arn"}, "dynamodb:PutItem": {"GetAtt:Table.Arn"},
-		"dynamodb:UpdateItem": {"GetAtt:Table.Arn"}, "dynamodb:Query": {"GetAtt:Table.Arn"},
+		"s3:ListBucket": {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
+		"s3:GetObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
+		"s3:PutObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
 	},
 	"MemoryFunction": {
+		"s3:ListBucket":    {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
 		"s3:GetObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
 		"s3:PutObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
 		"dynamodb:GetItem": {"GetAtt:Table.Arn"}, "dynamodb:PutItem": {"GetAtt:Table.Arn"},
@@ -454,6 +457,7 @@ var allowed = map[string]map[string][]string{
 		"sqs:SendMessage":       {"GetAtt:BuildQueue.Arn"},
 	},
 	"CompactFunction": {
+		"s3:ListBucket":    {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
 		"s3:GetObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
 		"dynamodb:GetItem": {"GetAtt:Table.Arn"}, "dynamodb:PutItem": {"GetAtt:Table.Arn"},
 		"dynamodb:UpdateItem": {"GetAtt:Table.Arn"}, "dynamodb:Query": {"GetAtt:Table.Arn"},
@@ -496,9 +500,27 @@ func TestRestoreCannotWrite(t *testing.T) {
 	s := load(t, allOptions)
 	for _, g := range grants(t, s.function(t, "RestoreFunction")) {
 		for _, a := range g.actions {
-			if a != "s3:GetObject" {
+			if a != "s3:GetObject" && a != "s3:ListBucket" {
 				t.Errorf("restore may %s", a)
 			}
+		}
+	}
+}
+
+// S3 answers a read of a missing object with 403 unless the caller may list
+// the bucket. Every function that reads stored objects must tell "never
+// stored" (a ref left as text, a leaf built as text) from a failure (a
+// retry), so each may list the bucket.
+func TestObjectReadersMayListTheBucketSoMissingIsNotFound(t *testing.T) {
+	s := load(t, defaults)
+	for name := range functions {
+		reads, lists := false, false
+		for _, g := range grants(t, s.function(t, name)) {
+			reads = reads || slices.Contains(g.actions, "s3:GetObject")
+			lists = lists || (slices.Contains(g.actions, "s3:ListBucket") && slices.Contains(g.resources, "arn:{AWS::Partition}:s3:::Ref:Bucket"))
+		}
+		if reads && !lists {
+			t.Errorf("%s reads objects but may not list the bucket: a missing object would be a 403", name)
 		}
 	}
 }
@@ -622,8 +644,11 @@ func TestQueueOutlastsTheCompactFunctionAndRedrivesToADLQ(t *testing.T) {
 	if rp["deadLetterTargetArn"] != "GetAtt:BuildDeadLetterQueue.Arn" {
 		t.Errorf("redrive target %v", rp["deadLetterTargetArn"])
 	}
-	if n, _ := rp["maxReceiveCount"].(float64); n < 1 {
-		t.Errorf("maxReceiveCount %v", rp["maxReceiveCount"])
+	// Every 10 s retry of a failed build is one more receive: the DLQ must
+	// take only what has failed for hours, not an outage of minutes.
+	n, _ := rp["maxReceiveCount"].(float64)
+	if outlasts := time.Duration(n) * memory.DefaultRetry; outlasts < 2*time.Hour || n > 1000 {
+		t.Errorf("maxReceiveCount %v sends a build to the DLQ after %v of retries; want at least 2h (and at most SQS's 1000 receives)", rp["maxReceiveCount"], outlasts)
 	}
 	if _, err := s.GetSQSQueueWithName("BuildDeadLetterQueue"); err != nil {
 		t.Error(err)

@@ -158,9 +158,8 @@ func Run(ctx context.Context, s Setup) (Result, error) {
 		return Result{}, err
 	}
 	res := Result{Name: s.Name, Model: s.Model.Name(), Conversations: len(s.Conversations), Elapsed: time.Since(started)}
-	nodes := TableNodes{Table: s.Stores.Table}
 	for _, c := range s.Conversations {
-		if err := grade(ctx, nodes, tenant, c, s.Facts, &res); err != nil {
+		if err := grade(ctx, mem, tenant, c, s.Facts, &res); err != nil {
 			return Result{}, err
 		}
 		st, err := mem.Status(ctx, tenant, c.Chat)
@@ -241,7 +240,7 @@ func describePending(pending map[string]bool, last map[string]memory.Status) str
 // grade reads every node of one chat: the image's leaf, its parent and
 // the root are checked for the image's fact, and every node for facts of
 // the other images, which the chat never sent.
-func grade(ctx context.Context, nodes TableNodes, tenant string, c Conversation, facts []Fact, res *Result) error {
+func grade(ctx context.Context, nodes NodeLines, tenant string, c Conversation, facts []Fact, res *Result) error {
 	if c.Fact < 0 || c.Fact >= len(facts) {
 		return fmt.Errorf("imagefacts: %s names fact %d of %d", c.Chat, c.Fact, len(facts))
 	}
@@ -252,7 +251,7 @@ func grade(ctx context.Context, nodes TableNodes, tenant string, c Conversation,
 	}{{0, int64(c.Slot)}, {1, int64(c.Slot / 2)}, {RootLevel, 0}}
 	for l := 0; l <= RootLevel; l++ {
 		for i := int64(0); i < ChatEntries>>l; i++ {
-			line, ok, err := nodes.Line(ctx, tenant, c.Chat, l, i)
+			line, ok, err := nodes.NodeLine(ctx, tenant, c.Chat, l, i)
 			if err != nil {
 				return fmt.Errorf("imagefacts: %w", err)
 			}

@@ -139,6 +139,8 @@ func DecodeJSON(r *http.Request, v any) error {
 		switch {
 		case errors.As(err, &fe):
 			return BadRequest(fe.Field, "%s", fe.Error())
+		case errors.As(err, &te) && te.Field == "":
+			return BadRequest("", "the request body must be a JSON object, not %s", te.Value)
 		case errors.As(err, &te):
 			return BadRequest(te.Field, "field %q must be %s, not %s", te.Field, te.Type, te.Value)
 		case errors.As(err, &se):

@@ -67,3 +67,38 @@ func BenchmarkDecodeJSON5MB(b *testing.B) {
 		}
 	}
 }
+
+// TestDecodeJSONBadBodiesAre400NamingTheField: each bad body is a 400 whose
+// field and message say what is wrong, never a 500 or an empty name.
+func TestDecodeJSONBadBodiesAre400NamingTheField(t *testing.T) {
+	tests := []struct {
+		name, body, field, says string
+	}{
+		{"empty", ``, "", "empty"},
+		{"not JSON", `{"text":`, "", "malformed JSON"},
+		{"an array, not an object", `[1,2]`, "", "must be a JSON object"},
+		{"a string, not an object", `"x"`, "", "must be a JSON object"},
+		{"a field of the wrong type", `{"text":5}`, "text", `"text" must be string`},
+		{"a nested field of the wrong type", `{"inner":{"n":"x"}}`, "inner.n", `"inner.n" must be int`},
+		{"trailing garbage", `{"text":"a"} x`, "", "malformed JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.body))
+			var v struct {
+				Text  string `json:"text"`
+				Inner struct {
+					N int `json:"n"`
+				} `json:"inner"`
+			}
+			var e *Error
+			err := DecodeJSON(r, &v)
+			if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+				t.Fatalf("err %v, want a 400", err)
+			}
+			if e.Field != tt.field || !strings.Contains(e.Message, tt.says) {
+				t.Fatalf("field %q message %q, want field %q saying %q", e.Field, e.Message, tt.field, tt.says)
+			}
+		})
+	}
+}

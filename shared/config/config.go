@@ -78,8 +78,9 @@ var httpCommon = []string{EnvLogLevel, EnvTenantClaim, EnvTokens}
 var reads = map[Program][]string{
 	// restore reads images (and presigns links to them) only.
 	Restore: {EnvBucket},
-	// offload stores images and the rows that refer to them.
-	Offload: {EnvBucket, EnvTable},
+	// offload stores images only: the rows that hold their refs are the
+	// host's (or the memory function's, on append), never offload's.
+	Offload: {EnvBucket},
 	// memory serves the transcript, view, tools and status, and schedules builds.
 	Memory: {EnvBucket, EnvTable, EnvQueueURL, EnvSearch},
 	// compact builds nodes: rows, images, the retry queue and the model.

@@ -144,11 +144,15 @@ func TestLoadLooksUpOnlyDeclaredVariables(t *testing.T) {
 	}
 }
 
-func TestRestoreReadsNoTableOrQueue(t *testing.T) {
-	vs := Vars(Restore)
-	for _, v := range []string{EnvTable, EnvQueueURL, EnvModel} {
-		if slices.Contains(vs, v) {
-			t.Errorf("restore declares %s", v)
+// The hook functions touch images only: least privilege starts with not
+// being told where the table and the queue are.
+func TestHookFunctionsReadNoTableOrQueue(t *testing.T) {
+	for _, p := range []Program{Restore, Offload} {
+		vs := Vars(p)
+		for _, v := range []string{EnvTable, EnvQueueURL, EnvModel} {
+			if slices.Contains(vs, v) {
+				t.Errorf("%s declares %s", p, v)
+			}
 		}
 	}
 }

@@ -26,9 +26,13 @@ type ImageReader interface {
 }
 
 const (
-	// DefaultBudget is the base64 restore adds inline by default: Lambda
-	// answers at most 6 MB, and the rest of the request needs room too.
+	// DefaultBudget is the most base64 restore adds inline by default:
+	// Lambda answers at most 6 MB, and the rest of the request needs room
+	// too. A large request lowers it further (defaultBudget).
 	DefaultBudget = 4_500_000
+	// ResponseLimit is Lambda's synchronous response limit (6 MB), less
+	// room for the answer's own fields and the Lambda response envelope.
+	ResponseLimit = 6_000_000 - 64<<10
 	// MaxBudget bounds budgetBytes, and with it the memory of one request.
 	MaxBudget = 64 << 20
 	// DefaultParallel is how many images one request reads at once.
@@ -113,7 +117,7 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return api.BadRequest("mode", "mode %q is not inline or url", body.Mode)
 	}
-	budget := int64(DefaultBudget)
+	budget := defaultBudget(body.Request)
 	if body.BudgetBytes != nil {
 		if *body.BudgetBytes < 0 || *body.BudgetBytes > MaxBudget {
 			return api.BadRequest("budgetBytes", "budgetBytes must be 0 to %d, not %d", MaxBudget, *body.BudgetBytes)
@@ -128,6 +132,25 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeAnswer(w, "request", answer.Request, answer)
+}
+
+// defaultBudget is the inline budget of a request that names none: at most
+// DefaultBudget, and never more than leaves the answer, request included,
+// under Lambda's response limit. The answer travels inside the Lambda
+// response as a JSON string, where every quote and backslash of the request
+// gains one byte and every <, > and & (escaped as \u003c) five; base64
+// gains nothing.
+func defaultBudget(req json.RawMessage) int64 {
+	n := int64(len(req))
+	for _, c := range req {
+		switch c {
+		case '"', '\\':
+			n++
+		case '<', '>', '&':
+			n += 5
+		}
+	}
+	return max(0, min(DefaultBudget, ResponseLimit-n))
 }
 
 // fetched is what restore learned about one image.

@@ -462,3 +462,45 @@ func TestMalformedProviderRequestsNameTheField(t *testing.T) {
 		}
 	})
 }
+
+// Without budgetBytes, the budget leaves room for the request itself: the
+// answer, inside the Lambda response (where the request's quotes and <>&
+// are escaped again), stays under Lambda's 6 MB however large the request.
+func TestDefaultBudgetKeepsTheAnswerUnderLambdasLimit(t *testing.T) {
+	eachBackend(t, func(t *testing.T, e *env) {
+		var names []string
+		for seed := range 3 {
+			// About 1.44 MB of base64 each: all three fit DefaultBudget.
+			names = append(names, e.put(t, tenantA, base64.StdEncoding.EncodeToString(pngBytes(t, 70+seed, 600, 600, true))))
+		}
+		for _, tc := range []struct{ name, text string }{
+			{"plain text", strings.Repeat("a", 2_500_000)},
+			{"text that escapes", strings.Repeat("<", 500_000)},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				content := list{textBlock(tc.text)}
+				for _, n := range names {
+					content = append(content, textBlock(refs.Ref(n)))
+				}
+				// Sent as a host would, without escaping <, > and &.
+				body, err := marshal(restoreBody(FormatPi, obj{"messages": list{obj{"role": "user", "content": content}}}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				status, out := e.post(t, tenantA, "hooks/before-request", []byte(body))
+				if status != http.StatusOK {
+					t.Fatalf("status %d: %.300s", status, out)
+				}
+				envelope, _ := json.Marshal(string(out)) // the body as Lambda's response carries it
+				if len(envelope) > 6_000_000 {
+					t.Fatalf("the answer is %d bytes inside a Lambda response, over 6 MB", len(envelope))
+				}
+				var got restoreAnswerT
+				json.Unmarshal(out, &got)
+				if !slices.Equal(got.Restored, names[:2]) || !slices.Equal(got.Unrestored, []Unrestored{{Name: names[2], Reason: ReasonBudget}}) {
+					t.Fatalf("restored %v unrestored %v", got.Restored, got.Unrestored)
+				}
+			})
+		}
+	})
+}

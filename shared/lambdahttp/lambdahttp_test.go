@@ -55,6 +55,7 @@ func (tr testRoutes) Register(mux *http.ServeMux) {
 			"query":      r.URL.Query()["q"],
 			"accept":     r.Header.Values("Accept"),
 			"request_id": api.RequestID(r.Context()),
+			"length":     r.ContentLength,
 		})
 		return nil
 	})
@@ -179,6 +180,36 @@ func TestBase64RequestBodyIsDecoded(t *testing.T) {
 	_ = json.Unmarshal([]byte(resp.Body), &got)
 	if b, _ := base64.StdEncoding.DecodeString(got.Body); !bytes.Equal(b, img) {
 		t.Fatalf("status %d: the handler did not get the decoded bytes", resp.StatusCode)
+	}
+}
+
+// A handler learns the body's length up front, so api.DecodeJSON reads it
+// into one buffer of that size instead of growing one.
+func TestRequestDeclaresTheBodyLength(t *testing.T) {
+	a, img := newAdapter(t, ClaimTenant("sub", nil))
+	for _, tc := range []struct {
+		name   string
+		body   string
+		base64 bool
+		want   int64
+	}{
+		{"plain", `{"x":"` + strings.Repeat("a", 1000) + `"}`, false, 1008},
+		{"base64", base64.StdEncoding.EncodeToString(img), true, int64(len(img))},
+		{"base64 of one byte", base64.StdEncoding.EncodeToString([]byte{0x80}), true, 1},
+		{"base64 of two bytes", base64.StdEncoding.EncodeToString([]byte{0x80, 1}), true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := event("POST", "/v1/chats/c1/echo", "", map[string]string{"sub": "t1"})
+			ev.Body, ev.IsBase64Encoded = tc.body, tc.base64
+			resp := invoke(t, a, ev)
+			var got struct{ Length int64 }
+			if err := json.Unmarshal([]byte(resp.Body), &got); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("status %d body %q", resp.StatusCode, resp.Body)
+			}
+			if got.Length != tc.want {
+				t.Fatalf("ContentLength %d, want %d", got.Length, tc.want)
+			}
+		})
 	}
 }
 

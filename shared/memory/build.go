@@ -131,10 +131,44 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 	bctx, cancel := context.WithTimeout(ctx, m.lease*9/10)
 	defer cancel()
 	res, row, buildErr := m.produce(bctx, tenant, chat, n, snapshot, refusals)
+	// The outcome is recorded even when ctx ended meanwhile (a worker
+	// stopping, a function near its deadline): a recorded failure comes
+	// back in 10 s and a recorded line is not built again, where an
+	// unrecorded claim would wait out its whole lease.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer rcancel()
 	if buildErr != nil {
-		return m.fail(ctx, tenant, chat, n, owner, started, buildErr, failures)
+		return m.fail(rctx, tenant, chat, n, owner, started, res, buildErr, failures)
 	}
-	return m.finish(ctx, tenant, chat, n, started, res, row)
+	return m.finish(rctx, tenant, chat, n, started, res, row)
+}
+
+// recordTimeout bounds writing a build's outcome to the state after the
+// build's own context has ended.
+const recordTimeout = 5 * time.Second
+
+// countsAsRefusal reports whether a failed build counts toward
+// RefusalLimit: the model turned this node's content down (a refusal, an
+// invalid request, an image rejected also by name). Retryable errors and
+// store or read errors never count, and neither do errors about the
+// account rather than the node (a bad key, no permission, an unknown
+// model, no credit or quota): they would give every node of every chat a
+// mechanical line; they are retried every 10 s until fixed.
+func countsAsRefusal(err error) bool {
+	if model.IsRefused(err) {
+		return true
+	}
+	if model.IsRetryable(err) {
+		return false
+	}
+	var me *model.Error
+	if errors.As(err, &me) {
+		switch me.Status {
+		case 401, 402, 403, 404, 429:
+			return false
+		}
+	}
+	return true
 }
 
 // produced is what a build learned, for the state and the logs.
@@ -209,13 +243,21 @@ func (m *Memory) produce(ctx context.Context, tenant, chat string, n Node, snaps
 		res.called = true
 		out, err = m.compressor.Compress(ctx, c)
 		if err != nil {
-			if model.IsRetryable(err) || refusals+1 < RefusalLimit {
+			res.attempts, res.model = out.Attempts, out.Model
+			res.images.Attached, res.images.Skipped, res.images.NamesOnly = out.Attached, out.Skipped, out.NamesOnly
+			if !countsAsRefusal(err) || refusals+1 < RefusalLimit {
 				return res, nodeRow{}, err
 			}
 			// The model turned this node down RefusalLimit times: keep a
-			// marked cut of the source rather than asking forever.
+			// marked cut of the source rather than asking forever. A
+			// source that fits a line (a short message with images) needs
+			// no cut: it keeps its words, as it would without images.
 			m.logger.WarnContext(ctx, "memory: mechanical line after repeated refusals", "chat", chat, "node", n.Label(), "err", err)
-			out = Compressed{Line: mechanicalLine(c.Source), Mechanical: true, Attempts: out.Attempts, Model: out.Model}
+			if len(c.Source) <= LineBytes {
+				out = Compressed{Line: c.Source, Verbatim: true, Mechanical: true, Attempts: out.Attempts, Model: out.Model}
+			} else {
+				out = Compressed{Line: mechanicalLine(c.Source), Mechanical: true, Attempts: out.Attempts, Model: out.Model}
+			}
 		}
 		if strings.TrimSpace(out.Line) == "" {
 			return res, nodeRow{}, &model.Error{Retryable: true, Err: fmt.Errorf("compressor returned an empty line for %s", n.Label())}
@@ -459,10 +501,10 @@ func (m *Memory) finish(ctx context.Context, tenant, chat string, n Node, starte
 }
 
 // fail records a failed build: the node waits the retry delay (forever for
-// store, read and retryable model errors; a model refusal counts toward
-// RefusalLimit), and the transport is asked to deliver again then.
-func (m *Memory) fail(ctx context.Context, tenant, chat string, n Node, owner string, started time.Time, cause error, failuresBefore int) error {
-	refused := !model.IsRetryable(cause)
+// store, read, retryable and account errors; a refusal of the node counts
+// toward RefusalLimit), and the transport is asked to deliver again then.
+func (m *Memory) fail(ctx context.Context, tenant, chat string, n Node, owner string, started time.Time, res produced, cause error, failuresBefore int) error {
+	refused := countsAsRefusal(cause)
 	now := m.now()
 	msg := fmt.Sprintf("node %s: %v", n.Label(), cause)
 	var sends []Node
@@ -499,7 +541,7 @@ func (m *Memory) fail(ctx context.Context, tenant, chat string, n Node, owner st
 			m.logger.WarnContext(ctx, "memory: queueing builds", "chat", chat, "err", err)
 		}
 	}
-	m.record(ctx, chat, n, "failed", started, produced{}, nodeRow{}, cause)
+	m.record(ctx, chat, n, "failed", started, res, nodeRow{}, cause)
 	if failuresBefore == 0 {
 		// The first failure of a node is logged once, loudly; the status
 		// keeps the last error and the retry count after that.

@@ -45,8 +45,11 @@ func (t *memTable) setFail(f func(op string, k store.Key) error) {
 	t.mu.Unlock()
 }
 
-func (t *memTable) Get(_ context.Context, k store.Key) (store.Item, error) {
+func (t *memTable) Get(ctx context.Context, k store.Key) (store.Item, error) {
 	t.gets.Add(1)
+	if err := ctx.Err(); err != nil {
+		return store.Item{}, err
+	}
 	if err := t.check("get", k); err != nil {
 		return store.Item{}, err
 	}
@@ -59,8 +62,11 @@ func (t *memTable) Get(_ context.Context, k store.Key) (store.Item, error) {
 	return it, nil
 }
 
-func (t *memTable) Create(_ context.Context, it store.Item) error {
+func (t *memTable) Create(ctx context.Context, it store.Item) error {
 	t.writes.Add(1)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := t.check("create", it.Key); err != nil {
 		return err
 	}
@@ -78,8 +84,11 @@ func (t *memTable) Create(_ context.Context, it store.Item) error {
 	return nil
 }
 
-func (t *memTable) Update(_ context.Context, it store.Item) error {
+func (t *memTable) Update(ctx context.Context, it store.Item) error {
 	t.writes.Add(1)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := t.check("update", it.Key); err != nil {
 		return err
 	}
@@ -113,8 +122,11 @@ func (t *memTable) Query(_ context.Context, q store.Query) (store.Page, error) {
 	return store.Page{Items: out}, nil
 }
 
-func (t *memTable) BatchGet(_ context.Context, keys []store.Key) ([]store.Item, error) {
+func (t *memTable) BatchGet(ctx context.Context, keys []store.Key) ([]store.Item, error) {
 	t.batches.Add(1)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if len(keys) > 100 {
 		return nil, fmt.Errorf("BatchGet of %d keys: at most 100", len(keys))
 	}

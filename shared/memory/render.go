@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -115,4 +116,21 @@ func (m *Memory) render(ctx context.Context, tenant, chat string, st *chatState)
 		Stalled:   st.stalled(),
 		LastError: st.LastError,
 	}, nil
+}
+
+// NodeLine returns the line of node (l, i) of a chat as the view would
+// show it, and whether the node is built; an unbuilt node gives "" and
+// false. It reads the one row (or the cache) and runs no scheduler: it is
+// for tools and evaluations that inspect the tree.
+func (m *Memory) NodeLine(ctx context.Context, tenant, chat string, l int, i int64) (line string, built bool, err error) {
+	if l < 0 || l > 62 || i < 0 {
+		return "", false, fmt.Errorf("memory: node (%d, %d) does not exist: level 0 to 62, index at least 0", l, i)
+	}
+	n := Node{L: l, I: i}
+	rows, err := m.rows(ctx, tenant, chat, []Node{n})
+	if err != nil {
+		return "", false, err
+	}
+	r, ok := rows[n]
+	return r.line, ok, nil
 }

@@ -3,6 +3,8 @@ package memory
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -28,6 +30,14 @@ const batchConcurrency = 8
 // batch: the error is always nil.
 func (m *Memory) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	retrier := m.retrier
+	// Builds stop a little before the function's deadline, so each one
+	// still records its outcome and asks for its message again.
+	bctx := ctx
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		bctx, cancel = context.WithDeadline(ctx, d.Add(-min(deadlineMargin, time.Until(d)/4)))
+		defer cancel()
+	}
 	var (
 		mu   sync.Mutex
 		resp events.SQSEventResponse
@@ -40,7 +50,7 @@ func (m *Memory) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 		go func(rec events.SQSMessage) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if !m.handleRecord(ctx, rec, retrier) {
+			if !m.handleRecord(ctx, bctx, rec, retrier) {
 				mu.Lock()
 				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
 				mu.Unlock()
@@ -51,15 +61,20 @@ func (m *Memory) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 	return resp, nil
 }
 
-// handleRecord builds one message; false asks SQS to keep the message.
-func (m *Memory) handleRecord(ctx context.Context, rec events.SQSMessage, retrier Retrier) bool {
+// deadlineMargin is the time a batch keeps after its builds stop, before
+// the function's deadline (a quarter of the time left, when that is less).
+const deadlineMargin = 10 * time.Second
+
+// handleRecord builds one message (under bctx); false asks SQS to keep
+// the message.
+func (m *Memory) handleRecord(ctx, bctx context.Context, rec events.SQSMessage, retrier Retrier) bool {
 	msg, err := parseMessage(rec.Body)
 	if err != nil {
 		// Nothing to build; retrying cannot help.
 		m.logger.ErrorContext(ctx, "memory: dropping a malformed build message", "messageId", rec.MessageId, "err", err)
 		return true
 	}
-	err = m.Build(ctx, msg.Tenant, msg.Chat, msg.L, msg.I)
+	err = m.buildOne(bctx, msg)
 	if err == nil {
 		return true
 	}
@@ -75,6 +90,20 @@ func (m *Memory) handleRecord(ctx context.Context, rec events.SQSMessage, retrie
 		return false // SQS brings it back after its visibility timeout
 	}
 	return true
+}
+
+// buildOne builds the node of one message. A panic becomes an error that
+// asks for the message again, so one bad build never fails a whole batch
+// or stops the worker; its claim lapses with its lease.
+func (m *Memory) buildOne(ctx context.Context, msg buildMessage) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			node := Node{L: msg.L, I: msg.I}.Label()
+			m.logger.ErrorContext(ctx, "memory: build panicked", "chat", msg.Chat, "node", node, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = &RetryError{After: m.retry, Err: fmt.Errorf("build of node %s of %s panicked: %v", node, msg.Chat, p)}
+		}
+	}()
+	return m.Build(ctx, msg.Tenant, msg.Chat, msg.L, msg.I)
 }
 
 // retryDelay is when a message whose build returned err should come back.
@@ -149,7 +178,7 @@ func (m *Memory) deliver(ctx context.Context, recv store.Receiver, d store.Deliv
 	bctx := context.WithoutCancel(ctx)
 	msg, err := parseMessage(d.Body)
 	if err == nil {
-		err = m.Build(bctx, msg.Tenant, msg.Chat, msg.L, msg.I)
+		err = m.buildOne(bctx, msg)
 	} else {
 		m.logger.ErrorContext(ctx, "memory: dropping a malformed build message", "messageId", d.ID, "err", err)
 		err = nil
