@@ -65,6 +65,19 @@ func Unavailable(err error) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "a backing service is unavailable; retry later", RetryAfter: RetryAfter, Err: err}
 }
 
+// Marshal encodes v as WriteJSON does: without HTML escaping, so text such
+// as "<chat>" is kept as written rather than inflated sixfold, and without
+// a trailing newline.
+func Marshal(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
 // WriteJSON writes v with status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -176,6 +189,21 @@ func Chat(r *http.Request) (string, error) {
 		return "", BadRequest("chat", "chat id %q must be 1-128 characters of A-Z a-z 0-9 . _ -", c)
 	}
 	return c, nil
+}
+
+// TenantChat returns the authenticated caller's tenant and the request's
+// {chat}. The server's auth layer sets the tenant; a handler mounted without
+// it answers 401 rather than act for no one.
+func TenantChat(r *http.Request) (tenant, chat string, err error) {
+	tenant = Tenant(r.Context())
+	if tenant == "" {
+		return "", "", Unauthorized("the request has no authenticated tenant")
+	}
+	chat, err = Chat(r)
+	if err != nil {
+		return "", "", err
+	}
+	return tenant, chat, nil
 }
 
 type ctxKey int

@@ -45,8 +45,14 @@ func set(o *rawObject, key string) func(jsonValue) {
 }
 
 func str(s string) json.RawMessage {
-	raw, _ := marshal(s)
+	raw, _ := api.Marshal(s)
 	return raw
+}
+
+// badRole is the 400 for a message role the format does not have; roles
+// lists the ones it does, as a sentence.
+func badRole(path, role, roles string) error {
+	return api.BadRequest(path+".role", "%s.role %q is not %s", path, role, roles)
 }
 
 // countImages is an other func that counts blocks of an image type.
@@ -68,22 +74,16 @@ type piFormat struct{}
 func (piFormat) urls() bool { return false }
 
 func (piFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage, error), error) {
-	w := &walk{}
-	build, err := w.messages(req, func(msg *rawObject, path string) error {
-		role, err := stringField(msg, "role", path, true)
-		if err != nil {
-			return err
-		}
+	return walkMessages(req, func(w *walk, msg *rawObject, path, role string) error {
 		switch role {
 		case "assistant":
 			return nil
 		case "user", "toolResult":
 			return w.typedContent(msg.fields["content"], path+".content", true, "text", piImage, countImages(w, "image"), set(msg, "content"))
 		default:
-			return api.BadRequest(path+".role", "%s.role %q is not user, assistant or toolResult", path, role)
+			return badRole(path, role, "user, assistant or toolResult")
 		}
 	})
-	return w, build, err
 }
 
 func piImage(p picture, text *rawObject) jsonValue {
@@ -113,21 +113,15 @@ type anthropicFormat struct{}
 func (anthropicFormat) urls() bool { return true }
 
 func (anthropicFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage, error), error) {
-	w := &walk{}
-	build, err := w.messages(req, func(msg *rawObject, path string) error {
-		role, err := stringField(msg, "role", path, true)
-		if err != nil {
-			return err
-		}
+	return walkMessages(req, func(w *walk, msg *rawObject, path, role string) error {
 		switch role {
 		case "assistant":
 			return nil
 		case "user":
 		default:
-			return api.BadRequest(path+".role", "%s.role %q is not user or assistant", path, role)
+			return badRole(path, role, "user or assistant")
 		}
-		var other func(b *rawObject, typ, path string, l *rawList, j int) error
-		other = func(b *rawObject, typ, bpath string, l *rawList, j int) error {
+		other := func(b *rawObject, typ, bpath string, l *rawList, j int) error {
 			switch typ {
 			case "image":
 				w.images++
@@ -141,7 +135,6 @@ func (anthropicFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessag
 		}
 		return w.typedContent(msg.fields["content"], path+".content", true, "text", anthropicImage, other, set(msg, "content"))
 	})
-	return w, build, err
 }
 
 func anthropicImage(p picture, text *rawObject) jsonValue {
@@ -166,12 +159,7 @@ type openAIFormat struct{}
 func (openAIFormat) urls() bool { return true }
 
 func (openAIFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage, error), error) {
-	w := &walk{}
-	build, err := w.messages(req, func(msg *rawObject, path string) error {
-		role, err := stringField(msg, "role", path, true)
-		if err != nil {
-			return err
-		}
+	return walkMessages(req, func(w *walk, msg *rawObject, path, role string) error {
 		switch role {
 		case "system", "developer", "assistant":
 			return nil
@@ -180,10 +168,9 @@ func (openAIFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage, 
 		case "tool", "function":
 			return w.typedContent(msg.fields["content"], path+".content", false, "text", openAIImage, ignoreOthers, set(msg, "content"))
 		default:
-			return api.BadRequest(path+".role", "%s.role %q is not system, developer, user, assistant, tool or function", path, role)
+			return badRole(path, role, "system, developer, user, assistant, tool or function")
 		}
 	})
-	return w, build, err
 }
 
 func openAIImage(p picture, _ *rawObject) jsonValue {
@@ -208,18 +195,13 @@ type bedrockFormat struct{}
 func (bedrockFormat) urls() bool { return false }
 
 func (bedrockFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage, error), error) {
-	w := &walk{}
-	build, err := w.messages(req, func(msg *rawObject, path string) error {
-		role, err := stringField(msg, "role", path, true)
-		if err != nil {
-			return err
-		}
+	return walkMessages(req, func(w *walk, msg *rawObject, path, role string) error {
 		switch role {
 		case "assistant":
 			return nil
 		case "user":
 		default:
-			return api.BadRequest(path+".role", "%s.role %q is not user or assistant", path, role)
+			return badRole(path, role, "user or assistant")
 		}
 		raw, ok := msg.fields["content"]
 		if !ok || isNull(raw) {
@@ -227,7 +209,6 @@ func (bedrockFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage,
 		}
 		return w.bedrockContent(raw, path+".content", set(msg, "content"), true)
 	})
-	return w, build, err
 }
 
 // bedrockContent walks a list of Converse content blocks; inner is false
@@ -244,7 +225,7 @@ func (w *walk) bedrockContent(raw json.RawMessage, path string, setContent func(
 			return err
 		}
 		if t, ok := b.fields["text"]; ok {
-			text, ok := asString(t)
+			text, ok := jsonString(t)
 			if !ok {
 				return api.BadRequest(bpath+".text", "%s.text must be a string", bpath)
 			}

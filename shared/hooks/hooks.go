@@ -15,8 +15,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"strconv"
+
+	"github.com/durachat/durachat/shared/api"
 )
 
 // InlineImage is an image an offload left inline, and why.
@@ -44,18 +45,6 @@ const (
 	// ReasonError: any other failure of the store.
 	ReasonError = "error"
 )
-
-// marshal encodes v without HTML escaping, so text such as "<chat>" passes
-// through as the host wrote it.
-func marshal(v any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
 
 // index appends "[i]" to a field path.
 func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
@@ -88,53 +77,24 @@ func jsonString(raw json.RawMessage) (string, bool) {
 
 // joinObject writes an object of raw values, keys sorted.
 func joinObject(fields map[string]json.RawMessage) json.RawMessage {
-	keys := make([]string, 0, len(fields))
-	n := 2
-	for k, v := range fields {
-		keys = append(keys, k)
-		n += len(k) + len(v) + 4
-	}
-	slices.Sort(keys)
-	out := make([]byte, 0, n)
-	out = append(out, '{')
-	for i, k := range keys {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = appendKey(out, k)
-		out = append(out, ':')
-		out = append(out, fields[k]...)
-	}
-	return append(out, '}')
+	return encode(&rawObject{fields: fields})
 }
 
 // appendKey appends a JSON object key (Go's quoting is not JSON's).
 func appendKey(out []byte, k string) []byte {
-	q, _ := marshal(k) // a string always encodes
+	q, _ := api.Marshal(k) // a string always encodes
 	return append(out, q...)
 }
 
 // joinArray writes an array of raw values.
 func joinArray(items []json.RawMessage) json.RawMessage {
-	n := 2
-	for _, v := range items {
-		n += len(v) + 1
-	}
-	out := make([]byte, 0, n)
-	out = append(out, '[')
-	for i, v := range items {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, v...)
-	}
-	return append(out, ']')
+	return encode(&rawList{items: items})
 }
 
 // writeAnswer answers 200 with the object rest encodes, plus key holding raw,
 // written without copying or scanning raw.
 func writeAnswer(w http.ResponseWriter, key string, raw json.RawMessage, rest any) error {
-	tail, err := marshal(rest)
+	tail, err := api.Marshal(rest)
 	if err != nil {
 		return err
 	}

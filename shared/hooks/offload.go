@@ -90,15 +90,9 @@ type afterToolAnswer struct {
 // The request is decoded once into raw fields and blocks; a 5 MB result
 // is not scanned over and over (see BenchmarkAfterTool5MB).
 func (o *Offload) afterTool(w http.ResponseWriter, r *http.Request) error {
-	if _, err := api.Chat(r); err != nil {
-		return err
-	}
-	tenant, err := tenantOf(r)
-	if err != nil {
-		return err
-	}
 	var req afterToolRequest
-	if err := api.DecodeJSON(r, &req); err != nil {
+	tenant, err := readHook(r, &req)
+	if err != nil {
 		return err
 	}
 	if req.Call == nil {
@@ -200,15 +194,9 @@ type offloadInputAnswer struct {
 }
 
 func (o *Offload) offloadInput(w http.ResponseWriter, r *http.Request) error {
-	if _, err := api.Chat(r); err != nil {
-		return err
-	}
-	tenant, err := tenantOf(r)
-	if err != nil {
-		return err
-	}
 	var req offloadInputRequest
-	if err := api.DecodeJSON(r, &req); err != nil {
+	tenant, err := readHook(r, &req)
+	if err != nil {
 		return err
 	}
 	msg := req.Message
@@ -315,7 +303,7 @@ func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]j
 			continue
 		}
 		if j.err != nil {
-			data, err := marshal(blocks[i].Data)
+			data, err := api.Marshal(blocks[i].Data)
 			if err != nil {
 				return offloaded{}, err
 			}
@@ -326,7 +314,7 @@ func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]j
 		}
 		// The ref block keeps the image block's other fields, so a
 		// host's annotations survive the round trip through restore.
-		ref, err := marshal(pi.Block{Type: pi.TypeText, Text: refs.Ref(j.name), Extra: extraOf(r)})
+		ref, err := api.Marshal(pi.Block{Type: pi.TypeText, Text: refs.Ref(j.name), Extra: extraOf(r)})
 		if err != nil {
 			return offloaded{}, err
 		}
@@ -396,14 +384,15 @@ func hasImages(blocks []pi.Block) bool {
 	return false
 }
 
-// tenantOf is the authenticated caller's tenant. The server's auth layer sets
-// it; a request without one never reaches a store.
-func tenantOf(r *http.Request) (string, error) {
-	t := api.Tenant(r.Context())
-	if t == "" {
-		return "", &api.Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "the request has no authenticated tenant"}
+// readHook checks a hook request's caller and chat, and decodes its body
+// into v. The tenant is the authenticated caller's: a request without one
+// never reaches a store.
+func readHook(r *http.Request, v any) (tenant string, err error) {
+	tenant, _, err = api.TenantChat(r)
+	if err != nil {
+		return "", err
 	}
-	return t, nil
+	return tenant, api.DecodeJSON(r, v)
 }
 
 // decodeContent decodes pi content: a string (no blocks) or a list of

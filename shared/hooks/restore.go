@@ -95,15 +95,9 @@ type beforeRequestAnswer struct {
 }
 
 func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
-	if _, err := api.Chat(r); err != nil {
-		return err
-	}
-	tenant, err := tenantOf(r)
-	if err != nil {
-		return err
-	}
 	var body beforeRequestBody
-	if err := api.DecodeJSON(r, &body); err != nil {
+	tenant, err := readHook(r, &body)
+	if err != nil {
 		return err
 	}
 	f, ok := formatOf(body.Format)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/refs"
 )
@@ -483,7 +484,7 @@ func TestDefaultBudgetKeepsTheAnswerUnderLambdasLimit(t *testing.T) {
 					content = append(content, textBlock(refs.Ref(n)))
 				}
 				// Sent as a host would, without escaping <, > and &.
-				body, err := marshal(restoreBody(FormatPi, obj{"messages": list{obj{"role": "user", "content": content}}}))
+				body, err := api.Marshal(restoreBody(FormatPi, obj{"messages": list{obj{"role": "user", "content": content}}}))
 				if err != nil {
 					t.Fatal(err)
 				}

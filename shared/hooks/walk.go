@@ -47,6 +47,11 @@ func (q quoted) appendJSON(dst []byte) []byte {
 	return append(dst, '"')
 }
 
+// encode writes v out in one buffer of its size.
+func encode(v jsonValue) json.RawMessage {
+	return v.appendJSON(make([]byte, 0, v.jsonLen()))
+}
+
 // object is a new JSON object of values.
 func object(values map[string]jsonValue) *rawObject {
 	fields := make(map[string]json.RawMessage, len(values))
@@ -72,17 +77,27 @@ func (o *rawObject) set(key string, v jsonValue) {
 	o.changed = true
 }
 
-func (o *rawObject) value(key string) jsonValue {
+// Fields are read through fieldLen and appendField, not as a jsonValue, so
+// that an unchanged field's bytes are not boxed in an interface.
+
+func (o *rawObject) fieldLen(key string) int {
 	if v, ok := o.over[key]; ok {
-		return v
+		return v.jsonLen()
 	}
-	return rawValue(o.fields[key])
+	return len(o.fields[key])
+}
+
+func (o *rawObject) appendField(dst []byte, key string) []byte {
+	if v, ok := o.over[key]; ok {
+		return v.appendJSON(dst)
+	}
+	return append(dst, o.fields[key]...)
 }
 
 func (o *rawObject) jsonLen() int {
 	n := 2
 	for k := range o.fields {
-		n += len(k) + 8 + o.value(k).jsonLen()
+		n += len(k) + 8 + o.fieldLen(k)
 	}
 	return n
 }
@@ -100,7 +115,7 @@ func (o *rawObject) appendJSON(dst []byte) []byte {
 		}
 		dst = appendKey(dst, k)
 		dst = append(dst, ':')
-		dst = o.value(k).appendJSON(dst)
+		dst = o.appendField(dst, k)
 	}
 	return append(dst, '}')
 }
@@ -121,17 +136,24 @@ func (l *rawList) set(i int, v jsonValue) {
 	l.changed = true
 }
 
-func (l *rawList) value(i int) jsonValue {
+func (l *rawList) itemLen(i int) int {
 	if v, ok := l.over[i]; ok {
-		return v
+		return v.jsonLen()
 	}
-	return rawValue(l.items[i])
+	return len(l.items[i])
+}
+
+func (l *rawList) appendItem(dst []byte, i int) []byte {
+	if v, ok := l.over[i]; ok {
+		return v.appendJSON(dst)
+	}
+	return append(dst, l.items[i]...)
 }
 
 func (l *rawList) jsonLen() int {
 	n := 2
 	for i := range l.items {
-		n += 1 + l.value(i).jsonLen()
+		n += 1 + l.itemLen(i)
 	}
 	return n
 }
@@ -142,7 +164,7 @@ func (l *rawList) appendJSON(dst []byte) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = l.value(i).appendJSON(dst)
+		dst = l.appendItem(dst, i)
 	}
 	return append(dst, ']')
 }
@@ -238,44 +260,47 @@ func stringField(o *rawObject, key, path string, required bool) (string, error) 
 	return s, nil
 }
 
-// asString decodes raw when it is a JSON string.
-func asString(raw json.RawMessage) (string, bool) { return jsonString(raw) }
-
-// messages parses the request's top object and its "messages" list, and
-// calls each for every message. The request is rebuilt by build.
-func (w *walk) messages(req json.RawMessage, each func(msg *rawObject, path string) error) (build func() (json.RawMessage, error), err error) {
+// walkMessages parses the request's top object and its "messages" list, and
+// calls each for every message with its role (a required string). The
+// request is rebuilt by build.
+func walkMessages(req json.RawMessage, each func(w *walk, msg *rawObject, path, role string) error) (w *walk, build func() (json.RawMessage, error), err error) {
 	top, err := parseObject(req, "request")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	raw, ok := top.fields["messages"]
 	if !ok || isNull(raw) {
-		return nil, api.BadRequest("request.messages", "request.messages is required")
+		return nil, nil, api.BadRequest("request.messages", "request.messages is required")
 	}
 	msgs, err := parseList(raw, "request.messages")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	w = &walk{}
 	for i := range msgs.items {
 		path := index("request.messages", i)
 		msg, err := parseObject(msgs.items[i], path)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if err := each(msg, path); err != nil {
-			return nil, err
+		role, err := stringField(msg, "role", path, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := each(w, msg, path, role); err != nil {
+			return nil, nil, err
 		}
 		w.commitObject(msg, func(v jsonValue) { msgs.set(i, v) })
 	}
 	w.commitList(msgs, func(v jsonValue) { top.set("messages", v) })
-	return func() (json.RawMessage, error) {
+	return w, func() (json.RawMessage, error) {
 		if err := w.commit(); err != nil {
 			return nil, err
 		}
 		if !top.changed {
 			return req, nil
 		}
-		return top.appendJSON(make([]byte, 0, top.jsonLen())), nil
+		return encode(top), nil
 	}, nil
 }
 
@@ -292,7 +317,7 @@ func (w *walk) typedContent(raw json.RawMessage, path string, canImage bool, tex
 	if isNull(raw) {
 		return nil
 	}
-	if s, ok := asString(raw); ok {
+	if s, ok := jsonString(raw); ok {
 		if name := refs.RefName(s); name != "" {
 			w.slots = append(w.slots, &slot{name: name, path: path, canImage: canImage, fill: func(p picture) error {
 				list := &rawList{items: make([]json.RawMessage, 1)}

@@ -21,12 +21,6 @@ func (m *Memory) Register(mux *http.ServeMux) {
 	api.Handle(mux, "PUT /v1/chats/{chat}/memory/settings", m.handleSettings)
 }
 
-// chatOf reads the tenant and the chat of a request.
-func chatOf(r *http.Request) (tenant, chat string, err error) {
-	chat, err = api.Chat(r)
-	return api.Tenant(r.Context()), chat, err
-}
-
 // pumpQuietly runs the scheduler for a tool call; the tool answers even
 // when the scheduler cannot run (the next call tries again).
 func (m *Memory) pumpQuietly(ctx context.Context, tenant, chat string) {
@@ -36,7 +30,7 @@ func (m *Memory) pumpQuietly(ctx context.Context, tenant, chat string) {
 }
 
 func (m *Memory) handleView(w http.ResponseWriter, r *http.Request) error {
-	tenant, chat, err := chatOf(r)
+	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err
 	}
@@ -57,7 +51,7 @@ func (m *Memory) handleView(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (m *Memory) handleZoom(w http.ResponseWriter, r *http.Request) error {
-	tenant, chat, err := chatOf(r)
+	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err
 	}
@@ -75,7 +69,7 @@ func (m *Memory) handleZoom(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (m *Memory) handleDate(w http.ResponseWriter, r *http.Request) error {
-	tenant, chat, err := chatOf(r)
+	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err
 	}
@@ -98,7 +92,7 @@ func (m *Memory) handleDate(w http.ResponseWriter, r *http.Request) error {
 const searchOffMessage = "the search tool is off for this chat; turn it on with PUT /v1/chats/{chat}/memory/settings and the body {\"search\": true}, or for every chat in the server's configuration"
 
 func (m *Memory) handleSearch(w http.ResponseWriter, r *http.Request) error {
-	tenant, chat, err := chatOf(r)
+	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err
 	}
@@ -121,7 +115,7 @@ func (m *Memory) handleSearch(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (m *Memory) handleTools(w http.ResponseWriter, r *http.Request) error {
-	tenant, chat, err := chatOf(r)
+	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err
 	}
@@ -135,7 +129,7 @@ func (m *Memory) handleTools(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (m *Memory) handleStatus(w http.ResponseWriter, r *http.Request) error {
-	tenant, chat, err := chatOf(r)
+	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err
 	}
@@ -149,7 +143,7 @@ func (m *Memory) handleStatus(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (m *Memory) handleSettings(w http.ResponseWriter, r *http.Request) error {
-	tenant, chat, err := chatOf(r)
+	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/store"
@@ -202,12 +203,12 @@ func (b *batch) open(ctx context.Context, drafts []draft, sum string) (record, i
 	if rec.First, err = l.probeFrom(ctx, b.pk, hint); err != nil {
 		return record{}, 0, err
 	}
-	body, err := marshal(rec)
+	body, err := api.Marshal(rec)
 	if err != nil {
 		return record{}, 0, err
 	}
 	if !fits(b.pk, b.rk, body) {
-		rest, err := marshal(rec.Rest)
+		rest, err := api.Marshal(rec.Rest)
 		if err != nil {
 			return record{}, 0, err
 		}
@@ -216,7 +217,7 @@ func (b *batch) open(ctx context.Context, drafts []draft, sum string) (record, i
 			return record{}, 0, fmt.Errorf("transcript: storing the rows of a large append: %w", err)
 		}
 		rec.Rest, rec.RestKey = nil, key
-		if body, err = marshal(rec); err != nil {
+		if body, err = api.Marshal(rec); err != nil {
 			return record{}, 0, err
 		}
 	}
@@ -246,7 +247,7 @@ func (b *batch) open(ctx context.Context, drafts []draft, sum string) (record, i
 // claimed.
 func (b *batch) claim(ctx context.Context, rec record, version int64, first row) (record, error) {
 	l := b.l
-	body, err := marshal(first)
+	body, err := api.Marshal(first)
 	if err != nil {
 		return record{}, err
 	}
@@ -279,7 +280,7 @@ func (b *batch) claim(ctx context.Context, rec record, version int64, first row)
 		}
 		moved := rec
 		moved.First = next
-		mb, err := marshal(moved)
+		mb, err := api.Marshal(moved)
 		if err != nil {
 			return record{}, err
 		}
@@ -380,7 +381,7 @@ func (l *Log) complete(ctx context.Context, pk string, rec record, have map[int6
 // writeRow creates one row of a claimed batch; when it exists already it
 // must be the same batch's row at the same place.
 func (l *Log) writeRow(ctx context.Context, pk string, id int64, r row) error {
-	body, err := marshal(r)
+	body, err := api.Marshal(r)
 	if err != nil {
 		return err
 	}
@@ -412,32 +413,51 @@ func (l *Log) writeRow(ctx context.Context, pk string, id int64, r row) error {
 // rowsIn returns the rows stored with ids in [from, to).
 func (l *Log) rowsIn(ctx context.Context, pk string, from, to int64) (map[int64]row, error) {
 	out := map[int64]row{}
+	err := l.eachRow(ctx, pk, from, to, func(id int64, r row) error {
+		out[id] = r
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachRow calls fn, in id order, for each row stored with an id in
+// [from, to). Rows may be missing (an unfinished batch); fn sees only those
+// that are there.
+func (l *Log) eachRow(ctx context.Context, pk string, from, to int64, fn func(id int64, r row) error) error {
+	next := from
 	after := ""
 	if from > 0 {
 		after = entryKey(from - 1)
 	}
-	for {
-		page, err := l.table.Query(ctx, store.Query{PK: pk, Prefix: entryPrefix, After: after, Limit: int(min(to-from, queryPage))})
+	for next < to {
+		page, err := l.table.Query(ctx, store.Query{PK: pk, Prefix: entryPrefix, After: after, Limit: int(min(to-next, queryPage))})
 		if err != nil {
-			return nil, fmt.Errorf("transcript: reading entries: %w", err)
+			return fmt.Errorf("transcript: reading entries: %w", err)
 		}
 		for _, it := range page.Items {
 			id, err := entryID(it.SK)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if id >= to {
-				return out, nil
+				return nil
 			}
 			r, err := decodeRow(it)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			out[id] = r
+			if err := fn(id, r); err != nil {
+				return err
+			}
+			next = id + 1
 		}
 		if page.Next == "" {
-			return out, nil
+			return nil
 		}
 		after = page.Next
 	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -41,7 +42,7 @@ func (l *Log) hint(ctx context.Context, pk string) (length, version int64, err e
 
 // raiseHint sets the hint to length unless it is there already.
 func (l *Log) raiseHint(ctx context.Context, pk string, length int64) error {
-	body, err := marshal(meta{Len: length})
+	body, err := api.Marshal(meta{Len: length})
 	if err != nil {
 		return err
 	}
@@ -146,46 +147,25 @@ func (l *Log) Entries(ctx context.Context, tenant, chat string, from, to int64) 
 	pk := store.ChatPK(tenant, chat)
 	out := make([]Entry, 0, min(to-from, queryPage))
 	next := from
-	after := ""
-	if from > 0 {
-		after = entryKey(from - 1)
-	}
-	for next < to {
-		page, err := l.table.Query(ctx, store.Query{PK: pk, Prefix: entryPrefix, After: after, Limit: int(min(to-next, queryPage))})
+	err := l.eachRow(ctx, pk, from, to, func(id int64, r row) error {
+		if id > next {
+			// Rows missing below a written one: an unfinished batch.
+			es, err := l.fill(ctx, pk, next, id, false)
+			if err != nil {
+				return err
+			}
+			out = append(out, es...)
+		}
+		e, err := l.entry(ctx, id, r)
 		if err != nil {
-			return nil, fmt.Errorf("transcript: reading entries: %w", err)
+			return err
 		}
-		for _, it := range page.Items {
-			id, err := entryID(it.SK)
-			if err != nil {
-				return nil, err
-			}
-			if id >= to {
-				return out, nil
-			}
-			if id > next {
-				// Rows missing below a written one: an unfinished batch.
-				es, err := l.fill(ctx, pk, next, id, false)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, es...)
-			}
-			r, err := decodeRow(it)
-			if err != nil {
-				return nil, err
-			}
-			e, err := l.entry(ctx, id, r)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, e)
-			next = id + 1
-		}
-		if page.Next == "" {
-			break
-		}
-		after = page.Next
+		out = append(out, e)
+		next = id + 1
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if next < to {
 		es, err := l.fill(ctx, pk, next, to, true)

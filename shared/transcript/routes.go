@@ -116,11 +116,7 @@ func messageError(i int, m json.RawMessage, err error) error {
 
 func (rt *Routes) append(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	tenant := api.Tenant(ctx)
-	if tenant == "" {
-		return &api.Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "no authenticated tenant"}
-	}
-	chat, err := api.Chat(r)
+	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err
 	}
@@ -165,11 +161,8 @@ func appendError(err error) error {
 
 func (rt *Routes) image(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	tenant := api.Tenant(ctx)
-	if tenant == "" {
-		return &api.Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "no authenticated tenant"}
-	}
-	if _, err := api.Chat(r); err != nil {
+	tenant, _, err := api.TenantChat(r)
+	if err != nil {
 		return err
 	}
 	name := r.PathValue("name")

@@ -1,7 +1,6 @@
 package transcript
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -93,18 +93,6 @@ func (r record) ids() []int64 {
 	return ids
 }
 
-// marshal encodes v without HTML escaping, which would inflate '<' and '>'
-// sixfold in rows that hold chat text.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
 // fits reports whether an item with this body stays within the budget.
 func fits(pk, sk string, body []byte) bool {
 	return store.Item{Key: store.Key{PK: pk, SK: sk}, Version: 1, Body: body}.Size() <= store.ItemBudget
@@ -131,7 +119,7 @@ func (l *Log) makeRow(ctx context.Context, tenant, pk string, d draft, date time
 		of := d.Of
 		r.Of = &of
 	}
-	body, err := marshal(r)
+	body, err := api.Marshal(r)
 	if err != nil {
 		return row{}, nil, err
 	}
@@ -143,7 +131,7 @@ func (l *Log) makeRow(ctx context.Context, tenant, pk string, d draft, date time
 		return row{}, nil, fmt.Errorf("transcript: moving a %d-byte text out of its row: %w", len(d.Text), err)
 	}
 	r.Text, r.TextKey = "", key
-	if body, err = marshal(r); err != nil {
+	if body, err = api.Marshal(r); err != nil {
 		return row{}, nil, err
 	}
 	return r, body, nil
