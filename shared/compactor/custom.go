@@ -130,8 +130,6 @@ type HTTPCompressor struct {
 
 var _ memory.Compressor = (*HTTPCompressor)(nil)
 
-var defaultHTTPClient = &http.Client{Timeout: defaultCustomTimeout}
-
 // Compress implements memory.Compressor.
 func (h *HTTPCompressor) Compress(ctx context.Context, in memory.Compression) (memory.Compressed, error) {
 	return custom{name: "http:" + h.URL, limit: h.Limit, call: h.post}.compress(ctx, in)
@@ -150,7 +148,8 @@ func (h *HTTPCompressor) post(ctx context.Context, payload []byte) ([]byte, erro
 	req.Header.Set("Content-Type", "application/json")
 	client := h.Client
 	if client == nil {
-		client = defaultHTTPClient
+		// Connections are pooled by the default transport, not the client.
+		client = &http.Client{Timeout: defaultCustomTimeout}
 	}
 	resp, err := client.Do(req)
 	if err != nil {

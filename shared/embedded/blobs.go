@@ -54,24 +54,9 @@ func (s *Blobs) Put(ctx context.Context, key string, b store.Blob) error {
 
 // Get returns the object at key or store.ErrNotFound.
 func (s *Blobs) Get(ctx context.Context, key string) (store.Blob, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Blob{}, err
-	}
-	if err := checkBlobKey(key); err != nil {
-		return store.Blob{}, fmt.Errorf("get blob: %w", err)
-	}
 	var out store.Blob
-	err := s.db.view("get blob", func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketBlobs).Get([]byte(key))
-		if v == nil {
-			return fmt.Errorf("get blob %s: %w", key, store.ErrNotFound)
-		}
-		ct, data, err := decodeBlob(key, v)
-		if err != nil {
-			return err
-		}
+	err := s.read(ctx, "get blob", key, func(ct string, data []byte) {
 		out = store.Blob{ContentType: ct, Data: bytes.Clone(data)}
-		return nil
 	})
 	return out, err
 }
@@ -79,26 +64,34 @@ func (s *Blobs) Get(ctx context.Context, key string) (store.Blob, error) {
 // Head returns the content type and size of the object at key, or
 // store.ErrNotFound.
 func (s *Blobs) Head(ctx context.Context, key string) (store.BlobInfo, error) {
+	var info store.BlobInfo
+	err := s.read(ctx, "head blob", key, func(ct string, data []byte) {
+		info = store.BlobInfo{ContentType: ct, Size: int64(len(data))}
+	})
+	return info, err
+}
+
+// read hands the object at key to got inside a read transaction; data is
+// bbolt's memory, valid only during got.
+func (s *Blobs) read(ctx context.Context, op, key string, got func(contentType string, data []byte)) error {
 	if err := ctx.Err(); err != nil {
-		return store.BlobInfo{}, err
+		return err
 	}
 	if err := checkBlobKey(key); err != nil {
-		return store.BlobInfo{}, fmt.Errorf("head blob: %w", err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
-	var info store.BlobInfo
-	err := s.db.view("head blob", func(tx *bolt.Tx) error {
+	return s.db.view(op, func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketBlobs).Get([]byte(key))
 		if v == nil {
-			return fmt.Errorf("head blob %s: %w", key, store.ErrNotFound)
+			return fmt.Errorf("%s %s: %w", op, key, store.ErrNotFound)
 		}
 		ct, data, err := decodeBlob(key, v)
 		if err != nil {
 			return err
 		}
-		info = store.BlobInfo{ContentType: ct, Size: int64(len(data))}
+		got(ct, data)
 		return nil
 	})
-	return info, err
 }
 
 func checkBlobKey(key string) error {

@@ -152,21 +152,19 @@ func unavailable(op string, err error) error {
 // failures, not-found, ...) come back as they are; a failure of bbolt itself
 // (a closed file, a failed commit) is an outage.
 func (db *DB) update(op string, fn func(tx *bolt.Tx) error) error {
-	var fnErr error
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		fnErr = fn(tx)
-		return fnErr
-	})
-	if fnErr != nil {
-		return fnErr
-	}
-	return unavailable(op, err)
+	return transact(op, db.bolt.Update, fn)
 }
 
 // view is update's read-only twin.
 func (db *DB) view(op string, fn func(tx *bolt.Tx) error) error {
+	return transact(op, db.bolt.View, fn)
+}
+
+// transact runs fn in a transaction of run (bbolt's Update or View),
+// telling fn's own errors from bbolt's.
+func transact(op string, run func(func(*bolt.Tx) error) error, fn func(tx *bolt.Tx) error) error {
 	var fnErr error
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := run(func(tx *bolt.Tx) error {
 		fnErr = fn(tx)
 		return fnErr
 	})

@@ -206,7 +206,7 @@ func (q *Queue) receiveOnce(maxMessages int, visibility time.Duration) (got []st
 		for _, d := range batch {
 			var rec message
 			if err := json.Unmarshal(d.val, &rec); err != nil {
-				return fmt.Errorf("%w: queue %s message %x: %v", errCorrupt, q.name, d.key, err)
+				return fmt.Errorf("%w: queue %s message %x: %w", errCorrupt, q.name, d.key, err)
 			}
 			id := d.key[8:]
 			rec.Receives++
@@ -319,7 +319,7 @@ func (q *Queue) delivered(tx *bolt.Tx, receipt string) (m, idx *bolt.Bucket, key
 	}
 	var rec message
 	if err := json.Unmarshal(v, &rec); err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: queue %s message %x: %v", errCorrupt, q.name, id, err)
+		return nil, nil, nil, fmt.Errorf("%w: queue %s message %x: %w", errCorrupt, q.name, id, err)
 	}
 	if rec.Token == nil || !bytes.Equal(rec.Token, token) {
 		return nil, nil, nil, fmt.Errorf("%w: message %x was delivered again since", ErrStaleReceipt, id)

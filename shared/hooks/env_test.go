@@ -45,20 +45,20 @@ type env struct {
 // eachBackend runs fn on every backend: embedded and the AWS adapters on
 // local AWS-protocol servers.
 func eachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.All(t) {
+		t.Run(b.Name, func(t *testing.T) {
 			fn(t, newEnv(t, b))
 		})
 	}
 }
 
-func newEnv(t testing.TB, b backend) *env {
+func newEnv(t testing.TB, b testenv.Backend) *env {
 	t.Helper()
-	fb := &faultyBlobs{Blobs: b.blobs}
+	fb := &faultyBlobs{Blobs: b.Blobs}
 	imgs := images.New(fb)
 	mux := http.NewServeMux()
 	NewOffload(imgs).Register(mux)
-	NewRestore(imgs, b.linker).Register(mux)
+	NewRestore(imgs, b.Linker).Register(mux)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tenant := r.Header.Get("X-Test-Tenant")
 		if tenant == "" {
@@ -67,7 +67,7 @@ func newEnv(t testing.TB, b backend) *env {
 		mux.ServeHTTP(w, r.WithContext(api.WithTenant(r.Context(), tenant)))
 	}))
 	t.Cleanup(srv.Close)
-	return &env{name: b.name, blobs: fb, images: imgs, linker: b.linker, srv: srv}
+	return &env{name: b.Name, blobs: fb, images: imgs, linker: b.Linker, srv: srv}
 }
 
 // post sends body (bytes, or anything JSON encodes) to a chat route as tenant.

@@ -211,7 +211,7 @@ func (bedrockFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage,
 	})
 }
 
-// bedrockContent walks a list of Converse content blocks; inner is false
+// bedrockContent walks a list of Converse content blocks; outer is false
 // inside a tool result, where another tool result cannot be.
 func (w *walk) bedrockContent(raw json.RawMessage, path string, setContent func(jsonValue), outer bool) error {
 	l, err := parseList(raw, path)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 
@@ -496,14 +495,11 @@ func contentError(content json.RawMessage, path string) error {
 	return api.BadRequest(path, "%s must be a list of content blocks", path)
 }
 
-// piFields are the block fields pi.Block names; the others are its Extra.
-var piFields = []string{"type", "text", "data", "mimeType", "id", "name", "arguments", "thinking"}
-
 // extraOf returns a block's fields that pi.Block does not name.
 func extraOf(m map[string]json.RawMessage) map[string]json.RawMessage {
 	extra := map[string]json.RawMessage{}
 	for k, v := range m {
-		if !slices.Contains(piFields, k) {
+		if !pi.IsBlockField(k) {
 			extra[k] = v
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/durachat/durachat/shared/aws/awstest"
 	"github.com/durachat/durachat/shared/aws/s3blobs"
 	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/testenv"
 )
 
 // S3 itself failing, on the wire (not a fake store): the S3 adapter maps
@@ -18,7 +19,7 @@ import (
 func TestS3OutageOnTheWireKeepsImagesInlineAndRefsText(t *testing.T) {
 	s3 := awstest.StartS3(t)
 	blobs := s3blobs.New(s3.Client, s3.CreateBucket(t))
-	e := newEnv(t, backend{name: "aws", blobs: blobs, linker: blobs})
+	e := newEnv(t, testenv.Backend{Name: "aws", Blobs: blobs, Linker: blobs})
 
 	t.Run("put", func(t *testing.T) {
 		a, b := pngB64(t, 61, 8, 8), pngB64(t, 62, 8, 8)

@@ -489,7 +489,7 @@ func TestDownscaleTo800(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			mime, out, err := images.Downscale(tt.data, images.CompactorSide)
+			mime, out, err := images.Downscale(tt.data, 800)
 			if err != nil {
 				t.Fatal(err)
 			}

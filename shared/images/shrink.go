@@ -21,8 +21,6 @@ const (
 	MaxBase64 = 2 * 1024 * 1024
 	// JPEGQuality is used for every re-encode.
 	JPEGQuality = 85
-	// CompactorSide is the longest side of an image sent to the compactor.
-	CompactorSide = 800
 )
 
 // Decompression bomb guard: a small file can declare a huge canvas, and

@@ -186,7 +186,7 @@ var ErrBadMessage = errors.New("memory: malformed build message")
 func parseMessage(body string) (buildMessage, error) {
 	var msg buildMessage
 	if err := json.Unmarshal([]byte(body), &msg); err != nil {
-		return msg, fmt.Errorf("%w: %v", ErrBadMessage, err)
+		return msg, fmt.Errorf("%w: %w", ErrBadMessage, err)
 	}
 	if msg.Chat == "" || msg.L < 0 || msg.L > 62 || msg.I < 0 {
 		return msg, fmt.Errorf("%w: %q", ErrBadMessage, body)

@@ -10,6 +10,7 @@ import (
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/testenv"
 )
 
 // BenchmarkChatTableBytes logs a chat of 50 messages (25 user, 25
@@ -55,7 +56,7 @@ func benchChat(b *testing.B, side int) {
 			msgs = append(msgs, imageMsg(b, fmt.Sprintf("Question %d: and what follows from that?", k)))
 		}
 	}
-	f := newFixture(b, backends(b)[0])
+	f := newFixture(b, testenv.Embedded(b))
 	ctx := context.Background()
 	var tableB, rowsB, inlineB, over, objects, writes int
 	run := 0

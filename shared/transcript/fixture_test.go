@@ -18,6 +18,7 @@ import (
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/testenv"
 )
 
 const (
@@ -40,7 +41,7 @@ type fixture struct {
 	clock time.Time
 }
 
-func newFixture(t testing.TB, be backend) *fixture {
+func newFixture(t testing.TB, be testenv.Backend) *fixture {
 	t.Helper()
 	f := &fixture{name: be.Name, table: &faultTable{next: be.Table}, blobs: &faultBlobs{next: be.Blobs}}
 	f.imgs = images.New(f.blobs)
@@ -51,7 +52,7 @@ func newFixture(t testing.TB, be backend) *fixture {
 
 // eachBackend runs fn once per backend as a subtest.
 func eachBackend(t *testing.T, fn func(t *testing.T, f *fixture)) {
-	for _, be := range backends(t) {
+	for _, be := range testenv.All(t) {
 		t.Run(be.Name, func(t *testing.T) { fn(t, newFixture(t, be)) })
 	}
 }

@@ -103,11 +103,17 @@ func (f *Fidelity) serve(r *http.Request, op string, body []byte) *httptest.Resp
 }
 
 func (f *Fidelity) forward(r *http.Request, body []byte) *httptest.ResponseRecorder {
+	return replay(f.next, r, body)
+}
+
+// replay serves r with body (already read from r) on next and records the
+// answer, so that the caller can look at it before passing it on.
+func replay(next http.Handler, r *http.Request, body []byte) *httptest.ResponseRecorder {
 	in := r.Clone(r.Context())
 	in.Body = io.NopCloser(bytes.NewReader(body))
 	in.ContentLength = int64(len(body))
 	res := httptest.NewRecorder()
-	f.next.ServeHTTP(res, in)
+	next.ServeHTTP(res, in)
 	return res
 }
 

@@ -1,7 +1,6 @@
 package awstest
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -39,7 +38,7 @@ func (l *LongPoll) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		json.Unmarshal(req["WaitTimeSeconds"], &wait)
 	}
 	if wait <= 0 {
-		copyAnswer(w, l.receive(r, body))
+		copyAnswer(w, replay(l.next, r, body))
 		return
 	}
 	req["WaitTimeSeconds"] = json.RawMessage("0")
@@ -50,7 +49,7 @@ func (l *LongPoll) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	deadline := time.Now().Add(time.Duration(wait * float64(time.Second)))
 	for {
-		res := l.receive(r, short)
+		res := replay(l.next, r, short)
 		if res.Code != http.StatusOK || hasMessages(res.Body.Bytes()) || !time.Now().Add(shortPollEvery).Before(deadline) {
 			copyAnswer(w, res)
 			return
@@ -61,15 +60,6 @@ func (l *LongPoll) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(shortPollEvery):
 		}
 	}
-}
-
-func (l *LongPoll) receive(r *http.Request, body []byte) *httptest.ResponseRecorder {
-	in := r.Clone(r.Context())
-	in.Body = io.NopCloser(bytes.NewReader(body))
-	in.ContentLength = int64(len(body))
-	res := httptest.NewRecorder()
-	l.next.ServeHTTP(res, in)
-	return res
 }
 
 func hasMessages(body []byte) bool {

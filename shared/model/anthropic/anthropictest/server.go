@@ -9,11 +9,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/durachat/durachat/shared/model/modeltest"
 )
 
 // Block is a content block as it arrives on the wire.
@@ -65,10 +65,8 @@ type Reply struct {
 // before any byte of the answer is written, so it may block to hold one.
 type Server struct {
 	*httptest.Server
+	modeltest.Recorder[Request]
 	reply func(n int, req Request) Reply
-
-	mu       sync.Mutex
-	requests []Request
 }
 
 // New starts a server closed at the end of the test.
@@ -86,13 +84,6 @@ func (s *Server) Client() *sdk.Client {
 	return &c
 }
 
-// Requests returns the requests received so far.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
-}
-
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
 		http.Error(w, "not found", http.StatusNotFound)
@@ -108,20 +99,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "bad json: "+err.Error())
 		return
 	}
-	s.mu.Lock()
-	n := len(s.requests)
-	s.requests = append(s.requests, req)
-	s.mu.Unlock()
+	n := s.Record(req)
 
 	rep := s.reply(n, req)
 	switch {
 	case rep.Drop:
-		if hj, ok := w.(http.Hijacker); ok {
-			conn, _, err := hj.Hijack()
-			if err == nil {
-				conn.Close()
-			}
-		}
+		modeltest.Hangup(w)
 		return
 	case rep.Status != 0:
 		writeError(w, rep.Status, rep.ErrorType, "scripted failure")

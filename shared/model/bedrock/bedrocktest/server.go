@@ -8,12 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
+	"github.com/durachat/durachat/shared/model/modeltest"
 )
 
 // Block is a Converse content block as it arrives on the wire.
@@ -62,10 +62,8 @@ type Reply struct {
 // each request.
 type Server struct {
 	*httptest.Server
+	modeltest.Recorder[Request]
 	reply func(n int, req Request) Reply
-
-	mu       sync.Mutex
-	requests []Request
 }
 
 // New starts a server closed at the end of the test.
@@ -89,13 +87,6 @@ func (s *Server) Client() *bedrockruntime.Client {
 	})
 }
 
-// Requests returns the requests received so far.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
-}
-
 func (s *Server) serve(t testing.TB, w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	var req Request
@@ -109,20 +100,13 @@ func (s *Server) serve(t testing.TB, w http.ResponseWriter, r *http.Request) {
 		t.Errorf("bedrocktest: %s %s without a signature", r.Method, r.URL.Path)
 	}
 	req.Path = r.URL.EscapedPath()
-	s.mu.Lock()
-	n := len(s.requests)
-	s.requests = append(s.requests, req)
-	s.mu.Unlock()
+	n := s.Record(req)
 
 	rep := s.reply(n, req)
 	w.Header().Set("Content-Type", "application/json")
 	switch {
 	case rep.Drop:
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				conn.Close()
-			}
-		}
+		modeltest.Hangup(w)
 		return
 	case rep.Status != 0:
 		w.Header().Set("X-Amzn-Errortype", rep.ErrorType)

@@ -8,9 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 
+	"github.com/durachat/durachat/shared/model/modeltest"
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
@@ -58,10 +58,8 @@ type Reply struct {
 // Server answers POST /v1/chat/completions with Reply.
 type Server struct {
 	*httptest.Server
+	modeltest.Recorder[Request]
 	reply func(n int, req Request) Reply
-
-	mu       sync.Mutex
-	requests []Request
 }
 
 // New starts a server closed at the end of the test.
@@ -82,13 +80,6 @@ func (s *Server) BaseURL() string { return s.URL + "/v1/" }
 func (s *Server) Client() *sdk.Client {
 	c := sdk.NewClient(option.WithBaseURL(s.BaseURL()), option.WithAPIKey(APIKey), option.WithMaxRetries(0))
 	return &c
-}
-
-// Requests returns the requests received so far.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
 }
 
 func (s *Server) serve(t testing.TB, w http.ResponseWriter, r *http.Request) {
@@ -115,20 +106,13 @@ func (s *Server) serve(t testing.TB, w http.ResponseWriter, r *http.Request) {
 			t.Errorf("openaitest: message %d content: %v", i, err)
 		}
 	}
-	s.mu.Lock()
-	n := len(s.requests)
-	s.requests = append(s.requests, req)
-	s.mu.Unlock()
+	n := s.Record(req)
 
 	rep := s.reply(n, req)
 	w.Header().Set("Content-Type", "application/json")
 	switch {
 	case rep.Drop:
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				conn.Close()
-			}
-		}
+		modeltest.Hangup(w)
 		return
 	case rep.Status != 0:
 		w.WriteHeader(rep.Status)
