@@ -63,9 +63,9 @@ const (
 )
 
 type afterToolRequest struct {
-	Call   *toolCall                  `json:"call"`
-	Result map[string]json.RawMessage `json:"result"`
-	Bounds *bounds                    `json:"bounds"`
+	Call   *toolCall            `json:"call"`
+	Result map[string]bodyValue `json:"result"`
+	Bounds *bounds              `json:"bounds"`
 }
 
 type toolCall struct {
@@ -104,17 +104,18 @@ func (o *Offload) afterTool(w http.ResponseWriter, r *http.Request) error {
 	if req.Result == nil {
 		return api.BadRequest("result", "result is required: {\"content\": [blocks], \"isError\"}")
 	}
+	result := rawFields(req.Result)
 	answer := afterToolAnswer{Stored: []string{}, Inline: []InlineImage{}}
 	skip := func(reason string) error {
 		answer.Skipped = &reason
-		return writeAnswer(w, "result", joinObject(req.Result), answer)
+		return writeAnswer(w, "result", joinObject(result), answer)
 	}
 	// A nested call's result goes back to the tool that issued it, not into
 	// the transcript; it is none of the hook's business.
 	if req.Call.Nested {
 		return skip(SkippedNested)
 	}
-	content, ok := req.Result["content"]
+	content, ok := result["content"]
 	if !ok || isNull(content) {
 		return api.BadRequest("result.content", "result.content is required")
 	}
@@ -123,19 +124,18 @@ func (o *Offload) afterTool(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !hasImages(blocks) {
-		return writeAnswer(w, "result", joinObject(req.Result), answer)
+		return writeAnswer(w, "result", joinObject(result), answer)
 	}
 	if couldPassBound(blocks, maxBytes, maxLines) {
 		return skip(SkippedBound)
 	}
-	req.Result["content"] = nil // rebuilt below; let the collector have it
 	out, err := o.offload(r.Context(), tenant, maps, blocks, "result.content")
 	if err != nil {
 		return err
 	}
-	req.Result["content"] = joinArray(out.blocks)
+	result["content"] = joinArray(out.blocks)
 	answer.Stored, answer.Inline = out.stored, out.inline
-	return writeAnswer(w, "result", joinObject(req.Result), answer)
+	return writeAnswer(w, "result", joinObject(result), answer)
 }
 
 func (b *bounds) resolve() (maxBytes, maxLines int, err error) {
@@ -183,7 +183,7 @@ func couldPassBound(blocks []pi.Block, maxBytes, maxLines int) bool {
 }
 
 type offloadInputRequest struct {
-	Message map[string]json.RawMessage `json:"message"`
+	Message map[string]bodyValue `json:"message"`
 }
 
 // offloadInputAnswer is the answer but its message, written around it.
@@ -198,10 +198,10 @@ func (o *Offload) offloadInput(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	msg := req.Message
-	if msg == nil {
+	if req.Message == nil {
 		return api.BadRequest("message", "message is required: {\"role\": \"user\", \"content\"}")
 	}
+	msg := rawFields(req.Message)
 	if role, _ := jsonString(msg["role"]); role != pi.RoleUser {
 		return api.BadRequest("message.role", "message.role must be \"user\"")
 	}
@@ -381,6 +381,32 @@ func hasImages(blocks []pi.Block) bool {
 		}
 	}
 	return false
+}
+
+// bodyValue is a JSON value held as a slice of the request body, not a copy
+// of it: the fields of a result or a message are mostly its content, which
+// would otherwise be held twice while its images are prepared (see
+// BenchmarkAfterTool5MB).
+//
+// encoding/json asks an Unmarshaler to copy what it keeps, for decoders
+// that reuse their buffer. readHook's does not: api.DecodeJSON reads each
+// body into a buffer of its own, which nothing writes to afterwards, and
+// decodes it with json.Unmarshal, which hands each value over as a slice of
+// that buffer. TestBodyValuesAreSlicesOfTheBody checks both.
+type bodyValue []byte
+
+func (v *bodyValue) UnmarshalJSON(b []byte) error {
+	*v = b
+	return nil
+}
+
+// rawFields returns an object of body values as raw JSON fields.
+func rawFields(m map[string]bodyValue) map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage, len(m))
+	for k, v := range m {
+		out[k] = json.RawMessage(v)
+	}
+	return out
 }
 
 // readHook checks a hook request's caller and chat, and decodes its body

@@ -8,10 +8,12 @@ import (
 	"encoding/json"
 	"hash/crc32"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/refs"
 )
@@ -383,6 +385,40 @@ func TestMalformedOffloadRequestsNameTheField(t *testing.T) {
 				status, out := e.post(t, tenantA, c.route, []byte(c.body))
 				wantError(t, status, out, http.StatusBadRequest, c.field)
 			})
+		}
+	})
+}
+
+// The hooks hold a request's fields as slices of its body (bodyValue), which
+// is sound only while json.Unmarshal hands values over as slices of its
+// input and api.DecodeJSON gives every request a body buffer of its own.
+func TestBodyValuesAreSlicesOfTheBody(t *testing.T) {
+	t.Run("json.Unmarshal slices its input", func(t *testing.T) {
+		body := []byte(`{"content":[1,2]}`)
+		var got map[string]bodyValue
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatal(err)
+		}
+		body[bytes.IndexByte(body, '1')] = '7'
+		if string(got["content"]) != "[7,2]" {
+			t.Fatalf("content %s is a copy, not a slice of the body", got["content"])
+		}
+	})
+	t.Run("every request has a body of its own", func(t *testing.T) {
+		decode := func(body string) map[string]bodyValue {
+			var got struct{ Result map[string]bodyValue }
+			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+			if err := api.DecodeJSON(r, &got); err != nil {
+				t.Fatal(err)
+			}
+			return got.Result
+		}
+		first := decode(`{"result":{"content":"aaaa","isError":false}}`)
+		for range 100 {
+			decode(`{"result":{"content":"bbbb","isError":true}}`)
+		}
+		if string(first["content"]) != `"aaaa"` || string(first["isError"]) != "false" {
+			t.Fatalf("a later request overwrote the first one's fields: %s", joinObject(rawFields(first)))
 		}
 	})
 }
