@@ -101,7 +101,9 @@ func (c custom) compress(ctx context.Context, in memory.Compression) (memory.Com
 		if err == nil {
 			err = errNoLine
 		}
-		return out, fmt.Errorf("compactor: %s: node %s: %w", c.name, in.Label, &model.Error{Err: err})
+		// A malformed answer is the compressor's fault, not a verdict on
+		// this node: retry until it is fixed rather than count a refusal.
+		return out, fmt.Errorf("compactor: %s: node %s: %w", c.name, in.Label, &model.Error{Retryable: true, Err: err})
 	}
 	if *rep.Line == in.Source {
 		out.Line, out.Verbatim = in.Source, true
@@ -109,7 +111,7 @@ func (c custom) compress(ctx context.Context, in memory.Compression) (memory.Com
 	}
 	line := clean(*rep.Line)
 	if line == "" {
-		return out, fmt.Errorf("compactor: %s: node %s: %w", c.name, in.Label, &model.Error{Err: errors.New("the line is empty")})
+		return out, fmt.Errorf("compactor: %s: node %s: %w", c.name, in.Label, &model.Error{Retryable: true, Err: errors.New("the line is empty")})
 	}
 	out.Line = cutUTF8(line, limit)
 	return out, nil

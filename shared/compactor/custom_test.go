@@ -116,8 +116,8 @@ func TestHTTPCompressorErrorsAreClassified(t *testing.T) {
 		{"server error", 502, `oops`, true},
 		{"bad request", 400, `{"error":"no"}`, false},
 		{"unauthorized", 401, ``, false},
-		{"no line", 200, `{"other":1}`, false},
-		{"not json", 200, `<html>`, false},
+		{"no line", 200, `{"other":1}`, true},
+		{"not json", 200, `<html>`, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

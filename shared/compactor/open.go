@@ -29,8 +29,8 @@ const (
 //
 //	offline                 extracts, no key, no network
 //	bedrock:<model-id>      Amazon Bedrock Converse, AWS credentials from the environment
-//	anthropic:<model>       Anthropic Messages, key from ANTHROPIC_API_KEY
-//	openai:<model>          Chat Completions, key from OPENAI_API_KEY
+//	anthropic:<model>       Anthropic Messages, with the given key (none for a compatible server at url)
+//	openai:<model>          Chat Completions, with the given key
 //
 // url, when set (DURACHAT_MODEL_URL), replaces the provider's endpoint:
 // a local OpenAI-compatible server needs no key.
@@ -56,8 +56,8 @@ func OpenModel(ctx context.Context, spec, url, key string) (model.Model, error) 
 		})
 		return bedrock.New(client, name, bedrock.Options{CachePoint: bedrockCaches(name)}), nil
 	case "anthropic":
-		if key == "" {
-			return nil, fmt.Errorf("model setting %q: no API key (DURACHAT_MODEL_KEY, or %s locally)", spec, EnvAnthropicKey)
+		if key == "" && url == "" {
+			return nil, fmt.Errorf("model setting %q: no API key (DURACHAT_MODEL_KEY, or %s locally; a compatible server set with DURACHAT_MODEL_URL needs none)", spec, EnvAnthropicKey)
 		}
 		opts := []anthropicoption.RequestOption{anthropicoption.WithAPIKey(key)}
 		if url != "" {

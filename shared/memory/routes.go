@@ -206,7 +206,7 @@ func Tools(search bool) []Tool {
 	if search {
 		tools = append(tools, Tool{
 			Name: "search",
-			Description: "Find original chat entries containing a text (case-insensitive; summaries and earlier tool results are not searched). " +
+			Description: "Find original chat entries containing a text (case-insensitive; summaries and logged results of the memory tools are not searched). " +
 				"Newest first, 20 per page, each with its id, date, a snippet and the summary line holding it; " +
 				"pass before=<id> for older hits.",
 			Parameters: map[string]any{
