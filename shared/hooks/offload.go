@@ -396,7 +396,7 @@ func hasImages(blocks []pi.Block) bool {
 type bodyValue []byte
 
 func (v *bodyValue) UnmarshalJSON(b []byte) error {
-	*v = b
+	*v = b[:len(b):len(b)] // capped: an append copies rather than write over the next field
 	return nil
 }
 

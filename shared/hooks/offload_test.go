@@ -403,6 +403,10 @@ func TestBodyValuesAreSlicesOfTheBody(t *testing.T) {
 		if string(got["content"]) != "[7,2]" {
 			t.Fatalf("content %s is a copy, not a slice of the body", got["content"])
 		}
+		_ = append(got["content"], ',')
+		if string(body) != `{"content":[7,2]}` {
+			t.Fatalf("appending to a field wrote over the body: %s", body)
+		}
 	})
 	t.Run("every request has a body of its own", func(t *testing.T) {
 		decode := func(body string) map[string]bodyValue {
