@@ -99,3 +99,23 @@ func benchChat(b *testing.B, side int) {
 	b.ReportMetric(float64(objects), "images")
 	b.ReportMetric(float64(writes), "table-writes")
 }
+
+// BenchmarkRequestDigest measures what every append now pays up front to
+// recognise its request: the digest of a user message carrying a 600 px
+// noise PNG (about 1.4 MB of base64) and an assistant reply.
+func BenchmarkRequestDigest(b *testing.B) {
+	msgs := messages(b, fmt.Sprintf(receiptRequest, pngB64(b, 1, 600, 600)))
+	size := 0
+	for _, m := range msgs {
+		for _, blk := range m.Content.Blocks {
+			size += len(blk.Data) + len(blk.Text)
+		}
+	}
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := requestDigest(msgs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

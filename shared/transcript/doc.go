@@ -22,18 +22,22 @@
 // contiguous ids, exactly once, even when the caller crashes halfway and
 // retries, or two copies of one request race. The steps:
 //
-//  1. Get r/<receipt>. When it exists and its first id holds our claim
-//     row, the append happened (maybe partly): finish it from the record
-//     and return its ids, writing nothing else.
+//  0. Check the messages and digest them as received: their JSON, keys
+//     sorted and compact, each large value hashed in place.
+//  1. Get r/<receipt>. When it exists, its request digest must equal ours,
+//     else the receipt names another request: ErrReceiptConflict, before
+//     anything is written. When its first id also holds our claim row, the
+//     append happened (maybe partly): finish it from the record and return
+//     its ids, writing nothing else and converting nothing again.
 //  2. Store the images and any oversized text (S3 first).
 //  3. Find the log's end: start at the meta hint and probe forward; every
 //     row says where its batch ends, so a probe jumps batch by batch.
 //  4. Create r/<receipt> (conditional): the receipt, the id it means to
-//     claim, a date, a digest of the entries and the entries after the
-//     first one ("rest"; in a blob when large). It is the intent that lets
-//     anyone complete the batch later. When it exists already, a twin of
-//     this request got there first: adopt its record (a digest that differs
-//     is ErrReceiptConflict).
+//     claim, a date, the request digest, a digest of the entries and the
+//     entries after the first one ("rest"; in a blob when large). It is the
+//     intent that lets anyone complete the batch later. When it exists
+//     already, a twin of this request got there first: adopt its record
+//     (either digest differing is ErrReceiptConflict).
 //  5. Claim: create e/<first> (conditional) holding entry 0, the receipt,
 //     its position 0 and the batch size n. This single write reserves the
 //     whole range [first, first+n): probes jump over it. If another append
@@ -51,6 +55,12 @@
 // or none of it. A failure before step 5 leaves nothing visible; after it,
 // the append is durable and any reader or a retry with the same receipt
 // finishes it with exactly the same ids and content.
+//
+// A receipt names one request. The same messages under it again, in any
+// state, are a retry; other messages under it are ErrReceiptConflict (a
+// 409), whether or not its append completed. Records written before the
+// request digest was kept carry none: once claimed, they answer their ids
+// to any messages; before that, only the entry digest is compared.
 //
 // Store outages are returned wrapping store.ErrUnavailable; bad input is an
 // *InputError naming the field, found before any row is written.

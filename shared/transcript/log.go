@@ -31,8 +31,8 @@ const (
 )
 
 var (
-	// ErrReceiptConflict: the receipt was used for other messages, and
-	// that append is not complete, so this one can neither join nor redo it.
+	// ErrReceiptConflict: the receipt was used for an append of other
+	// messages. A receipt names one request; it never stands for another.
 	ErrReceiptConflict = errors.New("receipt already used for different messages")
 
 	errContended = errors.New("too many concurrent appends to this chat")
@@ -64,15 +64,23 @@ func New(table store.Table, blobs store.Blobs, imgs *images.Store, opts ...Optio
 }
 
 // Append logs msgs as entries of the chat and returns their ids, in order.
-// receipt makes it idempotent: an append already made under it returns the
-// same ids and writes nothing new. See the package comment for how a crash
-// or a racing twin is handled. Bad input is an *InputError; an outage wraps
-// store.ErrUnavailable.
+// receipt makes it idempotent: the same messages again under it return the
+// same ids and write nothing new; other messages under it are an
+// *InputError wrapping ErrReceiptConflict. See the package comment for how
+// a crash or a racing twin is handled. Bad input is an *InputError; an
+// outage wraps store.ErrUnavailable.
 func (l *Log) Append(ctx context.Context, tenant, chat string, msgs []pi.Message, receipt string) ([]int64, error) {
 	if tenant == "" || chat == "" {
 		return nil, errors.New("transcript: append needs a tenant and a chat")
 	}
 	if err := checkReceipt(receipt); err != nil {
+		return nil, err
+	}
+	if err := checkMessages(msgs); err != nil {
+		return nil, err
+	}
+	req, err := requestDigest(msgs)
+	if err != nil {
 		return nil, err
 	}
 	b := &batch{l: l, tenant: tenant, pk: store.ChatPK(tenant, chat), receipt: receipt, rk: receiptKey(receipt), hint: -1}
@@ -82,6 +90,11 @@ func (l *Log) Append(ctx context.Context, tenant, chat string, msgs []pi.Message
 		return nil, err
 	}
 	if found {
+		// Compared before anything else: a retry is answered from the
+		// record without converting (and storing images) again.
+		if !rec.sameRequest(req) {
+			return nil, b.conflict()
+		}
 		claimed, err := b.claimed(ctx, rec)
 		if err != nil {
 			return nil, err
@@ -101,11 +114,13 @@ func (l *Log) Append(ctx context.Context, tenant, chat string, msgs []pi.Message
 	sum := digest(drafts)
 	if !found {
 		// A twin may open it first: then its record comes back.
-		if rec, version, err = b.open(ctx, drafts, sum); err != nil {
+		if rec, version, err = b.open(ctx, drafts, sum, req); err != nil {
 			return nil, err
 		}
 	}
-	if rec.Digest != sum {
+	// The entries must match too: only they say what the claim row and
+	// the record's rest will hold, and a record may predate req.
+	if !rec.sameRequest(req) || rec.Digest != sum {
 		return nil, b.conflict()
 	}
 	first, _, err := l.makeRow(ctx, tenant, b.pk, drafts[0], time.UnixMilli(rec.Date), receipt, 0, rec.N)
@@ -184,10 +199,10 @@ func (b *batch) claimed(ctx context.Context, rec record) (bool, error) {
 
 // open writes the append's record: the intent that lets anyone finish it.
 // When a twin wrote it first, its record is returned instead.
-func (b *batch) open(ctx context.Context, drafts []draft, sum string) (record, int64, error) {
+func (b *batch) open(ctx context.Context, drafts []draft, sum, req string) (record, int64, error) {
 	l := b.l
 	date := l.now()
-	rec := record{Receipt: b.receipt, N: len(drafts), Date: date.UnixMilli(), Digest: sum}
+	rec := record{Receipt: b.receipt, N: len(drafts), Date: date.UnixMilli(), Digest: sum, Request: req}
 	for k, d := range drafts[1:] {
 		r, _, err := l.makeRow(ctx, b.tenant, b.pk, d, date, b.receipt, k+1, len(drafts))
 		if err != nil {

@@ -2,6 +2,7 @@ package transcript
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -298,40 +300,296 @@ func TestImageStoreOutageWritesNoRow(t *testing.T) {
 	})
 }
 
-// TestReceiptReusedForOtherMessages: a finished append answers its ids to
-// anything sent under its receipt; an unfinished one refuses other
-// messages rather than mixing them in.
-func TestReceiptReusedForOtherMessages(t *testing.T) {
+// writesNothing makes every write to the table and the blob store fail as
+// an outage: an append that still succeeds, or fails for another reason,
+// wrote nothing and stored no image.
+func (f *fixture) writesNothing() {
+	f.table.setFail(func(op string, k store.Key) error {
+		if op == "create" || op == "update" {
+			return outage(op)
+		}
+		return nil
+	})
+	f.blobs.setFail(func(op, key string) error {
+		if op == "put" {
+			return outage(op)
+		}
+		return nil
+	})
+}
+
+// isReceiptConflict reports whether err is the 409 naming field "receipt".
+func isReceiptConflict(err error) bool {
+	var ie *InputError
+	return errors.Is(err, ErrReceiptConflict) && errors.As(err, &ie) && ie.Field == "receipt"
+}
+
+// receiptRequest is an append that exercises every part of a request: an
+// image, a tool call with arguments, fields passed through (nested ones
+// included). Whitespace and key order differ from receiptRequestReordered.
+const receiptRequest = `[
+	{"role":"user","timestamp":1700000000000,"content":[{"type":"text","text":"look"},{"type":"image","mimeType":"image/png","data":"%s"}]},
+	{"role":"assistant","api":"x","usage":{"input":10,"output":2},"content":[{"type":"text","text":"ok"},{"type":"toolCall","id":"c1","name":"ls","arguments":{"path":"/tmp"}}]}
+]`
+
+const receiptRequestReordered = `[{"content":[{"text":"look","type":"text"},{"data":"%s","type":"image","mimeType":"image/png"}],"timestamp":1700000000000,"role":"user"},` +
+	`{"usage":{"input":10,"output":2},"content":[{"type":"text","text":"ok"},{"arguments":{"path":"/tmp"},"name":"ls","id":"c1","type":"toolCall"}],"role":"assistant","api":"x"}]`
+
+// messages decodes a JSON list of pi messages.
+func messages(t testing.TB, js string) []pi.Message {
+	t.Helper()
+	var raws []json.RawMessage
+	if err := json.Unmarshal([]byte(js), &raws); err != nil {
+		t.Fatalf("decoding %s: %v", js, err)
+	}
+	out := make([]pi.Message, len(raws))
+	for i, r := range raws {
+		out[i] = msg(t, string(r))
+	}
+	return out
+}
+
+// TestReceiptRepeatedWithSameMessagesReturnsSameIds: once an append is
+// complete, the same messages under its receipt, however the JSON is laid
+// out, answer its ids from the record: nothing is written, no image is
+// stored again.
+func TestReceiptRepeatedWithSameMessagesReturnsSameIds(t *testing.T) {
+	img := pngB64(t, 11, 8, 8)
+	cases := []struct{ name, js string }{
+		{"SameJSON", receiptRequest},
+		{"KeysReorderedWhitespaceDropped", receiptRequestReordered},
+	}
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
-		ids, err := f.log.Append(ctx, tenant, chat, textMsgs("a", 2), "done")
+		ids, err := f.log.Append(ctx, tenant, chat, messages(t, fmt.Sprintf(receiptRequest, img)), "done")
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := f.log.Append(ctx, tenant, chat, textMsgs("other", 5), "done")
+		writes := len(f.table.writes())
+		f.writesNothing()
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				again, err := f.log.Append(ctx, tenant, chat, messages(t, fmt.Sprintf(c.js, img)), "done")
+				if err != nil || !slices.Equal(again, ids) {
+					t.Fatalf("repeat: %v %v, want %v", again, err, ids)
+				}
+			})
+		}
+		if n := len(f.table.writes()); n != writes {
+			t.Fatalf("the repeats wrote %d items", n-writes)
+		}
+		f.table.setFail(nil)
+		if got, want := texts(f.all(t)), []string{"user|look\n[image " + images.Name(img) + "]", "talk|ok", `tool|ls {"path":"/tmp"}`}; !slices.Equal(got, want) {
+			t.Fatalf("entries %q, want %q", got, want)
+		}
+	})
+}
+
+// TestReceiptReusedWithOtherMessagesAfterCompletionIsAConflict: a receipt
+// names one request; after its append completed, any other request under
+// it is refused as a conflict on "receipt", and nothing is written. That
+// holds for a difference the entries do not show (a passed-through field).
+func TestReceiptReusedWithOtherMessagesAfterCompletionIsAConflict(t *testing.T) {
+	img, other := pngB64(t, 12, 8, 8), pngB64(t, 13, 8, 8)
+	first := messages(t, fmt.Sprintf(receiptRequest, img))
+	cases := []struct {
+		name string
+		msgs []pi.Message
+	}{
+		{"OtherText", textMsgs("other", 2)},
+		{"OneMoreMessage", append(slices.Clone(first), textMsgs("more", 1)...)},
+		{"FewerMessages", first[:1]},
+		{"OtherImage", messages(t, fmt.Sprintf(receiptRequest, other))},
+		{"OtherPassedThroughField", messages(t, strings.Replace(fmt.Sprintf(receiptRequest, img), `"output":2`, `"output":3`, 1))},
+		{"OtherToolArguments", messages(t, strings.Replace(fmt.Sprintf(receiptRequest, img), `"/tmp"`, `"/var"`, 1))},
+	}
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		if _, err := f.log.Append(ctx, tenant, chat, first, "done"); err != nil {
+			t.Fatal(err)
+		}
+		writes := len(f.table.writes())
+		f.writesNothing()
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				_, err := f.log.Append(ctx, tenant, chat, c.msgs, "done")
+				if !isReceiptConflict(err) {
+					t.Fatalf("got %v, want a conflict on receipt", err)
+				}
+			})
+		}
+		if n := len(f.table.writes()); n != writes {
+			t.Fatalf("the refused appends wrote %d items", n-writes)
+		}
+		f.table.setFail(nil)
+		if n := len(f.all(t)); n != 3 {
+			t.Fatalf("%d entries, want 3", n)
+		}
+	})
+}
+
+// failEntryCreates makes every entry row write fail: an append stops after
+// its record, before its claim.
+func failEntryCreates(f *fixture) {
+	f.table.setFail(func(op string, k store.Key) error {
+		if op == "create" && strings.HasPrefix(k.SK, entryPrefix) {
+			return outage(op)
+		}
+		return nil
+	})
+}
+
+// TestReceiptReusedWithOtherMessagesWhileIncompleteIsAConflict: an append
+// that died after its record, or after its claim, is not joined by other
+// messages under its receipt, and the refusal writes nothing; the same
+// messages still finish it.
+func TestReceiptReusedWithOtherMessagesWhileIncompleteIsAConflict(t *testing.T) {
+	crashes := map[string]func(f *fixture){"BeforeClaim": failEntryCreates, "AfterClaim": crashAfterClaim}
+	for name, crash := range crashes {
+		t.Run(name, func(t *testing.T) {
+			eachBackend(t, func(t *testing.T, f *fixture) {
+				ctx := context.Background()
+				crash(f)
+				if _, err := f.log.Append(ctx, tenant, chat, textMsgs("b", 2), "open"); !errors.Is(err, store.ErrUnavailable) {
+					t.Fatalf("append during outage: %v", err)
+				}
+				f.table.setFail(nil)
+				writes := len(f.table.writes())
+				if _, err := f.log.Append(ctx, tenant, chat, textMsgs("c", 2), "open"); !isReceiptConflict(err) {
+					t.Fatalf("got %v, want a conflict on receipt", err)
+				}
+				if n := len(f.table.writes()); n != writes {
+					t.Fatalf("the refused append wrote %d items", n-writes)
+				}
+				ids, err := f.log.Append(ctx, tenant, chat, textMsgs("b", 2), "open")
+				if err != nil || !slices.Equal(ids, seq(0, 2)) {
+					t.Fatalf("retry: %v %v", ids, err)
+				}
+				if got := texts(f.all(t)); !slices.Equal(got, []string{"user|b-0", "user|b-1"}) {
+					t.Fatalf("entries %q", got)
+				}
+			})
+		})
+	}
+}
+
+// TestReceiptRecordWithoutRequestDigestKeepsItsRule: records written
+// before the request digest was kept answer their ids to any messages once
+// complete, and refuse other entries while incomplete.
+func TestReceiptRecordWithoutRequestDigestKeepsItsRule(t *testing.T) {
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		ids, err := f.log.Append(ctx, tenant, chat, textMsgs("a", 2), "old")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.dropRequestDigest(t, "old")
+		again, err := f.log.Append(ctx, tenant, chat, textMsgs("other", 5), "old")
 		if err != nil || !slices.Equal(again, ids) {
-			t.Fatalf("finished receipt: %v %v, want %v", again, err, ids)
+			t.Fatalf("complete old record: %v %v, want %v", again, err, ids)
 		}
 
-		f.table.setFail(func(op string, k store.Key) error {
-			if op == "create" && strings.HasPrefix(k.SK, entryPrefix) {
-				return outage(op)
-			}
-			return nil
-		})
+		failEntryCreates(f)
 		if _, err := f.log.Append(ctx, tenant, chat, textMsgs("b", 2), "open"); !errors.Is(err, store.ErrUnavailable) {
 			t.Fatalf("append during outage: %v", err)
 		}
 		f.table.setFail(nil)
-		_, err = f.log.Append(ctx, tenant, chat, textMsgs("c", 2), "open")
-		var ie *InputError
-		if !errors.Is(err, ErrReceiptConflict) || !errors.As(err, &ie) || ie.Field != "receipt" {
-			t.Fatalf("got %v, want a receipt conflict", err)
+		f.dropRequestDigest(t, "open")
+		if _, err := f.log.Append(ctx, tenant, chat, textMsgs("c", 2), "open"); !isReceiptConflict(err) {
+			t.Fatalf("incomplete old record: got %v, want a conflict on receipt", err)
 		}
-		if n := len(f.all(t)); n != 2 {
-			t.Fatalf("%d entries, want 2", n)
+		if ids, err := f.log.Append(ctx, tenant, chat, textMsgs("b", 2), "open"); err != nil || !slices.Equal(ids, seq(2, 2)) {
+			t.Fatalf("retry of the incomplete old record: %v %v", ids, err)
+		}
+		if got := texts(f.all(t)); !slices.Equal(got, []string{"user|a-0", "user|a-1", "user|b-0", "user|b-1"}) {
+			t.Fatalf("entries %q", got)
 		}
 	})
+}
+
+// dropRequestDigest rewrites a receipt's record as one written before
+// request digests were kept.
+func (f *fixture) dropRequestDigest(t testing.TB, receipt string) {
+	t.Helper()
+	ctx := context.Background()
+	it, err := f.table.next.Get(ctx, store.Key{PK: store.ChatPK(tenant, chat), SK: receiptKey(receipt)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec record
+	if err := json.Unmarshal(it.Body, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Request == "" {
+		t.Fatalf("record of %q has no request digest to drop", receipt)
+	}
+	rec.Request = ""
+	if it.Body, err = json.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+	it.Version++
+	if err := f.table.next.Update(ctx, it); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRequestDigestIsTheRequestsJSON: the digest ignores layout (key
+// order, whitespace) and sees every value, passed-through ones included,
+// and the shape content came in.
+func TestRequestDigestIsTheRequestsJSON(t *testing.T) {
+	const (
+		user = `{"role":"user","content":"hi","timestamp":1,"meta":{"a":1}}`
+		asst = `{"role":"assistant","content":[{"type":"image","mimeType":"image/png","data":"AAAA"},{"type":"toolCall","id":"1","name":"ls","arguments":{"p":"/"},"sig":"s"}]}`
+	)
+	base := "[" + user + "," + asst + "]"
+	with := func(old, new string) string { return strings.Replace(base, old, new, 1) }
+	cases := []struct {
+		name, js string
+		same     bool
+	}{
+		{"Identical", base, true},
+		{"KeysReordered", `[{"meta":{"a":1},"timestamp":1,"content":"hi","role":"user"},` +
+			`{"content":[{"data":"AAAA","mimeType":"image/png","type":"image"},{"sig":"s","arguments":{"p":"/"},"name":"ls","id":"1","type":"toolCall"}],"role":"assistant"}]`, true},
+		{"Whitespace", with(`"meta":{"a":1}`, "\"meta\" : {\n\t\"a\": 1 }"), true},
+		{"ArgumentsWhitespace", with(`"arguments":{"p":"/"}`, `"arguments": { "p" : "/" }`), true},
+		{"OtherText", with(`"hi"`, `"ho"`), false},
+		{"OtherTimestamp", with(`"timestamp":1`, `"timestamp":2`), false},
+		{"OtherNestedField", with(`{"a":1}`, `{"a":2}`), false},
+		{"ExtraField", with(`"timestamp":1`, `"timestamp":1,"x":null`), false},
+		{"OtherImageData", with(`"AAAA"`, `"AAAB"`), false},
+		{"OtherArguments", with(`{"p":"/"}`, `{"p":"/tmp"}`), false},
+		{"OtherBlockField", with(`"sig":"s"`, `"sig":"t"`), false},
+		{"ContentAsBlocks", with(`"content":"hi"`, `"content":[{"type":"text","text":"hi"}]`), false},
+		{"MessagesSwapped", "[" + asst + "," + user + "]", false},
+		{"OneMessageMore", "[" + user + "," + user + "," + asst + "]", false},
+	}
+	want, err := requestDigest(messages(t, base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := requestDigest(messages(t, c.js))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got == want) != c.same {
+				t.Fatalf("digest %s vs %s, same=%v wanted", got, want, c.same)
+			}
+		})
+	}
+}
+
+// TestRequestDigestRefusesARawFieldThatIsNotJSON: a message built in Go
+// with a raw field that is not JSON is bad input naming the message.
+func TestRequestDigestRefusesARawFieldThatIsNotJSON(t *testing.T) {
+	m := textMsgs("x", 2)
+	m[1].Extra = map[string]json.RawMessage{"usage": json.RawMessage(`{"input":`)}
+	_, err := requestDigest(m)
+	var ie *InputError
+	if !errors.As(err, &ie) || ie.Field != "messages[1]" {
+		t.Fatalf("got %v, want an input error naming messages[1]", err)
+	}
 }
 
 // TestLargeMessagesReadBackIdentical: 2 MB messages are logged whole:

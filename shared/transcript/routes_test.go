@@ -102,6 +102,30 @@ func TestAppendRouteAnswersIds(t *testing.T) {
 	})
 }
 
+// TestReceiptReusedWithOtherMessagesIs409: the route answers a receipt
+// reused for another request with 409 conflict naming "receipt"; the same
+// request again still answers its ids.
+func TestReceiptReusedWithOtherMessagesIs409(t *testing.T) {
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		srv := f.server(t, nil)
+		body := `{"receipt":"k","messages":[{"role":"user","content":"x"}]}`
+		if a := do(t, "POST", srv.URL+"/v1/chats/c1/messages", body); a.status != 200 {
+			t.Fatalf("%d %s", a.status, a.body)
+		}
+		a := do(t, "POST", srv.URL+"/v1/chats/c1/messages", `{"receipt":"k","messages":[{"role":"user","content":"y"}]}`)
+		var e struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		_ = json.Unmarshal(a.body, &e)
+		if a.status != 409 || e.Error.Code != "conflict" || a.errorField() != "receipt" {
+			t.Fatalf("got %d %s, want 409 conflict on receipt", a.status, a.body)
+		}
+		if a := do(t, "POST", srv.URL+"/v1/chats/c1/messages", body); a.status != 200 || strings.TrimSpace(string(a.body)) != `{"ids":[0]}` {
+			t.Fatalf("same request again: %d %s", a.status, a.body)
+		}
+	})
+}
+
 // TestNotifierFailureDoesNotFailTheAppend: the entries are durable; a
 // notifier error is logged, not answered.
 func TestNotifierFailureDoesNotFailTheAppend(t *testing.T) {

@@ -1,6 +1,7 @@
 package transcript
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -80,9 +82,20 @@ type record struct {
 	N       int    `json:"n"`
 	Date    int64  `json:"d"`
 	Digest  string `json:"h"`
+	// Request is requestDigest of the messages as received; empty in
+	// records written before it was kept.
+	Request string `json:"q,omitempty"`
 	// Rest holds the rows after the first, or RestKey the blob holding them.
 	Rest    []row  `json:"rest,omitempty"`
 	RestKey string `json:"rk,omitempty"`
+}
+
+// sameRequest reports whether the record was opened for the request whose
+// digest is req. A record written before request digests were kept cannot
+// tell and accepts, keeping the older rule: once claimed it answers its ids
+// to any request; before that only its entry digest is compared.
+func (r record) sameRequest(req string) bool {
+	return r.Request == "" || r.Request == req
 }
 
 func (r record) ids() []int64 {
@@ -186,4 +199,91 @@ func digest(ds []draft) string {
 		h.Write([]byte(d.Text))
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// requestDigest identifies an append's messages as received, so a receipt
+// reused for another request is refused even after its append completed,
+// when comparing entries would mean converting (and storing images) again.
+// Each message is hashed as its JSON, one line each, with every value that
+// can be large (texts, image data, raw fields) replaced by its own hash:
+// encoding/json rescans a value once per level of nesting, and this way the
+// large bytes are read once. encoding/json sorts the keys of the maps pi
+// marshals through and raw values are compacted, so the same messages hash
+// the same whatever whitespace or key order they came with (objects nested
+// in raw values keep their key order).
+func requestDigest(msgs []pi.Message) (string, error) {
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	for i, m := range msgs {
+		field := fmt.Sprintf("messages[%d]", i)
+		d, err := digestForm(m)
+		if err == nil {
+			err = enc.Encode(d)
+		}
+		if err != nil {
+			return "", &InputError{Field: field, Msg: "does not encode as JSON", Err: err}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
+// digestForm is a copy of m with its large values replaced by their hashes.
+func digestForm(m pi.Message) (pi.Message, error) {
+	var err error
+	if m.Extra, err = hashRaws(m.Extra); err != nil {
+		return pi.Message{}, err
+	}
+	blocks := make([]pi.Block, len(m.Content.Blocks))
+	for j, b := range m.Content.Blocks {
+		b.Text, b.Data, b.Thinking = hashText(b.Text), hashText(b.Data), hashText(b.Thinking)
+		if b.Arguments, err = hashRaw(b.Arguments); err != nil {
+			return pi.Message{}, err
+		}
+		if b.Extra, err = hashRaws(b.Extra); err != nil {
+			return pi.Message{}, err
+		}
+		blocks[j] = b
+	}
+	if m.Content.Blocks != nil {
+		m.Content.Blocks = blocks
+	}
+	return m, nil
+}
+
+// hashText is the hex sha256 of a non-empty s. Empty stays empty, so a
+// field pi leaves out when empty stays out; a hash is never empty.
+func hashText(s string) string {
+	if s == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// hashRaw is the hash of a raw JSON value's compact form, as a JSON string.
+func hashRaw(v json.RawMessage) (json.RawMessage, error) {
+	if len(v) == 0 {
+		return v, nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, v); err != nil {
+		return nil, err
+	}
+	return json.RawMessage(`"` + hashText(buf.String()) + `"`), nil
+}
+
+// hashRaws is a copy of m with each value hashed by hashRaw.
+func hashRaws(m map[string]json.RawMessage) (map[string]json.RawMessage, error) {
+	if m == nil {
+		return nil, nil
+	}
+	out := make(map[string]json.RawMessage, len(m))
+	for k, v := range m {
+		h, err := hashRaw(v)
+		if err != nil {
+			return nil, fmt.Errorf("field %q: %w", k, err)
+		}
+		out[k] = h
+	}
+	return out, nil
 }
