@@ -88,7 +88,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // AsError maps any error to the API error it is answered with: an *Error as
-// itself, a store outage or a retryable failure as 503, anything else 500.
+// itself, an outage (store.IsOutage) or a retryable failure as 503, anything else 500.
 func AsError(err error) *Error {
 	var ae *Error
 	if errors.As(err, &ae) {
@@ -98,7 +98,7 @@ func AsError(err error) *Error {
 	if errors.As(err, &fe) {
 		return BadRequest(fe.Field, "%s", fe.Error())
 	}
-	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+	if store.IsOutage(err) {
 		return Unavailable(err)
 	}
 	var re interface{ Retryable() bool }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -319,4 +320,24 @@ func TestWrongMethodOnAPublicRouteIs405(t *testing.T) {
 		t.Fatalf("status %d Allow %q", rec.Code, rec.Header().Get("Allow"))
 	}
 	errorBody(t, rec)
+}
+
+func TestAsErrorStatus(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"api error", BadRequest("chat", "bad chat"), http.StatusBadRequest},
+		{"store outage", fmt.Errorf("read: %w", store.Unavailable("get", errors.New("throttled"))), http.StatusServiceUnavailable},
+		{"deadline", fmt.Errorf("read: %w", context.DeadlineExceeded), http.StatusServiceUnavailable},
+		{"canceled", context.Canceled, http.StatusServiceUnavailable},
+		{"not found", store.ErrNotFound, http.StatusInternalServerError},
+		{"other", errors.New("boom"), http.StatusInternalServerError},
+	}
+	for _, tt := range tests {
+		if got := AsError(tt.err).Status; got != tt.want {
+			t.Errorf("%s: AsError(%v).Status = %d, want %d", tt.name, tt.err, got, tt.want)
+		}
+	}
 }

@@ -46,15 +46,11 @@ func (s Stores) Ping(ctx context.Context) error {
 		// S3 answers a HEAD of a missing object with 403 to a role that may
 		// not list the bucket (least privilege): an answer all the same.
 		// Only an outage counts.
-		if _, err := s.Blobs.Head(ctx, healthBlob); isOutage(err) {
+		if _, err := s.Blobs.Head(ctx, healthBlob); store.IsOutage(err) {
 			errs = append(errs, fmt.Errorf("blobs: %w", err))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func isOutage(err error) bool {
-	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // LambdaAuth authenticates requests in Lambda: the tenant is the JWT

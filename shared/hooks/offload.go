@@ -368,7 +368,7 @@ func (o *Offload) store(ctx context.Context, tenant string, j *imageJob) {
 }
 
 func reasonOf(err error) string {
-	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if store.IsOutage(err) {
 		return ReasonUnavailable
 	}
 	return ReasonError

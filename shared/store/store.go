@@ -46,6 +46,13 @@ func (e *UnavailableError) Unwrap() []error {
 // Unavailable wraps err as an outage of op.
 func Unavailable(op string, err error) error { return &UnavailableError{Op: op, Err: err} }
 
+// IsOutage reports whether err means a store could not answer in time: a
+// store outage (ErrUnavailable), or a context that ended before the answer.
+// Such a call may be retried; any other error is an answer.
+func IsOutage(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
 // Key addresses one item: a partition and a sort key.
 type Key struct {
 	PK string
