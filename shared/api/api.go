@@ -88,7 +88,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // AsError maps any error to the API error it is answered with: an *Error as
-// itself, an outage (store.IsOutage) or a retryable failure as 503, anything else 500.
+// itself, an outage (store.IsOutage) as 503, anything else 500.
 func AsError(err error) *Error {
 	var ae *Error
 	if errors.As(err, &ae) {
@@ -99,10 +99,6 @@ func AsError(err error) *Error {
 		return BadRequest(fe.Field, "%s", fe.Error())
 	}
 	if store.IsOutage(err) {
-		return Unavailable(err)
-	}
-	var re interface{ Retryable() bool }
-	if errors.As(err, &re) && re.Retryable() {
 		return Unavailable(err)
 	}
 	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error", Err: err}

@@ -15,6 +15,7 @@ import (
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/textcut"
 )
 
 // Numbers of the compactor call.
@@ -165,7 +166,7 @@ func (c *Compactor) Compress(ctx context.Context, in memory.Compression) (memory
 		return out, fmt.Errorf("compactor: node %s: %w", in.Label,
 			&model.Error{Retryable: true, Err: fmt.Errorf("%w after %d attempts", errNoText, c.attempts)})
 	}
-	out.Line = cutUTF8(best, c.limit)
+	out.Line = textcut.Head(best, c.limit)
 	return out, nil
 }
 
@@ -198,7 +199,7 @@ func (c *Compactor) namesOnly(ctx context.Context, in memory.Compression, out me
 		return out, fmt.Errorf("compactor: node %s: names-only call: %w", in.Label,
 			&model.Error{Retryable: true, Err: errNoText})
 	}
-	out.Line = cutUTF8(best, c.limit)
+	out.Line = textcut.Head(best, c.limit)
 	return out, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/model"
+	"github.com/durachat/durachat/shared/textcut"
 )
 
 // A host can write lines with its own code instead of a model: an HTTP
@@ -113,7 +114,7 @@ func (c custom) compress(ctx context.Context, in memory.Compression) (memory.Com
 	if line == "" {
 		return out, fmt.Errorf("compactor: %s: node %s: %w", c.name, in.Label, &model.Error{Retryable: true, Err: errors.New("the line is empty")})
 	}
-	out.Line = cutUTF8(line, limit)
+	out.Line = textcut.Head(line, limit)
 	return out, nil
 }
 
@@ -173,5 +174,5 @@ func (h *HTTPCompressor) post(ctx context.Context, payload []byte) ([]byte, erro
 
 func snippet(b []byte) string {
 	s := strings.TrimSpace(string(b))
-	return cutUTF8(s, 200)
+	return textcut.Head(s, 200)
 }

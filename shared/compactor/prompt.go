@@ -3,7 +3,8 @@ package compactor
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/durachat/durachat/shared/textcut"
 )
 
 // SystemPrompt is the compactor's default system prompt. It is the same for
@@ -83,21 +84,10 @@ func tooLong(line string, limit, sourceLen int) string {
 		return fmt.Sprintf("not shorter than the input: %d bytes against %d. Write the line again, shorter than the input and at most %d bytes. Answer with the line only.", len(line), sourceLen, limit)
 	}
 	return fmt.Sprintf("too long: %d bytes, over the limit of %d. Here is where the limit falls:\n%s%s\nWrite the line again in at most %d bytes. Answer with the line only.",
-		len(line), limit, cutUTF8(line, limit), limitMarker, limit)
+		len(line), limit, textcut.Head(line, limit), limitMarker, limit)
 }
 
 // emptyReply is the follow-up to a reply with no text.
 func emptyReply(limit int) string {
 	return fmt.Sprintf("the reply was empty. Write the line, at most %d bytes. Answer with the line only.", limit)
-}
-
-// cutUTF8 returns at most n bytes of s, never splitting a character.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

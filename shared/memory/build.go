@@ -11,6 +11,7 @@ import (
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/textcut"
 )
 
 // RetryError asks the transport to deliver the message again after After:
@@ -527,9 +528,9 @@ func (m *Memory) fail(ctx context.Context, tenant, chat string, n Node, owner st
 			r.Refusals++
 		}
 		r.At = now.Add(m.retry).UnixMilli()
-		r.Err = truncUTF8(msg, 300)
+		r.Err = textcut.Head(msg, 300)
 		st.Failed++
-		st.setError(now, truncUTF8(msg, 500))
+		st.setError(now, textcut.Head(msg, 500))
 		sends, _ = st.schedule(now, m.lease)
 		return nil
 	})

@@ -13,7 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/durachat/durachat/shared/textcut"
 )
 
 // The numbers of the design. They are constants, not settings, because the
@@ -155,36 +156,11 @@ func cutMiddle(s string, max int, marker string) string {
 	}
 	room := max - len(marker)
 	if room <= 0 {
-		return truncUTF8(marker, max)
+		return textcut.Head(marker, max)
 	}
-	head := truncUTF8(s, room-room/3)
-	tail := tailUTF8(s, room-len(head))
+	head := textcut.Head(s, room-room/3)
+	tail := textcut.Tail(s, room-len(head))
 	return head + marker + tail
-}
-
-// truncUTF8 is the longest prefix of s of at most n bytes that ends on a
-// character boundary.
-func truncUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-// tailUTF8 is the longest suffix of s of at most n bytes that starts on a
-// character boundary.
-func tailUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := len(s) - n
-	for i < len(s) && !utf8.RuneStart(s[i]) {
-		i++
-	}
-	return s[i:]
 }
 
 // compressorSource is a leaf's source as the compressor gets it: cut to
@@ -199,5 +175,5 @@ func compressorSource(source string) string {
 func mechanicalLine(source string) string {
 	const mark = "[mechanical: the model refused this; source cut] "
 	body := Line(source)
-	return truncUTF8(mark+cutMiddle(body, LineBytes-len(mark), " [...] "), LineBytes)
+	return textcut.Head(mark+cutMiddle(body, LineBytes-len(mark), " [...] "), LineBytes)
 }

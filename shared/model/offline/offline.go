@@ -7,10 +7,10 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/textcut"
 )
 
 // Marker starts every line, so a reader knows no model wrote it.
@@ -180,10 +180,7 @@ func cut(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	s = s[:n]
+	s = textcut.Head(s, n)
 	if i := strings.LastIndexByte(s, ' '); i > n/2 {
 		s = s[:i]
 	}
