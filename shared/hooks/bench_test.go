@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,48 +19,22 @@ import (
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/store/storefake"
 )
 
-// memBlobs is an in-memory store.Blobs, so a benchmark measures the hook and
-// not a disk or a network. getDelay stands in for S3's latency.
-type memBlobs struct {
-	mu       sync.Mutex
-	m        map[string]store.Blob
-	getDelay time.Duration
+// slowBlobs adds a delay to every read, standing in for S3's latency over
+// an in-memory store, so a benchmark measures the hook and not a disk or a
+// network.
+type slowBlobs struct {
+	store.Blobs
+	delay time.Duration
 }
 
-func newMemBlobs() *memBlobs { return &memBlobs{m: map[string]store.Blob{}} }
-
-func (s *memBlobs) Put(_ context.Context, key string, b store.Blob) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.m[key]; !ok {
-		s.m[key] = b
+func (s slowBlobs) Get(ctx context.Context, key string) (store.Blob, error) {
+	if s.delay > 0 {
+		time.Sleep(s.delay)
 	}
-	return nil
-}
-
-func (s *memBlobs) Get(ctx context.Context, key string) (store.Blob, error) {
-	if s.getDelay > 0 {
-		time.Sleep(s.getDelay)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.m[key]
-	if !ok {
-		return store.Blob{}, store.ErrNotFound
-	}
-	return b, nil
-}
-
-func (s *memBlobs) Head(_ context.Context, key string) (store.BlobInfo, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.m[key]
-	if !ok {
-		return store.BlobInfo{}, store.ErrNotFound
-	}
-	return store.BlobInfo{ContentType: b.ContentType, Size: int64(len(b.Data))}, nil
+	return s.Blobs.Get(ctx, key)
 }
 
 // fiveMBResult is a tool result of about 5 MB: some text and 4 distinct
@@ -158,7 +131,7 @@ func benchAfterTool(b *testing.B, h http.Handler) {
 // no-op after the first, as in a retried hook).
 func BenchmarkAfterTool5MB(b *testing.B) {
 	mux := http.NewServeMux()
-	NewOffload(images.New(newMemBlobs())).Register(mux)
+	NewOffload(images.New(storefake.NewBlobs())).Register(mux)
 	benchAfterTool(b, mux)
 }
 
@@ -173,7 +146,7 @@ func BenchmarkAfterTool5MBBaseline(b *testing.B) {
 const readLatency = 20 * time.Millisecond
 
 func benchBeforeRequest(b *testing.B, parallel int, latency time.Duration) {
-	blobs := newMemBlobs()
+	blobs := storefake.NewBlobs()
 	imgs := images.New(blobs)
 	var names []string
 	for i := range 5 {
@@ -183,7 +156,7 @@ func benchBeforeRequest(b *testing.B, parallel int, latency time.Duration) {
 		}
 		names = append(names, name)
 	}
-	blobs.getDelay = latency
+	imgs = images.New(slowBlobs{Blobs: blobs, delay: latency})
 	var content list
 	for i := range 20 {
 		content = append(content, textBlock(refs.Ref(names[i%5])))

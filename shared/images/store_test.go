@@ -9,47 +9,9 @@ import (
 
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/store/storefake"
 	"github.com/durachat/durachat/shared/testenv"
 )
-
-// memBlobs is create-once blob storage in memory that counts puts.
-type memBlobs struct {
-	mu    sync.Mutex
-	blobs map[string]store.Blob
-	puts  int
-}
-
-func newMemBlobs() *memBlobs { return &memBlobs{blobs: map[string]store.Blob{}} }
-
-func (m *memBlobs) Put(_ context.Context, key string, b store.Blob) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.puts++
-	if _, ok := m.blobs[key]; !ok {
-		m.blobs[key] = store.Blob{ContentType: b.ContentType, Data: bytes.Clone(b.Data)}
-	}
-	return nil
-}
-
-func (m *memBlobs) Get(_ context.Context, key string) (store.Blob, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b, ok := m.blobs[key]
-	if !ok {
-		return store.Blob{}, store.ErrNotFound
-	}
-	return b, nil
-}
-
-func (m *memBlobs) Head(_ context.Context, key string) (store.BlobInfo, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b, ok := m.blobs[key]
-	if !ok {
-		return store.BlobInfo{}, store.ErrNotFound
-	}
-	return store.BlobInfo{ContentType: b.ContentType, Size: int64(len(b.Data))}, nil
-}
 
 // blobBackend is one store the Store tests run over.
 type blobBackend struct {
@@ -60,7 +22,7 @@ type blobBackend struct {
 // blobBackends are an in-memory store and every real backend: the embedded
 // store and the S3 adapter on a local S3 server.
 func blobBackends(t *testing.T) []blobBackend {
-	backends := []blobBackend{{"memory", newMemBlobs()}}
+	backends := []blobBackend{{"memory", storefake.NewBlobs()}}
 	for _, b := range testenv.All(t) {
 		backends = append(backends, blobBackend{b.Name, b.Blobs})
 	}
@@ -142,12 +104,12 @@ func TestPutPreparedRefusesWhatShrinkDidNotPrepare(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			blobs := newMemBlobs()
+			blobs := storefake.NewBlobs()
 			if err := images.New(blobs).PutPrepared(t.Context(), tt.tenant, tt.p); err == nil {
 				t.Error("PutPrepared accepted it")
 			}
-			if blobs.puts != 0 {
-				t.Errorf("%d puts reached the store", blobs.puts)
+			if n := blobs.Len(); n != 0 {
+				t.Errorf("%d objects reached the store", n)
 			}
 		})
 	}
@@ -219,8 +181,8 @@ func testPutTwiceIsANoOp(t *testing.T, blobs store.Blobs, put func(context.Conte
 	if err != nil || !bytes.Equal(img.Data, data) {
 		t.Errorf("after concurrent puts Get = %d bytes, %v", len(img.Data), err)
 	}
-	if mem, ok := blobs.(*memBlobs); ok && len(mem.blobs) != 1 {
-		t.Errorf("%d blobs stored, want 1", len(mem.blobs))
+	if mem, ok := blobs.(*storefake.Blobs); ok && mem.Len() != 1 {
+		t.Errorf("%d blobs stored, want 1", mem.Len())
 	}
 }
 
@@ -292,7 +254,7 @@ func TestStoreBadImageIsRefusedAndNotStored(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			blobs := newMemBlobs()
+			blobs := storefake.NewBlobs()
 			_, err := images.New(blobs).Put(t.Context(), "acme", tt.text)
 			if !errors.Is(err, tt.want) {
 				t.Errorf("err = %v, want %v", err, tt.want)
@@ -300,8 +262,8 @@ func TestStoreBadImageIsRefusedAndNotStored(t *testing.T) {
 			if errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrNotFound) {
 				t.Errorf("bad input reported as a store error: %v", err)
 			}
-			if blobs.puts != 0 {
-				t.Errorf("%d puts reached the store", blobs.puts)
+			if n := blobs.Len(); n != 0 {
+				t.Errorf("%d objects reached the store", n)
 			}
 		})
 	}

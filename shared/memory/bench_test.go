@@ -4,88 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/store/storefake"
 )
-
-// memQueue is an in-memory store.Queue and store.Receiver that honours
-// delays and visibility timeouts in real time.
-type memQueue struct {
-	mu   sync.Mutex
-	seq  int
-	msgs map[string]*queued
-	wake chan struct{}
-}
-
-type queued struct {
-	id, body  string
-	visibleAt time.Time
-	receives  int
-}
-
-func newMemQueue() *memQueue { return &memQueue{msgs: map[string]*queued{}, wake: make(chan struct{})} }
-
-func (q *memQueue) Send(_ context.Context, body string, delay time.Duration) error {
-	q.mu.Lock()
-	q.seq++
-	id := strconv.Itoa(q.seq)
-	q.msgs[id] = &queued{id: id, body: body, visibleAt: time.Now().Add(delay)}
-	close(q.wake)
-	q.wake = make(chan struct{})
-	q.mu.Unlock()
-	return nil
-}
-
-func (q *memQueue) Receive(ctx context.Context, max int, visibility, wait time.Duration) ([]store.Delivery, error) {
-	deadline := time.Now().Add(wait)
-	for {
-		q.mu.Lock()
-		now := time.Now()
-		var out []store.Delivery
-		for _, m := range q.msgs {
-			if len(out) == max {
-				break
-			}
-			if !m.visibleAt.After(now) {
-				m.visibleAt = now.Add(visibility)
-				m.receives++
-				out = append(out, store.Delivery{ID: m.id, Body: m.body, Receipt: m.id, Receives: m.receives})
-			}
-		}
-		wake := q.wake
-		q.mu.Unlock()
-		if len(out) > 0 || !now.Before(deadline) {
-			return out, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-wake:
-		case <-time.After(min(deadline.Sub(now), 20*time.Millisecond)):
-		}
-	}
-}
-
-func (q *memQueue) Ack(_ context.Context, receipt string) error {
-	q.mu.Lock()
-	delete(q.msgs, receipt)
-	q.mu.Unlock()
-	return nil
-}
-
-func (q *memQueue) Retry(_ context.Context, receipt string, delay time.Duration) error {
-	q.mu.Lock()
-	if m, ok := q.msgs[receipt]; ok {
-		m.visibleAt = time.Now().Add(delay)
-	}
-	q.mu.Unlock()
-	return nil
-}
 
 // BenchmarkBuild10kChat builds a 10,000-message chat whose every node needs
 // the compressor, which takes 50 ms a call, through the queue and the
@@ -93,7 +18,7 @@ func (q *memQueue) Retry(_ context.Context, receipt string, delay time.Duration)
 func BenchmarkBuild10kChat(b *testing.B) {
 	const total, callTime = 10_000, 50 * time.Millisecond
 	for b.Loop() {
-		table, log, queue := newMemTable(), newFakeLog(), newMemQueue()
+		table, log, queue := newMemTable(), newFakeLog(), storefake.NewQueue()
 		comp := newScripted()
 		comp.delay, comp.lineLen = callTime, 300 // two lines pass 512 bytes: every merge calls too
 		m, err := New(Config{Table: table, Log: log, Queue: queue, Compressor: comp, Logger: discardLogger()})

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,21 +11,24 @@ import (
 
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/store/storefake"
 	"github.com/durachat/durachat/shared/transcript"
 )
 
-// memTable is an in-memory store.Table that counts its calls.
+// memTable is the in-memory table of storefake, counting its calls, with
+// an injectable fault, and holding memory to DynamoDB's 100 keys a BatchGet.
 type memTable struct {
-	mu      sync.Mutex
-	items   map[store.Key]store.Item
+	*storefake.Table
 	gets    atomic.Int64
 	batches atomic.Int64
 	writes  atomic.Int64
+
+	mu sync.Mutex
 	// fail, when set, is asked before each call.
 	fail func(op string, k store.Key) error
 }
 
-func newMemTable() *memTable { return &memTable{items: map[store.Key]store.Item{}} }
+func newMemTable() *memTable { return &memTable{Table: storefake.NewTable()} }
 
 func (t *memTable) check(op string, k store.Key) error {
 	t.mu.Lock()
@@ -47,86 +48,37 @@ func (t *memTable) setFail(f func(op string, k store.Key) error) {
 
 func (t *memTable) Get(ctx context.Context, k store.Key) (store.Item, error) {
 	t.gets.Add(1)
-	if err := ctx.Err(); err != nil {
-		return store.Item{}, err
-	}
 	if err := t.check("get", k); err != nil {
 		return store.Item{}, err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	it, ok := t.items[k]
-	if !ok {
-		return store.Item{}, store.ErrNotFound
-	}
-	return it, nil
+	return t.Table.Get(ctx, k)
 }
 
 func (t *memTable) Create(ctx context.Context, it store.Item) error {
 	t.writes.Add(1)
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	if err := t.check("create", it.Key); err != nil {
 		return err
 	}
-	if err := store.CheckSize(it); err != nil {
-		return err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.items[it.Key]; ok {
-		return store.ErrConditionFailed
-	}
-	it.Version = 1
-	it.Body = append([]byte(nil), it.Body...)
-	t.items[it.Key] = it
-	return nil
+	return t.Table.Create(ctx, it)
 }
 
 func (t *memTable) Update(ctx context.Context, it store.Item) error {
 	t.writes.Add(1)
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	if err := t.check("update", it.Key); err != nil {
 		return err
 	}
-	if err := store.CheckSize(it); err != nil {
-		return err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	old, ok := t.items[it.Key]
-	if !ok || old.Version != it.Version-1 {
-		return store.ErrConditionFailed
-	}
-	it.Body = append([]byte(nil), it.Body...)
-	t.items[it.Key] = it
-	return nil
+	return t.Table.Update(ctx, it)
 }
 
-func (t *memTable) Query(_ context.Context, q store.Query) (store.Page, error) {
+func (t *memTable) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	if err := t.check("query", store.Key{PK: q.PK}); err != nil {
 		return store.Page{}, err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []store.Item
-	for k, it := range t.items {
-		if k.PK == q.PK && strings.HasPrefix(k.SK, q.Prefix) && k.SK > q.After {
-			out = append(out, it)
-		}
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].SK < out[b].SK })
-	return store.Page{Items: out}, nil
+	return t.Table.Query(ctx, q)
 }
 
 func (t *memTable) BatchGet(ctx context.Context, keys []store.Key) ([]store.Item, error) {
 	t.batches.Add(1)
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	if len(keys) > 100 {
 		return nil, fmt.Errorf("BatchGet of %d keys: at most 100", len(keys))
 	}
@@ -135,22 +87,13 @@ func (t *memTable) BatchGet(ctx context.Context, keys []store.Key) ([]store.Item
 			return nil, err
 		}
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []store.Item
-	for _, k := range keys {
-		if it, ok := t.items[k]; ok {
-			out = append(out, it)
-		}
-	}
-	return out, nil
+	return t.Table.BatchGet(ctx, keys)
 }
 
 // stateBytes is the size of a chat's state item.
 func (t *memTable) stateBytes(tenant, chat string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.items[stateKey(tenant, chat)].Size()
+	it, _ := t.Table.Get(context.Background(), stateKey(tenant, chat))
+	return it.Size()
 }
 
 // fakeLog is a Log over a slice; append notifies nothing by itself.

@@ -14,7 +14,6 @@ import (
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
-	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/testenv"
 	"github.com/durachat/durachat/shared/transcript"
 )
@@ -120,4 +119,3 @@ func TestImageLeavesOnRealStores(t *testing.T) {
 var _ Images = (*images.Store)(nil)
 var _ Log = (*transcript.Log)(nil)
 var _ transcript.Notifier = (*Memory)(nil)
-var _ store.Receiver = (*memQueue)(nil)
