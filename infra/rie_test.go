@@ -201,6 +201,9 @@ func healthEvent(requestID string) events.APIGatewayV2HTTPRequest {
 }
 
 func TestRestoreBootstrapAnswersUnderTheRuntimeEmulator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a bootstrap and runs the emulator: not in -short")
+	}
 	s3 := awstest.StartS3(t)
 	bucket := s3.CreateBucket(t)
 	url, _ := startFunction(t, config.Restore, []string{

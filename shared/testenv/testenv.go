@@ -64,9 +64,13 @@ func Embedded(t testing.TB) Backend {
 // AWS gives the AWS adapters on local servers: DynamoDB (minidyn behind
 // awstest.Fidelity), S3 (gofakes3) and SQS (local-aws-sqs), with a fresh
 // table, bucket and queue for each call. When the SQS server's Node
-// modules are missing it skips the test, or fails it in CI (env CI set).
+// modules are missing it skips the test, or fails it in CI (env CI set);
+// under -short it skips the test.
 func AWS(t testing.TB) Backend {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("aws backend: not in -short")
+	}
 	ddb := awstest.StartDynamoDB(t)
 	s3 := awstest.StartS3(t)
 	sqs := awstest.StartSQS(t)
@@ -82,9 +86,9 @@ func AWS(t testing.TB) Backend {
 	}
 }
 
-// All gives every backend: embedded and AWS. Outside CI, when the local SQS
-// server cannot be had, it logs why and gives the embedded backend alone
-// rather than skip the test.
+// All gives every backend: embedded and AWS. Under -short, or outside CI
+// when the local SQS server cannot be had, it logs why and gives the
+// embedded backend alone rather than skip the test.
 func All(t testing.TB) []Backend {
 	t.Helper()
 	backends := []Backend{Embedded(t)}

@@ -36,9 +36,13 @@ var shared struct {
 
 // sqsServer returns the endpoint of the shared SQS server. When the
 // server's Node modules are not installed it skips the test, or fails it
-// when the environment variable CI is set: CI must run every test.
+// when the environment variable CI is set: CI must run every test. Under
+// -short it skips the test without starting the server.
 func sqsServer(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skipf("local SQS server: %s", shortSkip)
+	}
 	startShared()
 	switch {
 	case shared.err != nil:
@@ -61,11 +65,19 @@ func startShared() {
 	})
 }
 
+// shortSkip is why tests that need the SQS server, a child process, do
+// not run under -short.
+const shortSkip = "not in -short"
+
 // SQSMissing starts the shared SQS server if needed and tells why tests
 // cannot have it outside CI ("" when they can, or when in CI, where
-// StartSQS fails instead). Fixtures offering several backends use it to
-// leave the AWS one out rather than skip a whole test.
+// StartSQS fails instead; under -short it tells so without starting it).
+// Fixtures offering several backends use it to leave the AWS one out
+// rather than skip a whole test.
 func SQSMissing() string {
+	if testing.Short() {
+		return shortSkip
+	}
 	startShared()
 	if shared.err != nil || os.Getenv("CI") != "" {
 		return ""
