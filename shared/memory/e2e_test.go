@@ -74,8 +74,11 @@ func TestChatOf2000MessagesIsBuiltEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: not in -short")
 	}
+	// The backends share nothing, so they run at once: the test takes as
+	// long as the slower one.
 	for _, b := range testenv.All(t) {
 		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
 			runEndToEnd(t, b, 2000, b.Name == "aws")
 		})
 	}
