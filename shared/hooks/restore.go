@@ -13,14 +13,13 @@ import (
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
-	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/store"
 )
 
 // ImageReader is the image store restore reads from (images.Store).
 type ImageReader interface {
 	// Get returns a stored image, or store.ErrNotFound.
-	Get(ctx context.Context, tenant, name string) (model.Image, error)
+	Get(ctx context.Context, tenant, name string) (images.Image, error)
 	// Head tells whether an image is stored without reading it.
 	Head(ctx context.Context, tenant, name string) (store.BlobInfo, error)
 }
