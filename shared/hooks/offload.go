@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
@@ -15,16 +14,6 @@ import (
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 )
-
-// ImageWriter is the image store an offload writes to (images.Store).
-type ImageWriter interface {
-	// PutPrepared stores an image images.Shrink has prepared, once, under
-	// its name.
-	PutPrepared(ctx context.Context, tenant string, p images.Prepared) error
-	// Head tells whether a named image is stored, and its size, or
-	// store.ErrNotFound.
-	Head(ctx context.Context, tenant, name string) (store.BlobInfo, error)
-}
 
 // The host's default bound on a tool result's text (pi's own default).
 const (
@@ -35,20 +24,15 @@ const (
 // refLen is the length of every ref: "[image " + 16 hex digits + "]".
 var refLen = len(refs.Ref(strings.Repeat("0", refs.NameLen)))
 
-// putParallel bounds the prepares and the puts of one request: enough to
-// overlap S3 round trips and use the cores, few enough to keep the work of
-// one request small.
-const putParallel = 4
-
 // Offload serves after-tool and offload-input: it moves the images of a tool
 // result or a user message into the tenant's image store and puts ref blocks
 // in their place.
 type Offload struct {
-	Images ImageWriter
+	Images images.Writer
 }
 
 // NewOffload returns an Offload writing to imgs.
-func NewOffload(imgs ImageWriter) *Offload { return &Offload{Images: imgs} }
+func NewOffload(imgs images.Writer) *Offload { return &Offload{Images: imgs} }
 
 // Register adds the offload routes to mux.
 func (o *Offload) Register(mux *http.ServeMux) {
@@ -232,139 +216,68 @@ type offloaded struct {
 	inline []InlineImage
 }
 
-// imageKey tells images apart: by the name they say they are stored under,
-// else by their base64 text.
-type imageKey struct{ named, b64 string }
-
-// imageJob is one distinct image to store: the blocks showing it share it.
-type imageJob struct {
-	b64      string
-	named    string          // the name the block says it is stored under, if any
-	first    int             // index of the first block showing it
-	prepared images.Prepared // the checked, decoded image; its bytes are dropped once stored
-	reject   error           // the input is not an image the store takes
-	name     string          // result: the name its refs carry
-	err      error           // result: why it stays inline
-}
-
 // offload stores the images of blocks and replaces each stored one by its
-// ref block, in place. Every image is checked and decoded (once) before any
-// is stored, so bad input stores nothing. raw holds the blocks' fields as
+// ref block, in place (images.Batch: every image is checked before any is
+// stored, so bad input stores nothing). raw holds the blocks' fields as
 // received: blocks that are not replaced are written back with their fields
 // unchanged.
 func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]json.RawMessage, blocks []pi.Block, path string) (offloaded, error) {
-	var jobs []*imageJob
-	byKey := map[imageKey]*imageJob{}
-	jobOf := make([]*imageJob, len(blocks))
+	var inline []images.Inline
+	var at []int // the block of each image
 	for i, b := range blocks {
 		if b.Type != pi.TypeImage {
 			continue
 		}
-		field := index(path, i) + ".data"
 		if b.Data == "" {
+			field := index(path, i) + ".data"
 			return offloaded{}, api.BadRequest(field, "%s is required: the image as base64", field)
 		}
-		// An image that says it is stored under a name (a zoom result, or a
-		// restored one coming back) keeps that name if the store agrees; its
-		// bytes may be a shrunk copy whose own name would differ.
-		// Equal base64 text is the same image under the same name; the text
-		// itself is the key (hashing it here would copy it).
-		key := imageKey{b64: b.Data}
-		named := ""
-		if refs.ValidName(b.Name) {
-			named = b.Name
-			key = imageKey{named: named}
-		}
-		j := byKey[key]
-		if j == nil {
-			j = &imageJob{b64: b.Data, named: named, first: i}
-			byKey[key] = j
-			jobs = append(jobs, j)
-		}
-		jobOf[i] = j
+		inline = append(inline, images.Inline{B64: b.Data, Named: b.Name})
+		at = append(at, i)
 	}
-
-	eachJob(jobs, func(j *imageJob) { j.prepared, j.reject = images.Shrink(j.b64) })
-	for _, j := range jobs {
-		if j.reject != nil {
-			field := index(path, j.first) + ".data"
-			return offloaded{}, api.BadRequest(field, "%s: %v", field, j.reject)
-		}
+	batch, err := images.Prepare(inline)
+	if refused, ok := errors.AsType[*images.RefusedError](err); ok {
+		field := index(path, at[refused.Index]) + ".data"
+		return offloaded{}, api.BadRequest(field, "%s: %v", field, refused.Err)
 	}
-	eachJob(jobs, func(j *imageJob) { o.store(ctx, tenant, j) })
+	if err != nil {
+		return offloaded{}, err
+	}
+	stored := batch.Store(ctx, o.Images, tenant)
 
 	out := offloaded{blocks: make([]json.RawMessage, len(raw)), stored: []string{}, inline: []InlineImage{}}
 	listed := map[string]bool{}
+	k := 0
 	for i, r := range raw {
-		j := jobOf[i]
-		if j == nil {
+		if blocks[i].Type != pi.TypeImage {
 			out.blocks[i] = joinObject(r)
 			continue
 		}
-		if j.err != nil {
+		s := stored[k]
+		k++
+		if s.Err != nil {
 			data, err := api.Marshal(blocks[i].Data)
 			if err != nil {
 				return offloaded{}, err
 			}
 			r["data"] = data
 			out.blocks[i] = joinObject(r)
-			out.inline = append(out.inline, InlineImage{Index: i, Reason: reasonOf(j.err)})
+			out.inline = append(out.inline, InlineImage{Index: i, Reason: reasonOf(s.Err)})
 			continue
 		}
 		// The ref block keeps the image block's other fields, so a
 		// host's annotations survive the round trip through restore.
-		ref, err := api.Marshal(pi.Block{Type: pi.TypeText, Text: refs.Ref(j.name), Extra: extraOf(r)})
+		ref, err := api.Marshal(pi.Block{Type: pi.TypeText, Text: refs.Ref(s.Name), Extra: extraOf(r)})
 		if err != nil {
 			return offloaded{}, err
 		}
 		out.blocks[i] = ref
-		if !listed[j.name] {
-			listed[j.name] = true
-			out.stored = append(out.stored, j.name)
+		if !listed[s.Name] {
+			listed[s.Name] = true
+			out.stored = append(out.stored, s.Name)
 		}
 	}
 	return out, nil
-}
-
-// eachJob runs fn on every job, putParallel at a time.
-func eachJob(jobs []*imageJob, fn func(*imageJob)) {
-	sem := make(chan struct{}, putParallel)
-	var wg sync.WaitGroup
-	for _, j := range jobs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(j)
-		})
-	}
-	wg.Wait()
-}
-
-// store puts one prepared image, or finds it already stored under the name
-// it carries.
-func (o *Offload) store(ctx context.Context, tenant string, j *imageJob) {
-	// The store has the bytes once this returns; the request need not keep them.
-	defer func() { j.prepared.Data = nil }()
-	if j.named != "" {
-		info, err := o.Images.Head(ctx, tenant, j.named)
-		// A stored image is within the limits, so its bytes come back
-		// unshrunk; a shrunk copy is never the stored one.
-		switch {
-		case err == nil && !j.prepared.Shrunk && info.Size == int64(len(j.prepared.Data)):
-			j.name = j.named
-			return
-		case err != nil && !errors.Is(err, store.ErrNotFound):
-			// Not knowing whether it is stored, do not risk a second key.
-			j.err = err
-			return
-		}
-		// Not stored under that name (or other bytes): an image like any other.
-	}
-	if err := o.Images.PutPrepared(ctx, tenant, j.prepared); err != nil {
-		j.err = err
-		return
-	}
-	j.name = j.prepared.Name
 }
 
 func reasonOf(err error) string {
