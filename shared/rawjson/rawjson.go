@@ -57,8 +57,8 @@ func (v Value) Text() (string, bool) {
 	return s, true
 }
 
-// Of encodes v as JSON, without escaping <, > and & (they are kept as
-// received elsewhere too).
+// Of encodes v as JSON without HTML escaping (text such as "<chat>" is kept
+// as written, not inflated sixfold) and without a trailing newline.
 func Of(v any) (Value, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -117,12 +117,45 @@ func Encode(n Node) Value {
 	return n.AppendTo(make([]byte, 0, n.Len()))
 }
 
+// edits are the parts of a container that were replaced.
+type edits[K comparable] struct {
+	over    map[K]Node
+	changed bool
+}
+
+func (e *edits[K]) set(k K, n Node) {
+	if e.over == nil {
+		e.over = map[K]Node{}
+	}
+	e.over[k] = n
+	e.changed = true
+}
+
+// Changed reports whether a part was Set, or the container is new.
+func (e *edits[K]) Changed() bool { return e.changed }
+
+// Parts are read through partLen and appendPart, not as a Node, so that an
+// unchanged part's bytes are not boxed in an interface.
+
+func (e *edits[K]) partLen(k K, raw Value) int {
+	if n, ok := e.over[k]; ok {
+		return n.Len()
+	}
+	return len(raw)
+}
+
+func (e *edits[K]) appendPart(dst []byte, k K, raw Value) []byte {
+	if n, ok := e.over[k]; ok {
+		return n.AppendTo(dst)
+	}
+	return append(dst, raw...)
+}
+
 // Object is a JSON object whose fields stay as received, but for those Set
 // replaced.
 type Object struct {
-	Fields  map[string]Value
-	over    map[string]Node
-	changed bool
+	Fields map[string]Value
+	edits[string]
 }
 
 // ParseObject decodes raw as an object of raw fields; ok is false when it
@@ -141,47 +174,23 @@ func NewObject(nodes map[string]Node) *Object {
 	for k := range nodes {
 		fields[k] = nil
 	}
-	return &Object{Fields: fields, over: nodes, changed: true}
+	return &Object{Fields: fields, edits: edits[string]{over: nodes, changed: true}}
 }
 
 // Set replaces (or adds) the field key.
 func (o *Object) Set(key string, n Node) {
-	if o.over == nil {
-		o.over = map[string]Node{}
-	}
 	if _, ok := o.Fields[key]; !ok {
 		o.Fields[key] = nil
 	}
-	o.over[key] = n
-	o.changed = true
-}
-
-// Changed reports whether a field was Set, or the object is new.
-func (o *Object) Changed() bool { return o.changed }
-
-// Fields are read through fieldLen and appendField, not as a Node, so that
-// an unchanged field's bytes are not boxed in an interface.
-
-func (o *Object) fieldLen(key string) int {
-	if n, ok := o.over[key]; ok {
-		return n.Len()
-	}
-	return len(o.Fields[key])
-}
-
-func (o *Object) appendField(dst []byte, key string) []byte {
-	if n, ok := o.over[key]; ok {
-		return n.AppendTo(dst)
-	}
-	return append(dst, o.Fields[key]...)
+	o.set(key, n)
 }
 
 // Len is the most bytes the object's JSON takes (a key's quoting may add
 // a few).
 func (o *Object) Len() int {
 	n := 2
-	for k := range o.Fields {
-		n += len(k) + 8 + o.fieldLen(k)
+	for k, v := range o.Fields {
+		n += len(k) + 8 + o.partLen(k, v)
 	}
 	return n
 }
@@ -200,7 +209,7 @@ func (o *Object) AppendTo(dst []byte) []byte {
 		}
 		dst = AppendKey(dst, k)
 		dst = append(dst, ':')
-		dst = o.appendField(dst, k)
+		dst = o.appendPart(dst, k, o.Fields[k])
 	}
 	return append(dst, '}')
 }
@@ -213,9 +222,8 @@ func AppendKey(dst []byte, k string) []byte {
 // List is a JSON array whose items stay as received, but for those Set
 // replaced.
 type List struct {
-	Items   []Value
-	over    map[int]Node
-	changed bool
+	Items []Value
+	edits[int]
 }
 
 // ParseList decodes raw as a list of raw items; ok is false when it is not
@@ -229,36 +237,13 @@ func ParseList(raw Value) (l *List, ok bool) {
 }
 
 // Set replaces item i.
-func (l *List) Set(i int, n Node) {
-	if l.over == nil {
-		l.over = map[int]Node{}
-	}
-	l.over[i] = n
-	l.changed = true
-}
-
-// Changed reports whether an item was Set.
-func (l *List) Changed() bool { return l.changed }
-
-func (l *List) itemLen(i int) int {
-	if n, ok := l.over[i]; ok {
-		return n.Len()
-	}
-	return len(l.Items[i])
-}
-
-func (l *List) appendItem(dst []byte, i int) []byte {
-	if n, ok := l.over[i]; ok {
-		return n.AppendTo(dst)
-	}
-	return append(dst, l.Items[i]...)
-}
+func (l *List) Set(i int, n Node) { l.set(i, n) }
 
 // Len is the length of the list's JSON.
 func (l *List) Len() int {
 	n := 2
-	for i := range l.Items {
-		n += 1 + l.itemLen(i)
+	for i, v := range l.Items {
+		n += 1 + l.partLen(i, v)
 	}
 	return n
 }
@@ -266,11 +251,11 @@ func (l *List) Len() int {
 // AppendTo appends the list to dst.
 func (l *List) AppendTo(dst []byte) []byte {
 	dst = append(dst, '[')
-	for i := range l.Items {
+	for i, v := range l.Items {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = l.appendItem(dst, i)
+		dst = l.appendPart(dst, i, v)
 	}
 	return append(dst, ']')
 }
