@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -69,13 +70,8 @@ func Unavailable(err error) *Error {
 // as "<chat>" is kept as written rather than inflated sixfold, and without
 // a trailing newline.
 func Marshal(v any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	raw, err := rawjson.Of(v)
+	return json.RawMessage(raw), err
 }
 
 // WriteJSON writes v with status.

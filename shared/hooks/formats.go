@@ -1,10 +1,10 @@
 package hooks
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/refs"
 )
 
@@ -21,7 +21,7 @@ const (
 type format interface {
 	// parse walks req; a body not of this provider's shape is a 400 naming
 	// the field.
-	parse(req json.RawMessage) (w *walk, build func() (json.RawMessage, error), err error)
+	parse(req rawjson.Value) (w *walk, build func() (rawjson.Value, error), err error)
 	// urls tells whether the format's image blocks can carry a URL.
 	urls() bool
 }
@@ -40,13 +40,8 @@ func formatOf(name string) (format, bool) {
 	return nil, false
 }
 
-func set(o *rawObject, key string) func(jsonValue) {
-	return func(v jsonValue) { o.set(key, v) }
-}
-
-func str(s string) json.RawMessage {
-	raw, _ := api.Marshal(s)
-	return raw
+func set(o *rawjson.Object, key string) func(rawjson.Node) {
+	return func(v rawjson.Node) { o.Set(key, v) }
 }
 
 // badRole is the 400 for a message role the format does not have; roles
@@ -56,8 +51,8 @@ func badRole(path, role, roles string) error {
 }
 
 // countImages is an other func that counts blocks of an image type.
-func countImages(w *walk, imageType string) func(*rawObject, string, string, *rawList, int) error {
-	return func(_ *rawObject, typ, _ string, _ *rawList, _ int) error {
+func countImages(w *walk, imageType string) func(*rawjson.Object, string, string, *rawjson.List, int) error {
+	return func(_ *rawjson.Object, typ, _ string, _ *rawjson.List, _ int) error {
 		if typ == imageType {
 			w.images++
 		}
@@ -73,32 +68,32 @@ type piFormat struct{}
 
 func (piFormat) urls() bool { return false }
 
-func (piFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage, error), error) {
-	return walkMessages(req, func(w *walk, msg *rawObject, path, role string) error {
+func (piFormat) parse(req rawjson.Value) (*walk, func() (rawjson.Value, error), error) {
+	return walkMessages(req, func(w *walk, msg *rawjson.Object, path, role string) error {
 		switch role {
 		case "assistant":
 			return nil
 		case "user", "toolResult":
-			return w.typedContent(msg.fields["content"], path+".content", true, "text", piImage, countImages(w, "image"), set(msg, "content"))
+			return w.typedContent(msg.Fields["content"], path+".content", true, "text", piImage, countImages(w, "image"), set(msg, "content"))
 		default:
 			return badRole(path, role, "user, assistant or toolResult")
 		}
 	})
 }
 
-func piImage(p picture, text *rawObject) jsonValue {
-	b := object(map[string]jsonValue{
-		"type":     rawValue(str("image")),
-		"data":     quoted{p.b64},
-		"mimeType": quoted{p.mimeType},
-		"name":     quoted{p.name},
+func piImage(p picture, text *rawjson.Object) rawjson.Node {
+	b := rawjson.NewObject(map[string]rawjson.Node{
+		"type":     rawjson.String("image"),
+		"data":     rawjson.Quoted{p.b64},
+		"mimeType": rawjson.Quoted{p.mimeType},
+		"name":     rawjson.Quoted{p.name},
 	})
 	if text != nil {
 		// The ref block's other fields were the image block's (offload
 		// keeps them); they go back onto the image.
-		for k, v := range text.fields {
-			if _, ok := b.fields[k]; !ok && k != "text" {
-				b.fields[k] = v
+		for k, v := range text.Fields {
+			if _, ok := b.Fields[k]; !ok && k != "text" {
+				b.Fields[k] = v
 			}
 		}
 	}
@@ -112,8 +107,8 @@ type anthropicFormat struct{}
 
 func (anthropicFormat) urls() bool { return true }
 
-func (anthropicFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage, error), error) {
-	return walkMessages(req, func(w *walk, msg *rawObject, path, role string) error {
+func (anthropicFormat) parse(req rawjson.Value) (*walk, func() (rawjson.Value, error), error) {
+	return walkMessages(req, func(w *walk, msg *rawjson.Object, path, role string) error {
 		switch role {
 		case "assistant":
 			return nil
@@ -121,31 +116,31 @@ func (anthropicFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessag
 		default:
 			return badRole(path, role, "user or assistant")
 		}
-		other := func(b *rawObject, typ, bpath string, l *rawList, j int) error {
+		other := func(b *rawjson.Object, typ, bpath string, l *rawjson.List, j int) error {
 			switch typ {
 			case "image":
 				w.images++
 			case "tool_result":
-				if err := w.typedContent(b.fields["content"], bpath+".content", true, "text", anthropicImage, countImages(w, "image"), set(b, "content")); err != nil {
+				if err := w.typedContent(b.Fields["content"], bpath+".content", true, "text", anthropicImage, countImages(w, "image"), set(b, "content")); err != nil {
 					return err
 				}
-				w.commitObject(b, func(v jsonValue) { l.set(j, v) })
+				w.commitObject(b, func(v rawjson.Node) { l.Set(j, v) })
 			}
 			return nil
 		}
-		return w.typedContent(msg.fields["content"], path+".content", true, "text", anthropicImage, other, set(msg, "content"))
+		return w.typedContent(msg.Fields["content"], path+".content", true, "text", anthropicImage, other, set(msg, "content"))
 	})
 }
 
-func anthropicImage(p picture, text *rawObject) jsonValue {
-	source := object(map[string]jsonValue{"type": rawValue(str("url")), "url": rawValue(str(p.url))})
+func anthropicImage(p picture, text *rawjson.Object) rawjson.Node {
+	source := rawjson.NewObject(map[string]rawjson.Node{"type": rawjson.String("url"), "url": rawjson.String(p.url)})
 	if p.url == "" {
-		source = object(map[string]jsonValue{"type": rawValue(str("base64")), "media_type": quoted{p.mimeType}, "data": quoted{p.b64}})
+		source = rawjson.NewObject(map[string]rawjson.Node{"type": rawjson.String("base64"), "media_type": rawjson.Quoted{p.mimeType}, "data": rawjson.Quoted{p.b64}})
 	}
-	b := object(map[string]jsonValue{"type": rawValue(str("image")), "source": source})
+	b := rawjson.NewObject(map[string]rawjson.Node{"type": rawjson.String("image"), "source": source})
 	if text != nil {
-		if cc, ok := text.fields["cache_control"]; ok {
-			b.fields["cache_control"] = cc
+		if cc, ok := text.Fields["cache_control"]; ok {
+			b.Fields["cache_control"] = cc
 		}
 	}
 	return b
@@ -158,29 +153,29 @@ type openAIFormat struct{}
 
 func (openAIFormat) urls() bool { return true }
 
-func (openAIFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage, error), error) {
-	return walkMessages(req, func(w *walk, msg *rawObject, path, role string) error {
+func (openAIFormat) parse(req rawjson.Value) (*walk, func() (rawjson.Value, error), error) {
+	return walkMessages(req, func(w *walk, msg *rawjson.Object, path, role string) error {
 		switch role {
 		case "system", "developer", "assistant":
 			return nil
 		case "user":
-			return w.typedContent(msg.fields["content"], path+".content", true, "text", openAIImage, countImages(w, "image_url"), set(msg, "content"))
+			return w.typedContent(msg.Fields["content"], path+".content", true, "text", openAIImage, countImages(w, "image_url"), set(msg, "content"))
 		case "tool", "function":
-			return w.typedContent(msg.fields["content"], path+".content", false, "text", openAIImage, ignoreOthers, set(msg, "content"))
+			return w.typedContent(msg.Fields["content"], path+".content", false, "text", openAIImage, ignoreOthers, set(msg, "content"))
 		default:
 			return badRole(path, role, "system, developer, user, assistant, tool or function")
 		}
 	})
 }
 
-func openAIImage(p picture, _ *rawObject) jsonValue {
-	var url jsonValue = rawValue(str(p.url))
+func openAIImage(p picture, _ *rawjson.Object) rawjson.Node {
+	var url rawjson.Node = rawjson.String(p.url)
 	if p.url == "" {
-		url = quoted{"data:", p.mimeType, ";base64,", p.b64}
+		url = rawjson.Quoted{"data:", p.mimeType, ";base64,", p.b64}
 	}
-	return object(map[string]jsonValue{
-		"type":      rawValue(str("image_url")),
-		"image_url": object(map[string]jsonValue{"url": url}),
+	return rawjson.NewObject(map[string]rawjson.Node{
+		"type":      rawjson.String("image_url"),
+		"image_url": rawjson.NewObject(map[string]rawjson.Node{"url": url}),
 	})
 }
 
@@ -194,8 +189,8 @@ type bedrockFormat struct{}
 
 func (bedrockFormat) urls() bool { return false }
 
-func (bedrockFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage, error), error) {
-	return walkMessages(req, func(w *walk, msg *rawObject, path, role string) error {
+func (bedrockFormat) parse(req rawjson.Value) (*walk, func() (rawjson.Value, error), error) {
+	return walkMessages(req, func(w *walk, msg *rawjson.Object, path, role string) error {
 		switch role {
 		case "assistant":
 			return nil
@@ -203,8 +198,8 @@ func (bedrockFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage,
 		default:
 			return badRole(path, role, "user or assistant")
 		}
-		raw, ok := msg.fields["content"]
-		if !ok || isNull(raw) {
+		raw, ok := msg.Fields["content"]
+		if !ok || raw.IsNull() {
 			return api.BadRequest(path+".content", "%s.content is required", path)
 		}
 		return w.bedrockContent(raw, path+".content", set(msg, "content"), true)
@@ -213,47 +208,47 @@ func (bedrockFormat) parse(req json.RawMessage) (*walk, func() (json.RawMessage,
 
 // bedrockContent walks a list of Converse content blocks; outer is false
 // inside a tool result, where another tool result cannot be.
-func (w *walk) bedrockContent(raw json.RawMessage, path string, setContent func(jsonValue), outer bool) error {
+func (w *walk) bedrockContent(raw rawjson.Value, path string, setContent func(rawjson.Node), outer bool) error {
 	l, err := parseList(raw, path)
 	if err != nil {
 		return err
 	}
-	for j := range l.items {
+	for j := range l.Items {
 		bpath := index(path, j)
-		b, err := parseObject(l.items[j], bpath)
+		b, err := parseObject(l.Items[j], bpath)
 		if err != nil {
 			return err
 		}
-		if t, ok := b.fields["text"]; ok {
-			text, ok := jsonString(t)
+		if t, ok := b.Fields["text"]; ok {
+			text, ok := t.Text()
 			if !ok {
 				return api.BadRequest(bpath+".text", "%s.text must be a string", bpath)
 			}
 			if name := refs.RefName(text); name != "" {
 				w.slots = append(w.slots, &slot{name: name, path: bpath, canImage: true, fill: func(p picture) error {
-					l.set(j, bedrockImage(p))
+					l.Set(j, bedrockImage(p))
 					return nil
 				}})
 			}
 			continue
 		}
-		if _, ok := b.fields["image"]; ok {
+		if _, ok := b.Fields["image"]; ok {
 			w.images++
 			continue
 		}
-		if tr, ok := b.fields["toolResult"]; ok && outer {
+		if tr, ok := b.Fields["toolResult"]; ok && outer {
 			trPath := bpath + ".toolResult"
 			result, err := parseObject(tr, trPath)
 			if err != nil {
 				return err
 			}
-			if c, ok := result.fields["content"]; ok && !isNull(c) {
+			if c, ok := result.Fields["content"]; ok && !c.IsNull() {
 				if err := w.bedrockContent(c, trPath+".content", set(result, "content"), false); err != nil {
 					return err
 				}
 			}
 			w.commitObject(result, set(b, "toolResult"))
-			w.commitObject(b, func(v jsonValue) { l.set(j, v) })
+			w.commitObject(b, func(v rawjson.Node) { l.Set(j, v) })
 		}
 	}
 	w.commitList(l, setContent)
@@ -261,9 +256,9 @@ func (w *walk) bedrockContent(raw json.RawMessage, path string, setContent func(
 }
 
 // bedrockImage is a Converse image block; its format is the MIME subtype.
-func bedrockImage(p picture) jsonValue {
-	return object(map[string]jsonValue{"image": object(map[string]jsonValue{
-		"format": quoted{strings.TrimPrefix(p.mimeType, "image/")},
-		"source": object(map[string]jsonValue{"bytes": quoted{p.b64}}),
+func bedrockImage(p picture) rawjson.Node {
+	return rawjson.NewObject(map[string]rawjson.Node{"image": rawjson.NewObject(map[string]rawjson.Node{
+		"format": rawjson.Quoted{strings.TrimPrefix(p.mimeType, "image/")},
+		"source": rawjson.NewObject(map[string]rawjson.Node{"bytes": rawjson.Quoted{p.b64}}),
 	})})
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
-	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -22,22 +21,22 @@ import (
 // trip per input would be too slow.
 type memImages struct {
 	mu sync.Mutex
-	m  map[string]model.Image
+	m  map[string]images.Image
 }
 
 func (s *memImages) PutPrepared(_ context.Context, tenant string, p images.Prepared) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.m[tenant+"/"+p.Name] = model.Image{Name: p.Name, MimeType: p.MimeType, Data: p.Data}
+	s.m[tenant+"/"+p.Name] = images.Image{Name: p.Name, MimeType: p.MimeType, Data: p.Data}
 	return nil
 }
 
-func (s *memImages) Get(_ context.Context, tenant, name string) (model.Image, error) {
+func (s *memImages) Get(_ context.Context, tenant, name string) (images.Image, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	img, ok := s.m[tenant+"/"+name]
 	if !ok {
-		return model.Image{}, store.ErrNotFound
+		return images.Image{}, store.ErrNotFound
 	}
 	return img, nil
 }
@@ -55,7 +54,7 @@ func (fakeLinker) URL(_ context.Context, key string, _ time.Duration) (string, e
 
 // fuzzHandler serves the hooks on memImages holding one image.
 func fuzzHandler(f *testing.F) (http.Handler, string) {
-	mem := &memImages{m: map[string]model.Image{}}
+	mem := &memImages{m: map[string]images.Image{}}
 	p, err := images.Shrink(pngB64(f, 1, 4, 4))
 	if err != nil {
 		f.Fatal(err)

@@ -12,12 +12,11 @@
 package hooks
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"strconv"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/rawjson"
 )
 
 // InlineImage is an image an offload left inline, and why.
@@ -49,56 +48,19 @@ const (
 // index appends "[i]" to a field path.
 func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
 
-// isNull reports whether raw is absent or JSON null.
-func isNull(raw json.RawMessage) bool {
-	return len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
-}
-
-// jsonString decodes a raw JSON string. Base64 and most text hold no escapes,
-// and then the bytes between the quotes are the string: no second scan.
-func jsonString(raw json.RawMessage) (string, bool) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
-	}
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw[1 : len(raw)-1]), true
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
-}
-
-// The request bodies the hooks answer with are mostly the request they got,
-// already decoded and checked. These writers join raw values as they are,
-// where json.Marshal would scan every byte of them again.
-
-// joinObject writes an object of raw values, keys sorted.
-func joinObject(fields map[string]json.RawMessage) json.RawMessage {
-	return encode(&rawObject{fields: fields})
-}
-
-// appendKey appends a JSON object key (Go's quoting is not JSON's).
-func appendKey(out []byte, k string) []byte {
-	q, _ := api.Marshal(k) // a string always encodes
-	return append(out, q...)
-}
-
-// joinArray writes an array of raw values.
-func joinArray(items []json.RawMessage) json.RawMessage {
-	return encode(&rawList{items: items})
+// joinObject writes an object of raw fields, keys sorted.
+func joinObject(fields map[string]rawjson.Value) rawjson.Value {
+	return rawjson.Encode(&rawjson.Object{Fields: fields})
 }
 
 // writeAnswer answers 200 with the object rest encodes, plus key holding raw,
 // written without copying or scanning raw.
-func writeAnswer(w http.ResponseWriter, key string, raw json.RawMessage, rest any) error {
+func writeAnswer(w http.ResponseWriter, key string, raw rawjson.Value, rest any) error {
 	tail, err := api.Marshal(rest)
 	if err != nil {
 		return err
 	}
-	head := appendKey([]byte("{"), key)
+	head := rawjson.AppendKey([]byte("{"), key)
 	head = append(head, ':')
 	if len(tail) > 2 {
 		tail[0] = ','

@@ -7,24 +7,14 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 )
-
-// ImageWriter is the image store an offload writes to (images.Store).
-type ImageWriter interface {
-	// PutPrepared stores an image images.Shrink has prepared, once, under
-	// its name.
-	PutPrepared(ctx context.Context, tenant string, p images.Prepared) error
-	// Head tells whether a named image is stored, and its size, or
-	// store.ErrNotFound.
-	Head(ctx context.Context, tenant, name string) (store.BlobInfo, error)
-}
 
 // The host's default bound on a tool result's text (pi's own default).
 const (
@@ -35,20 +25,15 @@ const (
 // refLen is the length of every ref: "[image " + 16 hex digits + "]".
 var refLen = len(refs.Ref(strings.Repeat("0", refs.NameLen)))
 
-// putParallel bounds the prepares and the puts of one request: enough to
-// overlap S3 round trips and use the cores, few enough to keep the work of
-// one request small.
-const putParallel = 4
-
 // Offload serves after-tool and offload-input: it moves the images of a tool
 // result or a user message into the tenant's image store and puts ref blocks
 // in their place.
 type Offload struct {
-	Images ImageWriter
+	Images images.Writer
 }
 
 // NewOffload returns an Offload writing to imgs.
-func NewOffload(imgs ImageWriter) *Offload { return &Offload{Images: imgs} }
+func NewOffload(imgs images.Writer) *Offload { return &Offload{Images: imgs} }
 
 // Register adds the offload routes to mux.
 func (o *Offload) Register(mux *http.ServeMux) {
@@ -63,9 +48,9 @@ const (
 )
 
 type afterToolRequest struct {
-	Call   *toolCall            `json:"call"`
-	Result map[string]bodyValue `json:"result"`
-	Bounds *bounds              `json:"bounds"`
+	Call   *toolCall                `json:"call"`
+	Result map[string]rawjson.Value `json:"result"`
+	Bounds *bounds                  `json:"bounds"`
 }
 
 type toolCall struct {
@@ -104,7 +89,7 @@ func (o *Offload) afterTool(w http.ResponseWriter, r *http.Request) error {
 	if req.Result == nil {
 		return api.BadRequest("result", "result is required: {\"content\": [blocks], \"isError\"}")
 	}
-	result := rawFields(req.Result)
+	result := req.Result
 	answer := afterToolAnswer{Stored: []string{}, Inline: []InlineImage{}}
 	skip := func(reason string) error {
 		answer.Skipped = &reason
@@ -116,7 +101,7 @@ func (o *Offload) afterTool(w http.ResponseWriter, r *http.Request) error {
 		return skip(SkippedNested)
 	}
 	content, ok := result["content"]
-	if !ok || isNull(content) {
+	if !ok || content.IsNull() {
 		return api.BadRequest("result.content", "result.content is required")
 	}
 	maps, blocks, err := decodeContent(content, "result.content")
@@ -133,7 +118,7 @@ func (o *Offload) afterTool(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	result["content"] = joinArray(out.blocks)
+	result["content"] = rawjson.Encode(&rawjson.List{Items: out.blocks})
 	answer.Stored, answer.Inline = out.stored, out.inline
 	return writeAnswer(w, "result", joinObject(result), answer)
 }
@@ -183,7 +168,7 @@ func couldPassBound(blocks []pi.Block, maxBytes, maxLines int) bool {
 }
 
 type offloadInputRequest struct {
-	Message map[string]bodyValue `json:"message"`
+	Message map[string]rawjson.Value `json:"message"`
 }
 
 // offloadInputAnswer is the answer but its message, written around it.
@@ -201,12 +186,12 @@ func (o *Offload) offloadInput(w http.ResponseWriter, r *http.Request) error {
 	if req.Message == nil {
 		return api.BadRequest("message", "message is required: {\"role\": \"user\", \"content\"}")
 	}
-	msg := rawFields(req.Message)
-	if role, _ := jsonString(msg["role"]); role != pi.RoleUser {
+	msg := req.Message
+	if role, _ := msg["role"].Text(); role != pi.RoleUser {
 		return api.BadRequest("message.role", "message.role must be \"user\"")
 	}
 	content, ok := msg["content"]
-	if !ok || isNull(content) {
+	if !ok || content.IsNull() {
 		return api.BadRequest("message.content", "message.content is required")
 	}
 	maps, blocks, err := decodeContent(content, "message.content")
@@ -219,7 +204,7 @@ func (o *Offload) offloadInput(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		msg["content"] = joinArray(out.blocks)
+		msg["content"] = rawjson.Encode(&rawjson.List{Items: out.blocks})
 		answer.Stored, answer.Inline = out.stored, out.inline
 	}
 	return writeAnswer(w, "message", joinObject(msg), answer)
@@ -227,144 +212,69 @@ func (o *Offload) offloadInput(w http.ResponseWriter, r *http.Request) error {
 
 // offloaded is the content after an offload.
 type offloaded struct {
-	blocks []json.RawMessage
+	blocks []rawjson.Value
 	stored []string
 	inline []InlineImage
 }
 
-// imageKey tells images apart: by the name they say they are stored under,
-// else by their base64 text.
-type imageKey struct{ named, b64 string }
-
-// imageJob is one distinct image to store: the blocks showing it share it.
-type imageJob struct {
-	b64      string
-	named    string          // the name the block says it is stored under, if any
-	first    int             // index of the first block showing it
-	prepared images.Prepared // the checked, decoded image; its bytes are dropped once stored
-	reject   error           // the input is not an image the store takes
-	name     string          // result: the name its refs carry
-	err      error           // result: why it stays inline
-}
-
 // offload stores the images of blocks and replaces each stored one by its
-// ref block, in place. Every image is checked and decoded (once) before any
-// is stored, so bad input stores nothing. raw holds the blocks' fields as
+// ref block, in place (images.Batch: every image is checked before any is
+// stored, so bad input stores nothing). raw holds the blocks' fields as
 // received: blocks that are not replaced are written back with their fields
 // unchanged.
-func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]json.RawMessage, blocks []pi.Block, path string) (offloaded, error) {
-	var jobs []*imageJob
-	byKey := map[imageKey]*imageJob{}
-	jobOf := make([]*imageJob, len(blocks))
+func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]rawjson.Value, blocks []pi.Block, path string) (offloaded, error) {
+	var inline []images.Inline
+	var at []int // the block of each image
 	for i, b := range blocks {
 		if b.Type != pi.TypeImage {
 			continue
 		}
-		field := index(path, i) + ".data"
 		if b.Data == "" {
+			field := index(path, i) + ".data"
 			return offloaded{}, api.BadRequest(field, "%s is required: the image as base64", field)
 		}
-		// An image that says it is stored under a name (a zoom result, or a
-		// restored one coming back) keeps that name if the store agrees; its
-		// bytes may be a shrunk copy whose own name would differ.
-		// Equal base64 text is the same image under the same name; the text
-		// itself is the key (hashing it here would copy it).
-		key := imageKey{b64: b.Data}
-		named := ""
-		if refs.ValidName(b.Name) {
-			named = b.Name
-			key = imageKey{named: named}
-		}
-		j := byKey[key]
-		if j == nil {
-			j = &imageJob{b64: b.Data, named: named, first: i}
-			byKey[key] = j
-			jobs = append(jobs, j)
-		}
-		jobOf[i] = j
+		inline = append(inline, images.Inline{B64: b.Data, Named: b.Name})
+		at = append(at, i)
 	}
-
-	eachJob(jobs, func(j *imageJob) { j.prepared, j.reject = images.Shrink(j.b64) })
-	for _, j := range jobs {
-		if j.reject != nil {
-			field := index(path, j.first) + ".data"
-			return offloaded{}, api.BadRequest(field, "%s: %v", field, j.reject)
-		}
+	batch, err := images.Prepare(inline)
+	if refused, ok := errors.AsType[*images.RefusedError](err); ok {
+		field := index(path, at[refused.Index]) + ".data"
+		return offloaded{}, api.BadRequest(field, "%s: %v", field, refused.Err)
 	}
-	eachJob(jobs, func(j *imageJob) { o.store(ctx, tenant, j) })
+	if err != nil {
+		return offloaded{}, err
+	}
+	stored := batch.Store(ctx, o.Images, tenant)
 
-	out := offloaded{blocks: make([]json.RawMessage, len(raw)), stored: []string{}, inline: []InlineImage{}}
+	out := offloaded{blocks: make([]rawjson.Value, len(raw)), stored: []string{}, inline: []InlineImage{}}
 	listed := map[string]bool{}
+	k := 0
 	for i, r := range raw {
-		j := jobOf[i]
-		if j == nil {
+		if blocks[i].Type != pi.TypeImage {
 			out.blocks[i] = joinObject(r)
 			continue
 		}
-		if j.err != nil {
-			data, err := api.Marshal(blocks[i].Data)
-			if err != nil {
-				return offloaded{}, err
-			}
-			r["data"] = data
+		s := stored[k]
+		k++
+		if s.Err != nil {
+			r["data"] = rawjson.String(blocks[i].Data)
 			out.blocks[i] = joinObject(r)
-			out.inline = append(out.inline, InlineImage{Index: i, Reason: reasonOf(j.err)})
+			out.inline = append(out.inline, InlineImage{Index: i, Reason: reasonOf(s.Err)})
 			continue
 		}
 		// The ref block keeps the image block's other fields, so a
 		// host's annotations survive the round trip through restore.
-		ref, err := api.Marshal(pi.Block{Type: pi.TypeText, Text: refs.Ref(j.name), Extra: extraOf(r)})
+		ref, err := rawjson.Of(pi.Block{Type: pi.TypeText, Text: refs.Ref(s.Name), Extra: extraOf(r)})
 		if err != nil {
 			return offloaded{}, err
 		}
 		out.blocks[i] = ref
-		if !listed[j.name] {
-			listed[j.name] = true
-			out.stored = append(out.stored, j.name)
+		if !listed[s.Name] {
+			listed[s.Name] = true
+			out.stored = append(out.stored, s.Name)
 		}
 	}
 	return out, nil
-}
-
-// eachJob runs fn on every job, putParallel at a time.
-func eachJob(jobs []*imageJob, fn func(*imageJob)) {
-	sem := make(chan struct{}, putParallel)
-	var wg sync.WaitGroup
-	for _, j := range jobs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(j)
-		})
-	}
-	wg.Wait()
-}
-
-// store puts one prepared image, or finds it already stored under the name
-// it carries.
-func (o *Offload) store(ctx context.Context, tenant string, j *imageJob) {
-	// The store has the bytes once this returns; the request need not keep them.
-	defer func() { j.prepared.Data = nil }()
-	if j.named != "" {
-		info, err := o.Images.Head(ctx, tenant, j.named)
-		// A stored image is within the limits, so its bytes come back
-		// unshrunk; a shrunk copy is never the stored one.
-		switch {
-		case err == nil && !j.prepared.Shrunk && info.Size == int64(len(j.prepared.Data)):
-			j.name = j.named
-			return
-		case err != nil && !errors.Is(err, store.ErrNotFound):
-			// Not knowing whether it is stored, do not risk a second key.
-			j.err = err
-			return
-		}
-		// Not stored under that name (or other bytes): an image like any other.
-	}
-	if err := o.Images.PutPrepared(ctx, tenant, j.prepared); err != nil {
-		j.err = err
-		return
-	}
-	j.name = j.prepared.Name
 }
 
 func reasonOf(err error) string {
@@ -383,32 +293,6 @@ func hasImages(blocks []pi.Block) bool {
 	return false
 }
 
-// bodyValue is a JSON value held as a slice of the request body, not a copy
-// of it: the fields of a result or a message are mostly its content, which
-// would otherwise be held twice while its images are prepared (see
-// BenchmarkAfterTool5MB).
-//
-// encoding/json asks an Unmarshaler to copy what it keeps, for decoders
-// that reuse their buffer. readHook's does not: api.DecodeJSON reads each
-// body into a buffer of its own, which nothing writes to afterwards, and
-// decodes it with json.Unmarshal, which hands each value over as a slice of
-// that buffer. TestBodyValuesAreSlicesOfTheBody checks both.
-type bodyValue []byte
-
-func (v *bodyValue) UnmarshalJSON(b []byte) error {
-	*v = b[:len(b):len(b)] // capped: an append copies rather than write over the next field
-	return nil
-}
-
-// rawFields returns an object of body values as raw JSON fields.
-func rawFields(m map[string]bodyValue) map[string]json.RawMessage {
-	out := make(map[string]json.RawMessage, len(m))
-	for k, v := range m {
-		out[k] = json.RawMessage(v)
-	}
-	return out
-}
-
 // readHook checks a hook request's caller and chat, and decodes its body
 // into v. The tenant is the authenticated caller's: a request without one
 // never reaches a store.
@@ -424,18 +308,17 @@ func readHook(r *http.Request, v any) (tenant string, err error) {
 // blocks, each as its raw fields and as the pi.Block fields offload reads.
 // An image block's raw fields leave out its data: the string is all offload
 // needs, and it is the only copy of the base64 the request keeps.
-func decodeContent(content json.RawMessage, path string) ([]map[string]json.RawMessage, []pi.Block, error) {
+func decodeContent(content rawjson.Value, path string) ([]map[string]rawjson.Value, []pi.Block, error) {
 	content = bytes.TrimSpace(content)
 	if len(content) > 0 && content[0] == '"' {
 		return nil, nil, nil
 	}
-	var decoded []map[string]blockField
-	if err := json.Unmarshal(content, &decoded); err != nil {
+	var maps []map[string]rawjson.Value
+	if err := json.Unmarshal(content, &maps); err != nil {
 		return nil, nil, contentError(content, path)
 	}
-	maps := make([]map[string]json.RawMessage, len(decoded))
-	blocks := make([]pi.Block, len(decoded))
-	for i, fields := range decoded {
+	blocks := make([]pi.Block, len(maps))
+	for i, fields := range maps {
 		bpath := index(path, i)
 		if fields == nil {
 			return nil, nil, api.BadRequest(bpath, "%s must be a content block object", bpath)
@@ -446,10 +329,10 @@ func decodeContent(content json.RawMessage, path string) ([]map[string]json.RawM
 			dst *string
 		}{{"type", &b.Type}, {"text", &b.Text}, {"data", &b.Data}, {"mimeType", &b.MimeType}, {"name", &b.Name}} {
 			v, ok := fields[f.key]
-			if !ok || v.null() {
+			if !ok || v.IsNull() {
 				continue
 			}
-			s, ok := v.string()
+			s, ok := v.Text()
 			if !ok {
 				return nil, nil, api.BadRequest(bpath+"."+f.key, "%s.%s must be a string", bpath, f.key)
 			}
@@ -461,55 +344,13 @@ func decodeContent(content json.RawMessage, path string) ([]map[string]json.RawM
 		if b.Type == pi.TypeImage {
 			delete(fields, "data")
 		}
-		maps[i] = make(map[string]json.RawMessage, len(fields))
-		for k, v := range fields {
-			maps[i][k] = v.json()
-		}
 	}
 	return maps, blocks, nil
 }
 
-// blockField is one field of a content block as decoded. A string without
-// escapes (base64 always) is kept as its text alone: its JSON is that text
-// in quotes, so it is copied out of the request once, not as raw JSON and
-// then again as a string.
-type blockField struct {
-	raw   json.RawMessage // the value as received, unless plain
-	text  string          // the string, when plain
-	plain bool
-}
-
-func (f *blockField) UnmarshalJSON(b []byte) error {
-	if len(b) >= 2 && b[0] == '"' && bytes.IndexByte(b, '\\') < 0 {
-		f.text, f.plain = string(b[1:len(b)-1]), true
-		return nil
-	}
-	f.raw = bytes.Clone(b)
-	return nil
-}
-
-func (f blockField) null() bool { return !f.plain && isNull(f.raw) }
-
-// string returns the field as a string, if it is one.
-func (f blockField) string() (string, bool) {
-	if f.plain {
-		return f.text, true
-	}
-	return jsonString(f.raw)
-}
-
-// json returns the field as received.
-func (f blockField) json() json.RawMessage {
-	if !f.plain {
-		return f.raw
-	}
-	out := make(json.RawMessage, 0, len(f.text)+2)
-	return append(append(append(out, '"'), f.text...), '"')
-}
-
 // contentError names what is wrong with content that is not a list of objects.
-func contentError(content json.RawMessage, path string) error {
-	var items []json.RawMessage
+func contentError(content rawjson.Value, path string) error {
+	var items []rawjson.Value
 	if json.Unmarshal(content, &items) != nil {
 		return api.BadRequest(path, "%s must be a string or a list of content blocks", path)
 	}
@@ -522,11 +363,11 @@ func contentError(content json.RawMessage, path string) error {
 }
 
 // extraOf returns a block's fields that pi.Block does not name.
-func extraOf(m map[string]json.RawMessage) map[string]json.RawMessage {
+func extraOf(m map[string]rawjson.Value) map[string]json.RawMessage {
 	extra := map[string]json.RawMessage{}
 	for k, v := range m {
 		if !pi.IsBlockField(k) {
-			extra[k] = v
+			extra[k] = json.RawMessage(v)
 		}
 	}
 	if len(extra) == 0 {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"image"
 	"net/http"
@@ -13,14 +12,14 @@ import (
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
-	"github.com/durachat/durachat/shared/model"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/store"
 )
 
 // ImageReader is the image store restore reads from (images.Store).
 type ImageReader interface {
 	// Get returns a stored image, or store.ErrNotFound.
-	Get(ctx context.Context, tenant, name string) (model.Image, error)
+	Get(ctx context.Context, tenant, name string) (images.Image, error)
 	// Head tells whether an image is stored without reading it.
 	Head(ctx context.Context, tenant, name string) (store.BlobInfo, error)
 }
@@ -74,17 +73,17 @@ func (rs *Restore) Register(mux *http.ServeMux) {
 }
 
 type beforeRequestBody struct {
-	Format      string          `json:"format"`
-	Request     json.RawMessage `json:"request"`
-	Mode        string          `json:"mode"`
-	BudgetBytes *int64          `json:"budgetBytes"`
+	Format      string        `json:"format"`
+	Request     rawjson.Value `json:"request"`
+	Mode        string        `json:"mode"`
+	BudgetBytes *int64        `json:"budgetBytes"`
 }
 
 type beforeRequestAnswer struct {
 	// Request is written around the rest (writeAnswer).
-	Request    json.RawMessage `json:"-"`
-	Restored   []string        `json:"restored"`
-	Unrestored []Unrestored    `json:"unrestored"`
+	Request    rawjson.Value `json:"-"`
+	Restored   []string      `json:"restored"`
+	Unrestored []Unrestored  `json:"unrestored"`
 	// InlineBytes is the base64 restore added inline.
 	InlineBytes int64 `json:"inlineBytes"`
 	// Images counts the images the request now shows the model, every ref
@@ -118,7 +117,7 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 		}
 		budget = *body.BudgetBytes
 	}
-	if isNull(body.Request) {
+	if body.Request.IsNull() {
 		return api.BadRequest("request", "request is required: the provider request body")
 	}
 	answer, err := rs.restore(r.Context(), tenant, f, body.Request, body.Mode, budget)
@@ -134,7 +133,7 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 // response as a JSON string, where every quote and backslash of the request
 // gains one byte and every <, > and & (escaped as \u003c) five; base64
 // gains nothing.
-func defaultBudget(req json.RawMessage) int64 {
+func defaultBudget(req rawjson.Value) int64 {
 	n := int64(len(req))
 	for _, c := range req {
 		switch c {
@@ -162,7 +161,7 @@ func (f *fetched) size() int64 { return int64(len(f.b64)) }
 
 // restore swaps the ref blocks of req for images. Only a malformed request
 // fails it; every store problem leaves a ref as text, reported.
-func (rs *Restore) restore(ctx context.Context, tenant string, f format, req json.RawMessage, mode string, budget int64) (beforeRequestAnswer, error) {
+func (rs *Restore) restore(ctx context.Context, tenant string, f format, req rawjson.Value, mode string, budget int64) (beforeRequestAnswer, error) {
 	w, build, err := f.parse(req)
 	if err != nil {
 		return beforeRequestAnswer{}, err

@@ -5,10 +5,16 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 )
+
+// Image is a stored image.
+type Image struct {
+	Name     string // the name its refs ([image <name>]) carry
+	MimeType string
+	Data     []byte
+}
 
 // Store keeps each tenant's images once, under store.ImageKey(tenant, name).
 type Store struct {
@@ -52,23 +58,23 @@ func (s *Store) PutPrepared(ctx context.Context, tenant string, p Prepared) erro
 
 // Get returns a stored image of tenant. An image never stored, or a name
 // that cannot be one, is store.ErrNotFound (wrapped).
-func (s *Store) Get(ctx context.Context, tenant, name string) (model.Image, error) {
+func (s *Store) Get(ctx context.Context, tenant, name string) (Image, error) {
 	key, err := imageKey(tenant, name)
 	if err != nil {
-		return model.Image{}, err
+		return Image{}, err
 	}
 	b, err := s.Blobs.Get(ctx, key)
 	if err != nil {
-		return model.Image{}, fmt.Errorf("images: get %s: %w", name, err)
+		return Image{}, fmt.Errorf("images: get %s: %w", name, err)
 	}
 	mimeType := b.ContentType
 	if mimeType == "" {
 		// Stored without a type by something other than Put: read it from the bytes.
 		if mimeType, err = Detect(b.Data); err != nil {
-			return model.Image{}, fmt.Errorf("images: get %s: %w", name, err)
+			return Image{}, fmt.Errorf("images: get %s: %w", name, err)
 		}
 	}
-	return model.Image{Name: name, MimeType: mimeType, Data: b.Data}, nil
+	return Image{Name: name, MimeType: mimeType, Data: b.Data}, nil
 }
 
 // Head returns the content type and size of a stored image without reading

@@ -6,14 +6,13 @@ package model
 import (
 	"context"
 	"errors"
+
+	"github.com/durachat/durachat/shared/images"
 )
 
-// Image is an image sent to the model, already downscaled.
-type Image struct {
-	Name     string // the image name its [image <name>] label carries
-	MimeType string
-	Data     []byte
-}
+// Image is an image sent to the model, already downscaled; Name is the
+// image name its [image <name>] label carries.
+type Image = images.Image
 
 // Part is one piece of a message: text, or an image. Prefix marks the
 // cacheable context block (the compaction view's <chat> block); adapters

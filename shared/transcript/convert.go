@@ -10,8 +10,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
@@ -34,9 +32,6 @@ const (
 	ToolSearch = "search"
 	ToolDate   = "date"
 )
-
-// imagePutConcurrency bounds the image puts of one append.
-const imagePutConcurrency = 4
 
 // InputError is bad input, named by its JSON path in the append request
 // ("messages[2].content[1].data"). Nothing is written when one is returned.
@@ -143,13 +138,14 @@ func checkMessages(msgs []pi.Message) error {
 	return nil
 }
 
-// putImages stores each distinct inline image once and returns the name of
-// every image block that must be stored, keyed by its position. Image blocks
-// of a zoom result that its page already names are left out: they are
-// stored under that name already and add nothing to the log.
+// putImages stores the inline images of msgs (images.Batch: every one is
+// checked before any is stored) and returns the name of every image block
+// that must be stored, keyed by its position. Image blocks of a zoom result
+// that its page already names are left out: they are stored under that
+// name already and add nothing to the log.
 func (l *Log) putImages(ctx context.Context, tenant string, msgs []pi.Message) (map[imageRef]string, error) {
-	byData := map[string][]imageRef{}
-	var order []string
+	var inline []images.Inline
+	var at []imageRef
 	for i, m := range msgs {
 		named := zoomPageNames(m)
 		for j, b := range m.Content.Blocks {
@@ -159,37 +155,27 @@ func (l *Log) putImages(ctx context.Context, tenant string, msgs []pi.Message) (
 			if named != nil && named[storedName(b)] {
 				continue
 			}
-			if _, ok := byData[b.Data]; !ok {
-				order = append(order, b.Data)
-			}
-			byData[b.Data] = append(byData[b.Data], imageRef{i, j})
+			inline = append(inline, images.Inline{B64: b.Data, Named: b.Name})
+			at = append(at, imageRef{i, j})
 		}
 	}
-	names := make(map[imageRef]string, len(order))
-	if len(order) == 0 {
+	names := make(map[imageRef]string, len(inline))
+	if len(inline) == 0 {
 		return names, nil
 	}
-	got := make([]string, len(order))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(imagePutConcurrency)
-	for k, data := range order {
-		g.Go(func() error {
-			name, err := l.imgs.Put(gctx, tenant, data)
-			if err != nil {
-				at := byData[data][0]
-				return imageError(fmt.Sprintf("messages[%d].content[%d].data", at.msg, at.block), err)
-			}
-			got[k] = name
-			return nil
-		})
+	field := func(k int) string { return fmt.Sprintf("messages[%d].content[%d].data", at[k].msg, at[k].block) }
+	batch, err := images.Prepare(inline)
+	if refused, ok := errors.AsType[*images.RefusedError](err); ok {
+		return nil, imageError(field(refused.Index), refused.Err)
 	}
-	if err := g.Wait(); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	for k, data := range order {
-		for _, at := range byData[data] {
-			names[at] = got[k]
+	for k, s := range batch.Store(ctx, l.imgs, tenant) {
+		if s.Err != nil {
+			return nil, imageError(field(k), s.Err)
 		}
+		names[at[k]] = s.Name
 	}
 	return names, nil
 }

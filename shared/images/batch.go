@@ -1,0 +1,163 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// Parallel bounds the prepares and the puts of one request's images: enough
+// to overlap store round trips and use the cores, few enough to keep the
+// work of one request small.
+const Parallel = 4
+
+// Inline is one inline image of a request.
+type Inline struct {
+	// B64 is the image's base64 text as received.
+	B64 string
+	// Named is the name the request says the image is stored under (a zoom
+	// result's image, or one before-request restored), or "".
+	Named string
+}
+
+// Writer is the image store a Batch is stored in (Store).
+type Writer interface {
+	// PutPrepared stores a prepared image, once, under its name.
+	PutPrepared(ctx context.Context, tenant string, p Prepared) error
+	// Head tells whether a named image is stored, and its size, or
+	// store.ErrNotFound.
+	Head(ctx context.Context, tenant, name string) (store.BlobInfo, error)
+}
+
+// RefusedError is a request refused for one of its images: Index is the
+// image's place in the request, Err the FormatError that refused it.
+type RefusedError struct {
+	Index int
+	Err   error
+}
+
+func (e *RefusedError) Error() string { return fmt.Sprintf("image %d: %v", e.Index, e.Err) }
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Batch is the inline images of one request, every one checked and
+// prepared before any is stored: a request refused for one image stores
+// none. Every route that takes inline images stores them through a Batch,
+// so an image gets the same name whichever route it came through.
+type Batch struct {
+	jobs []*job
+	of   []*job // the job of each image, in request order
+}
+
+// job is one distinct image: the images of a request that are the same
+// share it, and it is prepared and stored once.
+type job struct {
+	Inline
+	first    int      // index of the first image showing it
+	prepared Prepared // its bytes are dropped once stored
+	err      error
+	name     string
+}
+
+// jobKey tells images apart: by the name they say they are stored under,
+// else by their base64 text (the text itself; hashing it here would copy
+// it).
+type jobKey struct{ named, b64 string }
+
+// Prepare checks and prepares every image of a request (Shrink), equal
+// images once. When any is refused, the error is a *RefusedError naming the
+// first refused image in request order.
+func Prepare(imgs []Inline) (*Batch, error) {
+	b := &Batch{of: make([]*job, len(imgs))}
+	byKey := map[jobKey]*job{}
+	for i, in := range imgs {
+		key := jobKey{b64: in.B64}
+		if refs.ValidName(in.Named) {
+			key = jobKey{named: in.Named}
+		} else {
+			in.Named = ""
+		}
+		j := byKey[key]
+		if j == nil {
+			j = &job{Inline: in, first: i}
+			byKey[key] = j
+			b.jobs = append(b.jobs, j)
+		}
+		b.of[i] = j
+	}
+	b.each(func(j *job) { j.prepared, j.err = Shrink(j.B64) })
+	for _, j := range b.jobs {
+		if j.err != nil {
+			return nil, &RefusedError{Index: j.first, Err: j.err}
+		}
+	}
+	return b, nil
+}
+
+// Stored is what became of one image of a stored Batch.
+type Stored struct {
+	// Name is the name the image's refs carry, when it is stored.
+	Name string
+	// Err says why it is not stored: the store failed, or cannot say
+	// whether it holds the name the image carries.
+	Err error
+}
+
+// Store stores each distinct image of the batch once and returns what
+// became of each image of the request, in order.
+//
+// An image that says it is stored under a name keeps that name when the
+// store holds it: its bytes may be a shrunk copy whose own name would
+// differ. Otherwise an image is stored under Name of its base64 as
+// received.
+func (b *Batch) Store(ctx context.Context, w Writer, tenant string) []Stored {
+	b.each(func(j *job) { j.store(ctx, w, tenant) })
+	out := make([]Stored, len(b.of))
+	for i, j := range b.of {
+		out[i] = Stored{Name: j.name, Err: j.err}
+	}
+	return out
+}
+
+func (j *job) store(ctx context.Context, w Writer, tenant string) {
+	// The store has the bytes once this returns; the request need not keep them.
+	defer func() { j.prepared.Data = nil }()
+	if j.Named != "" {
+		info, err := w.Head(ctx, tenant, j.Named)
+		// A stored image is within the limits, so its bytes come back
+		// unshrunk; a shrunk copy is never the stored one.
+		switch {
+		case err == nil && !j.prepared.Shrunk && info.Size == int64(len(j.prepared.Data)):
+			j.name = j.Named
+			return
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			// Not knowing whether it is stored, do not risk a second key.
+			j.err = err
+			return
+		}
+		// Not stored under that name (or other bytes): an image like any other.
+	}
+	if err := w.PutPrepared(ctx, tenant, j.prepared); err != nil {
+		j.err = err
+		return
+	}
+	j.name = j.prepared.Name
+}
+
+// each runs fn on every job, Parallel at a time.
+func (b *Batch) each(fn func(*job)) {
+	sem := make(chan struct{}, Parallel)
+	var wg sync.WaitGroup
+	for _, j := range b.jobs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(j)
+		})
+	}
+	wg.Wait()
+}

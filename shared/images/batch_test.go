@@ -1,0 +1,116 @@
+package images_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/testenv"
+)
+
+// failingWriter is a Writer whose heads or puts fail.
+type failingWriter struct {
+	*images.Store
+	failHead, failPut bool
+}
+
+func (w failingWriter) Head(ctx context.Context, tenant, name string) (store.BlobInfo, error) {
+	if w.failHead {
+		return store.BlobInfo{}, testenv.Outage("head")
+	}
+	return w.Store.Head(ctx, tenant, name)
+}
+
+func (w failingWriter) PutPrepared(ctx context.Context, tenant string, p images.Prepared) error {
+	if w.failPut {
+		return testenv.Outage("put")
+	}
+	return w.Store.PutPrepared(ctx, tenant, p)
+}
+
+func TestBatchStoresEachImageOnceUnderOneName(t *testing.T) {
+	small := b64(pngBytes(t, gradient(16, 16)))
+	other := b64(pngBytes(t, gradient(12, 16)))
+	wide := b64(pngBytes(t, gradient(2100, 8)))
+	shrunk, err := images.Shrink(wide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := b64(shrunk.Data) // the stored copy, as before-request sends it back
+	tests := []struct {
+		name      string
+		stored    []string // put first, as received
+		imgs      []images.Inline
+		failHead  bool
+		failPut   bool
+		wantNames []string
+		wantPuts  int
+		wantErr   []bool
+	}{
+		{"equal images are stored once",
+			nil, []images.Inline{{B64: small}, {B64: other}, {B64: small}},
+			false, false, []string{images.Name(small), images.Name(other), images.Name(small)}, 2, nil},
+		{"a restored image keeps its stored name",
+			[]string{wide}, []images.Inline{{B64: restored, Named: images.Name(wide)}},
+			false, false, []string{images.Name(wide)}, 0, nil},
+		{"a name the store does not hold is ignored",
+			nil, []images.Inline{{B64: small, Named: images.Name(other)}},
+			false, false, []string{images.Name(small)}, 1, nil},
+		{"a name of other bytes is ignored",
+			[]string{other}, []images.Inline{{B64: small, Named: images.Name(other)}},
+			false, false, []string{images.Name(small)}, 1, nil},
+		{"a name that cannot be one is ignored",
+			nil, []images.Inline{{B64: small, Named: "../x"}},
+			false, false, []string{images.Name(small)}, 1, nil},
+		{"not knowing whether the name is stored stores nothing",
+			[]string{small}, []images.Inline{{B64: small, Named: images.Name(small)}},
+			true, false, []string{""}, 0, []bool{true}},
+		{"a failed put is that image's error",
+			nil, []images.Inline{{B64: small}, {B64: other}},
+			false, true, []string{"", ""}, 0, []bool{true, true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			blobs := newMemBlobs()
+			s := images.New(blobs)
+			for _, b := range tt.stored {
+				if _, err := s.Put(t.Context(), "acme", b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			blobs.puts = 0
+			batch, err := images.Prepare(tt.imgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := batch.Store(t.Context(), failingWriter{s, tt.failHead, tt.failPut}, "acme")
+			if len(got) != len(tt.imgs) {
+				t.Fatalf("%d results for %d images", len(got), len(tt.imgs))
+			}
+			for i, g := range got {
+				wantErr := tt.wantErr != nil && tt.wantErr[i]
+				if g.Name != tt.wantNames[i] || (g.Err != nil) != wantErr {
+					t.Errorf("image %d: name %q err %v, want %q (error %v)", i, g.Name, g.Err, tt.wantNames[i], wantErr)
+				}
+				if wantErr && !errors.Is(g.Err, store.ErrUnavailable) {
+					t.Errorf("image %d: %v is not an outage", i, g.Err)
+				}
+			}
+			if blobs.puts != tt.wantPuts {
+				t.Errorf("%d puts, want %d", blobs.puts, tt.wantPuts)
+			}
+		})
+	}
+}
+
+func TestPrepareNamesTheFirstRefusedImage(t *testing.T) {
+	good := b64(pngBytes(t, gradient(8, 8)))
+	imgs := []images.Inline{{B64: good}, {B64: "not base64!"}, {B64: good}, {B64: b64([]byte("BM"))}}
+	_, err := images.Prepare(imgs)
+	refused, ok := errors.AsType[*images.RefusedError](err)
+	if !ok || refused.Index != 1 || !errors.Is(err, images.ErrInvalidBase64) {
+		t.Fatalf("err %v, want image 1 refused as invalid base64", err)
+	}
+}

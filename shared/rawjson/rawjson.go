@@ -1,0 +1,261 @@
+// Package rawjson keeps JSON as it was received. A document is decoded only
+// as far as a caller looks into it: the values it does not change are
+// slices of the input, written back byte for byte, fields it has never
+// heard of included; only the containers holding a changed value are
+// written again, and the whole document is written once, at the end.
+package rawjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+)
+
+// Value is a JSON value as received: a slice of the input it was decoded
+// from, not a copy of it.
+//
+// encoding/json asks an Unmarshaler to copy what it keeps, for decoders that
+// reuse their buffer; Value does not. It is sound while the input is not
+// written to afterwards, and json.Unmarshal hands each value over as a slice
+// of its input (TestValueIsASliceOfTheInput checks that). A Value is capped
+// at its end, so an append copies rather than write over the input.
+type Value []byte
+
+// UnmarshalJSON keeps b itself.
+func (v *Value) UnmarshalJSON(b []byte) error {
+	*v = b[:len(b):len(b)]
+	return nil
+}
+
+// MarshalJSON returns v as it is; an empty Value is null.
+func (v Value) MarshalJSON() ([]byte, error) {
+	if len(v) == 0 {
+		return []byte("null"), nil
+	}
+	return v, nil
+}
+
+// IsNull reports whether v is absent or JSON null.
+func (v Value) IsNull() bool {
+	return len(v) == 0 || bytes.Equal(bytes.TrimSpace(v), []byte("null"))
+}
+
+// Text returns v as a string, if it is one. A string without escapes
+// (base64 always) is the bytes between its quotes: no second scan.
+func (v Value) Text() (string, bool) {
+	raw := bytes.TrimSpace(v)
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// Of encodes v as JSON without HTML escaping (text such as "<chat>" is kept
+// as written, not inflated sixfold) and without a trailing newline.
+func Of(v any) (Value, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// String is s as a JSON string.
+func String(s string) Value {
+	v, _ := Of(s) // a string always encodes
+	return v
+}
+
+// Node is a value of a document being rebuilt: a Value, a Quoted string, or
+// a container some of whose parts changed.
+type Node interface {
+	// Len is the length of the node's JSON.
+	Len() int
+	// AppendTo appends the node's JSON to dst.
+	AppendTo(dst []byte) []byte
+}
+
+// Len is the length of v.
+func (v Value) Len() int { return len(v) }
+
+// AppendTo appends v to dst.
+func (v Value) AppendTo(dst []byte) []byte { return append(dst, v...) }
+
+// Quoted is a JSON string made of parts that need no escaping (base64, a
+// MIME type, "data:" and ";base64,"), written without joining them first.
+type Quoted []string
+
+// Len is the length of the quoted string's JSON.
+func (q Quoted) Len() int {
+	n := 2
+	for _, s := range q {
+		n += len(s)
+	}
+	return n
+}
+
+// AppendTo appends the quoted string to dst.
+func (q Quoted) AppendTo(dst []byte) []byte {
+	dst = append(dst, '"')
+	for _, s := range q {
+		dst = append(dst, s...)
+	}
+	return append(dst, '"')
+}
+
+// Encode writes n out in one buffer of its size.
+func Encode(n Node) Value {
+	return n.AppendTo(make([]byte, 0, n.Len()))
+}
+
+// edits are the parts of a container that were replaced.
+type edits[K comparable] struct {
+	over    map[K]Node
+	changed bool
+}
+
+func (e *edits[K]) set(k K, n Node) {
+	if e.over == nil {
+		e.over = map[K]Node{}
+	}
+	e.over[k] = n
+	e.changed = true
+}
+
+// Changed reports whether a part was Set, or the container is new.
+func (e *edits[K]) Changed() bool { return e.changed }
+
+// Parts are read through partLen and appendPart, not as a Node, so that an
+// unchanged part's bytes are not boxed in an interface.
+
+func (e *edits[K]) partLen(k K, raw Value) int {
+	if n, ok := e.over[k]; ok {
+		return n.Len()
+	}
+	return len(raw)
+}
+
+func (e *edits[K]) appendPart(dst []byte, k K, raw Value) []byte {
+	if n, ok := e.over[k]; ok {
+		return n.AppendTo(dst)
+	}
+	return append(dst, raw...)
+}
+
+// Object is a JSON object whose fields stay as received, but for those Set
+// replaced.
+type Object struct {
+	Fields map[string]Value
+	edits[string]
+}
+
+// ParseObject decodes raw as an object of raw fields; ok is false when it
+// is not a JSON object.
+func ParseObject(raw Value) (o *Object, ok bool) {
+	var m map[string]Value
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, false
+	}
+	return &Object{Fields: m}, true
+}
+
+// NewObject returns a new object of nodes.
+func NewObject(nodes map[string]Node) *Object {
+	fields := make(map[string]Value, len(nodes))
+	for k := range nodes {
+		fields[k] = nil
+	}
+	return &Object{Fields: fields, edits: edits[string]{over: nodes, changed: true}}
+}
+
+// Set replaces (or adds) the field key.
+func (o *Object) Set(key string, n Node) {
+	if _, ok := o.Fields[key]; !ok {
+		o.Fields[key] = nil
+	}
+	o.set(key, n)
+}
+
+// Len is the most bytes the object's JSON takes (a key's quoting may add
+// a few).
+func (o *Object) Len() int {
+	n := 2
+	for k, v := range o.Fields {
+		n += len(k) + 8 + o.partLen(k, v)
+	}
+	return n
+}
+
+// AppendTo appends the object, its keys sorted, to dst.
+func (o *Object) AppendTo(dst []byte) []byte {
+	keys := make([]string, 0, len(o.Fields))
+	for k := range o.Fields {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendKey(dst, k)
+		dst = append(dst, ':')
+		dst = o.appendPart(dst, k, o.Fields[k])
+	}
+	return append(dst, '}')
+}
+
+// AppendKey appends k as a JSON object key (Go's quoting is not JSON's).
+func AppendKey(dst []byte, k string) []byte {
+	return append(dst, String(k)...)
+}
+
+// List is a JSON array whose items stay as received, but for those Set
+// replaced.
+type List struct {
+	Items []Value
+	edits[int]
+}
+
+// ParseList decodes raw as a list of raw items; ok is false when it is not
+// a JSON array.
+func ParseList(raw Value) (l *List, ok bool) {
+	var items []Value
+	if err := json.Unmarshal(raw, &items); err != nil || items == nil {
+		return nil, false
+	}
+	return &List{Items: items}, true
+}
+
+// Set replaces item i.
+func (l *List) Set(i int, n Node) { l.set(i, n) }
+
+// Len is the length of the list's JSON.
+func (l *List) Len() int {
+	n := 2
+	for i, v := range l.Items {
+		n += 1 + l.partLen(i, v)
+	}
+	return n
+}
+
+// AppendTo appends the list to dst.
+func (l *List) AppendTo(dst []byte) []byte {
+	dst = append(dst, '[')
+	for i, v := range l.Items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = l.appendPart(dst, i, v)
+	}
+	return append(dst, ']')
+}

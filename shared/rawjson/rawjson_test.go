@@ -1,0 +1,96 @@
+package rawjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// Value relies on json.Unmarshal handing a value to its UnmarshalJSON as a
+// slice of its input, and on the cap keeping appends off the input.
+func TestValueIsASliceOfTheInput(t *testing.T) {
+	body := []byte(`{"content":[1,2]}`)
+	var got map[string]Value
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	body[bytes.IndexByte(body, '1')] = '7'
+	if string(got["content"]) != "[7,2]" {
+		t.Fatalf("content %s is a copy, not a slice of the input", got["content"])
+	}
+	_ = append(got["content"], ',')
+	if string(body) != `{"content":[7,2]}` {
+		t.Fatalf("appending to a value wrote over the input: %s", body)
+	}
+}
+
+func TestValueText(t *testing.T) {
+	tests := []struct {
+		raw    string
+		want   string
+		isText bool
+	}{
+		{`"plain"`, "plain", true},
+		{` "spaced" `, "spaced", true},
+		{`"esc\"aped\u00e9"`, `esc"apedé`, true},
+		{`""`, "", true},
+		{`12`, "", false},
+		{`null`, "", false},
+		{`"unterminated`, "", false},
+		{`"bad \x escape"`, "", false},
+	}
+	for _, tt := range tests {
+		got, ok := Value(tt.raw).Text()
+		if got != tt.want || ok != tt.isText {
+			t.Errorf("%s: %q %v, want %q %v", tt.raw, got, ok, tt.want, tt.isText)
+		}
+	}
+}
+
+func TestValueIsNull(t *testing.T) {
+	for raw, want := range map[string]bool{"": true, "null": true, " null\n": true, `"null"`: false, "0": false, "{}": false} {
+		if got := Value(raw).IsNull(); got != want {
+			t.Errorf("%q: IsNull %v, want %v", raw, got, want)
+		}
+	}
+}
+
+// Unchanged values are written back as received, changed ones in their
+// place, keys sorted.
+func TestRebuildKeepsWhatDidNotChange(t *testing.T) {
+	in := Value(`{"z": {"keep" : [1, 2]}, "list": [ "a", {"b":1}, 3 ], "k<&>": "x<y"}`)
+	top, ok := ParseObject(in)
+	if !ok {
+		t.Fatal("not an object")
+	}
+	list, ok := ParseList(top.Fields["list"])
+	if !ok {
+		t.Fatal("not a list")
+	}
+	list.Set(1, NewObject(map[string]Node{"data": Quoted{"data:", "image/png", ";base64,", "QUJD"}, "t": String("<img>")}))
+	top.Set("list", list)
+	if !top.Changed() || !list.Changed() {
+		t.Fatal("Set did not mark the containers changed")
+	}
+	got := string(Encode(top))
+	want := `{"k<&>":"x<y","list":["a",{"data":"data:image/png;base64,QUJD","t":"<img>"},3],"z":{"keep" : [1, 2]}}`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if !json.Valid([]byte(got)) {
+		t.Fatal("not JSON")
+	}
+}
+
+func TestParseRefusesOtherShapes(t *testing.T) {
+	for _, raw := range []string{"null", "[]", `"s"`, "{", ""} {
+		if _, ok := ParseObject(Value(raw)); ok {
+			t.Errorf("ParseObject took %q", raw)
+		}
+	}
+	for _, raw := range []string{"null", "{}", `"s"`, "[", ""} {
+		if _, ok := ParseList(Value(raw)); ok {
+			t.Errorf("ParseList took %q", raw)
+		}
+	}
+}
