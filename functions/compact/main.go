@@ -11,6 +11,7 @@ import (
 
 	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/lambdasqs"
 )
 
 func main() {
@@ -23,5 +24,5 @@ func main() {
 	if err != nil {
 		f.Fatal("memory", err)
 	}
-	lambda.Start(m.Memory.HandleSQS)
+	lambda.Start(lambdasqs.Handler(m.Memory))
 }
