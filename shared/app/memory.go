@@ -33,7 +33,7 @@ func Compressor(ctx context.Context, cfg config.Config) (memory.Compressor, erro
 			Invoker:  &compactor.LambdaInvoker{Client: lambda.NewFromConfig(ac)},
 		}, nil
 	}
-	m, err := compactor.OpenModel(ctx, cfg.Model.String(), cfg.ModelURL, cfg.ModelKey)
+	m, err := compactor.OpenModel(ctx, cfg.Model, cfg.ModelURL, cfg.ModelKey)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", config.EnvModel, err)
 	}
