@@ -9,10 +9,12 @@ import (
 	anthropicoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	openaisdk "github.com/openai/openai-go/v3"
 	openaioption "github.com/openai/openai-go/v3/option"
 
 	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/model/anthropic"
 	"github.com/durachat/durachat/shared/model/bedrock"
@@ -68,4 +70,27 @@ func OpenModel(ctx context.Context, m config.Model, url, key string) (model.Mode
 // bedrockCaches: the Bedrock model families that take cache points.
 func bedrockCaches(modelID string) bool {
 	return strings.Contains(modelID, "anthropic.claude") || strings.Contains(modelID, "amazon.nova")
+}
+
+// Open returns the compressor cfg names: a host's own (over HTTP or as a
+// Lambda function) when configured, else the compactor over cfg's model.
+func Open(ctx context.Context, cfg config.Config) (memory.Compressor, error) {
+	switch {
+	case cfg.CompressorURL != "":
+		return &HTTPCompressor{URL: cfg.CompressorURL}, nil
+	case cfg.CompressorFunction != "":
+		ac, err := awsconfig.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("loading AWS configuration for %s: %w", config.EnvCompressorFunction, err)
+		}
+		return &LambdaCompressor{
+			Function: cfg.CompressorFunction,
+			Invoker:  &LambdaInvoker{Client: lambda.NewFromConfig(ac)},
+		}, nil
+	}
+	m, err := OpenModel(ctx, cfg.Model, cfg.ModelURL, cfg.ModelKey)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", config.EnvModel, err)
+	}
+	return New(m, Options{}), nil
 }
