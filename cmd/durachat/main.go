@@ -21,6 +21,9 @@ import (
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app"
+	"github.com/durachat/durachat/shared/app/local"
+	"github.com/durachat/durachat/shared/app/memoryapi"
+	"github.com/durachat/durachat/shared/compactor"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/images"
@@ -98,19 +101,19 @@ func serve(ctx context.Context, lookup func(string) (string, bool), stdout io.Wr
 		return err
 	}
 	log := cfg.Logger(stdout)
-	if err := app.CheckListen(cfg.Addr, len(cfg.Tokens) > 0); err != nil {
+	if err := local.CheckListen(cfg.Addr, len(cfg.Tokens) > 0); err != nil {
 		return err
 	}
-	local, err := app.OpenLocal(cfg)
+	data, err := local.Open(cfg)
 	if err != nil {
 		return fmt.Errorf("opening the data directory: %w", err)
 	}
 	defer func() {
-		if err := local.Close(); err != nil {
+		if err := data.Close(); err != nil {
 			log.Error("closing the data directory", "err", err.Error())
 		}
 	}()
-	stores := local.Stores
+	stores := data.Stores
 
 	// Every route of every function, as the Lambda functions register them.
 	imgs := images.New(stores.Blobs)
@@ -118,17 +121,17 @@ func serve(ctx context.Context, lookup func(string) (string, bool), stdout io.Wr
 		hooks.NewRestore(imgs, stores.Linker), // functions/restore
 		hooks.NewOffload(imgs),                // functions/offload
 	}
-	compressor, err := app.Compressor(ctx, cfg)
+	compressor, err := compactor.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	mem, err := app.NewMemory(cfg, stores, compressor, log, nil)
+	mem, err := memoryapi.New(cfg, stores, compressor, log, nil)
 	if err != nil {
 		return err
 	}
 	routes = append(routes, mem.Routes()...) // functions/memory
 
-	h, err := app.Handler(log, app.LocalAuth(cfg), stores, routes, local.LinkRoutes())
+	h, err := app.Handler(log, local.Auth(cfg), stores, routes, data.LinkRoutes())
 	if err != nil {
 		return err
 	}
@@ -152,13 +155,13 @@ func serve(ctx context.Context, lookup func(string) (string, bool), stdout io.Wr
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		purgeExpired(workCtx, local, log)
+		purgeExpired(workCtx, data, log)
 	}()
 	// The in-process stand-in for the compact function.
 	worked := make(chan struct{})
 	go func() {
 		defer close(worked)
-		if err := mem.Memory.Worker(workCtx, local.Queue); err != nil && workCtx.Err() == nil {
+		if err := mem.Memory.Worker(workCtx, data.Queue); err != nil && workCtx.Err() == nil {
 			log.Error("the build worker stopped", "err", err.Error())
 		}
 	}()
@@ -198,11 +201,11 @@ func serve(ctx context.Context, lookup func(string) (string, bool), stdout io.Wr
 
 // purgeExpired drops items whose TTL has passed, as DynamoDB's TTL does,
 // at start and then every purgeEvery.
-func purgeExpired(ctx context.Context, local *app.Local, log *slog.Logger) {
+func purgeExpired(ctx context.Context, data *local.Data, log *slog.Logger) {
 	t := time.NewTicker(purgeEvery)
 	defer t.Stop()
 	for {
-		n, err := local.DB.PurgeExpired(ctx)
+		n, err := data.DB.PurgeExpired(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			log.Warn("purging expired items", "err", err.Error())

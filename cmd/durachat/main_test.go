@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/durachat/durachat/shared/app"
+	"github.com/durachat/durachat/shared/app/local"
 	"github.com/durachat/durachat/shared/config"
 )
 
@@ -103,7 +103,7 @@ func TestServeRestartsOnTheSameDataDirectory(t *testing.T) {
 
 func TestServeRefusesAnOpenAddressWithoutTokens(t *testing.T) {
 	err := run(context.Background(), nil, lookup(map[string]string{config.EnvAddr: "0.0.0.0:0", config.EnvData: t.TempDir()}), io.Discard, nil)
-	var open *app.ErrOpenListen
+	var open *local.ErrOpenListen
 	if !errors.As(err, &open) || !strings.Contains(err.Error(), config.EnvTokens) {
 		t.Fatalf("err = %v, want a refusal naming %s", err, config.EnvTokens)
 	}

@@ -4,13 +4,13 @@
 package main
 
 import (
-	"github.com/durachat/durachat/shared/app"
+	"github.com/durachat/durachat/shared/app/lambdafn"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/images"
 )
 
 func main() {
-	f := app.InitFunction(config.Offload)
+	f := lambdafn.Init(config.Offload)
 	f.StartHTTP(hooks.NewOffload(images.New(f.Stores.Blobs)))
 }

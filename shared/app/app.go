@@ -1,7 +1,9 @@
-// Package app wires durachat's programs: it builds the stores a program
-// uses (the AWS adapters in Lambda, the embedded ones locally), once per
-// process, and the one http.Handler every HTTP program serves. The
-// functions' mains and the local server are thin callers of this package.
+// Package app holds what every durachat program shares in its wiring: the
+// stores a program uses and the one http.Handler every HTTP program serves.
+// The wiring of each kind of program is in a package of its own, so a
+// program links only what it uses: lambdafn (any Lambda function and its
+// S3 store), memoryapi (the transcript and summary memory) and local (the
+// local server's embedded stores); the compressor is compactor.Open.
 package app
 
 import (
@@ -12,7 +14,6 @@ import (
 	"net/http"
 
 	"github.com/durachat/durachat/shared/api"
-	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -51,27 +52,6 @@ func (s Stores) Ping(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// LambdaAuth authenticates requests in Lambda: the tenant is the JWT
-// authorizer's configured claim; without an authorizer, bearer tokens from
-// configuration, if any.
-func LambdaAuth(cfg config.Config) api.Authenticator {
-	var fallback api.Authenticator
-	if len(cfg.Tokens) > 0 {
-		fallback = api.BearerTokens(cfg.Tokens)
-	}
-	return claimTenant(cfg.TenantClaim, fallback)
-}
-
-// LocalAuth authenticates requests to the local server: bearer tokens when
-// configured, else every request is the one local tenant (and the server
-// listens on loopback only; see CheckListen).
-func LocalAuth(cfg config.Config) api.Authenticator {
-	if len(cfg.Tokens) > 0 {
-		return api.BearerTokens(cfg.Tokens)
-	}
-	return api.SingleTenant(config.LocalTenant)
 }
 
 // Handler is the http.Handler of a program: routes behind authentication,

@@ -7,11 +7,14 @@ import (
 
 	anthropicsdk "github.com/anthropics/anthropic-sdk-go/v2"
 	anthropicoption "github.com/anthropics/anthropic-sdk-go/v2/option"
-	"github.com/aws/aws-sdk-go-v2/config"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	openaisdk "github.com/openai/openai-go/v3"
 	openaioption "github.com/openai/openai-go/v3/option"
 
+	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/model/anthropic"
 	"github.com/durachat/durachat/shared/model/bedrock"
@@ -19,68 +22,75 @@ import (
 	"github.com/durachat/durachat/shared/model/openai"
 )
 
-// Environment variables OpenModel reads for provider keys.
-const (
-	EnvAnthropicKey = "ANTHROPIC_API_KEY"
-	EnvOpenAIKey    = "OPENAI_API_KEY"
-)
-
-// OpenModel returns the model a DURACHAT_MODEL setting names:
+// OpenModel returns the model m names (config.Model, as DURACHAT_MODEL
+// parses):
 //
 //	offline                 extracts, no key, no network
 //	bedrock:<model-id>      Amazon Bedrock Converse, AWS credentials from the environment
-//	anthropic:<model>       Anthropic Messages, with the given key (none for a compatible server at url)
+//	anthropic:<model>       Anthropic Messages, with the given key
 //	openai:<model>          Chat Completions, with the given key
 //
-// url, when set (DURACHAT_MODEL_URL), replaces the provider's endpoint:
-// a local OpenAI-compatible server needs no key.
-func OpenModel(ctx context.Context, spec, url, key string) (model.Model, error) {
-	spec = strings.TrimSpace(spec)
-	if spec == "offline" {
+// url, when set (DURACHAT_MODEL_URL), replaces the provider's endpoint: a
+// compatible server there may need no key. config.Load checks that a key
+// or a URL is set.
+func OpenModel(ctx context.Context, m config.Model, url, key string) (model.Model, error) {
+	switch m.Provider {
+	case config.ProviderOffline:
 		return offline.New(), nil
-	}
-	provider, name, ok := strings.Cut(spec, ":")
-	if !ok || name == "" {
-		return nil, fmt.Errorf("model setting %q: want offline, bedrock:<model-id>, anthropic:<model> or openai:<model>", spec)
-	}
-	switch provider {
-	case "bedrock":
-		cfg, err := config.LoadDefaultConfig(ctx)
+	case config.ProviderBedrock:
+		cfg, err := awsconfig.LoadDefaultConfig(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("model setting %q: loading AWS configuration: %w", spec, err)
+			return nil, fmt.Errorf("model %s: loading AWS configuration: %w", m, err)
 		}
 		client := bedrockruntime.NewFromConfig(cfg, func(o *bedrockruntime.Options) {
 			if url != "" {
 				o.BaseEndpoint = &url
 			}
 		})
-		return bedrock.New(client, name, bedrock.Options{CachePoint: bedrockCaches(name)}), nil
-	case "anthropic":
-		if key == "" && url == "" {
-			return nil, fmt.Errorf("model setting %q: no API key (DURACHAT_MODEL_KEY, or %s locally; a compatible server set with DURACHAT_MODEL_URL needs none)", spec, EnvAnthropicKey)
-		}
+		return bedrock.New(client, m.ID, bedrock.Options{CachePoint: bedrockCaches(m.ID)}), nil
+	case config.ProviderAnthropic:
 		opts := []anthropicoption.RequestOption{anthropicoption.WithAPIKey(key)}
 		if url != "" {
 			opts = append(opts, anthropicoption.WithBaseURL(url))
 		}
 		client := anthropicsdk.NewClient(opts...)
-		return anthropic.New(&client, name, anthropic.Options{}), nil
-	case "openai":
-		if key == "" && url == "" {
-			return nil, fmt.Errorf("model setting %q: no API key (DURACHAT_MODEL_KEY, or %s locally; a local server set with DURACHAT_MODEL_URL needs none)", spec, EnvOpenAIKey)
-		}
+		return anthropic.New(&client, m.ID, anthropic.Options{}), nil
+	case config.ProviderOpenAI:
 		opts := []openaioption.RequestOption{openaioption.WithAPIKey(key)}
 		if url != "" {
 			opts = append(opts, openaioption.WithBaseURL(url))
 		}
 		client := openaisdk.NewClient(opts...)
 		// Local servers often know only the older max_tokens field.
-		return openai.New(&client, name, openai.Options{LegacyMaxTokens: url != ""}), nil
+		return openai.New(&client, m.ID, openai.Options{LegacyMaxTokens: url != ""}), nil
 	}
-	return nil, fmt.Errorf("model setting %q: unknown provider %q: want offline, bedrock, anthropic or openai", spec, provider)
+	return nil, fmt.Errorf("model %s: unknown provider %q", m, m.Provider)
 }
 
 // bedrockCaches: the Bedrock model families that take cache points.
 func bedrockCaches(modelID string) bool {
 	return strings.Contains(modelID, "anthropic.claude") || strings.Contains(modelID, "amazon.nova")
+}
+
+// Open returns the compressor cfg names: a host's own (over HTTP or as a
+// Lambda function) when configured, else the compactor over cfg's model.
+func Open(ctx context.Context, cfg config.Config) (memory.Compressor, error) {
+	switch {
+	case cfg.CompressorURL != "":
+		return &HTTPCompressor{URL: cfg.CompressorURL}, nil
+	case cfg.CompressorFunction != "":
+		ac, err := awsconfig.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("loading AWS configuration for %s: %w", config.EnvCompressorFunction, err)
+		}
+		return &LambdaCompressor{
+			Function: cfg.CompressorFunction,
+			Invoker:  &LambdaInvoker{Client: lambda.NewFromConfig(ac)},
+		}, nil
+	}
+	m, err := OpenModel(ctx, cfg.Model, cfg.ModelURL, cfg.ModelKey)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", config.EnvModel, err)
+	}
+	return New(m, Options{}), nil
 }

@@ -328,22 +328,32 @@ func (r *reader) level(name string) slog.Level {
 }
 
 func (r *reader) model(name string) Model {
-	v := r.str(name, ProviderOffline)
+	m, err := ParseModel(r.str(name, ProviderOffline))
+	if err != nil {
+		r.fail(name, "%v", err)
+		return Model{Provider: ProviderOffline}
+	}
+	return m
+}
+
+// ParseModel parses a DURACHAT_MODEL setting: "offline",
+// "bedrock:<model id>", "anthropic:<model>" or "openai:<model>".
+func ParseModel(v string) (Model, error) {
+	v = strings.TrimSpace(v)
 	provider, id, _ := strings.Cut(v, ":")
 	switch provider {
 	case ProviderOffline:
 		if id != "" {
-			r.fail(name, "%q: offline takes no model id", v)
+			return Model{}, fmt.Errorf("%q: offline takes no model id", v)
 		}
-		return Model{Provider: provider}
+		return Model{Provider: provider}, nil
 	case ProviderBedrock, ProviderAnthropic, ProviderOpenAI:
 		if strings.TrimSpace(id) == "" {
-			r.fail(name, "%q needs a model id, as in %s:<model>", v, provider)
+			return Model{}, fmt.Errorf("%q needs a model id, as in %s:<model>", v, provider)
 		}
-		return Model{Provider: provider, ID: id}
+		return Model{Provider: provider, ID: id}, nil
 	}
-	r.fail(name, "%q must be offline, bedrock:<model id>, anthropic:<model> or openai:<model>", v)
-	return Model{Provider: ProviderOffline}
+	return Model{}, fmt.Errorf("%q: unknown provider %q: it must be offline, bedrock:<model id>, anthropic:<model> or openai:<model>", v, provider)
 }
 
 // tokens parses "token1=tenantA,token2=tenantB".

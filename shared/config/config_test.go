@@ -177,6 +177,17 @@ func TestModelParsesProviderAndID(t *testing.T) {
 	}
 }
 
+func TestParseModelRefusesMalformedSettings(t *testing.T) {
+	for _, bad := range []string{"", "gpt", "bedrock:", "anthropic", "mystery:model", ":x", "offline:x"} {
+		if m, err := ParseModel(bad); err == nil {
+			t.Errorf("%q parsed as %+v", bad, m)
+		}
+	}
+	if m, err := ParseModel(" anthropic:claude-x "); err != nil || m != (Model{Provider: ProviderAnthropic, ID: "claude-x"}) {
+		t.Errorf("anthropic:claude-x: %+v, %v", m, err)
+	}
+}
+
 func TestUnknownProgramIsAnError(t *testing.T) {
 	if _, err := Load("nope", env(nil)); err == nil {
 		t.Fatal("want an error")

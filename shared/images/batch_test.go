@@ -7,6 +7,7 @@ import (
 
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/store/storefake"
 	"github.com/durachat/durachat/shared/testenv"
 )
 
@@ -73,14 +74,14 @@ func TestBatchStoresEachImageOnceUnderOneName(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			blobs := newMemBlobs()
+			blobs := storefake.NewBlobs()
 			s := images.New(blobs)
 			for _, b := range tt.stored {
 				if _, err := s.Put(t.Context(), "acme", b); err != nil {
 					t.Fatal(err)
 				}
 			}
-			blobs.puts = 0
+			before := blobs.Puts()
 			batch, err := images.Prepare(tt.imgs)
 			if err != nil {
 				t.Fatal(err)
@@ -98,8 +99,8 @@ func TestBatchStoresEachImageOnceUnderOneName(t *testing.T) {
 					t.Errorf("image %d: %v is not an outage", i, g.Err)
 				}
 			}
-			if blobs.puts != tt.wantPuts {
-				t.Errorf("%d puts, want %d", blobs.puts, tt.wantPuts)
+			if puts := blobs.Puts() - before; puts != tt.wantPuts {
+				t.Errorf("%d puts, want %d", puts, tt.wantPuts)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/store/storefake"
 	"github.com/durachat/durachat/shared/testenv"
 	"github.com/durachat/durachat/shared/transcript"
 )
@@ -28,7 +29,7 @@ const (
 // routesEnv serves every route that takes inline images, and before-request,
 // over one image store.
 type routesEnv struct {
-	blobs *memBlobs
+	blobs *storefake.Blobs
 	log   *transcript.Log
 	srv   *httptest.Server
 }
@@ -36,7 +37,7 @@ type routesEnv struct {
 func newRoutesEnv(t *testing.T) *routesEnv {
 	t.Helper()
 	b := testenv.Embedded(t)
-	blobs := newMemBlobs()
+	blobs := storefake.NewBlobs()
 	imgs := images.New(blobs)
 	log := transcript.New(b.Table, b.Blobs, imgs)
 	mux := http.NewServeMux()
@@ -68,18 +69,8 @@ func (e *routesEnv) post(t *testing.T, route string, body any) (int, []byte) {
 	return res.StatusCode, out
 }
 
-// imageKeys counts the images stored.
-func (e *routesEnv) imageKeys() int {
-	e.blobs.mu.Lock()
-	defer e.blobs.mu.Unlock()
-	n := 0
-	for k := range e.blobs.blobs {
-		if strings.HasPrefix(k, "images/") {
-			n++
-		}
-	}
-	return n
-}
+// imageKeys counts the images stored: the image store is all they share.
+func (e *routesEnv) imageKeys() int { return e.blobs.Len() }
 
 type block = map[string]any
 
@@ -256,8 +247,8 @@ func TestRefusedRequestStoresNothing(t *testing.T) {
 					if want := r.field + "[8].data"; status != http.StatusBadRequest || a.Error.Field != want {
 						t.Fatalf("status %d field %q, want 400 naming %s: %s", status, a.Error.Field, want, out)
 					}
-					if e.blobs.puts != 0 || e.imageKeys() != 0 {
-						t.Fatalf("%d puts, %d images stored; a refused request stores nothing", e.blobs.puts, e.imageKeys())
+					if e.blobs.Puts() != 0 || e.imageKeys() != 0 {
+						t.Fatalf("%d puts, %d images stored; a refused request stores nothing", e.blobs.Puts(), e.imageKeys())
 					}
 				})
 			}

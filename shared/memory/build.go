@@ -12,6 +12,7 @@ import (
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/textcut"
+	"github.com/durachat/durachat/shared/transcript"
 )
 
 // RetryError asks the transport to deliver the message again after After:
@@ -58,19 +59,15 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 	if m.compressor == nil {
 		return ErrNoCompressor
 	}
-	n := Node{L: l, I: i}
-	started := m.now()
-	owner := newID()
+	b := &nodeBuild{m: m, tenant: tenant, chat: chat, n: Node{L: l, I: i}, owner: newID(), started: m.now()}
+	n := b.n
 	var (
-		outcome  startOutcome
-		dueAt    int64
-		refusals int
-		failures int
-		sends    []Node
-		snapshot *chatState
+		outcome startOutcome
+		dueAt   int64
+		sends   []Node
 	)
 	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
-		outcome, sends, snapshot = skipBuild, nil, nil
+		outcome, sends, b.snapshot = skipBuild, nil, nil
 		now := m.now()
 		if !n.Complete(st.T) || st.built(n) {
 			return errNoChange
@@ -79,7 +76,7 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 			if st.Claims[k].Owner != "" {
 				return errNoChange // a live build has it: this is a duplicate
 			}
-			st.Claims[k].Owner = owner
+			st.Claims[k].Owner = b.owner
 			st.Claims[k].Until = now.Add(m.lease).UnixMilli()
 			outcome = startBuild
 		} else {
@@ -89,7 +86,7 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 				if s == n {
 					sends = append(sends[:k], sends[k+1:]...)
 					c, _ := st.claimOf(n)
-					st.Claims[c].Owner = owner
+					st.Claims[c].Owner = b.owner
 					outcome = startBuild
 					break
 				}
@@ -104,11 +101,11 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 			}
 		}
 		if r, ok := st.retryOf(n); ok {
-			refusals, failures = st.Retries[r].Refusals, st.Retries[r].Failures
+			b.refusals, b.failures = st.Retries[r].Refusals, st.Retries[r].Failures
 		}
 		// The state as this build starts: its compaction view is the
 		// context, should the compressor be called.
-		snapshot = st
+		b.snapshot = st
 		return nil
 	})
 	if err != nil {
@@ -131,7 +128,7 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 	// runs out and another builder may take the node.
 	bctx, cancel := context.WithTimeout(ctx, m.lease*9/10)
 	defer cancel()
-	res, row, buildErr := m.produce(bctx, tenant, chat, n, snapshot, refusals)
+	res, row, buildErr := b.produce(bctx)
 	// The outcome is recorded even when ctx ended meanwhile (a worker
 	// stopping, a function near its deadline): a recorded failure comes
 	// back in 10 s and a recorded line is not built again, where an
@@ -139,9 +136,25 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer rcancel()
 	if buildErr != nil {
-		return m.fail(rctx, tenant, chat, n, owner, started, res, buildErr, failures)
+		return b.fail(rctx, res, buildErr)
 	}
-	return m.finish(rctx, tenant, chat, n, started, res, row)
+	return b.finish(rctx, res, row)
+}
+
+// nodeBuild is one build of one node: what its steps share.
+type nodeBuild struct {
+	m      *Memory
+	tenant string
+	chat   string
+	n      Node
+	// owner marks the claim this build holds.
+	owner   string
+	started time.Time
+	// snapshot is the chat's state as the build started.
+	snapshot *chatState
+	// refusals and failures are the node's counts before this build.
+	refusals int
+	failures int
 }
 
 // recordTimeout bounds writing a build's outcome to the state after the
@@ -187,7 +200,8 @@ type produced struct {
 // compressor, or mechanical after repeated refusals) and creates its row.
 // When the row exists already, that row is the answer: nothing is built
 // twice.
-func (m *Memory) produce(ctx context.Context, tenant, chat string, n Node, snapshot *chatState, refusals int) (produced, nodeRow, error) {
+func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
+	m, tenant, chat, n := b.m, b.tenant, b.chat, b.n
 	var res produced
 	if row, err := m.readRow(ctx, tenant, chat, n); err == nil {
 		return res, row, nil
@@ -208,7 +222,7 @@ func (m *Memory) produce(ctx context.Context, tenant, chat string, n Node, snaps
 		e := entries[0]
 		c.Kind = e.Kind
 		c.Source = compressorSource(LeafSource(e.Kind, e.Text))
-		imgs, li, err := m.leafImages(ctx, tenant, chat, e.I, e.Tool, e.Of, c.Source)
+		imgs, li, err := b.leafImages(ctx, e, c.Source)
 		if err != nil {
 			return res, nodeRow{}, err
 		}
@@ -236,7 +250,7 @@ func (m *Memory) produce(ctx context.Context, tenant, chat string, n Node, snaps
 	if len(c.Images) == 0 && len(c.Source) <= LineBytes {
 		out = Compressed{Line: c.Source, Verbatim: true}
 	} else {
-		ctxLines, err := m.contextBlock(ctx, tenant, chat, snapshot, n)
+		ctxLines, err := b.contextBlock(ctx)
 		if err != nil {
 			return res, nodeRow{}, err
 		}
@@ -246,7 +260,7 @@ func (m *Memory) produce(ctx context.Context, tenant, chat string, n Node, snaps
 		if err != nil {
 			res.attempts, res.model = out.Attempts, out.Model
 			res.images.Attached, res.images.Skipped, res.images.NamesOnly = out.Attached, out.Skipped, out.NamesOnly
-			if !countsAsRefusal(err) || refusals+1 < RefusalLimit {
+			if !countsAsRefusal(err) || b.refusals+1 < RefusalLimit {
 				return res, nodeRow{}, err
 			}
 			// The model turned this node down RefusalLimit times: keep a
@@ -299,12 +313,14 @@ func (m *Memory) produce(ctx context.Context, tenant, chat string, n Node, snaps
 	}
 }
 
-// leafImages loads the stored images a leaf's source names, in first-named
-// order. A never-stored (or deleted) image is skipped; any other read
-// error fails the build, so an outage delays a leaf and never drops its
-// image. A logged zoom result sends no image its original's leaf already
-// saw; when that original is unknown it sends none.
-func (m *Memory) leafImages(ctx context.Context, tenant, chat string, id int64, tool string, of int64, source string) ([]model.Image, leafImages, error) {
+// leafImages loads the stored images the source of entry e's leaf names,
+// in first-named order. A never-stored (or deleted) image is skipped; any
+// other read error fails the build, so an outage delays a leaf and never
+// drops its image. A logged zoom result sends no image its original's leaf
+// already saw; when that original is unknown it sends none.
+func (b *nodeBuild) leafImages(ctx context.Context, e transcript.Entry, source string) ([]model.Image, leafImages, error) {
+	m, tenant, chat := b.m, b.tenant, b.chat
+	id, of := e.I, e.Of
 	li := leafImages{I: id}
 	names := refs.Names(source)
 	li.Named = len(names)
@@ -312,7 +328,7 @@ func (m *Memory) leafImages(ctx context.Context, tenant, chat string, id int64, 
 	if len(names) == 0 {
 		return imgs, li, nil
 	}
-	if tool == "zoom" {
+	if e.Tool == "zoom" {
 		seen := map[string]bool{}
 		if of >= 0 && of < id {
 			orig, err := m.log.Entries(ctx, tenant, chat, of, of+1)
@@ -363,7 +379,8 @@ const (
 // every compressor call reads as its cacheable prefix. Lines unbuilt when
 // the build started show as the placeholder, so parallel builds see the
 // same bytes.
-func (m *Memory) contextBlock(ctx context.Context, tenant, chat string, st *chatState, n Node) (string, error) {
+func (b *nodeBuild) contextBlock(ctx context.Context) (string, error) {
+	st, n := b.snapshot, b.n
 	end := n.Start()
 	if n.L > 0 {
 		end = n.End()
@@ -389,7 +406,7 @@ scan:
 				want = append(want, c)
 			}
 		}
-		got, err := m.rows(ctx, tenant, chat, want)
+		got, err := b.m.rows(ctx, b.tenant, b.chat, want)
 		if err != nil {
 			return "", fmt.Errorf("reading the compaction view: %w", err)
 		}
@@ -438,7 +455,8 @@ func renderLines(nodes []Node, line func(Node) (string, bool)) string {
 // finish records a built node: it marks it built, updates both views
 // (a leaf's placeholder becomes its line), runs the sawtooths and sends
 // what may start next.
-func (m *Memory) finish(ctx context.Context, tenant, chat string, n Node, started time.Time, res produced, row nodeRow) error {
+func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error {
+	m, tenant, chat, n := b.m, b.tenant, b.chat, b.n
 	line := Line(row.Text)
 	m.lines.put(store.ChatPK(tenant, chat), n, nodeInfo{line: line, child: row.Child, verbatim: row.Verbatim})
 	sizes := m.mergeSizes(ctx, tenant, chat)
@@ -493,7 +511,7 @@ func (m *Memory) finish(ctx context.Context, tenant, chat string, n Node, starte
 	}
 	m.changes.signal(tenant, chat)
 	if first {
-		m.record(ctx, chat, n, "built", started, res, row, nil)
+		m.record(ctx, chat, n, "built", b.started, res, row, nil)
 	}
 	if err := m.send(ctx, tenant, chat, sends); err != nil {
 		m.logger.WarnContext(ctx, "memory: queueing builds", "chat", chat, "err", err)
@@ -504,7 +522,8 @@ func (m *Memory) finish(ctx context.Context, tenant, chat string, n Node, starte
 // fail records a failed build: the node waits the retry delay (forever for
 // store, read, retryable and account errors; a refusal of the node counts
 // toward RefusalLimit), and the transport is asked to deliver again then.
-func (m *Memory) fail(ctx context.Context, tenant, chat string, n Node, owner string, started time.Time, res produced, cause error, failuresBefore int) error {
+func (b *nodeBuild) fail(ctx context.Context, res produced, cause error) error {
+	m, tenant, chat, n := b.m, b.tenant, b.chat, b.n
 	refused := countsAsRefusal(cause)
 	now := m.now()
 	msg := fmt.Sprintf("node %s: %v", n.Label(), cause)
@@ -514,7 +533,7 @@ func (m *Memory) fail(ctx context.Context, tenant, chat string, n Node, owner st
 		if st.built(n) {
 			return errNoChange
 		}
-		if k, ok := st.claimOf(n); ok && st.Claims[k].Owner == owner {
+		if k, ok := st.claimOf(n); ok && st.Claims[k].Owner == b.owner {
 			st.Claims = append(st.Claims[:k], st.Claims[k+1:]...)
 		}
 		k, ok := st.retryOf(n)
@@ -542,8 +561,8 @@ func (m *Memory) fail(ctx context.Context, tenant, chat string, n Node, owner st
 			m.logger.WarnContext(ctx, "memory: queueing builds", "chat", chat, "err", err)
 		}
 	}
-	m.record(ctx, chat, n, "failed", started, res, nodeRow{}, cause)
-	if failuresBefore == 0 {
+	m.record(ctx, chat, n, "failed", b.started, res, nodeRow{}, cause)
+	if b.failures == 0 {
 		// The first failure of a node is logged once, loudly; the status
 		// keeps the last error and the retry count after that.
 		m.logger.WarnContext(ctx, "memory: build failed; retrying every "+m.retry.String(), "chat", chat, "node", n.Label(), "err", cause)

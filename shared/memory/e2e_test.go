@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/store"
@@ -27,7 +25,7 @@ func e2eText(i int) string {
 }
 
 // consume runs builds until ctx ends: the in-process Worker, or the
-// compaction function's HandleSQS fed from the Receiver the way Lambda's
+// compaction function's HandleBatch fed from the Receiver the way Lambda's
 // event source mapping feeds it.
 func consume(ctx context.Context, t *testing.T, m *Memory, recv store.Receiver, viaSQS bool) {
 	if !viaSQS {
@@ -48,17 +46,9 @@ func consume(ctx context.Context, t *testing.T, m *Memory, recv store.Receiver, 
 		if len(got) == 0 {
 			continue
 		}
-		ev := events.SQSEvent{}
-		for _, d := range got {
-			ev.Records = append(ev.Records, events.SQSMessage{MessageId: d.ID, ReceiptHandle: d.Receipt, Body: d.Body})
-		}
-		resp, err := m.HandleSQS(ctx, ev)
-		if err != nil {
-			t.Errorf("HandleSQS failed the whole batch: %v", err)
-		}
 		failed := map[string]bool{}
-		for _, f := range resp.BatchItemFailures {
-			failed[f.ItemIdentifier] = true
+		for _, id := range m.HandleBatch(ctx, got) {
+			failed[id] = true
 		}
 		for _, d := range got {
 			if !failed[d.ID] {

@@ -43,7 +43,7 @@ type Config struct {
 	// Queue carries build messages: {"tenant","chat","l","i"}.
 	Queue      store.Queue
 	Compressor Compressor
-	// Retrier, for HandleSQS, delays a failed message in place (SQS
+	// Retrier, for HandleBatch, delays a failed message in place (SQS
 	// ChangeMessageVisibility; the SQS adapter's Retry). Without it a
 	// delayed copy is sent and the original acknowledged.
 	Retrier Retrier

@@ -194,7 +194,7 @@ func TestCancelledBuildStillRecordsItsFailure(t *testing.T) {
 	}
 }
 
-func TestHandleSQSTurnsAPanickingBuildIntoAnItemFailure(t *testing.T) {
+func TestHandleBatchTurnsAPanickingBuildIntoAnItemFailure(t *testing.T) {
 	f := newFixture(t)
 	f.comp.script = func(c Compression) (Compressed, error) {
 		if c.Index == 1 {
@@ -204,16 +204,15 @@ func TestHandleSQSTurnsAPanickingBuildIntoAnItemFailure(t *testing.T) {
 	}
 	f.m.retrier = &fakeRetrier{}
 	f.append(t, "user", long(0), long(1))
-	resp, err := f.m.HandleSQS(context.Background(), sqsEvent(f.queue.take()))
-	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "b" {
-		t.Fatalf("resp %+v, err %v: want only the panicking build reported", resp, err)
+	if failed := f.m.HandleBatch(context.Background(), deliveries(f.queue.take())); len(failed) != 1 || failed[0] != "b" {
+		t.Fatalf("failures %q: want only the panicking build reported", failed)
 	}
 	if _, ok := f.row(t, Node{0, 0}); !ok {
 		t.Error("the other build of the batch was lost")
 	}
 }
 
-func TestHandleSQSStopsBuildsBeforeTheFunctionDeadline(t *testing.T) {
+func TestHandleBatchStopsBuildsBeforeTheFunctionDeadline(t *testing.T) {
 	f := newFixture(t)
 	retrier := &fakeRetrier{}
 	f.m.retrier = retrier
@@ -221,9 +220,8 @@ func TestHandleSQSStopsBuildsBeforeTheFunctionDeadline(t *testing.T) {
 	f.append(t, "user", long(0))
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Second))
 	defer cancel()
-	resp, err := f.m.HandleSQS(ctx, sqsEvent(f.queue.take()))
-	if err != nil || len(resp.BatchItemFailures) != 1 {
-		t.Fatalf("resp %+v, err %v", resp, err)
+	if failed := f.m.HandleBatch(ctx, deliveries(f.queue.take())); len(failed) != 1 {
+		t.Fatalf("failures %q", failed)
 	}
 	if ctx.Err() != nil {
 		t.Fatal("the batch ran into the function's deadline")
@@ -251,8 +249,8 @@ func TestDeadLetteredMessageCannotStrandItsNode(t *testing.T) {
 	f.m.retrier = &fakeRetrier{}
 	f.append(t, "user", long(0))
 	for k := 0; k < 3; k++ { // each receive fails; then SQS dead-letters it
-		if resp, _ := f.m.HandleSQS(context.Background(), sqsEvent([]sent{{msg: buildMessage{Tenant: f.tenant, Chat: f.chat}}})); len(resp.BatchItemFailures) != 1 {
-			t.Fatalf("receive %d: %+v", k, resp)
+		if failed := f.m.HandleBatch(context.Background(), deliveries([]sent{{msg: buildMessage{Tenant: f.tenant, Chat: f.chat}}})); len(failed) != 1 {
+			t.Fatalf("receive %d: %q", k, failed)
 		}
 		f.clock.Add(DefaultRetry)
 	}

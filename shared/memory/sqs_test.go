@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/durachat/durachat/shared/model"
+	"github.com/durachat/durachat/shared/store"
 )
 
 type retried struct {
@@ -31,16 +31,18 @@ func (r *fakeRetrier) Retry(_ context.Context, receipt string, delay time.Durati
 	return nil
 }
 
-func sqsEvent(msgs []sent) events.SQSEvent {
-	var ev events.SQSEvent
+// deliveries are sent messages as a batch the platform received: IDs a,
+// b, ..., receipts ra, rb, ....
+func deliveries(msgs []sent) []store.Delivery {
+	var ds []store.Delivery
 	for k, s := range msgs {
 		body, _ := json.Marshal(s.msg)
-		ev.Records = append(ev.Records, events.SQSMessage{MessageId: string(rune('a' + k)), ReceiptHandle: "r" + string(rune('a'+k)), Body: string(body)})
+		ds = append(ds, store.Delivery{ID: string(rune('a' + k)), Receipt: "r" + string(rune('a'+k)), Body: string(body), Receives: 1})
 	}
-	return ev
+	return ds
 }
 
-func TestHandleSQSReportsFailedBuildsAndDelaysThemTenSeconds(t *testing.T) {
+func TestHandleBatchReportsFailedBuildsAndDelaysThemTenSeconds(t *testing.T) {
 	f := newFixture(t)
 	retrier := &fakeRetrier{}
 	f.m.retrier = retrier
@@ -51,29 +53,100 @@ func TestHandleSQSReportsFailedBuildsAndDelaysThemTenSeconds(t *testing.T) {
 		return Compressed{Line: "ok", Attempts: 1}, nil
 	}
 	f.append(t, "user", long(0), long(1))
-	ev := sqsEvent(f.queue.take())
-	ev.Records = append(ev.Records, events.SQSMessage{MessageId: "junk", ReceiptHandle: "rj", Body: "not json"})
-	resp, err := f.m.HandleSQS(context.Background(), ev)
-	if err != nil {
-		t.Fatalf("the whole batch failed: %v", err)
-	}
-	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "b" {
-		t.Fatalf("failures %+v, want only the failed build", resp.BatchItemFailures)
+	ds := append(deliveries(f.queue.take()), store.Delivery{ID: "junk", Receipt: "rj", Body: "not json"})
+	if failed := f.m.HandleBatch(context.Background(), ds); len(failed) != 1 || failed[0] != "b" {
+		t.Fatalf("failures %q, want only the failed build", failed)
 	}
 	if len(retrier.calls) != 1 || retrier.calls[0] != (retried{"rb", DefaultRetry}) {
 		t.Errorf("visibility changes %+v", retrier.calls)
 	}
 }
 
-func TestHandleSQSWithoutARetrierSendsADelayedCopy(t *testing.T) {
+// onceReceiver hands out its deliveries in one receive, then waits for
+// ctx; it records what each delivery was settled with.
+type onceReceiver struct {
+	fakeRetrier
+	ds    []store.Delivery
+	acked []string
+	done  chan struct{} // closed when every delivery is settled
+}
+
+func (r *onceReceiver) Receive(ctx context.Context, max int, _, _ time.Duration) ([]store.Delivery, error) {
+	r.mu.Lock()
+	n := min(max, len(r.ds))
+	got := r.ds[:n]
+	r.ds = r.ds[n:]
+	r.mu.Unlock()
+	if n == 0 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return got, nil
+}
+
+func (r *onceReceiver) Ack(_ context.Context, receipt string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.acked = append(r.acked, receipt)
+	r.settled()
+	return nil
+}
+
+func (r *onceReceiver) Retry(ctx context.Context, receipt string, delay time.Duration) error {
+	_ = r.fakeRetrier.Retry(ctx, receipt, delay)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.settled()
+	return nil
+}
+
+// settled closes done once three deliveries are settled; r.mu is held.
+func (r *onceReceiver) settled() {
+	if len(r.acked)+len(r.calls) == 3 {
+		close(r.done)
+	}
+}
+
+func TestWorkerAcknowledgesBuiltMessagesAndDelaysFailedOnes(t *testing.T) {
+	f := newFixture(t)
+	f.comp.script = func(c Compression) (Compressed, error) {
+		if c.Index == 1 {
+			return Compressed{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
+		}
+		return Compressed{Line: "ok", Attempts: 1}, nil
+	}
+	f.append(t, "user", long(0), long(1))
+	recv := &onceReceiver{done: make(chan struct{})}
+	recv.ds = append(deliveries(f.queue.take()), store.Delivery{ID: "junk", Receipt: "rj", Body: "not json"})
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- f.m.Worker(ctx, recv) }()
+	select {
+	case <-recv.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker did not settle every message")
+	}
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(recv.acked)
+	if !slices.Equal(recv.acked, []string{"ra", "rj"}) {
+		t.Errorf("acknowledged %q, want the built and the malformed message", recv.acked)
+	}
+	if len(recv.calls) != 1 || recv.calls[0] != (retried{"rb", DefaultRetry}) {
+		t.Errorf("visibility changes %+v", recv.calls)
+	}
+}
+
+func TestHandleBatchWithoutARetrierSendsADelayedCopy(t *testing.T) {
 	f := newFixture(t)
 	f.comp.script = func(c Compression) (Compressed, error) {
 		return Compressed{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
 	}
 	f.append(t, "user", long(0))
-	resp, err := f.m.HandleSQS(context.Background(), sqsEvent(f.queue.take()))
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("resp %+v err %v: the original is acknowledged once its copy is queued", resp, err)
+	if failed := f.m.HandleBatch(context.Background(), deliveries(f.queue.take())); len(failed) != 0 {
+		t.Fatalf("failures %q: the original is acknowledged once its copy is queued", failed)
 	}
 	if again := f.queue.take(); len(again) != 1 || again[0].delay != DefaultRetry || again[0].msg.I != 0 {
 		t.Errorf("requeued %+v", again)

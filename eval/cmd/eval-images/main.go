@@ -24,10 +24,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/durachat/durachat/eval/imagefacts"
 	"github.com/durachat/durachat/shared/compactor"
+	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/embedded"
 	"github.com/durachat/durachat/shared/model"
 )
@@ -76,7 +77,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := checkKey(ctx, spec); err != nil {
 		return err
 	}
-	m, err := compactor.OpenModel(ctx, spec, os.Getenv(envModelURL), modelKey(spec))
+	mc, err := config.ParseModel(spec)
+	if err != nil {
+		return fmt.Errorf("%w: %s %v", errSetup, envModel, err)
+	}
+	m, err := compactor.OpenModel(ctx, mc, os.Getenv(envModelURL), modelKey(spec))
 	if err != nil {
 		return fmt.Errorf("%w: %v", errSetup, err)
 	}
@@ -170,19 +175,19 @@ func checkKey(ctx context.Context, spec string) error {
 	case "":
 		return fmt.Errorf("%w: no model configured. Set %s to a model that reads images, with its key:\n"+
 			"  %s=anthropic:<model> and %s\n  %s=bedrock:<model-id> with AWS credentials (profile, environment or role)\n"+
-			"  %s=openai:<model> and %s", errSetup, envModel, envModel, compactor.EnvAnthropicKey, envModel, envModel, compactor.EnvOpenAIKey)
+			"  %s=openai:<model> and %s", errSetup, envModel, envModel, config.EnvAnthropicKey, envModel, envModel, config.EnvOpenAIKey)
 	case "offline":
 		return fmt.Errorf("%w: %s=offline cannot read images; name a real model", errSetup, envModel)
 	case "anthropic":
-		if os.Getenv(compactor.EnvAnthropicKey) == "" {
-			return fmt.Errorf("%w: %s is %s but %s is not set", errSetup, envModel, spec, compactor.EnvAnthropicKey)
+		if os.Getenv(config.EnvAnthropicKey) == "" {
+			return fmt.Errorf("%w: %s is %s but %s is not set", errSetup, envModel, spec, config.EnvAnthropicKey)
 		}
 	case "openai":
-		if os.Getenv(compactor.EnvOpenAIKey) == "" && os.Getenv(envModelURL) == "" {
-			return fmt.Errorf("%w: %s is %s but %s is not set", errSetup, envModel, spec, compactor.EnvOpenAIKey)
+		if os.Getenv(config.EnvOpenAIKey) == "" && os.Getenv(envModelURL) == "" {
+			return fmt.Errorf("%w: %s is %s but %s is not set", errSetup, envModel, spec, config.EnvOpenAIKey)
 		}
 	case "bedrock":
-		cfg, err := config.LoadDefaultConfig(ctx)
+		cfg, err := awsconfig.LoadDefaultConfig(ctx)
 		if err != nil {
 			return fmt.Errorf("%w: loading the AWS configuration for %s: %v", errSetup, spec, err)
 		}
@@ -213,9 +218,9 @@ func modelKey(spec string) string {
 	}
 	switch {
 	case strings.HasPrefix(spec, "anthropic:"):
-		return os.Getenv(compactor.EnvAnthropicKey)
+		return os.Getenv(config.EnvAnthropicKey)
 	case strings.HasPrefix(spec, "openai:"):
-		return os.Getenv(compactor.EnvOpenAIKey)
+		return os.Getenv(config.EnvOpenAIKey)
 	}
 	return ""
 }

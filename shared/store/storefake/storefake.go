@@ -135,6 +135,7 @@ func (t *Table) BatchGet(ctx context.Context, keys []store.Key) ([]store.Item, e
 type Blobs struct {
 	mu    sync.Mutex
 	blobs map[string]store.Blob
+	puts  int
 }
 
 var _ store.Blobs = (*Blobs)(nil)
@@ -149,6 +150,7 @@ func (s *Blobs) Put(ctx context.Context, key string, b store.Blob) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.puts++
 	if _, ok := s.blobs[key]; !ok {
 		s.blobs[key] = store.Blob{ContentType: b.ContentType, Data: bytes.Clone(b.Data)}
 	}
@@ -176,6 +178,13 @@ func (s *Blobs) Head(ctx context.Context, key string) (store.BlobInfo, error) {
 		return store.BlobInfo{}, err
 	}
 	return store.BlobInfo{ContentType: b.ContentType, Size: int64(len(b.Data))}, nil
+}
+
+// Puts is the number of Put calls, including those that stored nothing.
+func (s *Blobs) Puts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.puts
 }
 
 // Len is the number of objects stored.

@@ -1,4 +1,7 @@
-package app
+// Package local wires the local server (durachat serve): its stores, all
+// in one embedded database under the data directory, the signed links it
+// serves, and who may call it.
+package local
 
 import (
 	"crypto/rand"
@@ -8,27 +11,28 @@ import (
 	"strings"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/embedded"
 )
 
-// LocalQueue names the embedded queue that stands in for the SQS queue.
-const LocalQueue = "compact"
+// QueueName names the embedded queue that stands in for the SQS queue.
+const QueueName = "compact"
 
-// Local is the local server's stores, all in one embedded database under
+// Data is the local server's stores, all in one embedded database under
 // the configured data directory.
-type Local struct {
+type Data struct {
 	DB     *embedded.DB
-	Stores Stores
+	Stores app.Stores
 	// Queue is both sides of the build queue, consumed in-process.
 	Queue *embedded.Queue
 	Links *embedded.Linker
 }
 
-// OpenLocal opens (or creates) the embedded stores in cfg.DataDir. Without a
+// Open opens (or creates) the embedded stores in cfg.DataDir. Without a
 // configured link secret, links are signed with a random one and stop
 // working when the process ends; they live minutes anyway.
-func OpenLocal(cfg config.Config) (*Local, error) {
+func Open(cfg config.Config) (*Data, error) {
 	secret := cfg.LinkSecret
 	if len(secret) == 0 {
 		secret = make([]byte, 32)
@@ -38,11 +42,11 @@ func OpenLocal(cfg config.Config) (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := db.Queue(LocalQueue)
+	q := db.Queue(QueueName)
 	links := embedded.NewLinker(cfg.PublicURL, secret)
-	return &Local{
+	return &Data{
 		DB:     db,
-		Stores: Stores{Table: db.Table(), Blobs: db.Blobs(), Linker: links, Queue: q, Receiver: q},
+		Stores: app.Stores{Table: db.Table(), Blobs: db.Blobs(), Linker: links, Queue: q, Receiver: q},
 		Queue:  q,
 		Links:  links,
 	}, nil
@@ -50,15 +54,25 @@ func OpenLocal(cfg config.Config) (*Local, error) {
 
 // LinkRoutes serves the signed links the local Linker makes. They are
 // public: the signature is the credential.
-func (l *Local) LinkRoutes() api.Routes {
-	h := l.Links.Handler(l.Stores.Blobs)
+func (d *Data) LinkRoutes() api.Routes {
+	h := d.Links.Handler(d.Stores.Blobs)
 	return api.RegisterFunc(func(mux *http.ServeMux) {
 		mux.Handle("GET "+embedded.LinkPath+"{key...}", h)
 	})
 }
 
 // Close closes the database.
-func (l *Local) Close() error { return l.DB.Close() }
+func (d *Data) Close() error { return d.DB.Close() }
+
+// Auth authenticates requests to the local server: bearer tokens when
+// configured, else every request is the one local tenant (and the server
+// listens on loopback only; see CheckListen).
+func Auth(cfg config.Config) api.Authenticator {
+	if len(cfg.Tokens) > 0 {
+		return api.BearerTokens(cfg.Tokens)
+	}
+	return api.SingleTenant(config.LocalTenant)
+}
 
 // ErrOpenListen refuses a listen address reachable from other machines
 // when no tokens are configured.

@@ -1,0 +1,96 @@
+// Package lambdafn wires a durachat Lambda function: its configuration, its
+// logger, the AWS configuration its stores are built from, the S3 store
+// every function reads images from, and serving routes behind API Gateway.
+// A function's main builds any other store it uses itself (the memory and
+// compact functions: the table and the queue), so a function links only the
+// SDKs it calls.
+package lambdafn
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/app"
+	"github.com/durachat/durachat/shared/aws/s3blobs"
+	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/lambdahttp"
+)
+
+// AWSTimeout bounds one AWS call attempt, under API Gateway's 30 s.
+const AWSTimeout = 20 * time.Second
+
+// Function is what a Lambda function's main gets at its cold start.
+type Function struct {
+	Config config.Config
+	Log    *slog.Logger
+	// AWS is the SDK configuration the function's stores are built from.
+	AWS aws.Config
+	// Stores has the bucket's Blobs and Linker; a main adds what else it
+	// uses before serving.
+	Stores app.Stores
+}
+
+// Init loads p's configuration and the AWS configuration, and builds the S3
+// store, once per cold start. The SDK reads credentials, region and
+// endpoint overrides (AWS_ENDPOINT_URL_*) from the environment Lambda
+// provides. A bad configuration is logged and exits, so the function's
+// init fails visibly instead of answering with a half-built program.
+func Init(p config.Program) Function {
+	cfg, err := config.Load(p, os.LookupEnv)
+	if err != nil {
+		fatal(slog.New(slog.NewJSONHandler(os.Stdout, nil)), "configuration", err)
+	}
+	log := cfg.Logger(os.Stdout)
+	// Code that logs without a request context writes the same JSON lines.
+	slog.SetDefault(log)
+	ac, err := awsconfig.LoadDefaultConfig(context.Background(),
+		awsconfig.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(AWSTimeout)))
+	if err != nil {
+		fatal(log, "stores", fmt.Errorf("loading AWS configuration: %w", err))
+	}
+	f := Function{Config: cfg, Log: log, AWS: ac}
+	if cfg.Bucket != "" {
+		b := s3blobs.New(s3.NewFromConfig(ac), cfg.Bucket)
+		f.Stores.Blobs, f.Stores.Linker = b, b
+	}
+	return f
+}
+
+// StartHTTP serves routes (built by the function's main from f) as an API
+// Gateway HTTP API function. It does not return.
+func (f Function) StartHTTP(routes ...api.Routes) {
+	h, err := app.Handler(f.Log, Auth(f.Config), f.Stores, routes)
+	if err != nil {
+		fatal(f.Log, "handler", err)
+	}
+	lambda.Start(lambdahttp.New(h).Invoke)
+}
+
+// Fatal logs that the function cannot start and exits.
+func (f Function) Fatal(what string, err error) { fatal(f.Log, what, err) }
+
+func fatal(log *slog.Logger, what string, err error) {
+	log.Error("cannot start: "+what, "err", err.Error())
+	os.Exit(1)
+}
+
+// Auth authenticates requests in Lambda: the tenant is the JWT authorizer's
+// configured claim; without an authorizer, bearer tokens from
+// configuration, if any.
+func Auth(cfg config.Config) api.Authenticator {
+	var fallback api.Authenticator
+	if len(cfg.Tokens) > 0 {
+		fallback = api.BearerTokens(cfg.Tokens)
+	}
+	return lambdahttp.ClaimTenant(cfg.TenantClaim, fallback)
+}

@@ -1,0 +1,53 @@
+// Package memoryapi wires the transcript and the summary memory over one
+// program's stores: the memory function's routes, the compact function's
+// builds and the local server's both. It opens no model: the compact
+// function and the local server pass the compressor (compactor.Open).
+package memoryapi
+
+import (
+	"io"
+	"log/slog"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/app"
+	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/memory"
+	"github.com/durachat/durachat/shared/transcript"
+)
+
+// API is the transcript and the summary memory over one program's stores,
+// and the routes that serve them.
+type API struct {
+	Images     *images.Store
+	Transcript *transcript.Log
+	Memory     *memory.Memory
+}
+
+// New wires the transcript and memory over stores. compressor may be nil
+// for a program that serves and schedules but does not build; metrics,
+// when set, receives Embedded Metric Format lines.
+func New(cfg config.Config, stores app.Stores, compressor memory.Compressor, log *slog.Logger, metrics io.Writer) (*API, error) {
+	imgs := images.New(stores.Blobs)
+	tl := transcript.New(stores.Table, stores.Blobs, imgs)
+	m, err := memory.New(memory.Config{
+		Table:      stores.Table,
+		Log:        tl,
+		Images:     imgs,
+		Queue:      stores.Queue,
+		Retrier:    stores.Receiver,
+		Compressor: compressor,
+		Search:     cfg.Search,
+		Logger:     log,
+		Metrics:    metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &API{Images: imgs, Transcript: tl, Memory: m}, nil
+}
+
+// Routes are the memory API's routes: messages, images, view, tools, status.
+func (a *API) Routes() []api.Routes {
+	return []api.Routes{transcript.NewRoutes(a.Transcript, a.Images, a.Memory), a.Memory}
+}
