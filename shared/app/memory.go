@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -64,6 +65,8 @@ func NewMemory(cfg config.Config, stores Stores, compressor memory.Compressor, l
 		Search:     cfg.Search,
 		Logger:     log,
 		Metrics:    metrics,
+		// Lambda sets the function's name; the alarms watch it.
+		MetricsFunction: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
 	})
 	if err != nil {
 		return nil, err

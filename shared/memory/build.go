@@ -506,7 +506,10 @@ func (m *Memory) finish(ctx context.Context, tenant, chat string, n Node, starte
 func (m *Memory) fail(ctx context.Context, tenant, chat string, n Node, owner string, started time.Time, res produced, cause error, failuresBefore int) error {
 	refused := countsAsRefusal(cause)
 	now := m.now()
-	msg := fmt.Sprintf("node %s: %v", n.Label(), cause)
+	msg, outcome := fmt.Sprintf("node %s: %v", n.Label(), cause), "failed"
+	if deniedError(cause) {
+		msg, outcome = fmt.Sprintf("denied (a setting of the account, not node %s; retried every %s until fixed): %v", n.Label(), m.retry, cause), "denied"
+	}
 	var sends []Node
 	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
 		sends = nil
@@ -541,7 +544,7 @@ func (m *Memory) fail(ctx context.Context, tenant, chat string, n Node, owner st
 			m.logger.WarnContext(ctx, "memory: queueing builds", "chat", chat, "err", err)
 		}
 	}
-	m.record(ctx, chat, n, "failed", started, res, nodeRow{}, cause)
+	m.record(ctx, chat, n, outcome, started, res, nodeRow{}, cause)
 	if failuresBefore == 0 {
 		// The first failure of a node is logged once, loudly; the status
 		// keeps the last error and the retry count after that.
