@@ -42,7 +42,7 @@ var (
 	allOptions = map[string]any{
 		"JwtIssuer":               "https://issuer.example.com/",
 		"JwtAudience":             "client-a,client-b",
-		"BedrockInferenceProfile": "",
+		"BedrockInferenceProfile": "global",
 		"CompressorFunction":      "my-compressor",
 		"AlarmTopicArn":           "arn:aws:sns:us-east-1:123456789012:alerts",
 	}
@@ -52,10 +52,23 @@ var (
 // value refers to: "Ref:Bucket", "GetAtt:Table.Arn"; parameters to their
 // values; pseudo parameters to "{AWS::Region}".
 var placeholderHandlers = map[string]intrinsics.IntrinsicHandler{
-	"Ref":        refPlaceholder,
-	"Fn::GetAtt": getAttPlaceholder,
-	"Fn::Sub":    subPlaceholder,
-	"Fn::If":     ifCondition,
+	"Ref":           refPlaceholder,
+	"Fn::GetAtt":    getAttPlaceholder,
+	"Fn::Sub":       subPlaceholder,
+	"Fn::If":        ifCondition,
+	"Fn::FindInMap": findInMap,
+}
+
+// mapRegion is the Region a map keyed by "{AWS::Region}" is read at.
+const mapRegion = "us-east-1"
+
+// findInMap resolves Fn::FindInMap, reading a map keyed by the Region at
+// mapRegion.
+func findInMap(name string, input any, template any) any {
+	if args, ok := input.([]any); ok && len(args) == 3 && args[1] == "{AWS::Region}" {
+		input = []any{args[0], mapRegion, args[2]}
+	}
+	return intrinsics.FnFindInMap(name, input, template)
 }
 
 // ifCondition resolves Fn::If by evaluating the named condition with the
@@ -464,8 +477,8 @@ var allowed = map[string]map[string][]string{
 		"sqs:SendMessage": {"GetAtt:BuildQueue.Arn"},
 		"bedrock:InvokeModel": {
 			"arn:{AWS::Partition}:bedrock:{AWS::Region}:{AWS::AccountId}:inference-profile/us.anthropic.claude-haiku-4-5-20251001-v1:0",
+			"arn:{AWS::Partition}:bedrock:{AWS::Region}:{AWS::AccountId}:inference-profile/global.anthropic.claude-haiku-4-5-20251001-v1:0",
 			"arn:{AWS::Partition}:bedrock:*::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0",
-			"arn:{AWS::Partition}:bedrock:{AWS::Region}::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0",
 		},
 		"lambda:InvokeFunction": {"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compressor"},
 	},
