@@ -46,7 +46,11 @@ var (
 		"CompressorFunction":      "my-compressor",
 		"AlarmTopicArn":           "arn:aws:sns:us-east-1:123456789012:alerts",
 	}
+	// compressorByARN names the custom compressor by ARN, in another Region.
+	compressorByARN = map[string]any{"CompressorFunction": compressorARN}
 )
+
+const compressorARN = "arn:aws:lambda:eu-west-1:210987654321:function:their-compressor"
 
 // Intrinsics resolve to readable placeholders so tests can see what a
 // value refers to: "Ref:Bucket", "GetAtt:Table.Arn"; parameters to their
@@ -57,6 +61,23 @@ var placeholderHandlers = map[string]intrinsics.IntrinsicHandler{
 	"Fn::Sub":       subPlaceholder,
 	"Fn::If":        ifCondition,
 	"Fn::FindInMap": findInMap,
+	"Fn::Split":     split,
+}
+
+// split resolves Fn::Split to a list Fn::Select can index (goformation's
+// own returns a []string, which its Fn::Select does not take).
+func split(_ string, input any, _ any) any {
+	args, ok := input.([]any)
+	if !ok || len(args) != 2 {
+		return nil
+	}
+	delim, _ := args[0].(string)
+	src, _ := args[1].(string)
+	var out []any
+	for _, p := range strings.Split(src, delim) {
+		out = append(out, p)
+	}
+	return out
 }
 
 // mapRegion is the Region a map keyed by "{AWS::Region}" is read at.
@@ -90,7 +111,9 @@ func ifCondition(_ string, input any, template any) any {
 	if err != nil {
 		panic(err)
 	}
-	out, err := intrinsics.ProcessJSON(doc, nil)
+	out, err := intrinsics.ProcessJSON(doc, &intrinsics.ProcessorOptions{
+		IntrinsicHandlerOverrides: map[string]intrinsics.IntrinsicHandler{"Fn::Split": split},
+	})
 	if err != nil {
 		panic(err)
 	}
@@ -214,6 +237,9 @@ func (s stack) schemaDoc() map[string]any {
 	if s.conditions != nil {
 		doc["Conditions"] = s.conditions
 	}
+	// goformation's SAM schema predates the Rules section; cfn-lint checks
+	// it, and params_test.go what it refuses.
+	delete(doc, "Rules")
 	return doc
 }
 
@@ -480,12 +506,16 @@ var allowed = map[string]map[string][]string{
 			"arn:{AWS::Partition}:bedrock:{AWS::Region}:{AWS::AccountId}:inference-profile/global.anthropic.claude-haiku-4-5-20251001-v1:0",
 			"arn:{AWS::Partition}:bedrock:*::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0",
 		},
-		"lambda:InvokeFunction": {"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compressor"},
+		"lambda:InvokeFunction": {
+			"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compressor",
+			"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compressor:*",
+			compressorARN, compressorARN + ":*",
+		},
 	},
 }
 
 func TestPoliciesAreLeastPrivilege(t *testing.T) {
-	for _, params := range []map[string]any{defaults, allOptions} {
+	for _, params := range []map[string]any{defaults, allOptions, compressorByARN} {
 		s := load(t, params)
 		for name := range functions {
 			for _, g := range grants(t, s.function(t, name)) {
