@@ -21,6 +21,7 @@ import (
 
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/memory"
+	"github.com/durachat/durachat/shared/store"
 )
 
 // functions maps each Lambda function of the template to the program its
@@ -603,7 +604,7 @@ func TestTableKeepsDataWithTTLAndPointInTimeRecovery(t *testing.T) {
 			t.Errorf("attribute %s is %s, want S", a.AttributeName, a.AttributeType)
 		}
 	}
-	if ttl := tbl.TimeToLiveSpecification; ttl == nil || !ttl.Enabled || deref(ttl.AttributeName) != "ttl" {
+	if ttl := tbl.TimeToLiveSpecification; ttl == nil || !ttl.Enabled || deref(ttl.AttributeName) != store.AttrExpires {
 		t.Errorf("TTL %+v", ttl)
 	}
 	if p := tbl.PointInTimeRecoverySpecification; p == nil || p.PointInTimeRecoveryEnabled == nil || !*p.PointInTimeRecoveryEnabled {
