@@ -1,0 +1,79 @@
+package infra
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestEveryFunctionLogsToItsOwnGroupThroughLoggingConfig(t *testing.T) {
+	s := load(t, defaults)
+	groups := s.GetAllLogsLogGroupResources()
+	used := map[string]string{}
+	for name := range functions {
+		lc := s.logging[name]
+		if lc == nil {
+			t.Errorf("%s has no LoggingConfig", name)
+			continue
+		}
+		ref, _ := lc["LogGroup"].(string)
+		group, ok := strings.CutPrefix(ref, "Ref:")
+		if _, exists := groups[group]; !ok || !exists {
+			t.Errorf("%s logs to %q, not a log group of the stack", name, ref)
+			continue
+		}
+		if other, ok := used[group]; ok {
+			t.Errorf("%s and %s share the log group %s", name, other, group)
+		}
+		used[group] = name
+		if lc["LogFormat"] != "Text" {
+			t.Errorf("%s: log format %v, want Text (the code writes its own JSON and EMF lines)", name, lc["LogFormat"])
+		}
+	}
+	for name, g := range groups {
+		if g.LogGroupName != nil {
+			t.Errorf("%s is declared by name %q: it races with Lambda creating it", name, *g.LogGroupName)
+		}
+		if g.RetentionInDays == nil || *g.RetentionInDays != 30 {
+			t.Errorf("%s keeps logs %v days, want 30", name, g.RetentionInDays)
+		}
+	}
+}
+
+func TestAPIStageWritesAccessLogsAndThrottlesTheHealthCheck(t *testing.T) {
+	s := load(t, defaults)
+	st, err := s.GetApiGatewayV2StageWithName("HttpApiStage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	al := st.AccessLogSettings
+	if al == nil || deref(al.DestinationArn) != "GetAtt:ApiAccessLogGroup.Arn" {
+		t.Fatalf("access logs %+v, want them in ApiAccessLogGroup", al)
+	}
+	var line map[string]string
+	if err := json.Unmarshal([]byte(deref(al.Format)), &line); err != nil {
+		t.Fatalf("access log format is not one JSON object: %v", err)
+	}
+	for _, field := range []string{"requestId", "routeKey", "status", "integrationError"} {
+		if !strings.HasPrefix(line[field], "$context.") {
+			t.Errorf("access log has no %s", field)
+		}
+	}
+
+	health, err := s.GetApiGatewayV2RouteWithName("HealthRoute")
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings, _ := st.RouteSettings.(map[string]any)
+	h, _ := settings[health.RouteKey].(map[string]any)
+	rate, _ := h["ThrottlingRateLimit"].(float64)
+	burst, _ := h["ThrottlingBurstLimit"].(float64)
+	def := st.DefaultRouteSettings
+	if rate <= 0 || burst <= 0 || def == nil || rate >= *def.ThrottlingRateLimit || burst >= float64(*def.ThrottlingBurstLimit) {
+		t.Errorf("%s throttled at %v/s, burst %v; want its own limits under the default's", health.RouteKey, rate, burst)
+	}
+	if !slices.Contains(st.AWSCloudFormationDependsOn, "HealthRoute") {
+		t.Error("the stage's route settings name HealthRoute, but the stage may be created before it")
+	}
+}
