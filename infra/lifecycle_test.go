@@ -77,3 +77,18 @@ func TestAPIStageWritesAccessLogsAndThrottlesTheHealthCheck(t *testing.T) {
 		t.Error("the stage's route settings name HealthRoute, but the stage may be created before it")
 	}
 }
+
+// TestMemorySizesFitTheMeasuredPeaks: the API functions hold one request
+// of at most 6 MB (Lambda's limit) at a measured peak under 3x its size
+// (docs/perf-hooks.md) and images of at most 2048 px: 512 MB. The compact
+// function decodes and downscales up to 20 images a build, for the builds
+// of a batch running at once: it keeps 1024 MB.
+func TestMemorySizesFitTheMeasuredPeaks(t *testing.T) {
+	want := map[string]int{"RestoreFunction": 512, "OffloadFunction": 512, "MemoryFunction": 512, "CompactFunction": 1024}
+	s := load(t, defaults)
+	for name, mb := range want {
+		if f := s.function(t, name); f.MemorySize == nil || *f.MemorySize != mb {
+			t.Errorf("%s has %v MB, want %d", name, f.MemorySize, mb)
+		}
+	}
+}
