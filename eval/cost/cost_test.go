@@ -29,13 +29,13 @@ import (
 
 // The reference chat, one month: 10,000 messages in 2,000 turns of 5, 300
 // of them tool results with a screenshot. Turns come 2 minutes apart in
-// sessions of 25; the test runs the first sessions and scales the counts.
+// bursts of 25; the test runs the first bursts and scales the counts.
 const (
 	monthMessages = 10_000
 	turnMessages  = 5
-	sessionTurns  = 25
+	burstTurns    = 25
 	turnGap       = 2 * time.Minute
-	sessionGap    = 6 * time.Hour
+	burstGap      = 6 * time.Hour
 	// Tool results 0, 7 and 14 of every 20 have a screenshot: 300 a month.
 	shotsEvery = 20
 	modelID    = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
@@ -96,7 +96,7 @@ func TestReferenceChatCost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a few hundred builds: not in -short")
 	}
-	got := run(t, 8) // 8 sessions: 1,000 messages
+	got := run(t, 8) // 8 bursts: 1,000 messages
 	m := got.scaled()
 	t.Logf("measured %d messages: %+v", got.Messages, got)
 	t.Logf("a month: model calls %d; input tokens %d uncached, %d cache writes, %d cache reads; output %d",
@@ -115,7 +115,7 @@ func TestReferenceChatCost(t *testing.T) {
 	}
 }
 
-func run(t *testing.T, sessions int) counts {
+func run(t *testing.T, bursts int) counts {
 	ctx := context.Background()
 	be := testenv.Embedded(t)
 	table := &countingTable{Table: be.Table}
@@ -147,8 +147,8 @@ func run(t *testing.T, sessions int) counts {
 	shot := screenshot(t)
 	var c counts
 	tool := 0
-	for s := 0; s < sessions; s++ {
-		for turn := 0; turn < sessionTurns; turn++ {
+	for s := 0; s < bursts; s++ {
+		for turn := 0; turn < burstTurns; turn++ {
 			msgs := []pi.Message{
 				text(pi.RoleUser, words(rng, 200)),
 				text(pi.RoleAssistant, words(rng, 700)),
@@ -179,7 +179,7 @@ func run(t *testing.T, sessions int) counts {
 			c.Turns++
 			clock.Add(turnGap)
 		}
-		clock.Add(sessionGap)
+		clock.Add(burstGap)
 	}
 	c.ModelCalls = len(srv.Requests())
 	c.InputTokens, c.CacheReadTokens, c.CacheWriteTokens, c.OutputTokens = cache.input, cache.read, cache.write, cache.output
@@ -199,7 +199,7 @@ func toolResult(s string) pi.Message {
 	return m
 }
 
-var vocabulary = strings.Fields(`the login page fails when the session cookie expires before the
+var vocabulary = strings.Fields(`the login page fails when the auth cookie expires before the
 redirect so we checked the server logs and found a timeout in the auth service while the cache
 held a stale token for every user who signed in during the deploy window and the fix is to
 refresh it on read then run the tests again with the new config file and compare output`)
