@@ -108,7 +108,7 @@ func TestReferenceChatCost(t *testing.T) {
 		t.Fatalf("no model calls or no cache reads: %+v", m)
 	}
 	// Dollars of Bedrock a month: half of the reference chat's whole bill
-	// before the cache blocks (Bedrock $93.61 of about $100).
+	// before the cache blocks (Bedrock about $93 of about $100).
 	const budget = 50.0
 	if b := m.bedrock(); b > budget {
 		t.Errorf("Bedrock costs $%.2f a month, over the $%.0f budget", b, budget)
