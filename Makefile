@@ -10,11 +10,16 @@ TOOLS_BIN := $(TOOLS)/bin
 RIE_MODULE  := github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 TEST_TIMEOUT ?= 30m
+# cfn-lint checks template.yaml (with the SAM transform). The one on PATH
+# serves when it is this version; else tools installs it in a virtualenv.
+CFN_LINT_VERSION := 1.51.0
+CFN_LINT_VENV    := $(TOOLS)/cfn-lint
+CFN_LINT = $(shell if [ "$$(cfn-lint --version 2>/dev/null)" = "cfn-lint $(CFN_LINT_VERSION)" ]; then echo cfn-lint; else echo $(CFN_LINT_VENV)/bin/cfn-lint; fi)
 
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags "-s -w"
 GO_FILES = $(shell find . -name '*.go' -not -path './.tools/*' -not -path '*/node_modules/*' -not -path './.aws-sam/*')
 
-.PHONY: run test tools fmt-check vet bench build clean \
+.PHONY: run test tools fmt-check vet lint-template bench build clean \
 	build-RestoreFunction build-OffloadFunction build-MemoryFunction build-CompactFunction
 
 run:
@@ -37,10 +42,16 @@ build:
 	$(GO) build ./...
 
 # tools installs the pinned test tools: the local SQS server's Node modules
-# (infra/sqs/package-lock.json) and the Runtime Interface Emulator.
+# (infra/sqs/package-lock.json), the Runtime Interface Emulator, and
+# cfn-lint (with pip, from PyPI) unless that version is on PATH already.
 tools:
 	npm ci --prefix infra/sqs --no-audit --no-fund
 	GOBIN=$(TOOLS_BIN) $(GO) install $(RIE_MODULE)@$(RIE_VERSION)
+	@if [ "$$($(CFN_LINT) --version 2>/dev/null)" != "cfn-lint $(CFN_LINT_VERSION)" ]; then \
+		echo "installing cfn-lint $(CFN_LINT_VERSION) in $(CFN_LINT_VENV)"; \
+		python3 -m venv $(CFN_LINT_VENV) && \
+		$(CFN_LINT_VENV)/bin/pip install --quiet cfn-lint==$(CFN_LINT_VERSION); \
+	fi
 
 fmt-check:
 	@out="$$(gofmt -l $(GO_FILES))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -48,10 +59,15 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
+# lint-template fails on any cfn-lint error, warning or informational
+# finding.
+lint-template:
+	$(CFN_LINT) template.yaml
+
 # test needs no running services: the tests start the local AWS-protocol
 # servers they use (minidyn and gofakes3 in-process, the SQS server as a
 # child of the test binary) and the emulator, and stop them when they end.
-test: tools fmt-check vet
+test: tools fmt-check vet lint-template
 	PATH="$(TOOLS_BIN):$$PATH" $(GO) test -timeout $(TEST_TIMEOUT) ./...
 
 bench:

@@ -21,6 +21,7 @@ import (
 
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/memory"
+	"github.com/durachat/durachat/shared/store"
 )
 
 // functions maps each Lambda function of the template to the program its
@@ -42,20 +43,54 @@ var (
 	allOptions = map[string]any{
 		"JwtIssuer":               "https://issuer.example.com/",
 		"JwtAudience":             "client-a,client-b",
-		"BedrockInferenceProfile": "",
+		"BedrockInferenceProfile": "global",
 		"CompressorFunction":      "my-compressor",
 		"AlarmTopicArn":           "arn:aws:sns:us-east-1:123456789012:alerts",
 	}
+	// compressorByARN names the custom compressor by ARN, in another Region.
+	compressorByARN = map[string]any{"CompressorFunction": compressorARN}
 )
+
+const compressorARN = "arn:aws:lambda:eu-west-1:210987654321:function:their-compressor"
 
 // Intrinsics resolve to readable placeholders so tests can see what a
 // value refers to: "Ref:Bucket", "GetAtt:Table.Arn"; parameters to their
 // values; pseudo parameters to "{AWS::Region}".
 var placeholderHandlers = map[string]intrinsics.IntrinsicHandler{
-	"Ref":        refPlaceholder,
-	"Fn::GetAtt": getAttPlaceholder,
-	"Fn::Sub":    subPlaceholder,
-	"Fn::If":     ifCondition,
+	"Ref":           refPlaceholder,
+	"Fn::GetAtt":    getAttPlaceholder,
+	"Fn::Sub":       subPlaceholder,
+	"Fn::If":        ifCondition,
+	"Fn::FindInMap": findInMap,
+	"Fn::Split":     split,
+}
+
+// split resolves Fn::Split to a list Fn::Select can index (goformation's
+// own returns a []string, which its Fn::Select does not take).
+func split(_ string, input any, _ any) any {
+	args, ok := input.([]any)
+	if !ok || len(args) != 2 {
+		return nil
+	}
+	delim, _ := args[0].(string)
+	src, _ := args[1].(string)
+	var out []any
+	for _, p := range strings.Split(src, delim) {
+		out = append(out, p)
+	}
+	return out
+}
+
+// mapRegion is the Region a map keyed by "{AWS::Region}" is read at.
+const mapRegion = "us-east-1"
+
+// findInMap resolves Fn::FindInMap, reading a map keyed by the Region at
+// mapRegion.
+func findInMap(name string, input any, template any) any {
+	if args, ok := input.([]any); ok && len(args) == 3 && args[1] == "{AWS::Region}" {
+		input = []any{args[0], mapRegion, args[2]}
+	}
+	return intrinsics.FnFindInMap(name, input, template)
 }
 
 // ifCondition resolves Fn::If by evaluating the named condition with the
@@ -77,7 +112,9 @@ func ifCondition(_ string, input any, template any) any {
 	if err != nil {
 		panic(err)
 	}
-	out, err := intrinsics.ProcessJSON(doc, nil)
+	out, err := intrinsics.ProcessJSON(doc, &intrinsics.ProcessorOptions{
+		IntrinsicHandlerOverrides: map[string]intrinsics.IntrinsicHandler{"Fn::Split": split},
+	})
 	if err != nil {
 		panic(err)
 	}
@@ -191,6 +228,10 @@ type stack struct {
 	*cloudformation.Template
 	raw        map[string]any // the resolved JSON
 	conditions any            // the Conditions section before resolution
+	// logging is each serverless function's LoggingConfig, which
+	// goformation's types and SAM schema predate: load takes it out of the
+	// functions before they are parsed and checked.
+	logging map[string]map[string]any
 }
 
 // schemaDoc is the template for the schema check: resolved, but with the
@@ -201,6 +242,9 @@ func (s stack) schemaDoc() map[string]any {
 	if s.conditions != nil {
 		doc["Conditions"] = s.conditions
 	}
+	// goformation's SAM schema predates the Rules section; cfn-lint checks
+	// it, and params_test.go what it refuses.
+	delete(doc, "Rules")
 	return doc
 }
 
@@ -222,6 +266,16 @@ func load(t *testing.T, params map[string]any) stack {
 		t.Fatal(err)
 	}
 	dropNoValue(raw)
+	logging := map[string]map[string]any{}
+	resources, _ := raw["Resources"].(map[string]any)
+	for name, r := range resources {
+		res, _ := r.(map[string]any)
+		props, _ := res["Properties"].(map[string]any)
+		if lc, ok := props["LoggingConfig"].(map[string]any); ok && res["Type"] == "AWS::Serverless::Function" {
+			logging[name] = lc
+			delete(props, "LoggingConfig")
+		}
+	}
 	if resolved, err = json.Marshal(raw); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +293,7 @@ func load(t *testing.T, params map[string]any) stack {
 	if err := json.Unmarshal(written, &unresolved); err != nil {
 		t.Fatal(err)
 	}
-	return stack{Template: tpl, raw: raw, conditions: unresolved.Conditions}
+	return stack{Template: tpl, raw: raw, conditions: unresolved.Conditions, logging: logging}
 }
 
 func (s stack) function(t *testing.T, name string) *serverless.Function {
@@ -464,15 +518,19 @@ var allowed = map[string]map[string][]string{
 		"sqs:SendMessage": {"GetAtt:BuildQueue.Arn"},
 		"bedrock:InvokeModel": {
 			"arn:{AWS::Partition}:bedrock:{AWS::Region}:{AWS::AccountId}:inference-profile/us.anthropic.claude-haiku-4-5-20251001-v1:0",
+			"arn:{AWS::Partition}:bedrock:{AWS::Region}:{AWS::AccountId}:inference-profile/global.anthropic.claude-haiku-4-5-20251001-v1:0",
 			"arn:{AWS::Partition}:bedrock:*::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0",
-			"arn:{AWS::Partition}:bedrock:{AWS::Region}::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0",
 		},
-		"lambda:InvokeFunction": {"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compressor"},
+		"lambda:InvokeFunction": {
+			"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compressor",
+			"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compressor:*",
+			compressorARN, compressorARN + ":*",
+		},
 	},
 }
 
 func TestPoliciesAreLeastPrivilege(t *testing.T) {
-	for _, params := range []map[string]any{defaults, allOptions} {
+	for _, params := range []map[string]any{defaults, allOptions, compressorByARN} {
 		s := load(t, params)
 		for name := range functions {
 			for _, g := range grants(t, s.function(t, name)) {
@@ -560,7 +618,7 @@ func TestTableKeepsDataWithTTLAndPointInTimeRecovery(t *testing.T) {
 			t.Errorf("attribute %s is %s, want S", a.AttributeName, a.AttributeType)
 		}
 	}
-	if ttl := tbl.TimeToLiveSpecification; ttl == nil || !ttl.Enabled || deref(ttl.AttributeName) != "ttl" {
+	if ttl := tbl.TimeToLiveSpecification; ttl == nil || !ttl.Enabled || deref(ttl.AttributeName) != store.AttrExpires {
 		t.Errorf("TTL %+v", ttl)
 	}
 	if p := tbl.PointInTimeRecoverySpecification; p == nil || p.PointInTimeRecoveryEnabled == nil || !*p.PointInTimeRecoveryEnabled {

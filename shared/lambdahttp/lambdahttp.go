@@ -12,12 +12,22 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 
 	"github.com/durachat/durachat/shared/api"
 )
+
+// IntegrationTimeout is API Gateway's limit on an HTTP API integration,
+// counted from when it received the request (a cold start included).
+const IntegrationTimeout = 30 * time.Second
+
+// Margin is how long before IntegrationTimeout a request that is still
+// running is cut off: its context is cancelled and the caller gets the
+// documented JSON 503 with Retry-After, not API Gateway's bare 503.
+const Margin = 2 * time.Second
 
 // Adapter turns API Gateway v2 events into requests for one http.Handler.
 type Adapter struct {
@@ -41,8 +51,19 @@ func (a *Adapter) Invoke(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 		api.WriteError(w, bare, err)
 		return w.GetProxyResponse()
 	}
+	ctx, cancel := context.WithDeadline(req.Context(), deadline(ev, time.Now()))
+	defer cancel()
 	gw := &guardWriter{ResponseWriter: w}
-	a.handler.ServeHTTP(gw, req)
+	if !serve(ctx, a.handler, gw, req.WithContext(ctx)) {
+		// Too late: answer 503 from a fresh response. The handler's context
+		// is cancelled; whatever it still writes goes nowhere.
+		late := core.NewProxyResponseWriterV2()
+		if id := ev.RequestContext.RequestID; id != "" {
+			late.Header().Set("X-Request-Id", id)
+		}
+		api.WriteError(late, req, api.Unavailable(fmt.Errorf("the request was still running %v before the gateway's %v timeout: %w", Margin, IntegrationTimeout, ctx.Err())))
+		return late.GetProxyResponse()
+	}
 	if !gw.wrote {
 		// A handler that wrote nothing answered 200, as net/http would.
 		gw.WriteHeader(http.StatusOK)
@@ -52,6 +73,36 @@ func (a *Adapter) Invoke(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 		return events.APIGatewayV2HTTPResponse{}, fmt.Errorf("lambdahttp: building the response: %w", err)
 	}
 	return resp, nil
+}
+
+// deadline is Margin before API Gateway gives up on the request: from when
+// it received it, or from now when the event does not say (or says a time
+// after now).
+func deadline(ev events.APIGatewayV2HTTPRequest, now time.Time) time.Time {
+	received := now
+	if ms := ev.RequestContext.TimeEpoch; ms > 0 && time.UnixMilli(ms).Before(now) {
+		received = time.UnixMilli(ms)
+	}
+	return received.Add(IntegrationTimeout - Margin)
+}
+
+// serve runs h and reports whether it returned before ctx ended. A panic
+// in h is raised again in the caller, as if h had run there.
+func serve(ctx context.Context, h http.Handler, w http.ResponseWriter, r *http.Request) bool {
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		h.ServeHTTP(w, r)
+	}()
+	select {
+	case v := <-done:
+		if v != nil {
+			panic(v)
+		}
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (a *Adapter) request(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (*http.Request, error) {

@@ -526,7 +526,10 @@ func (b *nodeBuild) fail(ctx context.Context, res produced, cause error) error {
 	m, tenant, chat, n := b.m, b.tenant, b.chat, b.n
 	refused := countsAsRefusal(cause)
 	now := m.now()
-	msg := fmt.Sprintf("node %s: %v", n.Label(), cause)
+	msg, outcome := fmt.Sprintf("node %s: %v", n.Label(), cause), "failed"
+	if deniedError(cause) {
+		msg, outcome = fmt.Sprintf("denied (a setting of the account, not node %s; retried every %s until fixed): %v", n.Label(), m.retry, cause), "denied"
+	}
 	var sends []Node
 	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
 		sends = nil
@@ -561,7 +564,7 @@ func (b *nodeBuild) fail(ctx context.Context, res produced, cause error) error {
 			m.logger.WarnContext(ctx, "memory: queueing builds", "chat", chat, "err", err)
 		}
 	}
-	m.record(ctx, chat, n, "failed", b.started, res, nodeRow{}, cause)
+	m.record(ctx, chat, n, outcome, b.started, res, nodeRow{}, cause)
 	if b.failures == 0 {
 		// The first failure of a node is logged once, loudly; the status
 		// keeps the last error and the retry count after that.

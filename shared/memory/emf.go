@@ -3,65 +3,117 @@ package memory
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/durachat/durachat/shared/model"
 )
 
-// emf writes CloudWatch Embedded Metric Format lines: one JSON object per
-// line whose "_aws" member tells CloudWatch which fields are metrics.
-type emf struct {
-	mu  sync.Mutex
-	w   io.Writer
-	now func() time.Time
+// The CloudWatch metrics the compact function emits, in Embedded Metric
+// Format: only those an alarm watches. Every build is in the log record;
+// a metric is written only for a failed build, so a healthy stack writes
+// none and pays for none.
+const (
+	// MetricNamespace is the CloudWatch namespace of memory's metrics.
+	MetricNamespace = "durachat/memory"
+	// MetricFailedBuilds counts builds that failed and wait their retry,
+	// for any reason (an outage of the model or a store, a denial).
+	MetricFailedBuilds = "FailedBuilds"
+	// MetricDeniedBuilds counts the failed builds whose error is about the
+	// account, not the node: access denied (IAM, a Marketplace
+	// subscription), a bad key, an unknown model, no quota. They are
+	// retried every 10 s until someone fixes the setting.
+	MetricDeniedBuilds = "DeniedBuilds"
+	// MetricDimension is the metrics' one dimension: the name of the
+	// function that emits them, so two stacks in one account stay apart.
+	MetricDimension = "FunctionName"
+)
+
+// Outcomes of a build, as its log record names them.
+var Outcomes = []string{"built", "verbatim", "mechanical", "failed", "denied"}
+
+// deniedError reports whether a failed build's error is about the account
+// rather than the node or an outage: a non-retryable model error of status
+// 401, 402, 403, 404 or 429 (a 429 that is not throttling: no quota).
+func deniedError(err error) bool {
+	var me *model.Error
+	if !errors.As(err, &me) || me.Retryable || me.Refused {
+		return false
+	}
+	switch me.Status {
+	case 401, 402, 403, 404, 429:
+		return true
+	}
+	return false
 }
 
-// metricNamespace is the CloudWatch namespace of memory's metrics.
-const metricNamespace = "durachat/memory"
+// WriteBuildMetrics writes the Embedded Metric Format line of one build's
+// outcome, emitted by function (no dimension when empty), to w. Outcomes
+// no alarm watches write nothing.
+func WriteBuildMetrics(w io.Writer, at time.Time, function, outcome string) error {
+	var names []string
+	switch outcome {
+	case "failed":
+		names = []string{MetricFailedBuilds}
+	case "denied":
+		names = []string{MetricFailedBuilds, MetricDeniedBuilds}
+	default:
+		return nil
+	}
+	dims := []string{}
+	rec := map[string]any{}
+	if function != "" {
+		dims = append(dims, MetricDimension)
+		rec[MetricDimension] = function
+	}
+	metrics := make([]emfMetric, len(names))
+	for i, n := range names {
+		metrics[i] = emfMetric{Name: n, Unit: "Count"}
+		rec[n] = 1
+	}
+	rec["Outcome"] = outcome
+	rec["_aws"] = map[string]any{
+		"Timestamp": at.UnixMilli(),
+		"CloudWatchMetrics": []any{map[string]any{
+			"Namespace":  MetricNamespace,
+			"Dimensions": [][]string{dims},
+			"Metrics":    metrics,
+		}},
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	if _, err := w.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	return nil
+}
+
+// emf writes a build's metrics to w, one line at a time.
+type emf struct {
+	mu       sync.Mutex
+	w        io.Writer
+	now      func() time.Time
+	function string
+}
 
 type emfMetric struct {
 	Name string `json:"Name"`
 	Unit string `json:"Unit"`
 }
 
-// build writes one build's metrics, dimensioned by outcome.
-func (e *emf) build(outcome, modelName string, d time.Duration, attempts, sourceBytes, lineBytes, attached int) {
+func (e *emf) build(outcome string) {
 	if e == nil {
-		return
-	}
-	rec := map[string]any{
-		"_aws": map[string]any{
-			"Timestamp": e.now().UnixMilli(),
-			"CloudWatchMetrics": []any{map[string]any{
-				"Namespace":  metricNamespace,
-				"Dimensions": [][]string{{"Outcome"}},
-				"Metrics": []emfMetric{
-					{Name: "Builds", Unit: "Count"},
-					{Name: "BuildDuration", Unit: "Milliseconds"},
-					{Name: "ModelAttempts", Unit: "Count"},
-					{Name: "SourceBytes", Unit: "Bytes"},
-					{Name: "LineBytes", Unit: "Bytes"},
-					{Name: "ImagesAttached", Unit: "Count"},
-				},
-			}},
-		},
-		"Outcome":        outcome,
-		"Model":          modelName,
-		"Builds":         1,
-		"BuildDuration":  d.Milliseconds(),
-		"ModelAttempts":  attempts,
-		"SourceBytes":    sourceBytes,
-		"LineBytes":      lineBytes,
-		"ImagesAttached": attached,
-	}
-	b, err := json.Marshal(rec)
-	if err != nil {
 		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	_, _ = e.w.Write(append(b, '\n'))
+	_ = WriteBuildMetrics(e.w, e.now(), e.function, outcome)
 }
 
 // record logs one build as a structured record and emits its metrics.
@@ -102,5 +154,5 @@ func (m *Memory) record(ctx context.Context, chat string, n Node, outcome string
 		attrs = append(attrs, slog.String("err", err.Error()))
 	}
 	m.logger.LogAttrs(ctx, level, "memory build", attrs...)
-	m.metrics.build(outcome, res.model, d, res.attempts, res.source, line, res.images.Attached)
+	m.metrics.build(outcome)
 }

@@ -72,9 +72,12 @@ type Config struct {
 	// Logger receives one structured record per build (slog.Default when
 	// nil).
 	Logger *slog.Logger
-	// Metrics, when set, receives one CloudWatch Embedded Metric Format
-	// line per build (Lambda: os.Stdout).
+	// Metrics, when set, receives a CloudWatch Embedded Metric Format
+	// line per failed build (Lambda: os.Stdout).
 	Metrics io.Writer
+	// MetricsFunction is the metrics' FunctionName dimension (Lambda:
+	// the function's name); empty writes them without a dimension.
+	MetricsFunction string
 }
 
 // Memory builds and serves the summary trees of all chats. It holds no
@@ -153,7 +156,7 @@ func New(cfg Config) (*Memory, error) {
 		m.images = noImages{}
 	}
 	if cfg.Metrics != nil {
-		m.metrics = &emf{w: cfg.Metrics, now: m.now}
+		m.metrics = &emf{w: cfg.Metrics, now: m.now, function: cfg.MetricsFunction}
 	}
 	cache := cfg.CacheLines
 	if cache == 0 {

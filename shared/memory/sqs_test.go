@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -153,19 +154,55 @@ func TestHandleBatchWithoutARetrierSendsADelayedCopy(t *testing.T) {
 	}
 }
 
-func TestBuildsEmitEmbeddedMetricFormatLines(t *testing.T) {
-	f := newFixture(t)
-	var out bytes.Buffer
-	f.m.metrics = &emf{w: &out, now: f.clock.Now}
-	f.append(t, "user", long(0))
-	f.deliverAll(t)
-	var rec map[string]any
-	if err := json.Unmarshal(bytes.Split(out.Bytes(), []byte("\n"))[0], &rec); err != nil {
-		t.Fatalf("not one JSON line: %q", out.String())
+func TestOnlyFailedBuildsEmitMetricsAndADenialIsCountedApart(t *testing.T) {
+	tests := []struct {
+		name    string
+		err     error
+		metrics []string
+		denied  bool
+	}{
+		{"built", nil, nil, false},
+		{"outage", &model.Error{Retryable: true, Err: errors.New("throttled")}, []string{MetricFailedBuilds}, false},
+		{"refused", model.RefusedError(model.ErrRefused), []string{MetricFailedBuilds}, false},
+		{"access denied", model.StatusError(403, errors.New("AccessDeniedException: aws-marketplace:Subscribe")), []string{MetricFailedBuilds, MetricDeniedBuilds}, true},
+		{"bad key", model.StatusError(401, errors.New("invalid x-api-key")), []string{MetricFailedBuilds, MetricDeniedBuilds}, true},
 	}
-	aws, _ := rec["_aws"].(map[string]any)
-	cwm, _ := aws["CloudWatchMetrics"].([]any)
-	if len(cwm) != 1 || rec["Outcome"] != "built" || rec["Builds"] != 1.0 || aws["Timestamp"] == nil {
-		t.Errorf("record %v", rec)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			var out bytes.Buffer
+			f.m.metrics = &emf{w: &out, now: f.clock.Now, function: "compact-fn"}
+			if tt.err != nil {
+				f.comp.script = func(Compression) (Compressed, error) { return Compressed{Attempts: 1}, tt.err }
+			}
+			f.append(t, "user", long(0))
+			f.deliverAll(t)
+			if tt.metrics == nil {
+				if out.Len() != 0 {
+					t.Fatalf("a healthy build wrote metrics: %q", out.String())
+				}
+				return
+			}
+			var rec map[string]any
+			if err := json.Unmarshal(bytes.TrimSpace(out.Bytes()), &rec); err != nil {
+				t.Fatalf("not one JSON line: %q", out.String())
+			}
+			aws, _ := rec["_aws"].(map[string]any)
+			cwm, _ := aws["CloudWatchMetrics"].([]any)
+			if len(cwm) != 1 || aws["Timestamp"] == nil || rec["FunctionName"] != "compact-fn" {
+				t.Fatalf("record %v", rec)
+			}
+			dir, _ := cwm[0].(map[string]any)
+			var names []string
+			for _, m := range dir["Metrics"].([]any) {
+				names = append(names, m.(map[string]any)["Name"].(string))
+			}
+			if !slices.Equal(names, tt.metrics) || dir["Namespace"] != MetricNamespace {
+				t.Errorf("metrics %v in %v, want %v", names, dir["Namespace"], tt.metrics)
+			}
+			if got := strings.HasPrefix(f.state(t).LastError, "denied"); got != tt.denied {
+				t.Errorf("status lastError %q: denial shown %v, want %v", f.state(t).LastError, got, tt.denied)
+			}
+		})
 	}
 }

@@ -236,7 +236,7 @@ func (b *batch) open(ctx context.Context, drafts []draft, sum, req string) (reco
 			return record{}, 0, err
 		}
 	}
-	it, err := checked(b.pk, b.rk, body)
+	it, err := recordItem(b.pk, b.rk, body)
 	if err != nil {
 		return record{}, 0, err
 	}
@@ -299,7 +299,7 @@ func (b *batch) claim(ctx context.Context, rec record, version int64, first row)
 		if err != nil {
 			return record{}, err
 		}
-		upd, err := checked(b.pk, b.rk, mb)
+		upd, err := recordItem(b.pk, b.rk, mb)
 		if err != nil {
 			return record{}, err
 		}

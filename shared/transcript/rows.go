@@ -121,6 +121,22 @@ func checked(pk, sk string, body []byte) (store.Item, error) {
 	return it, nil
 }
 
+// ReceiptWindow is how long an append's receipt record is kept: a retry
+// within it is recognized and logs nothing twice; after it the table's TTL
+// drops the record, and the same receipt appends its messages again. An
+// append cut off before all its rows were written is completed from the
+// record by the next read or retry within the window.
+const ReceiptWindow = 7 * 24 * time.Hour
+
+// recordItem is a receipt record's row, expiring ReceiptWindow from now.
+// The table's TTL compares with the wall clock, so this reads it too, not
+// the log's clock.
+func recordItem(pk, sk string, body []byte) (store.Item, error) {
+	it, err := checked(pk, sk, body)
+	it.Expires = time.Now().Add(ReceiptWindow).Unix()
+	return it, err
+}
+
 // makeRow is the stored form of a draft; a text too big for a row goes to
 // a blob first.
 func (l *Log) makeRow(ctx context.Context, tenant, pk string, d draft, date time.Time, receipt string, pos, n int) (row, []byte, error) {

@@ -7,6 +7,7 @@ package memoryapi
 import (
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app"
@@ -40,6 +41,8 @@ func New(cfg config.Config, stores app.Stores, compressor memory.Compressor, log
 		Search:     cfg.Search,
 		Logger:     log,
 		Metrics:    metrics,
+		// Lambda sets the function's name; the alarms watch it.
+		MetricsFunction: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
 	})
 	if err != nil {
 		return nil, err

@@ -23,12 +23,12 @@ const (
 	MaxImageBytes = 5 * 1024 * 1024 / 4 * 3
 )
 
-// Cache blocks: the prefix is cut into blocks of BlockLines lines; the
-// last whole block is marked, and the blocks MarkStride and 2*MarkStride
-// before it, so a view that grows at its end still hits an earlier mark.
+// Cache blocks: the prefix is cut into model.CacheBlocks of BlockLines
+// lines, marked at the last whole block and MarkStride and 2*MarkStride
+// blocks before it.
 const (
-	BlockLines = 4
-	MarkStride = 20
+	BlockLines = model.CacheBlockLines
+	MarkStride = model.CacheMarkStride
 	// maxMarks is the API's limit of cache breakpoints per request.
 	maxMarks = 4
 )
@@ -174,27 +174,19 @@ func (m *Model) params(req model.Request) (p sdk.MessageNewParams, cached string
 	return p, cached
 }
 
-// prefixBlocks cuts text into blocks of BlockLines lines, byte for byte,
-// and marks the last whole block (BlockLines complete lines) and the
-// blocks MarkStride and 2*MarkStride before it, within the API's limit on
-// marks (used counts marks already placed). cached is the text up to the
-// last mark.
+// prefixBlocks cuts text into model.CacheBlocks and marks them, within
+// the API's limit on marks (used counts marks already placed). cached is
+// the text up to the last mark.
 func prefixBlocks(text string, used int) (blocks []sdk.ContentBlockParamUnion, cached string, marks int) {
-	chunks := chunkLines(text, BlockLines)
-	last := -1
-	for i := len(chunks) - 1; i >= 0; i-- {
-		if whole(chunks[i]) {
-			last = i
-			break
-		}
-	}
-	// Nearest the end first: if the API's limit is reached, the marks that
-	// cover the most text are kept.
-	marks = used
+	chunks := model.CacheBlocks(text)
+	marked := model.CacheMarks(chunks, maxMarks-used, nil)
 	keep := map[int]bool{}
-	for k := 0; k < 3 && last-k*MarkStride >= 0 && marks < maxMarks; k++ {
-		keep[last-k*MarkStride] = true
-		marks++
+	for _, b := range marked {
+		keep[b] = true
+	}
+	last := -1
+	if len(marked) > 0 {
+		last = marked[0]
 	}
 	var upTo strings.Builder
 	for i, c := range chunks {
@@ -203,39 +195,11 @@ func prefixBlocks(text string, used int) (blocks []sdk.ContentBlockParamUnion, c
 			block.CacheControl = sdk.NewCacheControlEphemeralParam()
 		}
 		blocks = append(blocks, sdk.ContentBlockParamUnion{OfText: &block})
-		if i <= last && len(keep) > 0 {
+		if i <= last {
 			upTo.WriteString(c)
 		}
 	}
-	return blocks, upTo.String(), marks
-}
-
-// chunkLines splits text after every n-th newline; joined, the chunks are
-// text again.
-func chunkLines(text string, n int) []string {
-	var chunks []string
-	for text != "" {
-		end, count := 0, 0
-		for end < len(text) && count < n {
-			i := strings.IndexByte(text[end:], '\n')
-			if i < 0 {
-				end = len(text)
-				break
-			}
-			end += i + 1
-			count++
-		}
-		chunks = append(chunks, text[:end])
-		text = text[end:]
-	}
-	return chunks
-}
-
-// whole: a block of BlockLines complete lines. A shorter last block, or
-// one ending without a newline (the closing "</chat>"), changes as the
-// view grows, so it is never marked.
-func whole(chunk string) bool {
-	return strings.Count(chunk, "\n") == BlockLines && strings.HasSuffix(chunk, "\n")
+	return blocks, upTo.String(), used + len(marked)
 }
 
 // classify maps an SDK error to a model error.

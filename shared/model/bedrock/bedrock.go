@@ -28,9 +28,34 @@ const (
 type Options struct {
 	// TextOnly: the model takes no image input.
 	TextOnly bool
-	// CachePoint puts a cache point after the cacheable prefix, for models
-	// that support prompt caching on Bedrock (Claude, Nova). Others reject it.
+	// CachePoint marks the cacheable prefix with cache points, for models
+	// that support prompt caching on Bedrock (Claude, Nova). Others reject
+	// them. The prefix is cut into model.CacheBlocks, as the Anthropic
+	// adapter does, and a cache point follows each marked block.
 	CachePoint bool
+	// MinCacheTokens is the model's minimum of tokens per cache checkpoint:
+	// a mark is placed only where the prompt before it, and since the
+	// previous mark, reaches it (a shorter one is not cached, so a mark
+	// there is wasted). 0 means MinCacheTokens(model id).
+	MinCacheTokens int
+}
+
+// bytesPerToken estimates tokens from bytes for the cache minimum. English
+// text runs about 4 bytes a token; the view's labels and digits run fewer,
+// which only makes the estimate safer.
+const bytesPerToken = 4
+
+// MinCacheTokens is Bedrock's minimum of tokens per cache checkpoint for
+// the model: 4,096 for Claude Haiku 4.5 and Opus 4.5, 2,048 for the Claude
+// 3.x Haikus, else 1,024 (Claude Sonnet and Opus 4, Nova).
+func MinCacheTokens(modelID string) int {
+	switch {
+	case strings.Contains(modelID, "claude-haiku-4-5"), strings.Contains(modelID, "claude-opus-4-5"):
+		return 4096
+	case strings.Contains(modelID, "claude-3-5-haiku"), strings.Contains(modelID, "claude-3-haiku"):
+		return 2048
+	}
+	return 1024
 }
 
 // Converser is the part of the Bedrock runtime client the adapter uses.
@@ -50,6 +75,9 @@ var _ model.Model = (*Model)(nil)
 // New returns a Model calling modelID (a model or inference profile id)
 // through client.
 func New(client Converser, modelID string, opts Options) *Model {
+	if opts.MinCacheTokens <= 0 {
+		opts.MinCacheTokens = MinCacheTokens(modelID)
+	}
 	return &Model{client: client, modelID: modelID, opts: opts}
 }
 
@@ -111,6 +139,7 @@ func (m *Model) input(req model.Request) (*bedrockruntime.ConverseInput, error) 
 		in.System = []types.SystemContentBlock{&types.SystemContentBlockMemberText{Value: req.System}}
 	}
 	points := 0
+	before := len(req.System) // bytes of the prompt before the current part
 	for _, msg := range req.Messages {
 		var blocks []types.ContentBlock
 		images := 0
@@ -128,13 +157,14 @@ func (m *Model) input(req model.Request) (*bedrockruntime.ConverseInput, error) 
 					Format: format,
 					Source: &types.ImageSourceMemberBytes{Value: part.Image.Data},
 				}})
+			case part.Prefix && m.opts.CachePoint:
+				var b []types.ContentBlock
+				b, points = m.prefixBlocks(part.Text, before, points)
+				blocks = append(blocks, b...)
 			case part.Text != "":
 				blocks = append(blocks, &types.ContentBlockMemberText{Value: part.Text})
-				if part.Prefix && m.opts.CachePoint && points < maxCachePoint {
-					points++
-					blocks = append(blocks, &types.ContentBlockMemberCachePoint{Value: types.CachePointBlock{Type: types.CachePointTypeDefault}})
-				}
 			}
+			before += len(part.Text)
 		}
 		role := types.ConversationRoleUser
 		if msg.Role == "assistant" {
@@ -143,6 +173,36 @@ func (m *Model) input(req model.Request) (*bedrockruntime.ConverseInput, error) 
 		in.Messages = append(in.Messages, types.Message{Role: role, Content: blocks})
 	}
 	return in, nil
+}
+
+// prefixBlocks cuts the cacheable prefix into model.CacheBlocks, one text
+// block each, with a cache point after each marked block: within the
+// request's limit of cache points (used so far), and only where the prompt
+// up to it, and since the next mark nearer the end, holds MinCacheTokens
+// (estimated). before is the prompt's bytes ahead of text.
+func (m *Model) prefixBlocks(text string, before, used int) ([]types.ContentBlock, int) {
+	chunks := model.CacheBlocks(text)
+	ends := make([]int, len(chunks)) // the prompt's bytes through each block
+	for i, c := range chunks {
+		before += len(c)
+		ends[i] = before
+	}
+	minBytes := m.opts.MinCacheTokens * bytesPerToken
+	marked := model.CacheMarks(chunks, maxCachePoint-used, func(b, next int) bool {
+		return ends[b] >= minBytes && (next < 0 || ends[next]-ends[b] >= minBytes)
+	})
+	mark := map[int]bool{}
+	for _, b := range marked {
+		mark[b] = true
+	}
+	blocks := make([]types.ContentBlock, 0, len(chunks)+len(marked))
+	for i, c := range chunks {
+		blocks = append(blocks, &types.ContentBlockMemberText{Value: c})
+		if mark[i] {
+			blocks = append(blocks, &types.ContentBlockMemberCachePoint{Value: types.CachePointBlock{Type: types.CachePointTypeDefault}})
+		}
+	}
+	return blocks, used + len(marked)
 }
 
 func imageFormat(mimeType string) (types.ImageFormat, bool) {
