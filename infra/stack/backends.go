@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"bufio"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -11,9 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +17,8 @@ import (
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/durachat/durachat/shared/aws/awslocal"
 )
 
 // Backend is one local server speaking an AWS protocol, reached through
@@ -62,64 +60,15 @@ func StartS3() (*Backend, error) {
 	return serveBackend("s3", gofakes3.New(s3mem.New()).Server(), nil)
 }
 
-// StartNodeServer runs one of infra's Node servers (infra/<dir>/server.js
-// on a free port, printing "<ready> N" when it listens) behind a proxy.
-// The server exits with this process: its standard input is a pipe that
-// only this process holds.
-func StartNodeServer(root, name, dir, ready, exitEnv string) (*Backend, error) {
-	full := filepath.Join(root, "infra", dir)
-	if _, err := os.Stat(filepath.Join(full, "node_modules")); err != nil {
-		return nil, fmt.Errorf("%s: its Node modules are missing: run `make tools`", name)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		return nil, fmt.Errorf("%s: node is not installed: %w", name, err)
-	}
-	cmd := exec.Command(node, "server.js", "0")
-	cmd.Dir = full
-	cmd.Env = append(os.Environ(), exitEnv+"=1")
-	cmd.SysProcAttr = childAttr()
-	var stderr strings.Builder
-	cmd.Stderr = &limited{w: &stderr, left: 4096}
-	stdin, err := cmd.StdinPipe()
+// StartNodeServer runs one of infra's Node servers (awslocal.SQS or
+// awslocal.DynamoDB) behind a proxy. SQS long polls answer as soon as a
+// message is there (awslocal.LongPoll), as SQS's do.
+func StartNodeServer(root, dir string) (*Backend, error) {
+	srv, err := awslocal.Start(root, dir)
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("%s: starting node: %w", name, err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	stop := func() {
-		stdin.Close()
-		cmd.Process.Kill()
-		<-exited
-	}
-	ports := make(chan string, 1)
-	go func() {
-		lines := bufio.NewScanner(stdout)
-		for lines.Scan() {
-			if port, ok := strings.CutPrefix(lines.Text(), ready+" "); ok {
-				ports <- port
-				break
-			}
-		}
-		io.Copy(io.Discard, stdout)
-	}()
-	var port string
-	select {
-	case port = <-ports:
-	case <-exited:
-		return nil, fmt.Errorf("%s: node %s/server.js exited before listening: %s", name, dir, stderr.String())
-	case <-time.After(20 * time.Second):
-		stop()
-		return nil, fmt.Errorf("%s: node %s/server.js did not listen within 20 s: %s", name, dir, stderr.String())
-	}
-	target, _ := url.Parse("http://127.0.0.1:" + port)
+	target, _ := url.Parse(srv.Endpoint)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	director := proxy.Director
 	proxy.Director = func(r *http.Request) {
@@ -127,9 +76,13 @@ func StartNodeServer(root, name, dir, ready, exitEnv string) (*Backend, error) {
 		// Queue URLs name the server's own host; keep its view of itself.
 		r.Host = target.Host
 	}
-	b, err := serveBackend(name, proxy, stop)
+	var h http.Handler = proxy
+	if dir == awslocal.SQS {
+		h = awslocal.NewLongPoll(proxy)
+	}
+	b, err := serveBackend(dir, h, srv.Close)
 	if err != nil {
-		stop()
+		srv.Close()
 		return nil, err
 	}
 	return b, nil
@@ -216,22 +169,4 @@ func S3Error(status int, code, message string) Answer {
 		Message string
 	}{Code: code, Message: message})
 	return Answer{Status: status, ContentType: "application/xml", Body: append([]byte(xml.Header), body...)}
-}
-
-// limited keeps the first bytes written to it.
-type limited struct {
-	mu   sync.Mutex
-	w    io.Writer
-	left int
-}
-
-func (l *limited) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.left > 0 {
-		n := min(len(p), l.left)
-		l.w.Write(p[:n])
-		l.left -= n
-	}
-	return len(p), nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/durachat/durachat/shared/aws/awslocal"
 	"github.com/durachat/durachat/shared/config"
 )
 
@@ -140,11 +141,11 @@ func (s *Stack) start(ctx context.Context, o Options) error {
 	built := make(chan error, 1)
 	go func() { built <- build(ctx, o.Root, s.tmp, shape, targets) }()
 
-	if s.DynamoDB, err = StartNodeServer(o.Root, "dynamodb", "dynalite", "dynamodb listening on port", "DYNAMODB_EXIT_WITH_STDIN"); err != nil {
+	if s.DynamoDB, err = StartNodeServer(o.Root, awslocal.DynamoDB); err != nil {
 		<-built
 		return err
 	}
-	if s.SQS, err = StartNodeServer(o.Root, "sqs", "sqs", "sqs listening on port", "SQS_EXIT_WITH_STDIN"); err != nil {
+	if s.SQS, err = StartNodeServer(o.Root, awslocal.SQS); err != nil {
 		<-built
 		return err
 	}
