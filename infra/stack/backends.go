@@ -1,8 +1,6 @@
 package stack
 
 import (
-	"encoding/json"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -98,11 +96,7 @@ type Faults struct {
 }
 
 // Answer is an error answer in one of the AWS protocols.
-type Answer struct {
-	Status      int
-	ContentType string
-	Body        []byte
-}
+type Answer = awslocal.Answer
 
 // Set answers every request rule picks with its answer, until Clear.
 func (f *Faults) Set(rule func(*http.Request) (Answer, bool)) {
@@ -152,21 +146,4 @@ func Sometimes(fraction float64, a Answer, ops ...string) func(*http.Request) (A
 		}
 		return a, rand.Float64() < fraction
 	}
-}
-
-// DynamoDBError is an error answer in DynamoDB's JSON protocol, e.g.
-// (400, "ThrottlingException").
-func DynamoDBError(status int, code, message string) Answer {
-	body, _ := json.Marshal(map[string]string{"__type": "com.amazonaws.dynamodb.v20120810#" + code, "message": message})
-	return Answer{Status: status, ContentType: "application/x-amz-json-1.0", Body: body}
-}
-
-// S3Error is an error answer in S3's XML protocol, e.g. (503, "SlowDown").
-func S3Error(status int, code, message string) Answer {
-	body, _ := xml.Marshal(struct {
-		XMLName xml.Name `xml:"Error"`
-		Code    string
-		Message string
-	}{Code: code, Message: message})
-	return Answer{Status: status, ContentType: "application/xml", Body: append([]byte(xml.Header), body...)}
 }
