@@ -28,6 +28,12 @@ run:
 stack: tools
 	PATH="$(TOOLS_BIN):$$PATH" $(GO) run ./cmd/stack
 
+# stack-faults runs the fault runs on the stack (minutes each; results in
+# docs/stack.md). Not part of test.
+.PHONY: stack-faults
+stack-faults: tools
+	DURACHAT_FAULT_RUNS=1 PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -timeout 30m -run TestFaultRunsOnTheDeployedShape -v ./infra/stack/
+
 build-RestoreFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/restore
 

@@ -392,7 +392,7 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 				for i := range each {
 					body, _ := json.Marshal(map[string]any{"receipt": fmt.Sprintf("w%d-%d", w, i),
 						"messages": []any{map[string]any{"role": "user", "content": fmt.Sprintf("writer %d message %d: %s", w, i, strings.Repeat("load ", 20))}}})
-					if err := appendWithRetry(s.URL+"/v1/chats/load/messages", s.DevToken, body); err != nil {
+					if _, _, err := appendUntil(s.URL+"/v1/chats/load/messages", s.DevToken, body, time.Now().Add(time.Minute)); err != nil {
 						errs <- fmt.Errorf("writer %d message %d: %w", w, i, err)
 						return
 					}
@@ -427,32 +427,36 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 	})
 }
 
-// appendWithRetry posts an append, retrying what a host retries: a 503
-// with Retry-After, a 429, a 500 from the gateway, and a failed connection.
-func appendWithRetry(url, token string, body []byte) error {
-	var last string
-	for attempt := range 8 {
-		if attempt > 0 {
-			time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
-		}
-		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+token)
-		res, err := client.Do(req)
-		if err != nil {
-			last = err.Error()
-			continue
-		}
-		raw, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		switch res.StatusCode {
-		case http.StatusOK:
-			return nil
-		case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusInternalServerError:
-			last = fmt.Sprintf("%d %s", res.StatusCode, raw)
-			continue
-		}
-		return fmt.Errorf("%d %s", res.StatusCode, raw)
+// post sends body as JSON with token and returns the status, the answer
+// and its Retry-After.
+func post(url, token string, body []byte) (int, []byte, time.Duration, error) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, 0, err
 	}
-	return fmt.Errorf("gave up: %s", last)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := client.Do(req)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	retryAfter, _ := strconv.Atoi(res.Header.Get("Retry-After"))
+	return res.StatusCode, raw, time.Duration(retryAfter) * time.Second, err
+}
+
+func TestWithTokensTheStackDeploysTheTemplatesBearerTokenFallback(t *testing.T) {
+	s := startStack(t, stack.Options{Tokens: "secret-a=tenant-a"})
+	if s.Issuer != nil || s.DevToken != "" || len(s.Template.Authorizers) != 0 {
+		t.Fatal("a stack with tokens has a JWT authorizer")
+	}
+	anon := api{t: t, base: s.URL}
+	if status, raw := anon.do(http.MethodGet, "/v1/chats/demo/status", nil); status != http.StatusUnauthorized || !strings.Contains(string(raw), `"error"`) {
+		t.Fatalf("no token: %d %s; want the function's JSON 401", status, raw)
+	}
+	if status, _ := (api{t: t, base: s.URL, token: "wrong"}).do(http.MethodGet, "/v1/chats/demo/status", nil); status != http.StatusUnauthorized {
+		t.Fatalf("a wrong token: %d", status)
+	}
+	(api{t: t, base: s.URL, token: "secret-a"}).ok(http.MethodGet, "/v1/chats/demo/status", nil, nil)
 }
