@@ -242,7 +242,7 @@ func (f *Function) start() (*instance, error) {
 	}, f.Env...)
 	w := &prefixWriter{prefix: fmt.Sprintf("[%s#%d] ", f.Def.Name, n), w: f.Logs}
 	cmd.Stdout, cmd.Stderr = w, w
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = environmentAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: starting the emulator: %w", f.Def.Name, err)
 	}
