@@ -1,4 +1,5 @@
-# durachat: `make run` serves the API locally; `make test` runs every test.
+# durachat: `make run` serves the API locally; `make stack` runs the AWS
+# shape locally; `make test` runs every test.
 #
 # sam build calls the build-<LogicalId> targets (BuildMethod: makefile) with
 # ARTIFACTS_DIR set; each puts one arm64 `bootstrap` there.
@@ -19,11 +20,24 @@ CFN_LINT = $(shell if [ "$$(cfn-lint --version 2>/dev/null)" = "cfn-lint $(CFN_L
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags "-s -w"
 GO_FILES = $(shell find . -name '*.go' -not -path './.tools/*' -not -path '*/node_modules/*' -not -path './.aws-sam/*')
 
-.PHONY: run test tools fmt-check vet lint-template bench build clean \
+.PHONY: run stack test tools fmt-check vet lint-template bench build clean \
 	build-RestoreFunction build-OffloadFunction build-MemoryFunction build-CompactFunction
 
 run:
 	$(GO) run ./cmd/durachat serve
+
+# stack runs the deployed shape on this machine: the four functions under
+# the Lambda Runtime Interface Emulator behind the template's routes,
+# authorizer and SQS event source, over dynalite and the local S3 and SQS
+# servers (infra/stack).
+stack: tools
+	PATH="$(TOOLS_BIN):$$PATH" $(GO) run ./cmd/stack
+
+# stack-faults runs the fault runs on the stack (minutes each; results in
+# docs/stack.md). Not part of test.
+.PHONY: stack-faults
+stack-faults: tools
+	DURACHAT_FAULT_RUNS=1 PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -timeout 30m -run TestFaultRunsOnTheDeployedShape -v ./infra/stack/
 
 build-RestoreFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/restore
@@ -41,11 +55,13 @@ build-CompactFunction:
 build:
 	$(GO) build ./...
 
-# tools installs the pinned test tools: the local SQS server's Node modules
-# (infra/sqs/package-lock.json), the Runtime Interface Emulator, and
-# cfn-lint (with pip, from PyPI) unless that version is on PATH already.
+# tools installs the pinned test tools: the Node modules of the local SQS
+# and DynamoDB servers (infra/sqs and infra/dynalite, package-lock.json),
+# the Runtime Interface Emulator, and cfn-lint (with pip, from PyPI) unless
+# that version is on PATH already.
 tools:
 	npm ci --prefix infra/sqs --no-audit --no-fund
+	npm ci --prefix infra/dynalite --no-audit --no-fund
 	GOBIN=$(TOOLS_BIN) $(GO) install $(RIE_MODULE)@$(RIE_VERSION)
 	@if [ "$$($(CFN_LINT) --version 2>/dev/null)" != "cfn-lint $(CFN_LINT_VERSION)" ]; then \
 		echo "installing cfn-lint $(CFN_LINT_VERSION) in $(CFN_LINT_VENV)"; \

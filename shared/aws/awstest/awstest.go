@@ -26,6 +26,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	minidyn "github.com/truora/minidyn/server"
 
+	"github.com/durachat/durachat/shared/aws/awslocal"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -170,7 +171,7 @@ type SQS struct {
 func StartSQS(t testing.TB) *SQS {
 	t.Helper()
 	upstream := sqsServer(t)
-	faults := NewFaults(NewLongPoll(proxy(upstream)))
+	faults := NewFaults(awslocal.NewLongPoll(proxy(upstream)))
 	srv := httptest.NewServer(faults)
 	t.Cleanup(srv.Close)
 	client := sqs.NewFromConfig(Config(), func(o *sqs.Options) {

@@ -1,10 +1,10 @@
 package awstest
 
 import (
-	"encoding/json"
-	"encoding/xml"
 	"net/http"
 	"sync"
+
+	"github.com/durachat/durachat/shared/aws/awslocal"
 )
 
 // Faults is an http.Handler that answers chosen requests with an error
@@ -23,11 +23,7 @@ type fault struct {
 }
 
 // Answer is an error answer in one of the AWS protocols.
-type Answer struct {
-	Status      int
-	ContentType string
-	Body        []byte
-}
+type Answer = awslocal.Answer
 
 // NewFaults wraps next; it passes everything on until a fault is added.
 // A Faults with no next (nil) only answers for a handler that asks it, as
@@ -87,26 +83,16 @@ func Method(method string) func(*http.Request) bool {
 // DynamoDBError is an error answer in DynamoDB's JSON protocol, e.g.
 // (400, "ThrottlingException") or (500, "InternalServerError").
 func DynamoDBError(status int, code, message string) Answer {
-	return jsonError("com.amazonaws.dynamodb.v20120810#"+code, status, message)
+	return awslocal.DynamoDBError(status, code, message)
 }
 
 // SQSError is an error answer in SQS's JSON protocol.
 func SQSError(status int, code, message string) Answer {
-	return jsonError("com.amazonaws.sqs#"+code, status, message)
-}
-
-func jsonError(typ string, status int, message string) Answer {
-	body, _ := json.Marshal(map[string]string{"__type": typ, "message": message})
-	return Answer{Status: status, ContentType: "application/x-amz-json-1.0", Body: body}
+	return awslocal.SQSError(status, code, message)
 }
 
 // S3Error is an error answer in S3's XML protocol, e.g. (503, "SlowDown")
 // or (409, "ConditionalRequestConflict").
 func S3Error(status int, code, message string) Answer {
-	body, _ := xml.Marshal(struct {
-		XMLName xml.Name `xml:"Error"`
-		Code    string
-		Message string
-	}{Code: code, Message: message})
-	return Answer{Status: status, ContentType: "application/xml", Body: append([]byte(xml.Header), body...)}
+	return awslocal.S3Error(status, code, message)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/durachat/durachat/shared/aws/awslocal"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -90,10 +91,7 @@ func (f *Fidelity) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // operation is the DynamoDB (or SQS) operation a JSON-protocol request names.
-func operation(r *http.Request) string {
-	target := r.Header.Get("X-Amz-Target")
-	return target[strings.LastIndexByte(target, '.')+1:]
-}
+func operation(r *http.Request) string { return awslocal.Operation(r) }
 
 func (f *Fidelity) serve(r *http.Request, op string, body []byte) *httptest.ResponseRecorder {
 	if err := checkWriteSizes(op, body); err != nil {
@@ -109,12 +107,7 @@ func (f *Fidelity) forward(r *http.Request, body []byte) *httptest.ResponseRecor
 // replay serves r with body (already read from r) on next and records the
 // answer, so that the caller can look at it before passing it on.
 func replay(next http.Handler, r *http.Request, body []byte) *httptest.ResponseRecorder {
-	in := r.Clone(r.Context())
-	in.Body = io.NopCloser(bytes.NewReader(body))
-	in.ContentLength = int64(len(body))
-	res := httptest.NewRecorder()
-	next.ServeHTTP(res, in)
-	return res
+	return awslocal.Replay(next, r, body)
 }
 
 // call makes one request of its own to the wrapped server.

@@ -1,28 +1,22 @@
 package awstest
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/durachat/durachat/shared/aws/awslocal"
 )
 
 // EndpointEnv names a running SQS-protocol server to use instead of
 // starting one, e.g. http://127.0.0.1:9324.
 const EndpointEnv = "DURACHAT_TEST_SQS_ENDPOINT"
-
-// sqsStartTimeout bounds the wait for the Node server to listen.
-const sqsStartTimeout = 20 * time.Second
 
 // The SQS server is a child process shared by every test of one test
 // binary; it is started at the first use and ends with the binary.
@@ -31,7 +25,7 @@ var shared struct {
 	endpoint string
 	skip     string // why tests that need it are skipped
 	err      error
-	stdin    io.WriteCloser
+	server   *awslocal.Server
 }
 
 // sqsServer returns the endpoint of the shared SQS server. When the
@@ -85,72 +79,33 @@ func SQSMissing() string {
 	return shared.skip
 }
 
-// startSQS runs infra/sqs/server.js on a free port. The child exits when
-// this process does: its standard input is a pipe only we hold, and on
-// Linux it also gets SIGKILL when we die (see parentDeathSignal).
+// startSQS runs infra/sqs/server.js on a free port (see awslocal.Start).
 func startSQS() (endpoint, skip string, err error) {
-	dir, err := sqsDir()
-	if err != nil {
-		return "", "", err
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "local-aws-sqs")); err != nil {
-		return "", "its Node modules are missing: run `npm ci` in infra/sqs (make test does)", nil
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		return "", "node is not installed", nil
-	}
-	cmd := exec.Command(node, "server.js", "0")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "SQS_EXIT_WITH_STDIN=1", "SQS_HOST=127.0.0.1")
-	cmd.SysProcAttr = parentDeathSignal()
-	stderr := &limitedWriter{left: 4096}
-	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return "", "", err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return "", "", err
-	}
-	if err := cmd.Start(); err != nil {
-		return "", "", fmt.Errorf("start node: %w", err)
-	}
-	// The write end stays open, referenced from shared so it is never
-	// finalized, for the life of the process; the kernel closes it when
-	// we exit and the server then exits too.
-	shared.stdin = stdin
+	return startLocal(awslocal.SQS, &shared.server)
+}
 
-	ports := make(chan string, 1)
-	go func() {
-		lines := bufio.NewScanner(stdout)
-		for lines.Scan() {
-			if port, ok := strings.CutPrefix(lines.Text(), "sqs listening on port "); ok {
-				ports <- port
-				break
-			}
-		}
-		// Keep draining so the child never blocks on a full pipe.
-		io.Copy(io.Discard, stdout)
-	}()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-
-	select {
-	case port := <-ports:
-		endpoint = "http://127.0.0.1:" + port
-	case err := <-exited:
-		return "", "", fmt.Errorf("node server.js exited before listening (%v): %s", err, stderr.String())
-	case <-time.After(sqsStartTimeout):
-		cmd.Process.Kill()
-		return "", "", fmt.Errorf("node server.js did not listen within %s: %s", sqsStartTimeout, stderr.String())
-	}
-	if err := awaitAnswer(endpoint); err != nil {
-		cmd.Process.Kill()
+// startLocal starts one of infra's Node servers, kept in *keep for the
+// life of the process, and waits until it answers.
+func startLocal(dir string, keep **awslocal.Server) (endpoint, skip string, err error) {
+	root, err := awslocal.ModuleRoot()
+	if err != nil {
 		return "", "", err
 	}
-	return endpoint, "", nil
+	srv, err := awslocal.Start(root, dir)
+	if errors.Is(err, awslocal.ErrNotInstalled) {
+		return "", err.Error(), nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	// Referenced for the life of the process, so that its standard input
+	// is never closed before we exit.
+	*keep = srv
+	if err := awaitAnswer(srv.Endpoint); err != nil {
+		srv.Close()
+		return "", "", err
+	}
+	return srv.Endpoint, "", nil
 }
 
 // awaitAnswer waits until the server answers an HTTP request at all.
@@ -164,28 +119,9 @@ func awaitAnswer(endpoint string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("SQS server at %s does not answer: %w", endpoint, err)
+			return fmt.Errorf("server at %s does not answer: %w", endpoint, err)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// sqsDir finds infra/sqs from the module root above the working directory
-// (go test runs each package in its own directory).
-func sqsDir() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "infra", "sqs"), nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
 	}
 }
 
@@ -205,28 +141,4 @@ func proxy(endpoint string) http.Handler {
 		r.Host = target.Host
 	}
 	return p
-}
-
-// limitedWriter keeps the first bytes written to it and drops the rest.
-type limitedWriter struct {
-	mu   sync.Mutex
-	buf  strings.Builder
-	left int
-}
-
-func (l *limitedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.left > 0 {
-		n := min(len(p), l.left)
-		l.buf.Write(p[:n])
-		l.left -= n
-	}
-	return len(p), nil
-}
-
-func (l *limitedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

@@ -24,15 +24,35 @@ import (
 )
 
 func newTable(t testing.TB) (*dynamo.Table, *awstest.DynamoDB, string) {
-	ddb := awstest.StartDynamoDB(t)
+	return newTableOn(t, awstest.StartDynamoDB)
+}
+
+func newTableOn(t testing.TB, start func(testing.TB) *awstest.DynamoDB) (*dynamo.Table, *awstest.DynamoDB, string) {
+	ddb := start(t)
 	name := ddb.CreateTable(t)
 	return dynamo.New(ddb.Client, name), ddb, name
 }
 
+// onBoth runs a test on minidyn (fast, lenient) and on dynalite, which has
+// DynamoDB's own validation and limits: a rule of the adapter that
+// DynamoDB would enforce fails there even where minidyn lets it pass.
+func onBoth(t *testing.T, test func(t *testing.T, newTable func(testing.TB) (*dynamo.Table, *awstest.DynamoDB, string))) {
+	for _, b := range []struct {
+		name  string
+		start func(testing.TB) *awstest.DynamoDB
+	}{{"minidyn", awstest.StartDynamoDB}, {"dynalite", awstest.StartDynalite}} {
+		t.Run(b.name, func(t *testing.T) {
+			test(t, func(t testing.TB) (*dynamo.Table, *awstest.DynamoDB, string) { return newTableOn(t, b.start) })
+		})
+	}
+}
+
 func TestTableConformance(t *testing.T) {
-	storetest.TestTable(t, func(t *testing.T) store.Table {
-		tbl, _, _ := newTable(t)
-		return tbl
+	onBoth(t, func(t *testing.T, newTable func(testing.TB) (*dynamo.Table, *awstest.DynamoDB, string)) {
+		storetest.TestTable(t, func(t *testing.T) store.Table {
+			tbl, _, _ := newTable(t)
+			return tbl
+		})
 	})
 }
 
@@ -44,144 +64,156 @@ func must(t testing.TB, err error) {
 }
 
 func TestStoredAttributeNamesAreStoreNames(t *testing.T) {
-	tbl, ddb, name := newTable(t)
-	ctx := t.Context()
-	it := store.Item{Key: store.Key{PK: "p", SK: "s"}, Body: []byte("body"), Expires: time.Now().Add(time.Hour).Unix()}
-	must(t, tbl.Create(ctx, it))
-	out, err := ddb.Client.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(name)})
-	must(t, err)
-	if len(out.Items) != 1 {
-		t.Fatalf("scan found %d items, want 1", len(out.Items))
-	}
-	var names []string
-	for n := range out.Items[0] {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	want := []string{store.AttrBody, store.AttrPK, store.AttrSK, store.AttrExpires, store.AttrVersion}
-	slices.Sort(want)
-	if !slices.Equal(names, want) {
-		t.Fatalf("stored attributes %q, want store's %q", names, want)
-	}
-	var raw struct {
-		B   []byte `dynamodbav:"b"`
-		TTL int64  `dynamodbav:"ttl"`
-	}
-	must(t, attributevalue.UnmarshalMap(out.Items[0], &raw))
-	if string(raw.B) != "body" || raw.TTL != it.Expires {
-		t.Fatalf("stored b=%q ttl=%d, want the body as binary and ttl as a number", raw.B, raw.TTL)
-	}
+	onBoth(t, func(t *testing.T, newTable func(testing.TB) (*dynamo.Table, *awstest.DynamoDB, string)) {
+		tbl, ddb, name := newTable(t)
+		ctx := t.Context()
+		it := store.Item{Key: store.Key{PK: "p", SK: "s"}, Body: []byte("body"), Expires: time.Now().Add(time.Hour).Unix()}
+		must(t, tbl.Create(ctx, it))
+		out, err := ddb.Client.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(name)})
+		must(t, err)
+		if len(out.Items) != 1 {
+			t.Fatalf("scan found %d items, want 1", len(out.Items))
+		}
+		var names []string
+		for n := range out.Items[0] {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		want := []string{store.AttrBody, store.AttrPK, store.AttrSK, store.AttrExpires, store.AttrVersion}
+		slices.Sort(want)
+		if !slices.Equal(names, want) {
+			t.Fatalf("stored attributes %q, want store's %q", names, want)
+		}
+		var raw struct {
+			B   []byte `dynamodbav:"b"`
+			TTL int64  `dynamodbav:"ttl"`
+		}
+		must(t, attributevalue.UnmarshalMap(out.Items[0], &raw))
+		if string(raw.B) != "body" || raw.TTL != it.Expires {
+			t.Fatalf("stored b=%q ttl=%d, want the body as binary and ttl as a number", raw.B, raw.TTL)
+		}
+	})
 }
 
 func TestExpiredItemIsAbsentBeforeDynamoDBDeletesIt(t *testing.T) {
-	tbl, _, _ := newTable(t)
-	ctx := t.Context()
-	past, future := time.Now().Add(-time.Minute).Unix(), time.Now().Add(time.Hour).Unix()
-	gone := store.Key{PK: "p", SK: "e/1"}
-	live := store.Key{PK: "p", SK: "e/2"}
-	must(t, tbl.Create(ctx, store.Item{Key: gone, Body: []byte(`"old"`), Expires: past}))
-	must(t, tbl.Create(ctx, store.Item{Key: live, Body: []byte(`"live"`), Expires: future}))
+	onBoth(t, func(t *testing.T, newTable func(testing.TB) (*dynamo.Table, *awstest.DynamoDB, string)) {
+		tbl, _, _ := newTable(t)
+		ctx := t.Context()
+		past, future := time.Now().Add(-time.Minute).Unix(), time.Now().Add(time.Hour).Unix()
+		gone := store.Key{PK: "p", SK: "e/1"}
+		live := store.Key{PK: "p", SK: "e/2"}
+		must(t, tbl.Create(ctx, store.Item{Key: gone, Body: []byte(`"old"`), Expires: past}))
+		must(t, tbl.Create(ctx, store.Item{Key: live, Body: []byte(`"live"`), Expires: future}))
 
-	if _, err := tbl.Get(ctx, gone); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Get of an expired item = %v, want ErrNotFound", err)
-	}
-	page, err := tbl.Query(ctx, store.Query{PK: "p", Prefix: "e/"})
-	must(t, err)
-	if len(page.Items) != 1 || page.Items[0].Key != live {
-		t.Errorf("Query = %+v, want only the live item", page.Items)
-	}
-	items, err := tbl.BatchGet(ctx, []store.Key{gone, live})
-	must(t, err)
-	if len(items) != 1 || items[0].Key != live {
-		t.Errorf("BatchGet = %+v, want only the live item", items)
-	}
-	if err := tbl.Update(ctx, store.Item{Key: gone, Version: 2, Body: []byte(`"x"`)}); !errors.Is(err, store.ErrConditionFailed) {
-		t.Errorf("Update of an expired item = %v, want ErrConditionFailed", err)
-	}
-	// Create takes the key over from the expired item.
-	must(t, tbl.Create(ctx, store.Item{Key: gone, Body: []byte(`"new"`)}))
-	got, err := tbl.Get(ctx, gone)
-	must(t, err)
-	if got.Version != 1 || string(got.Body) != `"new"` || got.Expires != 0 {
-		t.Errorf("re-created item = %+v (body %q), want the new one", got, got.Body)
-	}
+		if _, err := tbl.Get(ctx, gone); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get of an expired item = %v, want ErrNotFound", err)
+		}
+		page, err := tbl.Query(ctx, store.Query{PK: "p", Prefix: "e/"})
+		must(t, err)
+		if len(page.Items) != 1 || page.Items[0].Key != live {
+			t.Errorf("Query = %+v, want only the live item", page.Items)
+		}
+		items, err := tbl.BatchGet(ctx, []store.Key{gone, live})
+		must(t, err)
+		if len(items) != 1 || items[0].Key != live {
+			t.Errorf("BatchGet = %+v, want only the live item", items)
+		}
+		if err := tbl.Update(ctx, store.Item{Key: gone, Version: 2, Body: []byte(`"x"`)}); !errors.Is(err, store.ErrConditionFailed) {
+			t.Errorf("Update of an expired item = %v, want ErrConditionFailed", err)
+		}
+		// Create takes the key over from the expired item.
+		must(t, tbl.Create(ctx, store.Item{Key: gone, Body: []byte(`"new"`)}))
+		got, err := tbl.Get(ctx, gone)
+		must(t, err)
+		if got.Version != 1 || string(got.Body) != `"new"` || got.Expires != 0 {
+			t.Errorf("re-created item = %+v (body %q), want the new one", got, got.Body)
+		}
+	})
 }
 
 func TestQueryLimitSkipsExpiredItemsAndFillsThePage(t *testing.T) {
-	tbl, _, _ := newTable(t)
-	ctx := t.Context()
-	past := time.Now().Add(-time.Minute).Unix()
-	for i := range 10 {
-		it := store.Item{Key: store.Key{PK: "p", SK: fmt.Sprintf("e/%d", i)}, Body: []byte(`{}`)}
-		if i%2 == 0 {
-			it.Expires = past
+	onBoth(t, func(t *testing.T, newTable func(testing.TB) (*dynamo.Table, *awstest.DynamoDB, string)) {
+		tbl, _, _ := newTable(t)
+		ctx := t.Context()
+		past := time.Now().Add(-time.Minute).Unix()
+		for i := range 10 {
+			it := store.Item{Key: store.Key{PK: "p", SK: fmt.Sprintf("e/%d", i)}, Body: []byte(`{}`)}
+			if i%2 == 0 {
+				it.Expires = past
+			}
+			must(t, tbl.Create(ctx, it))
 		}
-		must(t, tbl.Create(ctx, it))
-	}
-	page, err := tbl.Query(ctx, store.Query{PK: "p", Prefix: "e/", Limit: 3})
-	must(t, err)
-	if got := keys(page.Items); !slices.Equal(got, []string{"e/1", "e/3", "e/5"}) || page.Next != "e/5" {
-		t.Fatalf("page = %q next %q, want [e/1 e/3 e/5] next e/5", got, page.Next)
-	}
-	page, err = tbl.Query(ctx, store.Query{PK: "p", Prefix: "e/", Limit: 3, After: page.Next})
-	must(t, err)
-	if got := keys(page.Items); !slices.Equal(got, []string{"e/7", "e/9"}) || page.Next != "" {
-		t.Fatalf("last page = %q next %q, want [e/7 e/9] and no next", got, page.Next)
-	}
+		page, err := tbl.Query(ctx, store.Query{PK: "p", Prefix: "e/", Limit: 3})
+		must(t, err)
+		if got := keys(page.Items); !slices.Equal(got, []string{"e/1", "e/3", "e/5"}) || page.Next != "e/5" {
+			t.Fatalf("page = %q next %q, want [e/1 e/3 e/5] next e/5", got, page.Next)
+		}
+		page, err = tbl.Query(ctx, store.Query{PK: "p", Prefix: "e/", Limit: 3, After: page.Next})
+		must(t, err)
+		if got := keys(page.Items); !slices.Equal(got, []string{"e/7", "e/9"}) || page.Next != "" {
+			t.Fatalf("last page = %q next %q, want [e/7 e/9] and no next", got, page.Next)
+		}
+	})
 }
 
 // DynamoDB answers at most 1 MB per Query request; a page with a Limit
 // follows LastEvaluatedKey until it is full.
 func TestQueryFollowsOneMegabytePages(t *testing.T) {
-	tbl, _, _ := newTable(t)
-	ctx := t.Context()
-	body := []byte(`"` + strings.Repeat("x", 300<<10) + `"`)
-	for _, sk := range []string{"a", "b", "c", "d", "e"} {
-		must(t, tbl.Create(ctx, store.Item{Key: store.Key{PK: "p", SK: sk}, Body: body}))
-	}
-	page, err := tbl.Query(ctx, store.Query{PK: "p", Limit: 5})
-	must(t, err)
-	if got := keys(page.Items); !slices.Equal(got, []string{"a", "b", "c", "d", "e"}) || page.Next != "" {
-		t.Fatalf("Limit 5 over 1.5 MB: %q next %q, want all five and no next", got, page.Next)
-	}
+	onBoth(t, func(t *testing.T, newTable func(testing.TB) (*dynamo.Table, *awstest.DynamoDB, string)) {
+		tbl, _, _ := newTable(t)
+		ctx := t.Context()
+		body := []byte(`"` + strings.Repeat("x", 300<<10) + `"`)
+		for _, sk := range []string{"a", "b", "c", "d", "e"} {
+			must(t, tbl.Create(ctx, store.Item{Key: store.Key{PK: "p", SK: sk}, Body: body}))
+		}
+		page, err := tbl.Query(ctx, store.Query{PK: "p", Limit: 5})
+		must(t, err)
+		if got := keys(page.Items); !slices.Equal(got, []string{"a", "b", "c", "d", "e"}) || page.Next != "" {
+			t.Fatalf("Limit 5 over 1.5 MB: %q next %q, want all five and no next", got, page.Next)
+		}
+	})
 }
 
 func TestQueryAfterOutsideThePrefixIsResolvedLocally(t *testing.T) {
-	tbl, _, _ := newTable(t)
-	ctx := t.Context()
-	for _, sk := range []string{"d/1", "e/1", "e/2", "f/1"} {
-		must(t, tbl.Create(ctx, store.Item{Key: store.Key{PK: "p", SK: sk}, Body: []byte(`{}`)}))
-	}
-	tests := []struct {
-		after string
-		desc  bool
-		want  []string
-	}{
-		{after: "d/9", want: []string{"e/1", "e/2"}},
-		{after: "f", want: nil},
-		{after: "d/9", desc: true, want: nil},
-		{after: "f", desc: true, want: []string{"e/2", "e/1"}},
-		{after: "e", want: []string{"e/1", "e/2"}}, // a proper prefix of the prefix sorts first
-	}
-	for _, tt := range tests {
-		page, err := tbl.Query(ctx, store.Query{PK: "p", Prefix: "e/", After: tt.after, Desc: tt.desc})
-		must(t, err)
-		if got := keys(page.Items); !slices.Equal(got, tt.want) {
-			t.Errorf("after %q desc %v: %q, want %q", tt.after, tt.desc, got, tt.want)
+	onBoth(t, func(t *testing.T, newTable func(testing.TB) (*dynamo.Table, *awstest.DynamoDB, string)) {
+		tbl, _, _ := newTable(t)
+		ctx := t.Context()
+		for _, sk := range []string{"d/1", "e/1", "e/2", "f/1"} {
+			must(t, tbl.Create(ctx, store.Item{Key: store.Key{PK: "p", SK: sk}, Body: []byte(`{}`)}))
 		}
-	}
+		tests := []struct {
+			after string
+			desc  bool
+			want  []string
+		}{
+			{after: "d/9", want: []string{"e/1", "e/2"}},
+			{after: "f", want: nil},
+			{after: "d/9", desc: true, want: nil},
+			{after: "f", desc: true, want: []string{"e/2", "e/1"}},
+			{after: "e", want: []string{"e/1", "e/2"}}, // a proper prefix of the prefix sorts first
+		}
+		for _, tt := range tests {
+			page, err := tbl.Query(ctx, store.Query{PK: "p", Prefix: "e/", After: tt.after, Desc: tt.desc})
+			must(t, err)
+			if got := keys(page.Items); !slices.Equal(got, tt.want) {
+				t.Errorf("after %q desc %v: %q, want %q", tt.after, tt.desc, got, tt.want)
+			}
+		}
+	})
 }
 
 func TestBatchGetGivesRepeatedKeyTwice(t *testing.T) {
-	tbl, _, _ := newTable(t)
-	ctx := t.Context()
-	k := store.Key{PK: "p", SK: "n/1"}
-	must(t, tbl.Create(ctx, store.Item{Key: k, Body: []byte(`1`)}))
-	items, err := tbl.BatchGet(ctx, []store.Key{k, {PK: "p", SK: "n/2"}, k})
-	must(t, err)
-	if len(items) != 2 || items[0].Key != k || items[1].Key != k {
-		t.Fatalf("BatchGet = %+v, want the item twice", items)
-	}
+	onBoth(t, func(t *testing.T, newTable func(testing.TB) (*dynamo.Table, *awstest.DynamoDB, string)) {
+		tbl, _, _ := newTable(t)
+		ctx := t.Context()
+		k := store.Key{PK: "p", SK: "n/1"}
+		must(t, tbl.Create(ctx, store.Item{Key: k, Body: []byte(`1`)}))
+		items, err := tbl.BatchGet(ctx, []store.Key{k, {PK: "p", SK: "n/2"}, k})
+		must(t, err)
+		if len(items) != 2 || items[0].Key != k || items[1].Key != k {
+			t.Fatalf("BatchGet = %+v, want the item twice", items)
+		}
+	})
 }
 
 func TestBatchGetRetriesUnprocessedKeys(t *testing.T) {
@@ -350,14 +382,16 @@ func keys(items []store.Item) []string {
 }
 
 func TestQueryWithHugeLimitReadsEverything(t *testing.T) {
-	tbl, _, _ := newTable(t)
-	ctx := t.Context()
-	for i := range 3 {
-		must(t, tbl.Create(ctx, store.Item{Key: store.Key{PK: "p", SK: fmt.Sprint(i)}, Body: []byte(`{}`)}))
-	}
-	page, err := tbl.Query(ctx, store.Query{PK: "p", Limit: math.MaxInt})
-	must(t, err)
-	if len(page.Items) != 3 || page.Next != "" {
-		t.Fatalf("Limit MaxInt: %d items next %q, want 3 and no next", len(page.Items), page.Next)
-	}
+	onBoth(t, func(t *testing.T, newTable func(testing.TB) (*dynamo.Table, *awstest.DynamoDB, string)) {
+		tbl, _, _ := newTable(t)
+		ctx := t.Context()
+		for i := range 3 {
+			must(t, tbl.Create(ctx, store.Item{Key: store.Key{PK: "p", SK: fmt.Sprint(i)}, Body: []byte(`{}`)}))
+		}
+		page, err := tbl.Query(ctx, store.Query{PK: "p", Limit: math.MaxInt})
+		must(t, err)
+		if len(page.Items) != 3 || page.Next != "" {
+			t.Fatalf("Limit MaxInt: %d items next %q, want 3 and no next", len(page.Items), page.Next)
+		}
+	})
 }

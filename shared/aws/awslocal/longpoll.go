@@ -1,12 +1,17 @@
-package awstest
+package awslocal
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"time"
 )
+
+// maxRequestBody bounds what LongPoll reads of a request.
+const maxRequestBody = 16 << 20
 
 // shortPollEvery is how often a long poll looks for messages.
 const shortPollEvery = 100 * time.Millisecond
@@ -23,7 +28,7 @@ type LongPoll struct{ next http.Handler }
 func NewLongPoll(next http.Handler) *LongPoll { return &LongPoll{next: next} }
 
 func (l *LongPoll) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if operation(r) != "ReceiveMessage" {
+	if Operation(r) != "ReceiveMessage" {
 		l.next.ServeHTTP(w, r)
 		return
 	}
@@ -38,7 +43,7 @@ func (l *LongPoll) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		json.Unmarshal(req["WaitTimeSeconds"], &wait)
 	}
 	if wait <= 0 {
-		copyAnswer(w, replay(l.next, r, body))
+		copyAnswer(w, Replay(l.next, r, body))
 		return
 	}
 	req["WaitTimeSeconds"] = json.RawMessage("0")
@@ -49,7 +54,7 @@ func (l *LongPoll) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	deadline := time.Now().Add(time.Duration(wait * float64(time.Second)))
 	for {
-		res := replay(l.next, r, short)
+		res := Replay(l.next, r, short)
 		if res.Code != http.StatusOK || hasMessages(res.Body.Bytes()) || !time.Now().Add(shortPollEvery).Before(deadline) {
 			copyAnswer(w, res)
 			return
@@ -73,4 +78,21 @@ func copyAnswer(w http.ResponseWriter, res *httptest.ResponseRecorder) {
 	}
 	w.WriteHeader(res.Code)
 	w.Write(res.Body.Bytes())
+}
+
+// Operation is the operation a JSON-protocol request (DynamoDB, SQS) names
+// in X-Amz-Target, e.g. "PutItem" or "ReceiveMessage".
+func Operation(r *http.Request) string {
+	target := r.Header.Get("X-Amz-Target")
+	return target[strings.LastIndexByte(target, '.')+1:]
+}
+
+// Replay serves r with body to next and returns the recorded answer.
+func Replay(next http.Handler, r *http.Request, body []byte) *httptest.ResponseRecorder {
+	in := r.Clone(r.Context())
+	in.Body = io.NopCloser(bytes.NewReader(body))
+	in.ContentLength = int64(len(body))
+	res := httptest.NewRecorder()
+	next.ServeHTTP(res, in)
+	return res
 }

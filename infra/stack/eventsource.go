@@ -1,0 +1,176 @@
+package stack
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// Poller emulates an SQS event source mapping: up to MaxConcurrency
+// pollers long-poll the queue for batches of BatchSize, invoke the
+// function with each as an SQS event, and delete what it processed. With
+// ReportBatchItemFailures the function's batchItemFailures stay in the
+// queue (an answer naming a message not in the batch fails the whole
+// batch, as in Lambda); without it, or when the invocation fails, the
+// whole batch stays. What stays comes back when its visibility timeout
+// ends (or earlier, when the function changed it), and the queue's
+// redrive policy moves it to the dead-letter queue after maxReceiveCount
+// receives.
+type Poller struct {
+	Source   EventSource
+	QueueURL string
+	QueueARN string
+	Function *Function
+	Client   *sqs.Client
+	Log      *slog.Logger
+
+	// Counters, for fault runs.
+	Batches      atomic.Int64 // invocations
+	Failed       atomic.Int64 // invocations that failed as a whole
+	ItemFailures atomic.Int64 // messages reported in batchItemFailures
+	Deleted      atomic.Int64
+}
+
+// Run polls until ctx ends.
+func (p *Poller) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range max(p.Source.MaxConcurrency, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.poll(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+func (p *Poller) poll(ctx context.Context) {
+	backoff := time.Second
+	for ctx.Err() == nil {
+		out, err := p.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl:                    aws.String(p.QueueURL),
+			MaxNumberOfMessages:         int32(min(max(p.Source.BatchSize, 1), 10)),
+			WaitTimeSeconds:             20,
+			AttributeNames:              []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll},
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+			MessageAttributeNames:       []string{"All"},
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			p.Log.Warn("event source: receiving", "err", err)
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, 10*time.Second)
+			continue
+		}
+		backoff = time.Second
+		if len(out.Messages) == 0 {
+			continue
+		}
+		p.handle(ctx, out.Messages)
+	}
+}
+
+func (p *Poller) handle(ctx context.Context, msgs []sqstypes.Message) {
+	ev := events.SQSEvent{Records: make([]events.SQSMessage, len(msgs))}
+	byID := map[string]sqstypes.Message{}
+	for i, m := range msgs {
+		ev.Records[i] = p.record(m)
+		byID[aws.ToString(m.MessageId)] = m
+	}
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		p.Log.Error("event source: encoding the event", "err", err)
+		return
+	}
+	p.Batches.Add(1)
+	out, err := p.Function.Invoke(context.WithoutCancel(ctx), payload)
+	if err != nil {
+		// The whole batch stays; it comes back after its visibility.
+		p.Failed.Add(1)
+		p.Log.Warn("event source: invocation failed; the batch stays in the queue", "messages", len(msgs), "err", err)
+		return
+	}
+	keep := map[string]bool{}
+	if p.Source.ReportFailures {
+		var resp events.SQSEventResponse
+		if err := json.Unmarshal(out, &resp); err != nil {
+			p.Failed.Add(1)
+			p.Log.Warn("event source: the answer is not an SQSEventResponse; the batch stays", "err", err)
+			return
+		}
+		for _, f := range resp.BatchItemFailures {
+			if _, ok := byID[f.ItemIdentifier]; !ok {
+				p.Failed.Add(1)
+				p.Log.Warn("event source: a batch item failure names no message of the batch; the batch stays", "id", f.ItemIdentifier)
+				return
+			}
+			keep[f.ItemIdentifier] = true
+		}
+		p.ItemFailures.Add(int64(len(keep)))
+	}
+	var entries []sqstypes.DeleteMessageBatchRequestEntry
+	for id, m := range byID {
+		if !keep[id] {
+			entries = append(entries, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(len(entries))), ReceiptHandle: m.ReceiptHandle})
+		}
+	}
+	if len(entries) == 0 {
+		return
+	}
+	res, err := p.Client.DeleteMessageBatch(context.WithoutCancel(ctx), &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.QueueURL), Entries: entries})
+	if err != nil {
+		p.Log.Warn("event source: deleting processed messages", "err", err)
+		return
+	}
+	p.Deleted.Add(int64(len(res.Successful)))
+	for _, f := range res.Failed {
+		p.Log.Warn("event source: deleting a processed message", "code", aws.ToString(f.Code), "message", aws.ToString(f.Message))
+	}
+}
+
+func (p *Poller) record(m sqstypes.Message) events.SQSMessage {
+	r := events.SQSMessage{
+		MessageId:              aws.ToString(m.MessageId),
+		ReceiptHandle:          aws.ToString(m.ReceiptHandle),
+		Body:                   aws.ToString(m.Body),
+		Md5OfBody:              aws.ToString(m.MD5OfBody),
+		Md5OfMessageAttributes: aws.ToString(m.MD5OfMessageAttributes),
+		Attributes:             m.Attributes,
+		EventSource:            "aws:sqs",
+		EventSourceARN:         p.QueueARN,
+		AWSRegion:              Region,
+	}
+	if len(m.MessageAttributes) > 0 {
+		r.MessageAttributes = map[string]events.SQSMessageAttribute{}
+		for k, v := range m.MessageAttributes {
+			r.MessageAttributes[k] = events.SQSMessageAttribute{
+				StringValue: v.StringValue, BinaryValue: v.BinaryValue, DataType: aws.ToString(v.DataType),
+			}
+		}
+	}
+	return r
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func (p *Poller) String() string {
+	return fmt.Sprintf("%s <- %s (batch %d, concurrency %d, report failures %v)", p.Source.Function, p.Source.Queue,
+		p.Source.BatchSize, p.Source.MaxConcurrency, p.Source.ReportFailures)
+}

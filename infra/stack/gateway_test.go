@@ -1,0 +1,65 @@
+package stack
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func gatewayOf(routes ...Route) *Gateway {
+	tpl := &Template{Routes: routes, Integrations: map[string]Integration{"I": {Function: "F", PayloadFormat: "2.0", TimeoutMillis: 30000}}}
+	return NewGateway(tpl, map[string]*Function{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func TestARouteMissingFromTheTemplateIsAPIGatewaysNotFound(t *testing.T) {
+	g := gatewayOf(Route{Key: "GET /healthz", Integration: "I", AuthType: "NONE"})
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/chats/c/view", nil))
+	if w.Code != http.StatusNotFound || strings.TrimSpace(w.Body.String()) != `{"message":"Not Found"}` {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	w = httptest.NewRecorder()
+	g.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/healthz", nil))
+	if w.Code != http.StatusNotFound {
+		t.Fatalf("POST on a GET route: %d", w.Code)
+	}
+}
+
+func TestRoutesMatchTheMostSpecificKeyThenDefault(t *testing.T) {
+	g := gatewayOf(
+		Route{Name: "param", Key: "POST /v1/chats/{chat}/hooks/before-request"},
+		Route{Name: "literal", Key: "POST /v1/chats/fixed/hooks/before-request"},
+		Route{Name: "any", Key: "ANY /v1/{proxy+}"},
+		Route{Name: "default", Key: "$default"},
+	)
+	for _, c := range []struct{ method, path, want, param string }{
+		{"POST", "/v1/chats/c1/hooks/before-request", "param", "c1"},
+		{"POST", "/v1/chats/fixed/hooks/before-request", "literal", ""},
+		{"GET", "/v1/chats/c1/view", "any", ""},
+		{"GET", "/healthz", "default", ""},
+	} {
+		r, params := g.match(c.method, c.path)
+		if r == nil || r.Name != c.want || params["chat"] != c.param {
+			t.Errorf("%s %s: %+v %v, want %s", c.method, c.path, r, params, c.want)
+		}
+	}
+}
+
+func TestAJWTRouteRefusesARequestWithoutAToken(t *testing.T) {
+	g := gatewayOf(Route{Key: "$default", Integration: "I", AuthType: "JWT", Authorizer: "A"})
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/chats/c/view", nil))
+	if w.Code != http.StatusUnauthorized || strings.TrimSpace(w.Body.String()) != `{"message":"Unauthorized"}` {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+}
+
+func TestClaimsReachTheFunctionAsStrings(t *testing.T) {
+	got := claimStrings(map[string]any{"sub": "t1", "exp": float64(1700000000), "groups": []any{"a", "b"}})
+	if got["sub"] != "t1" || got["exp"] != "1700000000" || got["groups"] != "[a b]" {
+		t.Fatalf("%v", got)
+	}
+}

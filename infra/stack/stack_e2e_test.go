@@ -1,0 +1,462 @@
+//go:build unix
+
+package stack_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/durachat/durachat/infra/stack"
+	"github.com/durachat/durachat/shared/model/offline"
+)
+
+// The deployed shape, end to end: the real bootstraps under the emulator,
+// behind the template's routes and authorizer, fed by the template's event
+// source mapping, over dynalite, the local S3 server and the local SQS
+// server. One stack serves every subtest (it takes a while to build).
+
+var client = &http.Client{Timeout: 60 * time.Second}
+
+// startStack starts a stack for the test, or skips it: under -short, or
+// when the emulator or the Node servers are not installed (outside CI,
+// where they must be).
+func startStack(t *testing.T, o stack.Options) *stack.Stack {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("the stack builds four functions and starts servers: not under -short")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, need := range []string{".tools/bin/aws-lambda-rie", "infra/dynalite/node_modules", "infra/sqs/node_modules"} {
+		if _, err := os.Stat(filepath.Join(root, need)); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is missing: run `make tools`", need)
+			}
+			t.Skipf("%s is missing: run `make tools`", need)
+		}
+	}
+	o.Root = root
+	o.Logs = &tail{}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	s, err := stack.Start(ctx, o)
+	if err != nil {
+		t.Fatalf("starting the stack: %v", err)
+	}
+	t.Logf("stack started in %s", time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() {
+		s.Close()
+		if t.Failed() {
+			t.Logf("functions' output (last lines):\n%s", o.Logs)
+		}
+	})
+	return s
+}
+
+// tail keeps the last 64 KB written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (w *tail) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	if len(w.buf) > 64<<10 {
+		w.buf = w.buf[len(w.buf)-64<<10:]
+	}
+	return len(p), nil
+}
+
+func (w *tail) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.buf)
+}
+
+// api is a caller of the stack's API with one bearer token.
+type api struct {
+	t     testing.TB
+	base  string
+	token string
+}
+
+// do sends body as JSON (nil for none) and returns the status and answer.
+func (a api) do(method, path string, body any) (int, []byte) {
+	a.t.Helper()
+	var r io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, a.base+path, r)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return res.StatusCode, raw
+}
+
+// ok sends body, requires a 200 and decodes the answer into out.
+func (a api) ok(method, path string, body, out any) []byte {
+	a.t.Helper()
+	status, raw := a.do(method, path, body)
+	if status != http.StatusOK {
+		a.t.Fatalf("%s %s: %d %s", method, path, status, raw)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			a.t.Fatalf("%s %s: %s: %v", method, path, raw, err)
+		}
+	}
+	return raw
+}
+
+type view struct {
+	View      string `json:"view"`
+	Lines     int64  `json:"lines"`
+	Unbuilt   int64  `json:"unbuilt"`
+	Stalled   bool   `json:"stalled"`
+	LastError string `json:"lastError"`
+}
+
+// covered sums the entries the view's "<start>+<count>|" lines cover,
+// checking that they tile the log from entry 0.
+func covered(t testing.TB, v string) int64 {
+	t.Helper()
+	var next int64
+	for _, line := range strings.Split(v, "\n") {
+		label, _, ok := strings.Cut(line, "|")
+		start, count, ok2 := strings.Cut(label, "+")
+		if !ok || !ok2 {
+			continue
+		}
+		a, err1 := strconv.ParseInt(start, 10, 64)
+		n, err2 := strconv.ParseInt(count, 10, 64)
+		if err1 != nil || err2 != nil || a != next {
+			t.Fatalf("view line %q: want a block starting at entry %d", line, next)
+		}
+		next = a + n
+	}
+	return next
+}
+
+// built reads the chat's view until every line is built (through the
+// queue and the compact function) and returns it.
+func (a api) built(chat string, entries int64, within time.Duration) view {
+	a.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var v view
+		a.ok(http.MethodGet, "/v1/chats/"+chat+"/view?wait=turn", nil, &v)
+		if got := covered(a.t, v.View); got != entries {
+			a.t.Fatalf("the view covers %d entries, want %d", got, entries)
+		}
+		switch {
+		case v.Stalled:
+			a.t.Fatalf("the view stalled: %s", v.LastError)
+		case v.Unbuilt == 0:
+			return v
+		case time.Now().After(deadline):
+			a.t.Fatalf("%d lines still unbuilt after %s", v.Unbuilt, within)
+		}
+	}
+}
+
+func pngBase64(t testing.TB, shade uint8) string {
+	img := image.NewRGBA(image.Rect(0, 0, 16, 16))
+	for x := range 16 {
+		for y := range 16 {
+			img.Set(x, y, color.RGBA{shade, uint8(x * 16), uint8(y * 16), 255})
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(buf.Bytes())
+}
+
+func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
+	s := startStack(t, stack.Options{})
+	anon := api{t: t, base: s.URL}
+	host := api{t: t, base: s.URL, token: s.DevToken}
+
+	t.Run("TheHealthRouteIsPublicAndEveryOtherNeedsAValidJWT", func(t *testing.T) {
+		anon, host := anon, host
+		anon.t, host.t = t, t
+		if status, raw := anon.do(http.MethodGet, "/healthz", nil); status != http.StatusOK || string(raw) != "{\"ok\":true}\n" {
+			t.Fatalf("healthz: %d %s", status, raw)
+		}
+		if status, raw := anon.do(http.MethodGet, "/v1/chats/demo/status", nil); status != http.StatusUnauthorized || !strings.Contains(string(raw), `"Unauthorized"`) {
+			t.Fatalf("no token: %d %s", status, raw)
+		}
+		expired, err := s.Issuer.Token(map[string]any{"sub": "local", "aud": stack.Audience, "exp": time.Now().Add(-time.Minute).Unix()}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		otherAudience, _ := s.Issuer.Token(map[string]any{"sub": "local", "aud": "someone-else"}, time.Hour)
+		forged := s.DevToken[:strings.LastIndex(s.DevToken, ".")] + "." + base64.RawURLEncoding.EncodeToString(make([]byte, 256))
+		for name, tok := range map[string]string{"expired": expired, "other audience": otherAudience, "forged signature": forged} {
+			if status, _ := (api{t: t, base: s.URL, token: tok}).do(http.MethodGet, "/v1/chats/demo/status", nil); status != http.StatusUnauthorized {
+				t.Errorf("%s token: %d, want 401", name, status)
+			}
+		}
+		host.ok(http.MethodGet, "/v1/chats/demo/status", nil, nil)
+	})
+
+	t.Run("TheTenantIsTheTokensSubClaim", func(t *testing.T) {
+		host := host
+		host.t = t
+		host.ok(http.MethodPost, "/v1/chats/tenancy/messages", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "mine"}}}, nil)
+		tok, err := s.Issuer.Token(map[string]any{"sub": "someone-else", "aud": stack.Audience}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := api{t: t, base: s.URL, token: tok}
+		var v view
+		other.ok(http.MethodGet, "/v1/chats/tenancy/view", nil, &v)
+		if covered(t, v.View) != 0 {
+			t.Fatalf("another tenant sees the chat: %q", v.View)
+		}
+	})
+
+	t.Run("TheWalkthroughLogsViewsAndZoomsThroughTheQueue", func(t *testing.T) {
+		host := host
+		host.t = t
+		const messages = 20
+		originals := make([]string, messages)
+		for i := range messages {
+			originals[i] = fmt.Sprintf("Message %d about the login page. %s", i, strings.Repeat("The café form posts to /login and answers 502. ", 15))
+			var got struct{ IDs []int64 }
+			host.ok(http.MethodPost, "/v1/chats/walk/messages", map[string]any{"receipt": fmt.Sprintf("turn-%d", i),
+				"messages": []any{map[string]any{"role": "user", "content": originals[i]}}}, &got)
+			if !slices.Equal(got.IDs, []int64{int64(i)}) {
+				t.Fatalf("message %d logged as %v", i, got.IDs)
+			}
+		}
+		// A retried append with the same receipt logs nothing twice.
+		var again struct{ IDs []int64 }
+		host.ok(http.MethodPost, "/v1/chats/walk/messages", map[string]any{"receipt": "turn-3",
+			"messages": []any{map[string]any{"role": "user", "content": originals[3]}}}, &again)
+		if !slices.Equal(again.IDs, []int64{3}) {
+			t.Fatalf("a repeated receipt logged as %v", again.IDs)
+		}
+		v := host.built("walk", messages, 90*time.Second)
+		if !strings.Contains(v.View, offline.Marker) {
+			t.Fatalf("the view has no offline lines: %q", v.View)
+		}
+		var res struct {
+			Content []struct{ Type, Text string } `json:"content"`
+		}
+		host.ok(http.MethodPost, "/v1/chats/walk/tools/zoom", map[string]any{"id": 0, "n": 1}, &res)
+		if len(res.Content) != 1 || res.Content[0].Text != "user: "+originals[0] {
+			t.Fatalf("zoom id=0 n=1: %+v", res.Content)
+		}
+	})
+
+	t.Run("AHostTurnWithImagesRestoresThemInEveryFormat", func(t *testing.T) {
+		host := host
+		host.t = t
+		shot := pngBase64(t, 10)
+		var after struct {
+			Result struct {
+				Content []json.RawMessage `json:"content"`
+			} `json:"result"`
+			Stored []string `json:"stored"`
+		}
+		host.ok(http.MethodPost, "/v1/chats/turn/hooks/after-tool", map[string]any{
+			"call": map[string]any{"id": "c1", "name": "screenshot"},
+			"result": map[string]any{"content": []any{
+				map[string]any{"type": "text", "text": "Captured."},
+				map[string]any{"type": "image", "data": shot, "mimeType": "image/png"},
+			}},
+		}, &after)
+		if len(after.Stored) != 1 {
+			t.Fatalf("after-tool stored %v", after.Stored)
+		}
+		ref := "[image " + after.Stored[0] + "]"
+		var input struct {
+			Message json.RawMessage `json:"message"`
+			Stored  []string        `json:"stored"`
+		}
+		host.ok(http.MethodPost, "/v1/chats/turn/hooks/offload-input", map[string]any{"message": map[string]any{
+			"role": "user", "timestamp": 1700000000000,
+			"content": []any{map[string]any{"type": "text", "text": "What is this?"}, map[string]any{"type": "image", "data": pngBase64(t, 200), "mimeType": "image/png"}},
+		}}, &input)
+		if len(input.Stored) != 1 {
+			t.Fatalf("offload-input stored %v", input.Stored)
+		}
+		userRef := "[image " + input.Stored[0] + "]"
+		var logged struct{ IDs []int64 }
+		host.ok(http.MethodPost, "/v1/chats/turn/messages", map[string]any{"receipt": "t1", "messages": []any{
+			input.Message,
+			map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "toolCall", "id": "c1", "name": "screenshot", "arguments": map[string]any{}}}},
+			map[string]any{"role": "toolResult", "toolCallId": "c1", "toolName": "screenshot", "content": after.Result.Content, "isError": false},
+		}}, &logged)
+		if len(logged.IDs) != 3 {
+			t.Fatalf("logged %v", logged.IDs)
+		}
+		host.built("turn", 3, 60*time.Second)
+
+		requests := map[string]any{
+			"pi": map[string]any{"systemPrompt": "be brief", "messages": []any{
+				map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": userRef}}, "timestamp": 1},
+				map[string]any{"role": "toolResult", "toolCallId": "c1", "toolName": "screenshot", "content": []any{map[string]any{"type": "text", "text": ref}}, "isError": false, "timestamp": 2},
+			}},
+			"anthropic": map[string]any{"model": "claude-x", "max_tokens": 64, "messages": []any{
+				map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": userRef}, map[string]any{"type": "text", "text": ref}}},
+			}},
+			"bedrock": map[string]any{"modelId": "m", "messages": []any{
+				map[string]any{"role": "user", "content": []any{map[string]any{"text": userRef}, map[string]any{"text": ref}}},
+			}},
+			"openai": map[string]any{"model": "gpt-x", "messages": []any{
+				map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": userRef}, map[string]any{"type": "text", "text": ref}}},
+			}},
+		}
+		for format, req := range requests {
+			var got struct {
+				Request    json.RawMessage   `json:"request"`
+				Restored   []string          `json:"restored"`
+				Unrestored []json.RawMessage `json:"unrestored"`
+			}
+			host.ok(http.MethodPost, "/v1/chats/turn/hooks/before-request", map[string]any{"format": format, "request": req}, &got)
+			want := []string{input.Stored[0], after.Stored[0]}
+			slices.Sort(want)
+			slices.Sort(got.Restored)
+			if !slices.Equal(got.Restored, want) || len(got.Unrestored) != 0 {
+				t.Errorf("%s: restored %v, unrestored %s; want %v", format, got.Restored, got.Unrestored, want)
+			}
+			if !bytes.Contains(got.Request, []byte(shot)) {
+				t.Errorf("%s: the restored request does not carry the image's bytes", format)
+			}
+		}
+		// Zoom carries the tool result's image back, by its name.
+		var res struct {
+			Content []struct{ Type, Data, Name string } `json:"content"`
+		}
+		host.ok(http.MethodPost, "/v1/chats/turn/tools/zoom", map[string]any{"id": 2, "n": 1}, &res)
+		if len(res.Content) != 2 || res.Content[1].Type != "image" || res.Content[1].Data != shot || res.Content[1].Name != after.Stored[0] {
+			t.Fatalf("zoom of the tool result: %+v", res.Content)
+		}
+	})
+
+	t.Run("AThousandAppendsFromEightWritersBuildACompleteTree", func(t *testing.T) {
+		host := host
+		host.t = t
+		const writers, each = 8, 125
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					body, _ := json.Marshal(map[string]any{"receipt": fmt.Sprintf("w%d-%d", w, i),
+						"messages": []any{map[string]any{"role": "user", "content": fmt.Sprintf("writer %d message %d: %s", w, i, strings.Repeat("load ", 20))}}})
+					if _, _, err := appendUntil(s.URL+"/v1/chats/load/messages", s.DevToken, body, time.Now().Add(time.Minute)); err != nil {
+						errs <- fmt.Errorf("writer %d message %d: %w", w, i, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		appended := time.Since(start)
+		v := host.built("load", writers*each, 150*time.Second)
+		t.Logf("1000 appends from 8 writers in %s; built (%d lines) %s later", appended.Round(time.Millisecond), v.Lines, (time.Since(start) - appended).Round(time.Millisecond))
+	})
+
+	t.Run("TheGatewayKeepsAPIGatewaysAndLambdasLimits", func(t *testing.T) {
+		host := host
+		host.t = t
+		big := map[string]any{"messages": []any{map[string]any{"role": "user", "content": strings.Repeat("x", 7<<20)}}}
+		if status, raw := host.do(http.MethodPost, "/v1/chats/limits/messages", big); status != http.StatusInternalServerError || !strings.Contains(string(raw), "Internal Server Error") {
+			t.Errorf("a 7 MB event: %d %s; want API Gateway's 500 (Lambda refuses a payload over 6 MB)", status, raw)
+		}
+		huge := map[string]any{"messages": []any{map[string]any{"role": "user", "content": strings.Repeat("x", 11<<20)}}}
+		if status, _ := host.do(http.MethodPost, "/v1/chats/limits/messages", huge); status != http.StatusRequestEntityTooLarge {
+			t.Errorf("an 11 MB body: %d, want 413", status)
+		}
+		// $default sends unknown paths to the memory function's JSON 404.
+		if status, raw := host.do(http.MethodGet, "/v1/nothing", nil); status != http.StatusNotFound || !strings.Contains(string(raw), `"error"`) {
+			t.Errorf("an unknown path: %d %s", status, raw)
+		}
+	})
+}
+
+// post sends body as JSON with token and returns the status, the answer
+// and its Retry-After.
+func post(url, token string, body []byte) (int, []byte, time.Duration, error) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := client.Do(req)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	retryAfter, _ := strconv.Atoi(res.Header.Get("Retry-After"))
+	return res.StatusCode, raw, time.Duration(retryAfter) * time.Second, err
+}
+
+func TestWithTokensTheStackDeploysTheTemplatesBearerTokenFallback(t *testing.T) {
+	s := startStack(t, stack.Options{Tokens: "secret-a=tenant-a"})
+	if s.Issuer != nil || s.DevToken != "" || len(s.Template.Authorizers) != 0 {
+		t.Fatal("a stack with tokens has a JWT authorizer")
+	}
+	anon := api{t: t, base: s.URL}
+	if status, raw := anon.do(http.MethodGet, "/v1/chats/demo/status", nil); status != http.StatusUnauthorized || !strings.Contains(string(raw), `"error"`) {
+		t.Fatalf("no token: %d %s; want the function's JSON 401", status, raw)
+	}
+	if status, _ := (api{t: t, base: s.URL, token: "wrong"}).do(http.MethodGet, "/v1/chats/demo/status", nil); status != http.StatusUnauthorized {
+		t.Fatalf("a wrong token: %d", status)
+	}
+	(api{t: t, base: s.URL, token: "secret-a"}).ok(http.MethodGet, "/v1/chats/demo/status", nil, nil)
+}

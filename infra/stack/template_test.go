@@ -1,0 +1,55 @@
+package stack
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestTheTemplateIsReadWithTheDeploymentsNamesAndParameters(t *testing.T) {
+	phys := Physical{Refs: map[string]string{"Bucket": "b", "Table": "t", "BuildQueue": "http://q/BuildQueue"}}
+	tpl, err := ReadTemplate("../../template.yaml", map[string]string{"JwtIssuer": "http://127.0.0.1:1/", "JwtAudience": "a,b"}, phys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tpl.Functions) != 4 || tpl.Functions["CompactFunction"].Timeout != 120 {
+		t.Fatalf("functions %+v", tpl.Functions)
+	}
+	if env := tpl.Functions["MemoryFunction"].Env; env["DURACHAT_BUCKET"] != "b" || env["DURACHAT_TABLE"] != "t" || env["DURACHAT_QUEUE_URL"] != "http://q/BuildQueue" {
+		t.Errorf("memory env %v", env)
+	}
+	a, ok := tpl.Authorizers["JwtAuthorizer"]
+	if !ok || a.Issuer != "http://127.0.0.1:1/" || !slices.Equal(a.Audience, []string{"a", "b"}) {
+		t.Errorf("authorizers %+v", tpl.Authorizers)
+	}
+	for _, r := range tpl.Routes {
+		if in := tpl.Integrations[r.Integration]; in.Function == "" || in.TimeoutMillis != 30000 {
+			t.Errorf("route %+v integration %+v", r, in)
+		}
+		if (r.AuthType == "JWT") != (r.Key != "GET /healthz") {
+			t.Errorf("route %+v", r)
+		}
+	}
+	if len(tpl.Sources) != 1 || tpl.Sources[0] != (EventSource{Function: "CompactFunction", Queue: "BuildQueue", QueueARN: "GetAtt:BuildQueue.Arn", BatchSize: 10, ReportFailures: true, MaxConcurrency: 5}) {
+		t.Errorf("sources %+v", tpl.Sources)
+	}
+	if q := tpl.Queues["BuildQueue"]; q.VisibilityTimeout != 720 || q.DeadLetterQueue != "BuildDeadLetterQueue" || q.MaxReceiveCount != 1000 {
+		t.Errorf("queue %+v", q)
+	}
+
+	tpl, err = ReadTemplate("../../template.yaml", map[string]string{"ApiTokens": "x=y"}, phys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tpl.Authorizers) != 0 || tpl.Functions["RestoreFunction"].Env["DURACHAT_TOKENS"] != "x=y" {
+		t.Errorf("without JWT: %+v %v", tpl.Authorizers, tpl.Functions["RestoreFunction"].Env)
+	}
+	for _, r := range tpl.Routes {
+		if r.AuthType != "NONE" {
+			t.Errorf("route %+v", r)
+		}
+	}
+	targets, err := BuildTargets("../../Makefile")
+	if err != nil || targets["CompactFunction"] != "./functions/compact" || len(targets) != 4 {
+		t.Errorf("targets %v %v", targets, err)
+	}
+}
