@@ -20,7 +20,7 @@ CFN_LINT = $(shell if [ "$$(cfn-lint --version 2>/dev/null)" = "cfn-lint $(CFN_L
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags "-s -w"
 GO_FILES = $(shell find . -name '*.go' -not -path './.tools/*' -not -path '*/node_modules/*' -not -path './.aws-sam/*')
 
-.PHONY: run stack test tools fmt-check vet lint-template bench build clean \
+.PHONY: run stack test test-pi tools fmt-check vet lint-template bench build clean \
 	build-RestoreFunction build-OffloadFunction build-MemoryFunction build-CompactFunction
 
 run:
@@ -82,9 +82,17 @@ lint-template:
 
 # test needs no running services: the tests start the local AWS-protocol
 # servers they use (minidyn and gofakes3 in-process, the SQS server as a
-# child of the test binary) and the emulator, and stop them when they end.
+# child of the test binary) and the emulator, and stop them when they end;
+# then it runs test-pi.
 test: tools fmt-check vet lint-template
 	PATH="$(TOOLS_BIN):$$PATH" $(GO) test -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) test-pi
+
+# test-pi tests the pi extension (clients/pi) in real pi sessions, with the
+# pinned SDK, pi-ai's faux model and the local server built from cmd/durachat.
+test-pi:
+	npm ci --prefix clients/pi --no-audit --no-fund
+	npm --prefix clients/pi test
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -11,22 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
-	"github.com/durachat/durachat/shared/api"
-	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/app/local"
-	"github.com/durachat/durachat/shared/app/memoryapi"
-	"github.com/durachat/durachat/shared/compactor"
 	"github.com/durachat/durachat/shared/config"
-	"github.com/durachat/durachat/shared/hooks"
-	"github.com/durachat/durachat/shared/images"
 )
 
 // Server timeouts. The longest request is a view wait, bounded well under
@@ -100,122 +92,5 @@ func serve(ctx context.Context, lookup func(string) (string, bool), stdout io.Wr
 	if err != nil {
 		return err
 	}
-	log := cfg.Logger(stdout)
-	if err := local.CheckListen(cfg.Addr, len(cfg.Tokens) > 0); err != nil {
-		return err
-	}
-	data, err := local.Open(cfg)
-	if err != nil {
-		return fmt.Errorf("opening the data directory: %w", err)
-	}
-	defer func() {
-		if err := data.Close(); err != nil {
-			log.Error("closing the data directory", "err", err.Error())
-		}
-	}()
-	stores := data.Stores
-
-	// Every route of every function, as the Lambda functions register them.
-	imgs := images.New(stores.Blobs)
-	routes := []api.Routes{
-		hooks.NewRestore(imgs, stores.Linker), // functions/restore
-		hooks.NewOffload(imgs),                // functions/offload
-	}
-	compressor, err := compactor.Open(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	mem, err := memoryapi.New(cfg, stores, compressor, log, nil)
-	if err != nil {
-		return err
-	}
-	routes = append(routes, mem.Routes()...) // functions/memory
-
-	h, err := app.Handler(log, local.Auth(cfg), stores, routes, data.LinkRoutes())
-	if err != nil {
-		return err
-	}
-
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
-	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-
-	// Background work stops with workCtx, before the database closes.
-	workCtx, stopWork := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		purgeExpired(workCtx, data, log)
-	}()
-	// The in-process stand-in for the compact function.
-	worked := make(chan struct{})
-	go func() {
-		defer close(worked)
-		if err := mem.Memory.Worker(workCtx, data.Queue); err != nil && workCtx.Err() == nil {
-			log.Error("the build worker stopped", "err", err.Error())
-		}
-	}()
-
-	tenancy := "bearer tokens"
-	if len(cfg.Tokens) == 0 {
-		tenancy = "single tenant " + config.LocalTenant + " (loopback only)"
-	}
-	log.Info("durachat serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "auth", tenancy, "model", cfg.Model.String())
-	if ready != nil {
-		ready(ln.Addr())
-	}
-
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err := <-served:
-		stopWork()
-		<-done
-		<-worked
-		return fmt.Errorf("serving: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down", "grace", shutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	err = srv.Shutdown(sctx)
-	stopWork()
-	<-done
-	<-worked
-	if err != nil {
-		return fmt.Errorf("shutting down: %w", err)
-	}
-	log.Info("stopped")
-	return nil
-}
-
-// purgeExpired drops items whose TTL has passed, as DynamoDB's TTL does,
-// at start and then every purgeEvery.
-func purgeExpired(ctx context.Context, data *local.Data, log *slog.Logger) {
-	t := time.NewTicker(purgeEvery)
-	defer t.Stop()
-	for {
-		n, err := data.DB.PurgeExpired(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			log.Warn("purging expired items", "err", err.Error())
-		case n > 0:
-			log.Info("purged expired items", "count", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	return local.Serve(ctx, cfg, cfg.Logger(stdout), ready)
 }

@@ -1,0 +1,245 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Chat is one chat of the caller's tenant: the routes under
+// /v1/chats/{chat}. Its id is the host's own, 1-128 of A-Z a-z 0-9 . _ -.
+type Chat struct {
+	c  *Client
+	id string
+}
+
+// Chat returns a handle on the chat id. Nothing is sent: a chat exists
+// once something is logged in it.
+func (c *Client) Chat(id string) *Chat { return &Chat{c: c, id: id} }
+
+// ID is the chat's id.
+func (ch *Chat) ID() string { return ch.id }
+
+// path is the escaped route under the chat.
+func (ch *Chat) path(route string) string {
+	return "/v1/chats/" + url.PathEscape(ch.id) + route
+}
+
+// Append logs messages (pi-ai messages: Message values, or anything that
+// encodes to one) with POST .../messages and returns the ids of the entries
+// logged. Inline images are stored once; the log holds their refs.
+//
+// receipt (at most 256 bytes) makes the append idempotent: a repeat with
+// the same receipt and messages returns the first ids and logs nothing
+// twice, and only then is a 503 retried. The same receipt with other
+// messages is a 409 (*Error with Code "conflict", Field "receipt"). With
+// an empty receipt the append is still all-or-nothing but never retried.
+func (ch *Chat) Append(ctx context.Context, receipt string, messages ...any) ([]int64, error) {
+	body := struct {
+		Messages []any  `json:"messages"`
+		Receipt  string `json:"receipt,omitempty"`
+	}{messages, receipt}
+	if body.Messages == nil {
+		body.Messages = []any{}
+	}
+	var out struct {
+		IDs []int64 `json:"ids"`
+	}
+	err := ch.c.call(ctx, call{method: http.MethodPost, path: ch.path("/messages"), body: body, retry: receipt != ""}, &out)
+	return out.IDs, err
+}
+
+// Wait says how long View waits for the chat's lines to be summarized.
+type Wait string
+
+const (
+	// NoWait reads the view as it is.
+	NoWait Wait = ""
+	// WaitTurn waits (at most about 20 s) until the lines are built or
+	// their builds have stalled: read it once per turn.
+	WaitTurn Wait = "turn"
+)
+
+// View is the chat's memory view, as GET .../view answers it.
+type View struct {
+	// View is the text for the system prompt: "<chat>\n...\n</chat>".
+	View  string `json:"view"`
+	Lines int64  `json:"lines"`
+	Bytes int64  `json:"bytes"`
+	// Unbuilt counts lines not summarized yet; Retrying the builds waiting
+	// on a retry; Stalled is set when builds keep failing (LastError says
+	// why).
+	Unbuilt   int64  `json:"unbuilt"`
+	Retrying  int    `json:"retrying"`
+	Stalled   bool   `json:"stalled"`
+	LastError string `json:"lastError"`
+}
+
+// View reads the memory view with GET .../view.
+func (ch *Chat) View(ctx context.Context, wait Wait) (*View, error) {
+	var q url.Values
+	if wait != NoWait {
+		q = url.Values{"wait": {string(wait)}}
+	}
+	var v View
+	if err := ch.c.call(ctx, call{method: http.MethodGet, path: ch.path("/view"), query: q, retry: true}, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// ToolDef is a memory tool's definition for the model: its name,
+// description and JSON schema of its arguments.
+type ToolDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// The memory tools durachat answers.
+const (
+	ToolZoom   = "zoom"
+	ToolDate   = "date"
+	ToolSearch = "search"
+)
+
+// Tools lists the memory tools to offer the model (zoom, date, and search
+// when it is on) with GET .../tools.
+func (ch *Chat) Tools(ctx context.Context) ([]ToolDef, error) {
+	var out struct {
+		Tools []ToolDef `json:"tools"`
+	}
+	if err := ch.c.call(ctx, call{method: http.MethodGet, path: ch.path("/tools"), retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return out.Tools, nil
+}
+
+// CallTool answers a memory tool call (name "zoom", "date" or "search")
+// with the model's arguments as they are, with POST .../tools/{name}. The
+// result goes to the model like any tool result (through AfterTool first,
+// so zoom's images become refs again). A tool error the model should see,
+// such as search being off, is a result with IsError set, not an error.
+func (ch *Chat) CallTool(ctx context.Context, name string, arguments json.RawMessage) (*ToolResult, error) {
+	if len(arguments) == 0 {
+		arguments = json.RawMessage("{}")
+	}
+	var r ToolResult
+	k := call{method: http.MethodPost, path: ch.path("/tools/" + url.PathEscape(name)), body: arguments, retry: true, accept404: true}
+	if err := ch.c.call(ctx, k, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ZoomArgs are the zoom tool's arguments: the block of N entries starting
+// at ID (N 0 means 1, one original entry), and for one entry the page
+// (Offset and Limit in characters; 0 means the defaults).
+type ZoomArgs struct {
+	ID     int64 `json:"id"`
+	N      int64 `json:"n,omitempty"`
+	Offset int64 `json:"offset,omitempty"`
+	Limit  int64 `json:"limit,omitempty"`
+}
+
+// Zoom opens part of the memory: a view line's two halves, or an original
+// entry with its images.
+func (ch *Chat) Zoom(ctx context.Context, args ZoomArgs) (*ToolResult, error) {
+	return ch.tool(ctx, ToolZoom, args)
+}
+
+// Date tells when entry id was logged.
+func (ch *Chat) Date(ctx context.Context, id int64) (*ToolResult, error) {
+	return ch.tool(ctx, ToolDate, struct {
+		ID int64 `json:"id"`
+	}{id})
+}
+
+// SearchArgs are the search tool's arguments: the text to find, and for
+// the next page of older hits the id to search before (0: from the newest).
+type SearchArgs struct {
+	Text   string `json:"text"`
+	Before int64  `json:"before,omitempty"`
+}
+
+// Search finds original entries containing a text. With search off for the
+// chat the result is a tool error saying how to turn it on.
+func (ch *Chat) Search(ctx context.Context, args SearchArgs) (*ToolResult, error) {
+	return ch.tool(ctx, ToolSearch, args)
+}
+
+func (ch *Chat) tool(ctx context.Context, name string, args any) (*ToolResult, error) {
+	raw, err := marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("durachat: %s arguments: %w", name, err)
+	}
+	return ch.CallTool(ctx, name, raw)
+}
+
+// Image reads a stored image with GET .../images/{name}: its bytes and
+// Content-Type.
+func (ch *Chat) Image(ctx context.Context, name string) ([]byte, string, error) {
+	k := call{method: http.MethodGet, path: ch.path("/images/" + url.PathEscape(name)), retry: true}
+	resp, err := ch.c.send(ctx, k)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return nil, "", fmt.Errorf("durachat: GET %s: reading the image: %w", k.path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, "", apiError(resp, data)
+	}
+	return data, resp.Header.Get("Content-Type"), nil
+}
+
+// Status is a chat's memory at a glance, as GET .../status answers it
+// (the main fields; docs/memory.md has them all).
+type Status struct {
+	Entries         int64      `json:"entries"`
+	Nodes           int64      `json:"nodes"`
+	Built           int64      `json:"built"`
+	Unbuilt         int64      `json:"unbuilt"`
+	UnbuiltLines    int64      `json:"unbuiltLines"`
+	Retrying        int        `json:"retrying"`
+	InFlight        int        `json:"inFlight"`
+	Stalled         bool       `json:"stalled"`
+	LastError       string     `json:"lastError"`
+	LastErrorAt     *time.Time `json:"lastErrorAt,omitempty"`
+	MechanicalCount int64      `json:"mechanicalCount"`
+	ModelCalls      int64      `json:"modelCalls"`
+	Verbatim        int64      `json:"verbatim"`
+	FailedBuilds    int64      `json:"failedBuilds"`
+	Search          bool       `json:"search"`
+}
+
+// Status reads the chat's build counts and last error.
+func (ch *Chat) Status(ctx context.Context) (*Status, error) {
+	var s Status
+	if err := ch.c.call(ctx, call{method: http.MethodGet, path: ch.path("/status"), retry: true}, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// MemorySettings are a chat's memory settings.
+type MemorySettings struct {
+	// Search offers the search tool in this chat.
+	Search bool `json:"search"`
+}
+
+// SetMemorySettings changes the chat's settings with PUT .../memory/settings
+// and returns them as stored.
+func (ch *Chat) SetMemorySettings(ctx context.Context, s MemorySettings) (*MemorySettings, error) {
+	var out MemorySettings
+	if err := ch.c.call(ctx, call{method: http.MethodPut, path: ch.path("/memory/settings"), body: s, retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -1,0 +1,213 @@
+// durachat for pi: a pi coding-agent extension that keeps a session's images
+// and memory in durachat.
+//
+//   - tool results with images go through after-tool, so the session keeps refs;
+//   - each model request goes through before-request (pi format), so the
+//     model sees the images again;
+//   - the memory view goes into the system prompt;
+//   - zoom, date and search are pi tools that durachat answers;
+//   - every message is logged with a receipt.
+//
+// Configured by environment: DURACHAT_URL, DURACHAT_TOKEN, DURACHAT_CHAT
+// (default: one chat per pi session, pi-<session id>). When durachat cannot
+// be reached the session goes on as pi would have it, and the extension
+// says so once.
+
+import { createHash } from "node:crypto";
+import type { ExtensionAPI, ExtensionContext, ToolResultEvent } from "@mariozechner/pi-coding-agent";
+import { type Block, Client, type ToolDef, type ToolResult } from "./client.js";
+
+export { Client, DurachatError } from "./client.js";
+export type { Block, ToolDef, ToolResult, View } from "./client.js";
+
+export interface DurachatOptions {
+  /** The server (DURACHAT_URL; default http://127.0.0.1:8080). */
+  url?: string;
+  /** Its bearer token (DURACHAT_TOKEN). */
+  token?: string;
+  /** The chat (DURACHAT_CHAT); default pi-<session id>, so a resumed session keeps its memory. */
+  chat?: string;
+  /** Says that durachat cannot be reached (default: the UI's notify, else stderr). */
+  warn?: (message: string, ctx: ExtensionContext) => void;
+  /** Replaces the global fetch. */
+  fetch?: typeof fetch;
+}
+
+/** The memory tools durachat answers. */
+export const memoryTools = ["zoom", "date", "search"] as const;
+
+/** The system prompt's memory section, before the view. */
+export const viewHeader =
+  "## Memory\n\nThis is your memory of this chat (durachat). Each line starts with <start>+<count>; " +
+  "use the zoom tool with id=<start> and n=<count> to read a line in detail, n=1 for the original message with its images.";
+
+/** A ref block: a text block whose whole text is one "[image <name>]". */
+const refText = /^\[image [0-9a-f]{16}\]$/;
+
+function isRefBlock(b: unknown): boolean {
+  const block = b as Block;
+  return block?.type === "text" && typeof block.text === "string" && refText.test(block.text);
+}
+
+function hasRefs(m: any): boolean {
+  return (m?.role === "user" || m?.role === "toolResult") && Array.isArray(m.content) && m.content.some(isRefBlock);
+}
+
+/** Content blocks as pi's tools return them. */
+type PiContent = ToolResultEvent["content"];
+
+function textOf(content: Block[]): string {
+  return content.filter((b) => b.type === "text").map((b) => b.text).join("\n");
+}
+
+/** The roles durachat logs; pi's own message kinds (bash runs, summaries) stay in pi. */
+const loggedRoles = new Set(["user", "assistant", "toolResult"]);
+
+/** The receipt of one message of a chat: the same message always gets the same one. */
+export function receiptOf(chat: string, message: unknown): string {
+  return "pi-" + createHash("sha256").update(chat).update("\n").update(JSON.stringify(message)).digest("hex").slice(0, 40);
+}
+
+/** Builds the extension with explicit options; the default export reads them from the environment. */
+export function durachat(options: DurachatOptions = {}) {
+  return function durachatExtension(pi: ExtensionAPI): void {
+    const env = process.env;
+    const url = options.url ?? env.DURACHAT_URL ?? "http://127.0.0.1:8080";
+    const client = new Client({ url, token: options.token ?? env.DURACHAT_TOKEN, fetch: options.fetch });
+    const fixedChat = options.chat ?? env.DURACHAT_CHAT;
+
+    let chat = "";
+    let failing = false; // said so already, until a call works again
+    const registered = new Set<string>();
+    // Appends not yet accepted, in order; each carries its receipt, so a
+    // repeat is safe.
+    const pending: { message: unknown; receipt: string }[] = [];
+    let flushing: Promise<void> = Promise.resolve();
+
+    const warn = (message: string, ctx: ExtensionContext) => {
+      try {
+        if (options.warn) options.warn(message, ctx);
+        else if (ctx.hasUI) ctx.ui.notify(message, "warning");
+        else console.warn(message);
+      } catch {
+        console.warn(message); // a context of a session that has ended
+      }
+    };
+
+    /** Whether the user cancelled; a context of a session that has ended counts as cancelled. */
+    const cancelled = (ctx: ExtensionContext): boolean => {
+      try {
+        return ctx.signal?.aborted ?? false;
+      } catch {
+        return true;
+      }
+    };
+
+    /** Runs a call; a failure is said once and leaves pi's way of doing things. */
+    async function guarded<T>(ctx: ExtensionContext, what: string, fn: () => Promise<T>): Promise<T | undefined> {
+      try {
+        const r = await fn();
+        failing = false;
+        return r;
+      } catch (err) {
+        if (cancelled(ctx)) return undefined;
+        if (!failing) {
+          failing = true;
+          const why = err instanceof Error ? err.message : String(err);
+          warn(`durachat at ${url} failed (${what}: ${why}); the session goes on without it until it answers again.`, ctx);
+        }
+        return undefined;
+      }
+    }
+
+    function flush(ctx: ExtensionContext): Promise<void> {
+      flushing = flushing.then(async () => {
+        while (pending.length > 0) {
+          const next = pending[0];
+          const ok = await guarded(ctx, "logging a message", () => client.append(chat, [next.message], next.receipt));
+          if (ok === undefined) return; // kept for the next try
+          pending.shift();
+        }
+      });
+      return flushing;
+    }
+
+    function registerTool(def: ToolDef): void {
+      if (registered.has(def.name)) return;
+      registered.add(def.name);
+      pi.registerTool({
+        name: def.name,
+        label: `durachat ${def.name}`,
+        description: def.description,
+        parameters: def.parameters as any,
+        async execute(_id, params, signal, _onUpdate, ctx) {
+          const r = await guarded(ctx, def.name, () => client.tool(chat, def.name, params, signal));
+          // pi marks a tool that throws as failed and shows the model the message.
+          if (!r) throw new Error(`durachat at ${url} cannot answer ${def.name} now`);
+          if (r.isError) throw new Error(textOf(r.content) || `${def.name} failed`);
+          return { content: r.content as PiContent, details: {} };
+        },
+      });
+    }
+
+    pi.on("session_start", async (_event, ctx) => {
+      chat = fixedChat || `pi-${ctx.sessionManager.getSessionId()}`;
+      const defs = await guarded(ctx, "reading the memory tools", () => client.tools(chat));
+      if (!defs) return;
+      for (const def of defs) registerTool(def);
+      // Search may be on in one chat and off in another.
+      const offered = new Set(defs.map((d) => d.name));
+      const active = pi.getActiveTools();
+      const wanted = active.filter((name) => !registered.has(name) || offered.has(name));
+      for (const name of offered) if (!wanted.includes(name)) wanted.push(name);
+      pi.setActiveTools(wanted);
+    });
+
+    pi.on("before_agent_start", async (event, ctx) => {
+      await flush(ctx);
+      const view = await guarded(ctx, "reading the memory view", () => client.view(chat, ctx.signal));
+      if (!view || view.lines === 0) return;
+      return { systemPrompt: `${event.systemPrompt}\n\n${viewHeader}\n\n${view.view}` };
+    });
+
+    pi.on("tool_result", async (event, ctx) => {
+      if (!event.content.some((b) => b.type === "image")) return;
+      const result: ToolResult = { content: event.content as Block[], isError: event.isError };
+      const r = await guarded(ctx, `offloading the images of ${event.toolName}`, () =>
+        client.afterTool(chat, { id: event.toolCallId, name: event.toolName }, result, ctx.signal));
+      if (!r || r.skipped) return;
+      return { content: r.result.content as PiContent };
+    });
+
+    pi.on("context", async (event, ctx) => {
+      const at: number[] = [];
+      event.messages.forEach((m, i) => {
+        if (hasRefs(m)) at.push(i);
+      });
+      if (at.length === 0) return; // nothing to restore: sent as it is
+      const r = await guarded(ctx, "restoring images", () =>
+        client.beforeRequest(chat, { messages: at.map((i) => event.messages[i]) }, ctx.signal));
+      if (!r) return;
+      const messages = event.messages.slice();
+      at.forEach((i, k) => {
+        messages[i] = r.request.messages[k] as (typeof messages)[number];
+      });
+      return { messages };
+    });
+
+    pi.on("message_end", async (event, ctx) => {
+      const m = event.message as any;
+      if (!loggedRoles.has(m?.role)) return;
+      pending.push({ message: m, receipt: receiptOf(chat, m) });
+      // In the background: pi persists the message after this handler.
+      void flush(ctx);
+    });
+
+    pi.on("session_shutdown", async (_event, ctx) => {
+      await flush(ctx);
+    });
+  };
+}
+
+/** The extension, configured by DURACHAT_URL, DURACHAT_TOKEN and DURACHAT_CHAT. */
+export default durachat();

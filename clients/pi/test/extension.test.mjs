@@ -1,0 +1,252 @@
+// The extension in a real pi session (the pinned SDK), with pi-ai's faux
+// provider as the model and the real durachat server.
+
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { fauxAssistantMessage, fauxText, fauxToolCall, registerFauxProvider } from "@mariozechner/pi-ai";
+import {
+  AuthStorage,
+  createAgentSession,
+  DefaultResourceLoader,
+  ModelRegistry,
+  SessionManager,
+  SettingsManager,
+} from "@mariozechner/pi-coding-agent";
+import { buildServer, freePort, png, startServer, tempDir } from "./server.mjs";
+
+const pkgDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const refText = /^\[image [0-9a-f]{16}\]$/;
+const shot = png(64, 48, [200, 30, 30]);
+
+let tmp, bin, faux;
+
+before(() => {
+  tmp = tempDir("durachat-pi-");
+  bin = buildServer(tmp.dir);
+  faux = registerFauxProvider({ models: [{ id: "faux-vision", input: ["text", "image"] }] });
+});
+
+after(() => {
+  faux?.unregister();
+  tmp?.remove();
+});
+
+/** The screenshot tool of the host: a PNG in its result. */
+const screenshotTool = {
+  name: "screenshot",
+  label: "Screenshot",
+  description: "Take a screenshot of the screen.",
+  parameters: { type: "object", properties: {} },
+  async execute() {
+    return {
+      content: [
+        { type: "text", text: "Captured the login page." },
+        { type: "image", data: shot, mimeType: "image/png" },
+      ],
+      details: {},
+    };
+  },
+};
+
+/** A pi session as the pi CLI makes one, with the extension installed from this package. */
+async function openSession({ url, sessionManager, cwd, warnings }) {
+  process.env.DURACHAT_URL = url;
+  delete process.env.DURACHAT_CHAT;
+  delete process.env.DURACHAT_TOKEN;
+  const agentDir = path.join(cwd, ".agent");
+  const settingsManager = SettingsManager.inMemory({ compaction: { enabled: false }, retry: { enabled: false } });
+  const resourceLoader = new DefaultResourceLoader({
+    cwd,
+    agentDir,
+    settingsManager,
+    additionalExtensionPaths: [pkgDir],
+    noSkills: true,
+    noPromptTemplates: true,
+    noThemes: true,
+    noContextFiles: true,
+    systemPrompt: "You are a test agent.",
+  });
+  await resourceLoader.reload();
+  const authStorage = AuthStorage.inMemory();
+  authStorage.setRuntimeApiKey(faux.getModel().provider, "faux-key");
+  const { session, extensionsResult } = await createAgentSession({
+    cwd,
+    agentDir,
+    model: faux.getModel(),
+    thinkingLevel: "off",
+    authStorage,
+    modelRegistry: ModelRegistry.inMemory(authStorage),
+    resourceLoader,
+    settingsManager,
+    sessionManager,
+    noTools: "builtin",
+    customTools: [screenshotTool],
+  });
+  assert.deepEqual(extensionsResult.errors, [], "the extension loads");
+  await session.bindExtensions({
+    onError: (e) => warnings?.push(`extension error: ${e.error ?? e.message ?? e}`),
+  });
+  return session;
+}
+
+/** The images in a model context's messages, by message role. */
+function images(context) {
+  const out = [];
+  for (const m of context.messages) {
+    if (!Array.isArray(m.content)) continue;
+    for (const b of m.content) if (b.type === "image") out.push({ role: m.role, data: b.data });
+  }
+  return out;
+}
+
+/** Prompts and waits until pi has handled every event of the run (and so persisted its messages). */
+async function run(session, text) {
+  let unsubscribe;
+  const ended = new Promise((resolve) => {
+    unsubscribe = session.subscribe((e) => e.type === "agent_end" && resolve());
+  });
+  await session.prompt(text);
+  await ended;
+  unsubscribe();
+}
+
+/** Waits until durachat has logged n entries of chat. */
+async function logged(url, chat, n) {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const r = await fetch(`${url}/v1/chats/${chat}/status`);
+    assert.equal(r.status, 200);
+    const { entries } = await r.json();
+    if (entries === n) return;
+    assert.ok(entries < n, `${entries} entries logged, want ${n}`);
+    assert.ok(Date.now() < deadline, `${entries} entries logged after 10 s, want ${n}`);
+    await new Promise((res) => setTimeout(res, 50));
+  }
+}
+
+/** What the model got: the system prompt, the messages and the tool names. */
+function snapshot(context) {
+  return {
+    systemPrompt: context.systemPrompt,
+    messages: structuredClone(context.messages),
+    tools: (context.tools ?? []).map((t) => ({ name: t.name })),
+  };
+}
+
+function lastToolResult(context) {
+  return context.messages.filter((m) => m.role === "toolResult").at(-1);
+}
+
+test("a screenshot session keeps refs, shows the model the image, zooms back to it, and resumes with its memory", async () => {
+  const work = tempDir("durachat-pi-work-");
+  const data = path.join(tmp.dir, "data-" + Date.now());
+  let server = await startServer(bin, data);
+  try {
+    const seen = [];
+    const sm = SessionManager.create(work.dir, path.join(work.dir, "sessions"));
+    let session = await openSession({ url: server.url, sessionManager: sm, cwd: work.dir });
+    const chat = `pi-${session.sessionId}`;
+
+    // Turn 1: the model takes a screenshot, then sees it.
+    faux.setResponses([
+      fauxAssistantMessage(fauxToolCall("screenshot", {}, { id: "call_shot" }), { stopReason: "toolUse" }),
+      (context) => {
+        seen.push({ step: "after screenshot", context: snapshot(context) });
+        return fauxAssistantMessage(fauxText("A login page with a red banner."));
+      },
+    ]);
+    await run(session, "Take a screenshot of the login page.");
+    const afterShot = seen.at(-1).context;
+    assert.deepEqual(afterShot.tools.map((t) => t.name).sort(), ["date", "screenshot", "zoom"], "durachat's memory tools are pi tools");
+    const result = lastToolResult(afterShot);
+    assert.deepEqual(result.content.map((b) => b.type), ["text", "image"], "the model's request carries the image");
+    assert.equal(result.content[1].data, shot, "the image is the screenshot, byte for byte");
+
+    // The session file keeps the ref, never the base64.
+    const file = session.sessionFile;
+    assert.ok(file, "the session is persisted");
+    const text = readFileSync(file, "utf8");
+    assert.ok(!text.includes(shot.slice(0, 200)), "no base64 in the session file");
+    const kept = text.split("\n").filter(Boolean).map((l) => JSON.parse(l))
+      .filter((e) => e.type === "message" && e.message.role === "toolResult").at(-1);
+    assert.equal(kept.message.content[1].type, "text");
+    assert.match(kept.message.content[1].text, refText);
+    const ref = kept.message.content[1].text;
+
+    // Turn 2: zoom into the logged tool result (entries: 0 prompt, 1 call, 2 result).
+    faux.setResponses([
+      fauxAssistantMessage(fauxToolCall("zoom", { id: 2 }, { id: "call_zoom" }), { stopReason: "toolUse" }),
+      (context) => {
+        seen.push({ step: "after zoom", context: snapshot(context) });
+        return fauxAssistantMessage(fauxText("Same page."));
+      },
+    ]);
+    await run(session, "Look at that screenshot again with zoom.");
+    const afterZoom = seen.at(-1).context;
+    const zoomed = lastToolResult(afterZoom);
+    assert.equal(zoomed.toolName, "zoom");
+    assert.ok(zoomed.content.some((b) => b.type === "image" && b.data === shot), "zoom gives the image back to the model");
+    const zoomKept = readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l))
+      .filter((e) => e.type === "message" && e.message.role === "toolResult").at(-1);
+    assert.ok(zoomKept.message.content.some((b) => b.type === "text" && b.text === ref), "the zoom result is kept as the same ref");
+
+    // Every message was logged, each once.
+    await logged(server.url, chat, 8); // 2 prompts, 4 assistant messages, 2 tool results
+    session.dispose();
+
+    // Restart durachat and pi; resume the session.
+    await server.stop();
+    server = await startServer(bin, data);
+    session = await openSession({ url: server.url, sessionManager: SessionManager.open(file, path.join(work.dir, "sessions")), cwd: work.dir });
+    assert.equal(`pi-${session.sessionId}`, chat, "the resumed session keeps its chat");
+    faux.setResponses([
+      (context) => {
+        seen.push({ step: "resumed", context: snapshot(context) });
+        return fauxAssistantMessage(fauxText("I remember."));
+      },
+    ]);
+    await run(session, "What did you see before?");
+    const resumed = seen.at(-1).context;
+    assert.match(resumed.systemPrompt, /<chat>[\s\S]*\[image [0-9a-f]{16}\][\s\S]*<\/chat>/, "the view, with the screenshot's ref, is in the system prompt");
+    assert.ok(images(resumed).some((i) => i.role === "toolResult" && i.data === shot), "the resumed history shows the image again");
+    await logged(server.url, chat, 10); // only the new prompt and answer
+    session.dispose();
+  } finally {
+    await server.stop();
+    work.remove();
+  }
+});
+
+test("without a reachable server the session is pi's own, and the extension says so once", async () => {
+  const work = tempDir("durachat-pi-down-");
+  const port = await freePort(); // nothing listens there
+  const warnings = [];
+  const warn = console.warn;
+  console.warn = (...args) => warnings.push(args.join(" "));
+  try {
+    const session = await openSession({ url: `http://127.0.0.1:${port}`, sessionManager: SessionManager.inMemory(work.dir), cwd: work.dir, warnings });
+    let context;
+    faux.setResponses([
+      fauxAssistantMessage(fauxToolCall("screenshot", {}, { id: "call_shot" }), { stopReason: "toolUse" }),
+      (c) => {
+        context = snapshot(c);
+        return fauxAssistantMessage(fauxText("done"));
+      },
+    ]);
+    await run(session, "Take a screenshot.");
+    const result = lastToolResult(context);
+    assert.deepEqual(result.content.map((b) => b.type), ["text", "image"], "the image stays inline, as pi keeps it");
+    assert.equal(context.systemPrompt.includes("<chat>"), false);
+    assert.deepEqual(context.tools.map((t) => t.name), ["screenshot"], "no memory tools without the server");
+    const said = warnings.filter((w) => w.includes("durachat"));
+    assert.equal(said.length, 1, `said once: ${JSON.stringify(warnings)}`);
+    assert.match(said[0], new RegExp(`127\\.0\\.0\\.1:${port}`));
+    session.dispose();
+  } finally {
+    console.warn = warn;
+    work.remove();
+  }
+});

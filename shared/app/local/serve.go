@@ -1,0 +1,153 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/app"
+	"github.com/durachat/durachat/shared/app/memoryapi"
+	"github.com/durachat/durachat/shared/compactor"
+	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/hooks"
+	"github.com/durachat/durachat/shared/images"
+)
+
+// Server timeouts. The longest request is a view wait, bounded well under
+// API Gateway's 30 s; a 10 MB body over a slow link gets a minute.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = time.Minute
+	writeTimeout      = time.Minute
+	idleTimeout       = 2 * time.Minute
+	shutdownTimeout   = 20 * time.Second
+	purgeEvery        = time.Hour
+)
+
+// Serve runs the local server (durachat serve): every route of every
+// function in one process, on the embedded stores in cfg.DataDir, with the
+// build queue consumed in-process. It listens on cfg.Addr, tells ready
+// (when set) the bound address, and serves until ctx ends.
+func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(net.Addr)) error {
+	if err := CheckListen(cfg.Addr, len(cfg.Tokens) > 0); err != nil {
+		return err
+	}
+	data, err := Open(cfg)
+	if err != nil {
+		return fmt.Errorf("opening the data directory: %w", err)
+	}
+	defer func() {
+		if err := data.Close(); err != nil {
+			log.Error("closing the data directory", "err", err.Error())
+		}
+	}()
+	stores := data.Stores
+
+	// Every route of every function, as the Lambda functions register them.
+	imgs := images.New(stores.Blobs)
+	routes := []api.Routes{
+		hooks.NewRestore(imgs, stores.Linker), // functions/restore
+		hooks.NewOffload(imgs),                // functions/offload
+	}
+	compressor, err := compactor.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	mem, err := memoryapi.New(cfg, stores, compressor, log, nil)
+	if err != nil {
+		return err
+	}
+	routes = append(routes, mem.Routes()...) // functions/memory
+
+	h, err := app.Handler(log, Auth(cfg), stores, routes, data.LinkRoutes())
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	// Background work stops with workCtx, before the database closes.
+	workCtx, stopWork := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		purgeExpired(workCtx, data, log)
+	}()
+	// The in-process stand-in for the compact function.
+	worked := make(chan struct{})
+	go func() {
+		defer close(worked)
+		if err := mem.Memory.Worker(workCtx, data.Queue); err != nil && workCtx.Err() == nil {
+			log.Error("the build worker stopped", "err", err.Error())
+		}
+	}()
+
+	tenancy := "bearer tokens"
+	if len(cfg.Tokens) == 0 {
+		tenancy = "single tenant " + config.LocalTenant + " (loopback only)"
+	}
+	log.Info("durachat serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "auth", tenancy, "model", cfg.Model.String())
+	if ready != nil {
+		ready(ln.Addr())
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		stopWork()
+		<-done
+		<-worked
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "grace", shutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	stopWork()
+	<-done
+	<-worked
+	if err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// purgeExpired drops items whose TTL has passed, as DynamoDB's TTL does,
+// at start and then every purgeEvery.
+func purgeExpired(ctx context.Context, data *Data, log *slog.Logger) {
+	t := time.NewTicker(purgeEvery)
+	defer t.Stop()
+	for {
+		n, err := data.DB.PurgeExpired(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("purging expired items", "err", err.Error())
+		case n > 0:
+			log.Info("purged expired items", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
