@@ -7,7 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"time"
+
+	"github.com/durachat/durachat/shared/memory/status"
 )
 
 // Chat is one chat of the caller's tenant: the routes under
@@ -199,25 +200,9 @@ func (ch *Chat) Image(ctx context.Context, name string) ([]byte, string, error) 
 	return data, resp.Header.Get("Content-Type"), nil
 }
 
-// Status is a chat's memory at a glance, as GET .../status answers it
-// (the main fields; docs/memory.md has them all).
-type Status struct {
-	Entries         int64      `json:"entries"`
-	Nodes           int64      `json:"nodes"`
-	Built           int64      `json:"built"`
-	Unbuilt         int64      `json:"unbuilt"`
-	UnbuiltLines    int64      `json:"unbuiltLines"`
-	Retrying        int        `json:"retrying"`
-	InFlight        int        `json:"inFlight"`
-	Stalled         bool       `json:"stalled"`
-	LastError       string     `json:"lastError"`
-	LastErrorAt     *time.Time `json:"lastErrorAt,omitempty"`
-	MechanicalCount int64      `json:"mechanicalCount"`
-	ModelCalls      int64      `json:"modelCalls"`
-	Verbatim        int64      `json:"verbatim"`
-	FailedBuilds    int64      `json:"failedBuilds"`
-	Search          bool       `json:"search"`
-}
+// Status is a chat's memory at a glance, as GET .../status answers it: the
+// server's own definition, so every field it sends is here.
+type Status = status.Chat
 
 // Status reads the chat's build counts and last error.
 func (ch *Chat) Status(ctx context.Context) (*Status, error) {

@@ -75,13 +75,13 @@ func TestParametersThatWorkOnlyTogetherCannotBeHalfSet(t *testing.T) {
 		{"both JWT parameters", map[string]string{"JwtIssuer": "https://issuer.example.com/", "JwtAudience": "a,b"}, true},
 		{"issuer without audience", map[string]string{"JwtIssuer": "https://issuer.example.com/"}, false},
 		{"audience without issuer", map[string]string{"JwtAudience": "a"}, false},
-		{"compressor URL", map[string]string{"CompressorUrl": "https://c.example.com/"}, true},
-		{"compressor function", map[string]string{"CompressorFunction": "my-compressor"}, true},
-		{"compressor URL and function", map[string]string{"CompressorUrl": "https://c.example.com/", "CompressorFunction": "my-compressor"}, false},
+		{"compactor URL", map[string]string{"CompactorUrl": "https://c.example.com/"}, true},
+		{"compactor function", map[string]string{"CompactorFunction": "my-compactor"}, true},
+		{"compactor URL and function", map[string]string{"CompactorUrl": "https://c.example.com/", "CompactorFunction": "my-compactor"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			params := map[string]string{"JwtIssuer": "", "JwtAudience": "", "CompressorUrl": "", "CompressorFunction": ""}
+			params := map[string]string{"JwtIssuer": "", "JwtAudience": "", "CompactorUrl": "", "CompactorFunction": ""}
 			for k, v := range tt.params {
 				params[k] = v
 			}
@@ -105,14 +105,14 @@ func TestParameterPatternsRefuseWhatCannotWork(t *testing.T) {
 		{"JwtIssuer", "issuer.example.com", false},
 		{"JwtAudience", "client-a,client-b", true},
 		{"JwtAudience", "client-a, client-b", false},
-		{"CompressorUrl", "https://c.example.com/compress", true},
-		{"CompressorUrl", "http://c.example.com/compress", false},
-		{"CompressorFunction", "my-compressor", true},
-		{"CompressorFunction", "my-compressor:live", true},
-		{"CompressorFunction", compressorARN, true},
-		{"CompressorFunction", compressorARN + ":live", true},
-		{"CompressorFunction", "https://c.example.com/", false},
-		{"CompressorFunction", "arn:aws:s3:::bucket", false},
+		{"CompactorUrl", "https://c.example.com/compact", true},
+		{"CompactorUrl", "http://c.example.com/compact", false},
+		{"CompactorFunction", "my-compactor", true},
+		{"CompactorFunction", "my-compactor:live", true},
+		{"CompactorFunction", compactorARN, true},
+		{"CompactorFunction", compactorARN + ":live", true},
+		{"CompactorFunction", "https://c.example.com/", false},
+		{"CompactorFunction", "arn:aws:s3:::bucket", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.param+" "+tt.value, func(t *testing.T) {
@@ -128,19 +128,19 @@ func TestParameterPatternsRefuseWhatCannotWork(t *testing.T) {
 	}
 }
 
-func TestCompressorFunctionByNameOrARNIsTheGrantedResource(t *testing.T) {
+func TestCompactorFunctionByNameOrARNIsTheGrantedResource(t *testing.T) {
 	tests := []struct {
 		function string
 		want     []string
 	}{
-		{"my-compressor", []string{
-			"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compressor",
-			"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compressor:*",
+		{"my-compactor", []string{
+			"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compactor",
+			"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compactor:*",
 		}},
-		{compressorARN, []string{compressorARN, compressorARN + ":*"}},
+		{compactorARN, []string{compactorARN, compactorARN + ":*"}},
 	}
 	for _, tt := range tests {
-		s := load(t, map[string]any{"CompressorFunction": tt.function})
+		s := load(t, map[string]any{"CompactorFunction": tt.function})
 		var got []string
 		for _, g := range grants(t, s.function(t, "CompactFunction")) {
 			if slices.Contains(g.actions, "lambda:InvokeFunction") {

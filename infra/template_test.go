@@ -19,6 +19,7 @@ import (
 	"github.com/awslabs/goformation/v7/cloudformation/serverless"
 	"github.com/awslabs/goformation/v7/intrinsics"
 
+	localstack "github.com/durachat/durachat/infra/stack"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/store"
@@ -44,14 +45,14 @@ var (
 		"JwtIssuer":               "https://issuer.example.com/",
 		"JwtAudience":             "client-a,client-b",
 		"BedrockInferenceProfile": "global",
-		"CompressorFunction":      "my-compressor",
+		"CompactorFunction":       "my-compactor",
 		"AlarmTopicArn":           "arn:aws:sns:us-east-1:123456789012:alerts",
 	}
-	// compressorByARN names the custom compressor by ARN, in another Region.
-	compressorByARN = map[string]any{"CompressorFunction": compressorARN}
+	// compactorByARN names the custom compactor by ARN, in another Region.
+	compactorByARN = map[string]any{"CompactorFunction": compactorARN}
 )
 
-const compressorARN = "arn:aws:lambda:eu-west-1:210987654321:function:their-compressor"
+const compactorARN = "arn:aws:lambda:eu-west-1:210987654321:function:their-compactor"
 
 // Intrinsics resolve to readable placeholders so tests can see what a
 // value refers to: "Ref:Bucket", "GetAtt:Table.Arn"; parameters to their
@@ -146,7 +147,7 @@ func refPlaceholder(_ string, input any, template any) any {
 	name, _ := input.(string)
 	switch {
 	case name == "AWS::NoValue":
-		return noValue
+		return localstack.NoValue
 	case strings.HasPrefix(name, "AWS::"):
 		return "{" + name + "}"
 	}
@@ -154,33 +155,6 @@ func refPlaceholder(_ string, input any, template any) any {
 		return v
 	}
 	return "Ref:" + name
-}
-
-// noValue stands for a Ref to AWS::NoValue until load removes the key or
-// list element holding it, as CloudFormation does.
-const noValue = "{AWS::NoValue}"
-
-// dropNoValue removes every map entry and list element that is noValue.
-func dropNoValue(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			if e == noValue {
-				delete(x, k)
-				continue
-			}
-			x[k] = dropNoValue(e)
-		}
-	case []any:
-		out := x[:0]
-		for _, e := range x {
-			if e != noValue {
-				out = append(out, dropNoValue(e))
-			}
-		}
-		return out
-	}
-	return v
 }
 
 func getAttPlaceholder(_ string, input any, _ any) any {
@@ -197,25 +171,8 @@ func getAttPlaceholder(_ string, input any, _ any) any {
 	return nil
 }
 
-var subVar = regexp.MustCompile(`\$\{([^}!]+)\}`)
-
 func subPlaceholder(_ string, input any, template any) any {
-	src, vars := "", map[string]any{}
-	switch v := input.(type) {
-	case string:
-		src = v
-	case []any:
-		if len(v) != 2 {
-			return nil
-		}
-		src, _ = v[0].(string)
-		vars, _ = v[1].(map[string]any)
-	}
-	return subVar.ReplaceAllStringFunc(src, func(m string) string {
-		name := m[2 : len(m)-1]
-		if v, ok := vars[name]; ok {
-			return fmt.Sprint(v)
-		}
+	return localstack.Sub(input, func(name string) string {
 		if strings.Contains(name, ".") {
 			return getAttPlaceholder("", name, template).(string)
 		}
@@ -265,7 +222,7 @@ func load(t *testing.T, params map[string]any) stack {
 	if err := json.Unmarshal(resolved, &raw); err != nil {
 		t.Fatal(err)
 	}
-	dropNoValue(raw)
+	localstack.DropNoValue(raw)
 	logging := map[string]map[string]any{}
 	resources, _ := raw["Resources"].(map[string]any)
 	for name, r := range resources {
@@ -522,15 +479,15 @@ var allowed = map[string]map[string][]string{
 			"arn:{AWS::Partition}:bedrock:*::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0",
 		},
 		"lambda:InvokeFunction": {
-			"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compressor",
-			"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compressor:*",
-			compressorARN, compressorARN + ":*",
+			"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compactor",
+			"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compactor:*",
+			compactorARN, compactorARN + ":*",
 		},
 	},
 }
 
 func TestPoliciesAreLeastPrivilege(t *testing.T) {
-	for _, params := range []map[string]any{defaults, allOptions, compressorByARN} {
+	for _, params := range []map[string]any{defaults, allOptions, compactorByARN} {
 		s := load(t, params)
 		for name := range functions {
 			for _, g := range grants(t, s.function(t, name)) {
@@ -580,7 +537,7 @@ func TestObjectReadersMayListTheBucketSoMissingIsNotFound(t *testing.T) {
 	}
 }
 
-func TestTheCompressorGrantExistsOnlyWhenConfigured(t *testing.T) {
+func TestTheCompactorGrantExistsOnlyWhenConfigured(t *testing.T) {
 	has := func(s stack) bool {
 		for _, g := range grants(t, s.function(t, "CompactFunction")) {
 			if slices.Contains(g.actions, "lambda:InvokeFunction") {
@@ -590,10 +547,10 @@ func TestTheCompressorGrantExistsOnlyWhenConfigured(t *testing.T) {
 		return false
 	}
 	if has(load(t, defaults)) {
-		t.Error("compact may invoke a compressor function that is not configured")
+		t.Error("compact may invoke a compactor function that is not configured")
 	}
 	if !has(load(t, allOptions)) {
-		t.Error("compact may not invoke the configured compressor function")
+		t.Error("compact may not invoke the configured compactor function")
 	}
 }
 

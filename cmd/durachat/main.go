@@ -15,21 +15,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/durachat/durachat/shared/app/local"
 	"github.com/durachat/durachat/shared/config"
-)
-
-// Server timeouts. The longest request is a view wait, bounded well under
-// API Gateway's 30 s; a 10 MB body over a slow link gets a minute.
-const (
-	readHeaderTimeout = 10 * time.Second
-	readTimeout       = time.Minute
-	writeTimeout      = time.Minute
-	idleTimeout       = 2 * time.Minute
-	shutdownTimeout   = 20 * time.Second
-	purgeEvery        = time.Hour
 )
 
 func main() {
@@ -68,7 +56,7 @@ Configuration (environment variables):
   DURACHAT_PUBLIC_URL    base of image links (default http://<DURACHAT_ADDR>)
   DURACHAT_LINK_SECRET   secret signing image links (default: random per start)
   DURACHAT_LOG_LEVEL     debug | info | warn | error (default info)
-  DURACHAT_COMPRESSOR_URL / DURACHAT_COMPRESSOR_FUNCTION   a custom compressor
+  DURACHAT_COMPACTOR_URL / DURACHAT_COMPACTOR_FUNCTION   a custom compactor
 `
 
 // run is the whole program; ready, when set, is told the bound address.

@@ -136,8 +136,8 @@ func run(t *testing.T, bursts int) counts {
 	log := transcript.New(table, blobs, imgs, transcript.WithClock(clock.Now))
 	mem, err := memory.New(memory.Config{
 		Table: table, Log: log, Images: imgs, Queue: queue, Now: clock.Now,
-		Compressor: compactor.New(bedrock.New(srv.Client(), modelID, bedrock.Options{CachePoint: true}), compactor.Options{}),
-		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Compactor: compactor.New(bedrock.New(srv.Client(), modelID, bedrock.Options{CachePoint: true}), compactor.Options{}),
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/durachat/durachat/shared/compactor"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/memory"
+	"github.com/durachat/durachat/shared/memory/status"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/transcript"
@@ -79,7 +80,7 @@ type Result struct {
 	// never sent.
 	Invented int
 	// Images sums memory's per-leaf image counts over the chats.
-	Images memory.ImageStatus
+	Images status.Images
 	Usage  Usage
 	Misses []Miss
 	// Elapsed is the wall time from the first append to the last build.
@@ -95,7 +96,7 @@ func (r Result) Share(level int) float64 {
 }
 
 // Run logs every conversation through the real transcript into a real
-// memory whose compressor is the real compactor over s.Model, runs the
+// memory whose compactor is the real compactor over s.Model, runs the
 // in-process build worker until every node of every chat is built, and
 // grades the leaf of each image's message, its parent and the chat's
 // root. It fails when ctx ends first, naming the chats still unbuilt and
@@ -128,7 +129,7 @@ func Run(ctx context.Context, s Setup) (Result, error) {
 	log := transcript.New(s.Stores.Table, s.Stores.Blobs, imgs)
 	mem, err := memory.New(memory.Config{
 		Table: s.Stores.Table, Log: log, Images: imgs, Queue: s.Stores.Queue,
-		Compressor: compactor.New(meter, s.Compactor), Workers: s.Workers, Logger: logger,
+		Compactor: compactor.New(meter, s.Compactor), Workers: s.Workers, Logger: logger,
 	})
 	if err != nil {
 		return Result{}, err
@@ -184,7 +185,7 @@ func waitBuilt(ctx context.Context, mem *memory.Memory, tenant string, convs []C
 	for _, c := range convs {
 		pending[c.Chat] = true
 	}
-	last := map[string]memory.Status{}
+	last := map[string]status.Chat{}
 	lastPump := time.Now()
 	for {
 		for chat := range pending {
@@ -219,7 +220,7 @@ func waitBuilt(ctx context.Context, mem *memory.Memory, tenant string, convs []C
 	}
 }
 
-func describePending(pending map[string]bool, last map[string]memory.Status) string {
+func describePending(pending map[string]bool, last map[string]status.Chat) string {
 	chats := make([]string, 0, len(pending))
 	for c := range pending {
 		chats = append(chats, c)

@@ -20,7 +20,7 @@ import (
 // appear in the text it is asked to compress (the <input> of a leaf, the
 // two lines of a merge). It never reads the <chat> context, so a fact can
 // only climb the tree through the lines themselves. It answers like a
-// compressor: one line within the limit the task states, keeping every
+// compactor: one line within the limit the task states, keeping every
 // fact it saw and every [image <name>] label, and, for text alone,
 // shorter than its input.
 //

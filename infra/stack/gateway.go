@@ -36,7 +36,7 @@ type Gateway struct {
 	integrations map[string]Integration
 	functions    map[string]*Function
 	verifiers    map[string]*Verifier
-	log          *slog.Logger
+	logger       *slog.Logger
 }
 
 type gatewayRoute struct {
@@ -46,8 +46,8 @@ type gatewayRoute struct {
 }
 
 // NewGateway serves tpl's API with functions (by logical id).
-func NewGateway(tpl *Template, functions map[string]*Function, log *slog.Logger) *Gateway {
-	g := &Gateway{integrations: tpl.Integrations, functions: functions, verifiers: map[string]*Verifier{}, log: log}
+func NewGateway(tpl *Template, functions map[string]*Function, logger *slog.Logger) *Gateway {
+	g := &Gateway{integrations: tpl.Integrations, functions: functions, verifiers: map[string]*Verifier{}, logger: logger}
 	for name, a := range tpl.Authorizers {
 		g.verifiers[name] = NewVerifier(a)
 	}
@@ -139,7 +139,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	requestID := randomID(12)
 	status := g.serve(w, r, requestID)
-	g.log.Info("gateway", "method", r.Method, "path", r.URL.Path, "status", status, "request_id", requestID, "duration_ms", time.Since(start).Milliseconds())
+	g.logger.Info("gateway", "method", r.Method, "path", r.URL.Path, "status", status, "request_id", requestID, "duration_ms", time.Since(start).Milliseconds())
 }
 
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string) int {
@@ -167,7 +167,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string
 			return http.StatusUnauthorized
 		}
 		if claims, err = v.Verify(r.Context(), strings.TrimSpace(token)); err != nil {
-			g.log.Info("gateway: token refused", "request_id", requestID, "err", err)
+			g.logger.Info("gateway: token refused", "request_id", requestID, "err", err)
 			w.Header().Set("Www-Authenticate", `Bearer error="invalid_token"`)
 			message(w, http.StatusUnauthorized, "Unauthorized", requestID)
 			return http.StatusUnauthorized
@@ -190,11 +190,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string
 	out, err := fn.Invoke(ctx, payload)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		g.log.Warn("gateway: integration timed out", "request_id", requestID, "err", err)
+		g.logger.Warn("gateway: integration timed out", "request_id", requestID, "err", err)
 		message(w, http.StatusServiceUnavailable, "Service Unavailable", requestID)
 		return http.StatusServiceUnavailable
 	case err != nil:
-		g.log.Warn("gateway: invocation failed", "request_id", requestID, "err", err)
+		g.logger.Warn("gateway: invocation failed", "request_id", requestID, "err", err)
 		message(w, http.StatusInternalServerError, "Internal Server Error", requestID)
 		return http.StatusInternalServerError
 	}

@@ -325,9 +325,9 @@ func scalar(v any) string {
 	return fmt.Sprint(v)
 }
 
-// noValue stands for a Ref to AWS::NoValue until the key or list element
+// NoValue stands for a Ref to AWS::NoValue until the key or list element
 // holding it is removed, as CloudFormation does.
-const noValue = "{AWS::NoValue}"
+const NoValue = "{AWS::NoValue}"
 
 // resolve resolves the template's intrinsic functions: parameters from
 // their defaults and params, conditions, and resources through phys.
@@ -382,7 +382,7 @@ func resolve(data []byte, params map[string]string, phys Physical) ([]byte, erro
 	if err := json.Unmarshal(out, &v); err != nil {
 		return nil, err
 	}
-	return json.Marshal(dropNoValue(v))
+	return json.Marshal(DropNoValue(v))
 }
 
 type resolver struct {
@@ -442,7 +442,7 @@ func (r *resolver) ref(_ string, input any, _ any) any {
 	name, _ := input.(string)
 	switch name {
 	case "AWS::NoValue":
-		return noValue
+		return NoValue
 	case "AWS::Region":
 		return Region
 	case "AWS::AccountId":
@@ -498,6 +498,17 @@ func (r *resolver) resourceType(name, want string) (string, bool) {
 var subVar = regexp.MustCompile(`\$\{([^}!]+)\}`)
 
 func (r *resolver) sub(_ string, input any, _ any) any {
+	return Sub(input, func(name string) string {
+		if strings.Contains(name, ".") && !strings.HasPrefix(name, "AWS::") {
+			return scalar(r.getAtt("", name, nil))
+		}
+		return scalar(r.ref("", name, nil))
+	})
+}
+
+// Sub resolves the input of Fn::Sub, a string or [string, variables]:
+// each ${name} is its variable, else what resolve answers for it.
+func Sub(input any, resolve func(name string) string) any {
 	src, vars := "", map[string]any{}
 	switch v := input.(type) {
 	case string:
@@ -514,10 +525,7 @@ func (r *resolver) sub(_ string, input any, _ any) any {
 		if v, ok := vars[name]; ok {
 			return scalar(v)
 		}
-		if strings.Contains(name, ".") && !strings.HasPrefix(name, "AWS::") {
-			return scalar(r.getAtt("", name, nil))
-		}
-		return scalar(r.ref("", name, nil))
+		return resolve(name)
 	})
 }
 
@@ -533,22 +541,23 @@ func (r *resolver) fnIf(_ string, input any, _ any) any {
 	return args[2]
 }
 
-// dropNoValue removes every map entry and list element that is noValue.
-func dropNoValue(v any) any {
+// DropNoValue removes every map entry and list element that is NoValue,
+// as CloudFormation does with a Ref to AWS::NoValue; it returns v.
+func DropNoValue(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
-			if e == noValue {
+			if e == NoValue {
 				delete(x, k)
 				continue
 			}
-			x[k] = dropNoValue(e)
+			x[k] = DropNoValue(e)
 		}
 	case []any:
 		out := x[:0]
 		for _, e := range x {
-			if e != noValue {
-				out = append(out, dropNoValue(e))
+			if e != NoValue {
+				out = append(out, DropNoValue(e))
 			}
 		}
 		return out

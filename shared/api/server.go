@@ -185,8 +185,8 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx = WithRequestID(ctx, id)
 	}
 	w.Header().Set("X-Request-Id", id)
-	log := s.o.Logger.With("request_id", id)
-	ctx = WithLogger(ctx, log)
+	logger := s.o.Logger.With("request_id", id)
+	ctx = WithLogger(ctx, logger)
 	r = r.WithContext(ctx)
 	sw := &statusWriter{ResponseWriter: w}
 
@@ -197,7 +197,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			log.Error("handler panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			logger.Error("handler panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			if !sw.wrote {
 				WriteError(sw, r, &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error", Err: fmt.Errorf("panic: %v", v)})
 			}
@@ -206,7 +206,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if sw.status >= 500 {
 			level = slog.LevelError
 		}
-		log.LogAttrs(ctx, level, "request",
+		logger.LogAttrs(ctx, level, "request",
 			slog.String("method", r.Method),
 			slog.String("route", pattern),
 			slog.String("path", r.URL.Path),
@@ -236,7 +236,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		tenant = t
-		r = r.WithContext(WithLogger(WithTenant(r.Context(), tenant), log.With("tenant", tenant)))
+		r = r.WithContext(WithLogger(WithTenant(r.Context(), tenant), logger.With("tenant", tenant)))
 	}
 	mux.ServeHTTP(sw, r)
 }

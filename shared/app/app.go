@@ -3,7 +3,7 @@
 // The wiring of each kind of program is in a package of its own, so a
 // program links only what it uses: lambdafn (any Lambda function and its
 // S3 store), memoryapi (the transcript and summary memory) and local (the
-// local server's embedded stores); the compressor is compactor.Open.
+// local server's embedded stores); the compactor is compactor.Open.
 package app
 
 import (
@@ -56,9 +56,9 @@ func (s Stores) Ping(ctx context.Context) error {
 
 // Handler is the http.Handler of a program: routes behind authentication,
 // public routes (signed links) and the health check over stores.
-func Handler(log *slog.Logger, auth api.Authenticator, stores Stores, routes []api.Routes, public ...api.Routes) (http.Handler, error) {
+func Handler(logger *slog.Logger, auth api.Authenticator, stores Stores, routes []api.Routes, public ...api.Routes) (http.Handler, error) {
 	return api.NewHandler(api.Options{
-		Logger: log,
+		Logger: logger,
 		Auth:   auth,
 		Health: api.PingFunc(stores.Ping),
 		Routes: routes,

@@ -1,7 +1,7 @@
 // Package compactor writes the memory's node lines with a language model:
 // one message (a leaf) or two adjacent lines (a merge) into one line of at
-// most Limit bytes. It implements memory.Compressor over any model.Model,
-// and holds the custom compressors a host can plug in instead.
+// most Limit bytes. It implements memory.Compactor over any model.Model,
+// and holds the custom compactors a host can plug in instead.
 package compactor
 
 import (
@@ -68,7 +68,7 @@ type Compactor struct {
 	downscale func([]byte, int) (string, []byte, error)
 }
 
-var _ memory.Compressor = (*Compactor)(nil)
+var _ memory.Compactor = (*Compactor)(nil)
 
 // New returns a Compactor over m. Settings out of range are brought into
 // range (a limit over 640 becomes 640); call Options.Validate first to
@@ -111,7 +111,7 @@ func (c *Compactor) Limit() int { return c.limit }
 // errNoText: every reply was empty.
 var errNoText = errors.New("the model returned no text")
 
-// Compress writes one node's line.
+// Compact writes one node's line.
 //
 // A source that fits the limit is kept word for word without a call,
 // unless images are attached. Otherwise the model is asked up to Attempts
@@ -119,8 +119,8 @@ var errNoText = errors.New("the model returned no text")
 // shortest reply, cut to the limit. An error ends the build and is
 // returned classified, except that a non-retryable error with images
 // attached is asked once more with names only (not counted as an attempt).
-func (c *Compactor) Compress(ctx context.Context, in memory.Compression) (memory.Compressed, error) {
-	out := memory.Compressed{Model: c.model.Name()}
+func (c *Compactor) Compact(ctx context.Context, in memory.Compaction) (memory.Compacted, error) {
+	out := memory.Compacted{Model: c.model.Name()}
 	var att []model.Image
 	if in.Level == 0 {
 		att, out.Skipped = c.attach(in.Images)
@@ -174,7 +174,7 @@ func (c *Compactor) Compress(ctx context.Context, in memory.Compression) (memory
 // with images attached. If the images were the problem this call works: a
 // short message stays word for word, a long one takes the line. If not,
 // its error is returned and the leaf is built later with its images.
-func (c *Compactor) namesOnly(ctx context.Context, in memory.Compression, out memory.Compressed, best string, cause error) (memory.Compressed, error) {
+func (c *Compactor) namesOnly(ctx context.Context, in memory.Compaction, out memory.Compacted, best string, cause error) (memory.Compacted, error) {
 	resp, err := c.model.Complete(ctx, c.request(in, nil, namesOnly))
 	if err != nil {
 		return out, fmt.Errorf("compactor: node %s: names-only call after an error with images (%v): %w",
@@ -220,7 +220,7 @@ func (c *Compactor) followUp(line, source string) string {
 // whose first part is the compaction view (the cacheable prefix, identical
 // with or without images) and whose second is the task; attached images
 // follow, each right after its label.
-func (c *Compactor) request(in memory.Compression, att []model.Image, mode imageMode) model.Request {
+func (c *Compactor) request(in memory.Compaction, att []model.Image, mode imageMode) model.Request {
 	view := in.Context
 	if view == "" {
 		view = emptyChat

@@ -57,11 +57,11 @@ func replies(texts ...string) func(int, model.Request) (model.Response, error) {
 
 const view = "<chat>\n0+4|the start\n4+1|a question\n</chat>"
 
-func leaf(source string, imgs ...model.Image) memory.Compression {
+func leaf(source string, imgs ...model.Image) memory.Compaction {
 	if imgs == nil {
 		imgs = []model.Image{}
 	}
-	return memory.Compression{Level: 0, Index: 5, Label: "5+1", Kind: "user", Context: view, Source: source, Images: imgs}
+	return memory.Compaction{Level: 0, Index: 5, Label: "5+1", Kind: "user", Context: view, Source: source, Images: imgs}
 }
 
 func long(n int) string { return "user: " + strings.Repeat("x", n) }
@@ -93,12 +93,12 @@ func refOf(img model.Image) string { return refs.Ref(img.Name) }
 func TestShortSourceIsKeptWordForWordWithoutACall(t *testing.T) {
 	m := &scripted{caps: vision, answer: replies()}
 	c := compactor.New(m, compactor.Options{})
-	for _, in := range []memory.Compression{
+	for _, in := range []memory.Compaction{
 		leaf("user: hello\nthere"),
 		{Level: 1, Index: 2, Label: "4+2", Context: view, Source: "user: a\ntalk: b", Images: []model.Image{}},
 		leaf(long(506)), // exactly 512 bytes
 	} {
-		out, err := c.Compress(context.Background(), in)
+		out, err := c.Compact(context.Background(), in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestShortSourceIsKeptWordForWordWithoutACall(t *testing.T) {
 func TestLeafRequestHasTheViewAsPrefixThenTheTaskWithRulerAndInput(t *testing.T) {
 	m := &scripted{caps: vision, answer: replies("a short line")}
 	source := long(700)
-	out, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), leaf(source))
+	out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), leaf(source))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,9 +156,9 @@ func TestLeafRequestHasTheViewAsPrefixThenTheTaskWithRulerAndInput(t *testing.T)
 
 func TestMergeRequestNamesBothChildLines(t *testing.T) {
 	m := &scripted{caps: vision, answer: replies("merged")}
-	in := memory.Compression{Level: 2, Index: 3, Label: "12+4", Context: view,
+	in := memory.Compaction{Level: 2, Index: 3, Label: "12+4", Context: view,
 		Source: long(300) + "\n" + long(300), Images: []model.Image{}}
-	if _, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), in); err != nil {
+	if _, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
 	task := m.calls()[0].Messages[0].Parts[1].Text
@@ -173,7 +173,7 @@ func TestMergeRequestNamesBothChildLines(t *testing.T) {
 func TestTooLongReplyIsAskedAgainInTheSameConversation(t *testing.T) {
 	first := strings.Repeat("é", 350) // 700 bytes
 	m := &scripted{caps: vision, answer: replies(first, "  5+1| the right line \n")}
-	out, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), leaf(long(900)))
+	out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), leaf(long(900)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestAfterFiveAttemptsTheShortestReplyIsKeptCutToTheLimit(t *testing.T) {
 	shortest := strings.Repeat("ab ", 200) + "€" // 603 bytes
 	m := &scripted{caps: vision, answer: replies(
 		strings.Repeat("a", 900), strings.Repeat("b", 700), shortest, strings.Repeat("c", 800), strings.Repeat("d", 1000))}
-	out, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), leaf(long(2000)))
+	out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), leaf(long(2000)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestAfterFiveAttemptsTheShortestReplyIsKeptCutToTheLimit(t *testing.T) {
 func TestCutToTheLimitNeverSplitsACharacter(t *testing.T) {
 	reply := strings.Repeat("€", 200) // 600 bytes; 512 is inside a character
 	m := &scripted{caps: vision, answer: replies(reply, reply, reply, reply, reply)}
-	out, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), leaf(long(2000)))
+	out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), leaf(long(2000)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestCutToTheLimitNeverSplitsACharacter(t *testing.T) {
 func TestLimitSettingAllowsUpTo640Bytes(t *testing.T) {
 	line := strings.Repeat("z", 600)
 	m := &scripted{caps: vision, answer: replies(line)}
-	out, err := compactor.New(m, compactor.Options{Limit: 640}).Compress(context.Background(), leaf(long(2000)))
+	out, err := compactor.New(m, compactor.Options{Limit: 640}).Compact(context.Background(), leaf(long(2000)))
 	if err != nil || out.Line != line || out.Attempts != 1 {
 		t.Fatalf("out = %+v, err %v", out, err)
 	}
@@ -245,7 +245,7 @@ func TestLimitSettingAllowsUpTo640Bytes(t *testing.T) {
 
 func TestEmptyRepliesAreAskedAgainThenFailRetryable(t *testing.T) {
 	m := &scripted{caps: vision, answer: replies("", " ", "\n", "", "")}
-	_, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), leaf(long(900)))
+	_, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), leaf(long(900)))
 	if err == nil || !model.IsRetryable(err) {
 		t.Fatalf("err = %v, want a retryable error", err)
 	}
@@ -276,7 +276,7 @@ func TestAnErrorEndsTheBuildAndIsReturnedClassified(t *testing.T) {
 				}
 				return model.Response{}, tt.err
 			}}
-			out, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), leaf(long(900)))
+			out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), leaf(long(900)))
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -292,7 +292,7 @@ func TestAnErrorEndsTheBuildAndIsReturnedClassified(t *testing.T) {
 
 func TestDefaultSystemPromptCanBeReplaced(t *testing.T) {
 	m := &scripted{caps: vision, answer: replies("ok line")}
-	if _, err := compactor.New(m, compactor.Options{System: "the agent's own prompt"}).Compress(context.Background(), leaf(long(900))); err != nil {
+	if _, err := compactor.New(m, compactor.Options{System: "the agent's own prompt"}).Compact(context.Background(), leaf(long(900))); err != nil {
 		t.Fatal(err)
 	}
 	if m.calls()[0].System != "the agent's own prompt" {

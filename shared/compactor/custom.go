@@ -20,7 +20,7 @@ import (
 // answers CustomReply. Answering the source unchanged keeps the message
 // word for word.
 
-// CustomRequest is what a custom compressor receives.
+// CustomRequest is what a custom compactor receives.
 type CustomRequest struct {
 	// Task is the instruction a model would get (with the byte limit).
 	Task   string `json:"task"`
@@ -42,18 +42,18 @@ type CustomImage struct {
 	Data     []byte `json:"data"`
 }
 
-// CustomReply is what a custom compressor answers.
+// CustomReply is what a custom compactor answers.
 type CustomReply struct {
 	Line *string `json:"line"`
 }
 
-// maxReply bounds a custom compressor's answer.
+// maxReply bounds a custom compactor's answer.
 const maxReply = 1 << 20
 
 // errNoLine: the answer has no line.
 var errNoLine = errors.New(`the answer has no "line"`)
 
-// custom is what both custom compressors share: building the request and
+// custom is what both custom compactors share: building the request and
 // reading the answer.
 type custom struct {
 	name  string
@@ -61,12 +61,12 @@ type custom struct {
 	call  func(ctx context.Context, payload []byte) ([]byte, error)
 }
 
-func (c custom) compress(ctx context.Context, in memory.Compression) (memory.Compressed, error) {
+func (c custom) compact(ctx context.Context, in memory.Compaction) (memory.Compacted, error) {
 	limit := c.limit
 	if limit <= 0 || limit > MaxLimit {
 		limit = DefaultLimit
 	}
-	out := memory.Compressed{Model: c.name, Attached: len(in.Images)}
+	out := memory.Compacted{Model: c.name, Attached: len(in.Images)}
 	if len(in.Images) == 0 && len(in.Source) <= limit {
 		out.Line, out.Verbatim = in.Source, true
 		return out, nil
@@ -102,7 +102,7 @@ func (c custom) compress(ctx context.Context, in memory.Compression) (memory.Com
 		if err == nil {
 			err = errNoLine
 		}
-		// A malformed answer is the compressor's fault, not a verdict on
+		// A malformed answer is the compactor's fault, not a verdict on
 		// this node: retry until it is fixed rather than count a refusal.
 		return out, fmt.Errorf("compactor: %s: node %s: %w", c.name, in.Label, &model.Error{Retryable: true, Err: err})
 	}
@@ -118,10 +118,10 @@ func (c custom) compress(ctx context.Context, in memory.Compression) (memory.Com
 	return out, nil
 }
 
-// HTTPCompressor posts each node as JSON (CustomRequest) to URL and reads
+// HTTPCompactor posts each node as JSON (CustomRequest) to URL and reads
 // a CustomReply. 429 and 5xx answers and transport failures are retryable;
 // other statuses are not.
-type HTTPCompressor struct {
+type HTTPCompactor struct {
 	URL string
 	// Client defaults to a client with a 2-minute timeout.
 	Client *http.Client
@@ -131,14 +131,14 @@ type HTTPCompressor struct {
 	Header http.Header
 }
 
-var _ memory.Compressor = (*HTTPCompressor)(nil)
+var _ memory.Compactor = (*HTTPCompactor)(nil)
 
-// Compress implements memory.Compressor.
-func (h *HTTPCompressor) Compress(ctx context.Context, in memory.Compression) (memory.Compressed, error) {
-	return custom{name: "http:" + h.URL, limit: h.Limit, call: h.post}.compress(ctx, in)
+// Compact implements memory.Compactor.
+func (h *HTTPCompactor) Compact(ctx context.Context, in memory.Compaction) (memory.Compacted, error) {
+	return custom{name: "http:" + h.URL, limit: h.Limit, call: h.post}.compact(ctx, in)
 }
 
-func (h *HTTPCompressor) post(ctx context.Context, payload []byte) ([]byte, error) {
+func (h *HTTPCompactor) post(ctx context.Context, payload []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(payload))
 	if err != nil {
 		return nil, &model.Error{Err: err}

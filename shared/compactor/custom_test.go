@@ -20,7 +20,7 @@ import (
 	"github.com/durachat/durachat/shared/model"
 )
 
-// host is a custom compressor endpoint; answer writes its response.
+// host is a custom compactor endpoint; answer writes its response.
 func host(t *testing.T, answer func(w http.ResponseWriter, req compactor.CustomRequest, raw map[string]any)) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -40,7 +40,7 @@ func lineReply(w http.ResponseWriter, line string) {
 	json.NewEncoder(w).Encode(map[string]string{"line": line})
 }
 
-func TestHTTPCompressorSendsTaskSourceAndImages(t *testing.T) {
+func TestHTTPCompactorSendsTaskSourceAndImages(t *testing.T) {
 	a := named("a", pngOf(t, 4, 4, red))
 	var got compactor.CustomRequest
 	srv := host(t, func(w http.ResponseWriter, req compactor.CustomRequest, raw map[string]any) {
@@ -50,9 +50,9 @@ func TestHTTPCompressorSendsTaskSourceAndImages(t *testing.T) {
 		}
 		lineReply(w, "host line")
 	})
-	c := &compactor.HTTPCompressor{URL: srv.URL}
+	c := &compactor.HTTPCompactor{URL: srv.URL}
 	in := leaf("user: see "+refOf(a), a)
-	out, err := c.Compress(context.Background(), in)
+	out, err := c.Compact(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestHTTPCompressorSendsTaskSourceAndImages(t *testing.T) {
 	}
 }
 
-func TestHTTPCompressorMergeHasAnEmptyImageList(t *testing.T) {
+func TestHTTPCompactorMergeHasAnEmptyImageList(t *testing.T) {
 	srv := host(t, func(w http.ResponseWriter, req compactor.CustomRequest, raw map[string]any) {
 		if list, ok := raw["images"].([]any); !ok || len(list) != 0 {
 			t.Errorf("images = %v, want []", raw["images"])
@@ -78,34 +78,34 @@ func TestHTTPCompressorMergeHasAnEmptyImageList(t *testing.T) {
 		}
 		lineReply(w, "merged")
 	})
-	in := memory.Compression{Level: 1, Index: 0, Label: "0+2", Context: view, Source: long(400) + "\n" + long(400), Images: []model.Image{}}
-	if _, err := (&compactor.HTTPCompressor{URL: srv.URL}).Compress(context.Background(), in); err != nil {
+	in := memory.Compaction{Level: 1, Index: 0, Label: "0+2", Context: view, Source: long(400) + "\n" + long(400), Images: []model.Image{}}
+	if _, err := (&compactor.HTTPCompactor{URL: srv.URL}).Compact(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func TestCustomCompressorReturningTheSourceKeepsItWordForWord(t *testing.T) {
+func TestCustomCompactorReturningTheSourceKeepsItWordForWord(t *testing.T) {
 	a := named("a", pngOf(t, 4, 4, red))
 	srv := host(t, func(w http.ResponseWriter, req compactor.CustomRequest, _ map[string]any) { lineReply(w, req.Source) })
-	for _, in := range []memory.Compression{leaf("user:\n  look "+refOf(a), a), leaf(long(900))} {
-		out, err := (&compactor.HTTPCompressor{URL: srv.URL}).Compress(context.Background(), in)
+	for _, in := range []memory.Compaction{leaf("user:\n  look "+refOf(a), a), leaf(long(900))} {
+		out, err := (&compactor.HTTPCompactor{URL: srv.URL}).Compact(context.Background(), in)
 		if err != nil || !out.Verbatim || out.Line != in.Source {
 			t.Fatalf("out %+v, err %v", out, err)
 		}
 	}
 }
 
-func TestHTTPCompressorLineIsCleanedAndCutToTheLimit(t *testing.T) {
+func TestHTTPCompactorLineIsCleanedAndCutToTheLimit(t *testing.T) {
 	srv := host(t, func(w http.ResponseWriter, _ compactor.CustomRequest, _ map[string]any) {
 		lineReply(w, "5+1| "+strings.Repeat("q", 700)+"\n")
 	})
-	out, err := (&compactor.HTTPCompressor{URL: srv.URL}).Compress(context.Background(), leaf(long(900)))
+	out, err := (&compactor.HTTPCompactor{URL: srv.URL}).Compact(context.Background(), leaf(long(900)))
 	if err != nil || out.Line != strings.Repeat("q", 512) {
 		t.Fatalf("line of %d bytes, err %v", len(out.Line), err)
 	}
 }
 
-func TestHTTPCompressorErrorsAreClassified(t *testing.T) {
+func TestHTTPCompactorErrorsAreClassified(t *testing.T) {
 	tests := []struct {
 		name      string
 		status    int
@@ -125,7 +125,7 @@ func TestHTTPCompressorErrorsAreClassified(t *testing.T) {
 				w.WriteHeader(tt.status)
 				io.WriteString(w, tt.body)
 			})
-			_, err := (&compactor.HTTPCompressor{URL: srv.URL}).Compress(context.Background(), leaf(long(900)))
+			_, err := (&compactor.HTTPCompactor{URL: srv.URL}).Compact(context.Background(), leaf(long(900)))
 			if err == nil || model.IsRetryable(err) != tt.retryable {
 				t.Fatalf("err %v, retryable %v", err, model.IsRetryable(err))
 			}
@@ -134,7 +134,7 @@ func TestHTTPCompressorErrorsAreClassified(t *testing.T) {
 	// Nothing listening: a transport error, retryable.
 	srv := host(t, nil)
 	srv.Close()
-	_, err := (&compactor.HTTPCompressor{URL: srv.URL}).Compress(context.Background(), leaf(long(900)))
+	_, err := (&compactor.HTTPCompactor{URL: srv.URL}).Compact(context.Background(), leaf(long(900)))
 	if !model.IsRetryable(err) {
 		t.Fatalf("closed endpoint: %v", err)
 	}
@@ -165,12 +165,12 @@ func lambdaInvoker(url string) *compactor.LambdaInvoker {
 	return &compactor.LambdaInvoker{Client: client}
 }
 
-func TestLambdaCompressorInvokesTheFunctionSigned(t *testing.T) {
+func TestLambdaCompactorInvokesTheFunctionSigned(t *testing.T) {
 	srv, seen := lambdaServer(t, func(w http.ResponseWriter, _ *http.Request, req compactor.CustomRequest) {
 		lineReply(w, "from lambda: "+req.Label)
 	})
-	c := &compactor.LambdaCompressor{Function: "summarize:live", Invoker: lambdaInvoker(srv.URL)}
-	out, err := c.Compress(context.Background(), leaf(long(900)))
+	c := &compactor.LambdaCompactor{Function: "summarize:live", Invoker: lambdaInvoker(srv.URL)}
+	out, err := c.Compact(context.Background(), leaf(long(900)))
 	if err != nil || out.Line != "from lambda: 5+1" || out.Model != "lambda:summarize:live" {
 		t.Fatalf("out %+v, err %v", out, err)
 	}
@@ -214,8 +214,8 @@ func TestLambdaErrorsAreClassified(t *testing.T) {
 				w.WriteHeader(tt.status)
 				io.WriteString(w, `{"errorMessage":"scripted"}`)
 			})
-			c := &compactor.LambdaCompressor{Function: "f", Invoker: lambdaInvoker(srv.URL)}
-			_, err := c.Compress(context.Background(), leaf(long(900)))
+			c := &compactor.LambdaCompactor{Function: "f", Invoker: lambdaInvoker(srv.URL)}
+			_, err := c.Compact(context.Background(), leaf(long(900)))
 			if err == nil || model.IsRetryable(err) != tt.retryable {
 				t.Fatalf("err %v, retryable %v", err, model.IsRetryable(err))
 			}

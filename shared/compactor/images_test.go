@@ -39,13 +39,13 @@ func attached(t *testing.T, req model.Request) (labels []string, imgs []*model.I
 	return labels, imgs
 }
 
-func imageLeaf(source string, imgs ...model.Image) memory.Compression { return leaf(source, imgs...) }
+func imageLeaf(source string, imgs ...model.Image) memory.Compaction { return leaf(source, imgs...) }
 
 func TestImagesFollowTheTaskEachAfterItsLabel(t *testing.T) {
 	a, b := named("a", pngOf(t, 10, 10, red)), named("b", pngOf(t, 12, 8, green))
 	source := "user: compare " + refOf(a) + " with " + refOf(b)
 	m := &scripted{caps: vision, answer: replies(strings.Repeat("a long description of both images ", 10))}
-	out, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), imageLeaf(source, a, b))
+	out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), imageLeaf(source, a, b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,10 +77,10 @@ func TestCachedPrefixIsTheSameWithAndWithoutImages(t *testing.T) {
 		return model.Response{Text: "line"}, nil
 	}}
 	c := compactor.New(m, compactor.Options{})
-	if _, err := c.Compress(context.Background(), imageLeaf("user: see "+refOf(a), a)); err != nil {
+	if _, err := c.Compact(context.Background(), imageLeaf("user: see "+refOf(a), a)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Compress(context.Background(), imageLeaf(long(900))); err != nil {
+	if _, err := c.Compact(context.Background(), imageLeaf(long(900))); err != nil {
 		t.Fatal(err)
 	}
 	calls := m.calls()
@@ -93,7 +93,7 @@ func TestCachedPrefixIsTheSameWithAndWithoutImages(t *testing.T) {
 func TestImagesAreDownscaledTo800PixelsOnTheLongSide(t *testing.T) {
 	big := named("big", pngOf(t, 1600, 900, blue))
 	m := &scripted{caps: vision, answer: replies("a blue picture")}
-	if _, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), imageLeaf("user: "+refOf(big), big)); err != nil {
+	if _, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), imageLeaf("user: "+refOf(big), big)); err != nil {
 		t.Fatal(err)
 	}
 	_, imgs := attached(t, m.calls()[0])
@@ -112,7 +112,7 @@ func TestTextOnlyModelGetsNoImages(t *testing.T) {
 	c := compactor.New(m, compactor.Options{})
 
 	short := "user: look " + refOf(a)
-	out, err := c.Compress(context.Background(), imageLeaf(short, a))
+	out, err := c.Compact(context.Background(), imageLeaf(short, a))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestTextOnlyModelGetsNoImages(t *testing.T) {
 	}
 
 	longSource := long(900) + " " + refOf(a)
-	if _, err := c.Compress(context.Background(), imageLeaf(longSource, a)); err != nil {
+	if _, err := c.Compact(context.Background(), imageLeaf(longSource, a)); err != nil {
 		t.Fatal(err)
 	}
 	req := m.calls()[0]
@@ -133,9 +133,9 @@ func TestTextOnlyModelGetsNoImages(t *testing.T) {
 func TestMergesAreTextOnly(t *testing.T) {
 	a := named("a", pngOf(t, 10, 10, red))
 	m := &scripted{caps: vision, answer: replies("merged")}
-	in := memory.Compression{Level: 1, Index: 0, Label: "0+2", Context: view,
+	in := memory.Compaction{Level: 1, Index: 0, Label: "0+2", Context: view,
 		Source: long(400) + "\n" + long(400) + refOf(a), Images: []model.Image{a}}
-	out, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), in)
+	out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestLabelsStayAlignedWhenAnImageIsSkipped(t *testing.T) {
 			b := tt.middle
 			source := "user: " + refOf(a) + " then " + refOf(b) + " then " + refOf(c)
 			m := &scripted{caps: tt.caps, answer: replies("three pictures, two seen")}
-			out, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), imageLeaf(source, a, b, c))
+			out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), imageLeaf(source, a, b, c))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,7 +187,7 @@ func TestLabelsStayAlignedWhenMoreImagesAreNamedThanTheProviderAccepts(t *testin
 	}
 	m := &scripted{caps: model.Capabilities{Images: true, MaxImages: 2}, answer: replies("line")}
 	source := "user: " + refOf(imgs[0]) + refOf(imgs[1]) + refOf(imgs[2])
-	out, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), imageLeaf(source, imgs...))
+	out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), imageLeaf(source, imgs...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestRejectedImageIsAskedOnceMoreByNameOnly(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := &scripted{caps: vision, answer: rejectImages(imageRejected, "a line written from the names")}
-			out, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), imageLeaf(tt.source, a))
+			out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), imageLeaf(tt.source, a))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -288,7 +288,7 @@ func TestAnErrorThatIsNotTheImagesFailsAgainAndIsReturned(t *testing.T) {
 			m := &scripted{caps: vision, answer: func(int, model.Request) (model.Response, error) {
 				return model.Response{}, tt.err
 			}}
-			out, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), imageLeaf("user: "+refOf(a), a))
+			out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), imageLeaf("user: "+refOf(a), a))
 			if err == nil {
 				t.Fatalf("no error, out %+v", out)
 			}
@@ -320,7 +320,7 @@ func TestFifthAttemptImageErrorStillGetsTheNamesOnlyCall(t *testing.T) {
 				}
 				return rejectImages(imageRejected, "names-only line")(n, req)
 			}}
-			out, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), imageLeaf(tt.source, a))
+			out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), imageLeaf(tt.source, a))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -338,7 +338,7 @@ func TestRefusedShortImageSummaryKeepsItsWords(t *testing.T) {
 
 	// The image was what the model declined: the names-only call answers.
 	m := &scripted{caps: vision, answer: rejectImages(refused, "ignored")}
-	out, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), imageLeaf(source, a))
+	out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), imageLeaf(source, a))
 	if err != nil || out.Line != source || !out.Verbatim || !out.NamesOnly {
 		t.Fatalf("out %+v, err %v", out, err)
 	}
@@ -346,7 +346,7 @@ func TestRefusedShortImageSummaryKeepsItsWords(t *testing.T) {
 	// The model declines the words too: the refusal is returned as such,
 	// for memory to count; no line is made up.
 	m = &scripted{caps: vision, answer: func(int, model.Request) (model.Response, error) { return model.Response{}, refused }}
-	out, err = compactor.New(m, compactor.Options{}).Compress(context.Background(), imageLeaf(source, a))
+	out, err = compactor.New(m, compactor.Options{}).Compact(context.Background(), imageLeaf(source, a))
 	if !model.IsRefused(err) || out.Line != "" || len(m.calls()) != 2 {
 		t.Fatalf("out %+v, err %v, %d calls", out, err, len(m.calls()))
 	}

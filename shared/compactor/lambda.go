@@ -16,7 +16,7 @@ import (
 	"github.com/durachat/durachat/shared/model"
 )
 
-// defaultCustomTimeout bounds one custom compressor call.
+// defaultCustomTimeout bounds one custom compactor call.
 const defaultCustomTimeout = 2 * time.Minute
 
 // Invoker runs a Lambda function synchronously with a JSON payload and
@@ -25,9 +25,9 @@ type Invoker interface {
 	Invoke(ctx context.Context, function string, payload []byte) ([]byte, error)
 }
 
-// LambdaCompressor invokes a Lambda function with each node as JSON
+// LambdaCompactor invokes a Lambda function with each node as JSON
 // (CustomRequest) and reads a CustomReply from its result.
-type LambdaCompressor struct {
+type LambdaCompactor struct {
 	// Function is the function's name or ARN (a qualifier may follow ':').
 	Function string
 	Invoker  Invoker
@@ -35,14 +35,14 @@ type LambdaCompressor struct {
 	Limit int
 }
 
-var _ memory.Compressor = (*LambdaCompressor)(nil)
+var _ memory.Compactor = (*LambdaCompactor)(nil)
 
-// Compress implements memory.Compressor.
-func (l *LambdaCompressor) Compress(ctx context.Context, in memory.Compression) (memory.Compressed, error) {
+// Compact implements memory.Compactor.
+func (l *LambdaCompactor) Compact(ctx context.Context, in memory.Compaction) (memory.Compacted, error) {
 	call := func(ctx context.Context, payload []byte) ([]byte, error) {
 		return l.Invoker.Invoke(ctx, l.Function, payload)
 	}
-	return custom{name: "lambda:" + l.Function, limit: l.Limit, call: call}.compress(ctx, in)
+	return custom{name: "lambda:" + l.Function, limit: l.Limit, call: call}.compact(ctx, in)
 }
 
 // LambdaInvoker runs a function through the AWS SDK's Lambda client.

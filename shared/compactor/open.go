@@ -72,19 +72,19 @@ func bedrockCaches(modelID string) bool {
 	return strings.Contains(modelID, "anthropic.claude") || strings.Contains(modelID, "amazon.nova")
 }
 
-// Open returns the compressor cfg names: a host's own (over HTTP or as a
+// Open returns the compactor cfg names: a host's own (over HTTP or as a
 // Lambda function) when configured, else the compactor over cfg's model.
-func Open(ctx context.Context, cfg config.Config) (memory.Compressor, error) {
+func Open(ctx context.Context, cfg config.Config) (memory.Compactor, error) {
 	switch {
-	case cfg.CompressorURL != "":
-		return &HTTPCompressor{URL: cfg.CompressorURL}, nil
-	case cfg.CompressorFunction != "":
+	case cfg.CompactorURL != "":
+		return &HTTPCompactor{URL: cfg.CompactorURL}, nil
+	case cfg.CompactorFunction != "":
 		ac, err := awsconfig.LoadDefaultConfig(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("loading AWS configuration for %s: %w", config.EnvCompressorFunction, err)
+			return nil, fmt.Errorf("loading AWS configuration for %s: %w", config.EnvCompactorFunction, err)
 		}
-		return &LambdaCompressor{
-			Function: cfg.CompressorFunction,
+		return &LambdaCompactor{
+			Function: cfg.CompactorFunction,
 			Invoker:  &LambdaInvoker{Client: lambda.NewFromConfig(ac)},
 		}, nil
 	}

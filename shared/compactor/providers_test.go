@@ -156,7 +156,7 @@ func TestEachProviderGetsTheViewThenTheTaskWithTheRuler(t *testing.T) {
 			m, calls := p.open(t, func(int, bool) (string, int) { return "the line", 0 })
 			in := leaf(long(900))
 			in.Context = bigView(60)
-			out, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), in)
+			out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +179,7 @@ func TestEachProviderRunsTheTooLongLoopAndKeepsTheShortestOfFive(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			lens := []int{900, 640, 700, 800, 1000}
 			m, calls := p.open(t, func(n int, _ bool) (string, int) { return strings.Repeat(string(rune('a'+n)), lens[n]), 0 })
-			out, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), leaf(long(3000)))
+			out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), leaf(long(3000)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +210,7 @@ func TestEachProviderClassifiesErrorsThroughTheCompactor(t *testing.T) {
 		}{{429, true}, {500, true}, {400, false}} {
 			t.Run(fmt.Sprintf("%s/%d", p.name, tt.status), func(t *testing.T) {
 				m, calls := p.open(t, func(int, bool) (string, int) { return "", tt.status })
-				_, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), leaf(long(900)))
+				_, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), leaf(long(900)))
 				if err == nil || model.IsRetryable(err) != tt.retryable || len(calls()) != 1 {
 					t.Fatalf("err %v (retryable %v), %d calls", err, model.IsRetryable(err), len(calls()))
 				}
@@ -232,7 +232,7 @@ func TestEachProviderGetsImagesAfterTheTaskAndNamesOnlyWhenRejected(t *testing.T
 			})
 			source := "user: " + refOf(a) + " and " + refOf(b)
 			in := leaf(source, a, b)
-			out, err := compactor.New(m, compactor.Options{}).Compress(context.Background(), in)
+			out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -266,12 +266,12 @@ func TestOnAnthropicTheCacheMarksStayOnTheViewBlocksWithImagesAfterThem(t *testi
 	a, b := named("a", pngOf(t, 10, 10, red)), named("b", pngOf(t, 10, 10, blue))
 	in := leaf("user: "+refOf(a)+" "+refOf(b), a, b)
 	in.Context = ctxView
-	if _, err := c.Compress(context.Background(), in); err != nil {
+	if _, err := c.Compact(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
 	text := leaf(long(900))
 	text.Context = ctxView
-	if _, err := c.Compress(context.Background(), text); err != nil {
+	if _, err := c.Compact(context.Background(), text); err != nil {
 		t.Fatal(err)
 	}
 	reqs := srv.Requests()
@@ -352,7 +352,7 @@ func TestOpenModelURLReachesEachProvider(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tt.spec, err)
 		}
-		out, err := compactor.New(m, compactor.Options{}).Compress(ctx, leaf(long(900)))
+		out, err := compactor.New(m, compactor.Options{}).Compact(ctx, leaf(long(900)))
 		if err != nil || out.Line != tt.want {
 			t.Fatalf("%s: %+v, %v", tt.spec, out, err)
 		}
@@ -366,7 +366,7 @@ func TestOfflineCompactorLinesFitAndSayTheyAreExtracts(t *testing.T) {
 	c := compactor.New(offline.New(), compactor.Options{})
 	a := named("a", pngOf(t, 4, 4, red))
 	leafIn := leaf(long(3000)+" "+refOf(a), a)
-	out, err := c.Compress(context.Background(), leafIn)
+	out, err := c.Compact(context.Background(), leafIn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,15 +374,15 @@ func TestOfflineCompactorLinesFitAndSayTheyAreExtracts(t *testing.T) {
 		!strings.Contains(out.Line, refOf(a)) {
 		t.Fatalf("leaf: %+v", out)
 	}
-	merge := memory.Compression{Level: 1, Index: 0, Label: "0+2", Context: view, Source: out.Line + "\n" + out.Line, Images: []model.Image{}}
-	out2, err := c.Compress(context.Background(), merge)
+	merge := memory.Compaction{Level: 1, Index: 0, Label: "0+2", Context: view, Source: out.Line + "\n" + out.Line, Images: []model.Image{}}
+	out2, err := c.Compact(context.Background(), merge)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(out2.Line) > 512 || strings.Count(out2.Line, offline.Marker) != 1 || out2.Attempts != 1 {
 		t.Fatalf("merge: %+v", out2)
 	}
-	again, _ := c.Compress(context.Background(), merge)
+	again, _ := c.Compact(context.Background(), merge)
 	if again.Line != out2.Line {
 		t.Fatal("offline compactor is not deterministic")
 	}

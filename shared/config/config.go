@@ -37,28 +37,34 @@ func Functions() []Program { return slices.Clone(functions) }
 
 // Environment variable names.
 const (
-	EnvAddr               = "DURACHAT_ADDR"
-	EnvData               = "DURACHAT_DATA"
-	EnvTokens             = "DURACHAT_TOKENS"
-	EnvTenantClaim        = "DURACHAT_TENANT_CLAIM"
-	EnvTable              = "DURACHAT_TABLE"
-	EnvBucket             = "DURACHAT_BUCKET"
-	EnvQueueURL           = "DURACHAT_QUEUE_URL"
-	EnvModel              = "DURACHAT_MODEL"
-	EnvModelURL           = "DURACHAT_MODEL_URL"
-	EnvModelKey           = "DURACHAT_MODEL_KEY"
-	EnvSearch             = "DURACHAT_SEARCH"
-	EnvPublicURL          = "DURACHAT_PUBLIC_URL"
-	EnvLinkSecret         = "DURACHAT_LINK_SECRET"
-	EnvLogLevel           = "DURACHAT_LOG_LEVEL"
-	EnvCompressorURL      = "DURACHAT_COMPRESSOR_URL"
-	EnvCompressorFunction = "DURACHAT_COMPRESSOR_FUNCTION"
+	EnvAddr              = "DURACHAT_ADDR"
+	EnvData              = "DURACHAT_DATA"
+	EnvTokens            = "DURACHAT_TOKENS"
+	EnvTenantClaim       = "DURACHAT_TENANT_CLAIM"
+	EnvTable             = "DURACHAT_TABLE"
+	EnvBucket            = "DURACHAT_BUCKET"
+	EnvQueueURL          = "DURACHAT_QUEUE_URL"
+	EnvModel             = "DURACHAT_MODEL"
+	EnvModelURL          = "DURACHAT_MODEL_URL"
+	EnvModelKey          = "DURACHAT_MODEL_KEY"
+	EnvSearch            = "DURACHAT_SEARCH"
+	EnvPublicURL         = "DURACHAT_PUBLIC_URL"
+	EnvLinkSecret        = "DURACHAT_LINK_SECRET"
+	EnvLogLevel          = "DURACHAT_LOG_LEVEL"
+	EnvCompactorURL      = "DURACHAT_COMPACTOR_URL"
+	EnvCompactorFunction = "DURACHAT_COMPACTOR_FUNCTION"
 
 	// The providers' conventional key variables: the local server falls
 	// back to them when DURACHAT_MODEL_KEY is unset.
 	EnvAnthropicKey = "ANTHROPIC_API_KEY"
 	EnvOpenAIKey    = "OPENAI_API_KEY"
 )
+
+// renamed maps variables that no longer exist to their new names.
+var renamed = map[string]string{
+	"DURACHAT_COMPRESSOR_URL":      EnvCompactorURL,
+	"DURACHAT_COMPRESSOR_FUNCTION": EnvCompactorFunction,
+}
 
 // Defaults.
 const (
@@ -84,10 +90,10 @@ var reads = map[Program][]string{
 	// memory serves the transcript, view, tools and status, and schedules builds.
 	Memory: {EnvBucket, EnvTable, EnvQueueURL, EnvSearch},
 	// compact builds nodes: rows, images, the retry queue and the model.
-	Compact: {EnvBucket, EnvTable, EnvQueueURL, EnvSearch, EnvModel, EnvModelURL, EnvModelKey, EnvCompressorURL, EnvCompressorFunction, EnvLogLevel},
+	Compact: {EnvBucket, EnvTable, EnvQueueURL, EnvSearch, EnvModel, EnvModelURL, EnvModelKey, EnvCompactorURL, EnvCompactorFunction, EnvLogLevel},
 	// serve is every route on the embedded stores.
 	Serve: {EnvAddr, EnvData, EnvTokens, EnvSearch, EnvModel, EnvModelURL, EnvModelKey, EnvAnthropicKey, EnvOpenAIKey,
-		EnvPublicURL, EnvLinkSecret, EnvLogLevel, EnvCompressorURL, EnvCompressorFunction},
+		EnvPublicURL, EnvLinkSecret, EnvLogLevel, EnvCompactorURL, EnvCompactorFunction},
 }
 
 // Vars lists the environment variables p reads, sorted.
@@ -175,8 +181,8 @@ type Config struct {
 
 	LogLevel slog.Level
 
-	CompressorURL      string
-	CompressorFunction string
+	CompactorURL      string
+	CompactorFunction string
 }
 
 // Load reads p's configuration through lookup (os.LookupEnv in a program).
@@ -233,13 +239,22 @@ func Load(p Program, lookup func(string) (string, bool)) (Config, error) {
 		c.LinkSecret = []byte(s)
 	}
 	c.LogLevel = r.level(EnvLogLevel)
-	c.CompressorURL = r.str(EnvCompressorURL, "")
-	if c.CompressorURL != "" {
-		r.httpURL(EnvCompressorURL, c.CompressorURL)
+	c.CompactorURL = r.str(EnvCompactorURL, "")
+	if c.CompactorURL != "" {
+		r.httpURL(EnvCompactorURL, c.CompactorURL)
 	}
-	c.CompressorFunction = r.str(EnvCompressorFunction, "")
-	if c.CompressorURL != "" && c.CompressorFunction != "" {
-		r.fail(EnvCompressorFunction, "set %s or %s, not both", EnvCompressorURL, EnvCompressorFunction)
+	c.CompactorFunction = r.str(EnvCompactorFunction, "")
+	// A setting under its old name would otherwise be silently ignored.
+	for old, now := range renamed {
+		if !r.declares(now) {
+			continue
+		}
+		if _, set := lookup(old); set {
+			r.fail(old, "was renamed %s", now)
+		}
+	}
+	if c.CompactorURL != "" && c.CompactorFunction != "" {
+		r.fail(EnvCompactorFunction, "set %s or %s, not both", EnvCompactorURL, EnvCompactorFunction)
 	}
 	for _, name := range Required(p) {
 		if v, _ := lookup(name); strings.TrimSpace(v) == "" {

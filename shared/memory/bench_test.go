@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkBuild10kChat builds a 10,000-message chat whose every node needs
-// the compressor, which takes 50 ms a call, through the queue and the
+// the compactor, which takes 50 ms a call, through the queue and the
 // worker; it reports wall time against the ideal of calls x 50 ms / 8.
 func BenchmarkBuild10kChat(b *testing.B) {
 	const total, callTime = 10_000, 50 * time.Millisecond
@@ -21,7 +21,7 @@ func BenchmarkBuild10kChat(b *testing.B) {
 		table, log, queue := newMemTable(), newFakeLog(), storefake.NewQueue()
 		comp := newScripted()
 		comp.delay, comp.lineLen = callTime, 300 // two lines pass 512 bytes: every merge calls too
-		m, err := New(Config{Table: table, Log: log, Queue: queue, Compressor: comp, Logger: discardLogger()})
+		m, err := New(Config{Table: table, Log: log, Queue: queue, Compactor: comp, Logger: discardLogger()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -62,11 +62,11 @@ func BenchmarkBuild10kChat(b *testing.B) {
 }
 
 // grownChat is a chat of n entries, fully built, on in-memory stores; its
-// entries are ~200 bytes, kept word for word, and their merges compressed.
+// entries are ~200 bytes, kept word for word, and their merges compacted.
 func grownChat(tb testing.TB, n int, cache int) *fixture {
 	f := newFixture(tb)
 	f.comp.lineLen = 150
-	m, err := New(Config{Table: f.table, Log: f.log, Images: f.images, Queue: f.queue, Compressor: f.comp, Now: f.clock.Now, Logger: discardLogger(), CacheLines: cache})
+	m, err := New(Config{Table: f.table, Log: f.log, Images: f.images, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger(), CacheLines: cache})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // errNotDue: the node waits out its retry delay.
 var errNotDue = errors.New("node is waiting out its retry delay")
 
-// maxLineBytes guards the table against a compressor that returns far more
+// maxLineBytes guards the table against a compactor that returns far more
 // than a line; such a line is cut in the middle.
 const maxLineBytes = 8 << 10
 
@@ -44,8 +44,8 @@ const (
 	notDue                         // waiting out a retry delay
 )
 
-// ErrNoCompressor: this Memory was made without a Compressor and builds nothing.
-var ErrNoCompressor = errors.New("memory: no compressor: this program does not build nodes")
+// ErrNoCompactor: this Memory was made without a Compactor and builds nothing.
+var ErrNoCompactor = errors.New("memory: no compactor: this program does not build nodes")
 
 // Build builds node (l, i) of a chat: the work of one queue message. A
 // built node, a build in flight elsewhere, or a node that may not start
@@ -56,8 +56,8 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 	if l < 0 || l > 62 || i < 0 {
 		return fmt.Errorf("%w: node (%d, %d)", ErrBadMessage, l, i)
 	}
-	if m.compressor == nil {
-		return ErrNoCompressor
+	if m.compactor == nil {
+		return ErrNoCompactor
 	}
 	b := &nodeBuild{m: m, tenant: tenant, chat: chat, n: Node{L: l, I: i}, owner: newID(), started: m.now()}
 	n := b.n
@@ -104,7 +104,7 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 			b.refusals, b.failures = st.Retries[r].Refusals, st.Retries[r].Failures
 		}
 		// The state as this build starts: its compaction view is the
-		// context, should the compressor be called.
+		// context, should the compactor be called.
 		b.snapshot = st
 		return nil
 	})
@@ -197,7 +197,7 @@ type produced struct {
 }
 
 // produce loads the node's source, writes its line (verbatim, by the
-// compressor, or mechanical after repeated refusals) and creates its row.
+// compactor, or mechanical after repeated refusals) and creates its row.
 // When the row exists already, that row is the answer: nothing is built
 // twice.
 func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
@@ -208,7 +208,7 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return res, nodeRow{}, fmt.Errorf("reading node %s: %w", n.Label(), err)
 	}
-	c := Compression{Level: n.L, Index: n.I, Label: n.Label(), Images: []model.Image{}}
+	c := Compaction{Level: n.L, Index: n.I, Label: n.Label(), Images: []model.Image{}}
 	var names []string
 	var child [2]int
 	if n.L == 0 {
@@ -221,7 +221,7 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 		}
 		e := entries[0]
 		c.Kind = e.Kind
-		c.Source = compressorSource(LeafSource(e.Kind, e.Text))
+		c.Source = compactorSource(LeafSource(e.Kind, e.Text))
 		imgs, li, err := b.leafImages(ctx, e, c.Source)
 		if err != nil {
 			return res, nodeRow{}, err
@@ -246,9 +246,9 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 	}
 	res.source = len(c.Source)
 
-	var out Compressed
+	var out Compacted
 	if len(c.Images) == 0 && len(c.Source) <= LineBytes {
-		out = Compressed{Line: c.Source, Verbatim: true}
+		out = Compacted{Line: c.Source, Verbatim: true}
 	} else {
 		ctxLines, err := b.contextBlock(ctx)
 		if err != nil {
@@ -256,7 +256,7 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 		}
 		c.Context = ctxLines
 		res.called = true
-		out, err = m.compressor.Compress(ctx, c)
+		out, err = m.compactor.Compact(ctx, c)
 		if err != nil {
 			res.attempts, res.model = out.Attempts, out.Model
 			res.images.Attached, res.images.Skipped, res.images.NamesOnly = out.Attached, out.Skipped, out.NamesOnly
@@ -269,13 +269,13 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 			// no cut: it keeps its words, as it would without images.
 			m.logger.WarnContext(ctx, "memory: mechanical line after repeated refusals", "chat", chat, "node", n.Label(), "err", err)
 			if len(c.Source) <= LineBytes {
-				out = Compressed{Line: c.Source, Verbatim: true, Mechanical: true, Attempts: out.Attempts, Model: out.Model}
+				out = Compacted{Line: c.Source, Verbatim: true, Mechanical: true, Attempts: out.Attempts, Model: out.Model}
 			} else {
-				out = Compressed{Line: mechanicalLine(c.Source), Mechanical: true, Attempts: out.Attempts, Model: out.Model}
+				out = Compacted{Line: mechanicalLine(c.Source), Mechanical: true, Attempts: out.Attempts, Model: out.Model}
 			}
 		}
 		if strings.TrimSpace(out.Line) == "" {
-			return res, nodeRow{}, &model.Error{Retryable: true, Err: fmt.Errorf("compressor returned an empty line for %s", n.Label())}
+			return res, nodeRow{}, &model.Error{Retryable: true, Err: fmt.Errorf("compactor returned an empty line for %s", n.Label())}
 		}
 		if out.Verbatim {
 			out.Line = c.Source
@@ -336,7 +336,7 @@ func (b *nodeBuild) leafImages(ctx context.Context, e transcript.Entry, source s
 				return nil, li, fmt.Errorf("reading entry %d, which entry %d zoomed: %w", of, id, err)
 			}
 			for _, e := range orig {
-				for _, name := range refs.Names(compressorSource(LeafSource(e.Kind, e.Text))) {
+				for _, name := range refs.Names(compactorSource(LeafSource(e.Kind, e.Text))) {
 					seen[name] = true
 				}
 			}
@@ -376,7 +376,7 @@ const (
 
 // contextBlock renders the compaction-view lines that end at or before the
 // node's context end (a leaf's start, a merge's end) as the "<chat>" block
-// every compressor call reads as its cacheable prefix. Lines unbuilt when
+// every compactor call reads as its cacheable prefix. Lines unbuilt when
 // the build started show as the placeholder, so parallel builds see the
 // same bytes.
 func (b *nodeBuild) contextBlock(ctx context.Context) (string, error) {

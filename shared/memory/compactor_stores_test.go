@@ -114,7 +114,7 @@ func TestImageLeavesThroughTheRealCompactorOnEveryBackend(t *testing.T) {
 			var clockMu sync.Mutex
 			clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
 			m, err := memory.New(memory.Config{Table: b.Table, Log: log, Images: imgs, Queue: b.Queue,
-				Compressor: compactor.New(seeing, compactor.Options{}), Now: clock,
+				Compactor: compactor.New(seeing, compactor.Options{}), Now: clock,
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			if err != nil {
 				t.Fatal(err)

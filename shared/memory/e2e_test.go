@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/memory/status"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/testenv"
 	"github.com/durachat/durachat/shared/transcript"
 )
 
-// e2eText is message i of the end-to-end chat: most need the compressor,
+// e2eText is message i of the end-to-end chat: most need the compactor,
 // every fifth is short enough to keep word for word.
 func e2eText(i int) string {
 	if i%5 == 0 {
@@ -81,7 +82,7 @@ func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS bool) {
 	log := transcript.New(b.Table, b.Blobs, imgs)
 	comp := newScripted()
 	comp.lineLen = 150
-	m, err := New(Config{Table: b.Table, Log: log, Images: imgs, Queue: b.Queue, Compressor: comp,
+	m, err := New(Config{Table: b.Table, Log: log, Images: imgs, Queue: b.Queue, Compactor: comp,
 		Retrier: b.Receiver, Lease: time.Minute, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +115,7 @@ func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS bool) {
 
 	// Wait until every complete node is built.
 	deadline := time.Now().Add(3 * time.Minute)
-	var s Status
+	var s status.Chat
 	for {
 		if s, err = m.Status(ctx, tenant, chat); err != nil {
 			t.Fatal(err)
@@ -147,11 +148,11 @@ func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS bool) {
 	for _, n := range all {
 		calls := comp.callsOf(n.Label())
 		if calls > 1 || (calls == 0) != rows[n].verbatim {
-			t.Errorf("node %s: %d compressor calls, verbatim %v", n.Label(), calls, rows[n].verbatim)
+			t.Errorf("node %s: %d compactor calls, verbatim %v", n.Label(), calls, rows[n].verbatim)
 		}
 	}
 	if s.ModelCalls != int64(comp.total()) {
-		t.Errorf("status counts %d model calls, the compressor saw %d", s.ModelCalls, comp.total())
+		t.Errorf("status counts %d model calls, the compactor saw %d", s.ModelCalls, comp.total())
 	}
 
 	// The view is within its bounds and renders what the state says.

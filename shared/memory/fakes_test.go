@@ -228,14 +228,14 @@ func (c *clock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// scripted is a Compressor that writes "S<label>: <start of source>" lines
+// scripted is a Compactor that writes "S<label>: <start of source>" lines
 // and counts its calls per node; script, when set, decides instead.
 type scripted struct {
 	mu       sync.Mutex
 	calls    map[string]int
-	seen     []Compression
-	lastSeen Compression
-	script   func(c Compression) (Compressed, error)
+	seen     []Compaction
+	lastSeen Compaction
+	script   func(c Compaction) (Compacted, error)
 	delay    time.Duration
 	// lineLen is the length of the lines it writes (default 120).
 	lineLen int
@@ -243,7 +243,7 @@ type scripted struct {
 
 func newScripted() *scripted { return &scripted{calls: map[string]int{}} }
 
-func (s *scripted) Compress(ctx context.Context, c Compression) (Compressed, error) {
+func (s *scripted) Compact(ctx context.Context, c Compaction) (Compacted, error) {
 	s.mu.Lock()
 	s.calls[c.Label]++
 	s.lastSeen = c
@@ -255,7 +255,7 @@ func (s *scripted) Compress(ctx context.Context, c Compression) (Compressed, err
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
-			return Compressed{}, ctx.Err()
+			return Compacted{}, ctx.Err()
 		}
 	}
 	if script != nil {
@@ -271,7 +271,7 @@ func (s *scripted) Compress(ctx context.Context, c Compression) (Compressed, err
 	for len(line) < n {
 		line += "."
 	}
-	return Compressed{Line: line, Attempts: 1, Model: "scripted", Attached: len(c.Images)}, nil
+	return Compacted{Line: line, Attempts: 1, Model: "scripted", Attached: len(c.Images)}, nil
 }
 
 func (s *scripted) callsOf(label string) int {
@@ -290,7 +290,7 @@ func (s *scripted) total() int {
 	return n
 }
 
-func (s *scripted) last() Compression {
+func (s *scripted) last() Compaction {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lastSeen
@@ -315,7 +315,7 @@ func newFixture(t testing.TB) *fixture {
 		table: newMemTable(), log: newFakeLog(), images: &fakeImages{imgs: map[string]model.Image{}},
 		queue: &recQueue{}, comp: newScripted(), clock: newClock(), tenant: "t1", chat: "c1",
 	}
-	m, err := New(Config{Table: f.table, Log: f.log, Images: f.images, Queue: f.queue, Compressor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
+	m, err := New(Config{Table: f.table, Log: f.log, Images: f.images, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

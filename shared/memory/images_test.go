@@ -22,8 +22,8 @@ func imageFixture(t *testing.T) *fixture {
 	f := newFixture(t)
 	f.images.imgs[kept] = model.Image{MimeType: "image/png", Data: []byte("png one")}
 	f.images.imgs[kept2] = model.Image{MimeType: "image/jpeg", Data: []byte("jpeg two")}
-	f.comp.script = func(c Compression) (Compressed, error) {
-		return Compressed{Line: "described: " + c.Label, Attempts: 1, Model: "scripted", Attached: len(c.Images)}, nil
+	f.comp.script = func(c Compaction) (Compacted, error) {
+		return Compacted{Line: "described: " + c.Label, Attempts: 1, Model: "scripted", Attached: len(c.Images)}, nil
 	}
 	return f
 }
@@ -45,7 +45,7 @@ func TestShortMessageNamingAKeptImageIsSummarizedWithIt(t *testing.T) {
 			f.append(t, "user", tt.text)
 			f.deliverAll(t)
 			if f.comp.callsOf("0+1") != 1 {
-				t.Fatalf("a short message naming a kept image made %d compressor calls, want 1", f.comp.callsOf("0+1"))
+				t.Fatalf("a short message naming a kept image made %d compactor calls, want 1", f.comp.callsOf("0+1"))
 			}
 			c := f.comp.last()
 			var names []string
@@ -103,7 +103,7 @@ func TestLeafWithoutAKeptImageStaysWordForWord(t *testing.T) {
 				t.Errorf("leaf = %q (verbatim %v), want %q word for word", row.Text, row.Verbatim, want)
 			}
 			if f.comp.callsOf(Node{0, i}.Label()) != 0 {
-				t.Errorf("the compressor was called")
+				t.Errorf("the compactor was called")
 			}
 		})
 	}

@@ -32,7 +32,7 @@ type Images interface {
 }
 
 // Config wires a Memory. Table, Log and Queue are required. A Memory
-// without a Compressor serves and schedules but builds nothing: the memory
+// without a Compactor serves and schedules but builds nothing: the memory
 // API function, whose builds run in the compact function.
 type Config struct {
 	Table store.Table
@@ -41,8 +41,8 @@ type Config struct {
 	// means no image is ever stored.
 	Images Images
 	// Queue carries build messages: {"tenant","chat","l","i"}.
-	Queue      store.Queue
-	Compressor Compressor
+	Queue     store.Queue
+	Compactor Compactor
 	// Retrier, for HandleBatch, delays a failed message in place (SQS
 	// ChangeMessageVisibility; the SQS adapter's Retry). Without it a
 	// delayed copy is sent and the original acknowledged.
@@ -83,23 +83,23 @@ type Config struct {
 // Memory builds and serves the summary trees of all chats. It holds no
 // chat in memory between calls: everything lives in the table.
 type Memory struct {
-	table      store.Table
-	log        Log
-	images     Images
-	queue      store.Queue
-	compressor Compressor
-	retrier    Retrier
-	now        func() time.Time
-	search     bool
-	lease      time.Duration
-	retry      time.Duration
-	wait       time.Duration
-	workers    int
-	logger     *slog.Logger
-	metrics    *emf
-	states     states
-	lines      *lineCache
-	changes    *notifier
+	table     store.Table
+	log       Log
+	images    Images
+	queue     store.Queue
+	compactor Compactor
+	retrier   Retrier
+	now       func() time.Time
+	search    bool
+	lease     time.Duration
+	retry     time.Duration
+	wait      time.Duration
+	workers   int
+	logger    *slog.Logger
+	metrics   *emf
+	states    states
+	lines     *lineCache
+	changes   *notifier
 	// onBatch, in tests, sees every batch that merged: which view, its size
 	// before and after, and whether it is still open.
 	onBatch func(view string, before, after int64, open bool)
@@ -118,21 +118,21 @@ func New(cfg Config) (*Memory, error) {
 		return nil, errors.New("memory: Lease, Retry and Wait must not be negative")
 	}
 	m := &Memory{
-		table:      cfg.Table,
-		log:        cfg.Log,
-		images:     cfg.Images,
-		queue:      cfg.Queue,
-		compressor: cfg.Compressor,
-		retrier:    cfg.Retrier,
-		now:        cfg.Now,
-		search:     cfg.Search,
-		lease:      cfg.Lease,
-		retry:      cfg.Retry,
-		wait:       cfg.Wait,
-		workers:    cfg.Workers,
-		logger:     cfg.Logger,
-		states:     states{table: cfg.Table},
-		changes:    newNotifier(),
+		table:     cfg.Table,
+		log:       cfg.Log,
+		images:    cfg.Images,
+		queue:     cfg.Queue,
+		compactor: cfg.Compactor,
+		retrier:   cfg.Retrier,
+		now:       cfg.Now,
+		search:    cfg.Search,
+		lease:     cfg.Lease,
+		retry:     cfg.Retry,
+		wait:      cfg.Wait,
+		workers:   cfg.Workers,
+		logger:    cfg.Logger,
+		states:    states{table: cfg.Table},
+		changes:   newNotifier(),
 	}
 	if m.now == nil {
 		m.now = time.Now

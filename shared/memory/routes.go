@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/memory/status"
 )
 
 // Register adds memory's routes: the view, the tools and their
@@ -223,104 +224,26 @@ func Tools(search bool) []Tool {
 	return tools
 }
 
-// Status is a chat's memory at a glance, as GET .../status answers it.
-type Status struct {
-	Entries int64 `json:"entries"`
-	// Nodes counts the complete nodes of the tree, and Built those written.
-	Nodes int64 `json:"nodes"`
-	Built int64 `json:"built"`
-	// Unbuilt counts complete nodes not written yet; UnbuiltLines the view
-	// lines shown as the placeholder.
-	Unbuilt      int64 `json:"unbuilt"`
-	UnbuiltLines int64 `json:"unbuiltLines"`
-	// Retrying counts nodes waiting out a retry delay; InFlight the claimed
-	// builds.
-	Retrying        int              `json:"retrying"`
-	InFlight        int              `json:"inFlight"`
-	Stalled         bool             `json:"stalled"`
-	LastError       string           `json:"lastError"`
-	LastErrorAt     *time.Time       `json:"lastErrorAt,omitempty"`
-	Retries         []RetryStatus    `json:"retries,omitempty"`
-	Mechanical      []MechanicalLine `json:"mechanical"`
-	MechanicalCount int64            `json:"mechanicalCount"`
-	ModelCalls      int64            `json:"modelCalls"`
-	Verbatim        int64            `json:"verbatim"`
-	FailedBuilds    int64            `json:"failedBuilds"`
-	View            ViewStatus       `json:"view"`
-	CompactionView  ViewStatus       `json:"compactionView"`
-	Images          ImageStatus      `json:"images"`
-	Search          bool             `json:"search"`
-}
-
-// RetryStatus is one node waiting on a retry.
-type RetryStatus struct {
-	Node     string    `json:"node"`
-	Failures int       `json:"failures"`
-	Refusals int       `json:"refusals"`
-	Next     time.Time `json:"next"`
-	Error    string    `json:"error"`
-}
-
-// MechanicalLine is a node the model refused RefusalLimit times, kept as a
-// marked cut of its source.
-type MechanicalLine struct {
-	Node string `json:"node"`
-	Line string `json:"line"`
-}
-
-// ViewStatus describes one saved partition.
-type ViewStatus struct {
-	Lines     int64 `json:"lines"`
-	Bytes     int64 `json:"bytes"`
-	BatchOpen bool  `json:"batchOpen"`
-	Merges    int64 `json:"merges"`
-}
-
-// ImageStatus counts what leaves did with the images they name: totals,
-// and the latest leaves one by one.
-type ImageStatus struct {
-	Leaves    int64          `json:"leaves"`
-	Attached  int64          `json:"attached"`
-	Skipped   int64          `json:"skipped"`
-	Missing   int64          `json:"missing"`
-	NamesOnly int64          `json:"namesOnly"`
-	Recent    []LeafImageUse `json:"recent"`
-}
-
-// LeafImageUse is one leaf's images: named in its source, attached to the
-// compressor call, skipped by the compressor, missing from the store, left
-// out as already seen (a zoom page), and whether its line came from the
-// names-only retry.
-type LeafImageUse struct {
-	ID          int64 `json:"id"`
-	Named       int   `json:"named"`
-	Attached    int   `json:"attached"`
-	Skipped     int   `json:"skipped"`
-	Missing     int   `json:"missing"`
-	AlreadySeen int   `json:"alreadySeen"`
-	NamesOnly   bool  `json:"namesOnly"`
-}
-
 // Status reads a chat's memory status.
-func (m *Memory) Status(ctx context.Context, tenant, chat string) (Status, error) {
+func (m *Memory) Status(ctx context.Context, tenant, chat string) (status.Chat, error) {
 	st, _, err := m.states.get(ctx, tenant, chat)
 	if err != nil {
-		return Status{}, err
+		return status.Chat{}, err
 	}
 	var nodes int64
 	for l := 0; int64(1)<<l <= st.T && l < 63; l++ {
 		nodes += st.T >> l
 	}
-	s := Status{
+	s := status.Chat{
 		Entries: st.T, Nodes: nodes, Built: st.Built, Unbuilt: nodes - st.Built,
 		UnbuiltLines: st.unbuiltLeaves(), Retrying: st.waiting(), InFlight: len(st.Claims),
 		Stalled: st.stalled(), LastError: st.LastError, MechanicalCount: st.MechanicalCount,
 		ModelCalls: st.ModelCalls, Verbatim: st.Verbatim, FailedBuilds: st.Failed,
-		View:           ViewStatus{Lines: st.View.lines(), Bytes: st.View.Size, BatchOpen: st.View.Open, Merges: st.View.Merges},
-		CompactionView: ViewStatus{Lines: st.Compact.lines(), Bytes: st.Compact.Size, BatchOpen: st.Compact.Open, Merges: st.Compact.Merges},
-		Images: ImageStatus{Leaves: st.ImageTotals.Leaves, Attached: st.ImageTotals.Attached, Skipped: st.ImageTotals.Skipped,
-			Missing: st.ImageTotals.Missing, NamesOnly: st.ImageTotals.NamesOnly, Recent: []LeafImageUse{}},
-		Mechanical: []MechanicalLine{},
+		View:           status.View{Lines: st.View.lines(), Bytes: st.View.Size, BatchOpen: st.View.Open, Merges: st.View.Merges},
+		CompactionView: status.View{Lines: st.Compact.lines(), Bytes: st.Compact.Size, BatchOpen: st.Compact.Open, Merges: st.Compact.Merges},
+		Images: status.Images{Leaves: st.ImageTotals.Leaves, Attached: st.ImageTotals.Attached, Skipped: st.ImageTotals.Skipped,
+			Missing: st.ImageTotals.Missing, NamesOnly: st.ImageTotals.NamesOnly, Recent: []status.LeafImages{}},
+		Mechanical: []status.Mechanical{},
 		Search:     m.searchOn(st),
 	}
 	if st.LastErrorAt != 0 {
@@ -328,20 +251,20 @@ func (m *Memory) Status(ctx context.Context, tenant, chat string) (Status, error
 		s.LastErrorAt = &at
 	}
 	for _, r := range st.Retries {
-		s.Retries = append(s.Retries, RetryStatus{Node: r.node().Label(), Failures: r.Failures, Refusals: r.Refusals,
+		s.Retries = append(s.Retries, status.Retry{Node: r.node().Label(), Failures: r.Failures, Refusals: r.Refusals,
 			Next: time.UnixMilli(r.At).UTC(), Error: r.Err})
 	}
 	for _, li := range st.ImageLeaves {
-		s.Images.Recent = append(s.Images.Recent, LeafImageUse{ID: li.I, Named: li.Named, Attached: li.Attached,
+		s.Images.Recent = append(s.Images.Recent, status.LeafImages{ID: li.I, Named: li.Named, Attached: li.Attached,
 			Skipped: li.Skipped, Missing: li.Missing, AlreadySeen: li.Resent, NamesOnly: li.NamesOnly})
 	}
 	if len(st.Mechanical) > 0 {
 		rows, err := m.rows(ctx, tenant, chat, st.Mechanical)
 		if err != nil {
-			return Status{}, err
+			return status.Chat{}, err
 		}
 		for _, n := range st.Mechanical {
-			s.Mechanical = append(s.Mechanical, MechanicalLine{Node: n.Label(), Line: rows[n].line})
+			s.Mechanical = append(s.Mechanical, status.Mechanical{Node: n.Label(), Line: rows[n].line})
 		}
 	}
 	return s, nil

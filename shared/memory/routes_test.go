@@ -79,8 +79,8 @@ func TestViewRouteAnswersTheContractFields(t *testing.T) {
 
 func TestViewWaitEndsWhenTheMemoryStalls(t *testing.T) {
 	f := newFixture(t)
-	f.comp.script = func(c Compression) (Compressed, error) {
-		return Compressed{}, &model.Error{Retryable: true, Err: errors.New("model down")}
+	f.comp.script = func(c Compaction) (Compacted, error) {
+		return Compacted{}, &model.Error{Retryable: true, Err: errors.New("model down")}
 	}
 	f.append(t, "user", long(0))
 	f.deliverAll(t)

@@ -20,11 +20,11 @@ func TestViewWaitDefaultsToTwentySecondsUnderTheGatewayCeiling(t *testing.T) {
 	}
 }
 
-// TestMemoryWithoutACompressorServesAndSchedules is the memory API
-// function: it has no compressor, so it builds nothing, yet it answers
+// TestMemoryWithoutACompactorServesAndSchedules is the memory API
+// function: it has no compactor, so it builds nothing, yet it answers
 // every route, schedules builds for the compaction function, and shows
 // what that function built.
-func TestMemoryWithoutACompressorServesAndSchedules(t *testing.T) {
+func TestMemoryWithoutACompactorServesAndSchedules(t *testing.T) {
 	f := newFixture(t)
 	api, err := New(Config{Table: f.table, Log: f.log, Images: f.images, Queue: f.queue, Now: f.clock.Now,
 		Logger: discardLogger(), Wait: 200 * time.Millisecond})
@@ -39,8 +39,8 @@ func TestMemoryWithoutACompressorServesAndSchedules(t *testing.T) {
 	if labels(nodesOf(sent)) != "0+1, 1+1" {
 		t.Fatalf("the API memory scheduled %s, want both leaves", labels(nodesOf(sent)))
 	}
-	if err := api.Build(context.Background(), f.tenant, f.chat, 0, 0); !errors.Is(err, ErrNoCompressor) {
-		t.Fatalf("Build without a compressor: %v", err)
+	if err := api.Build(context.Background(), f.tenant, f.chat, 0, 0); !errors.Is(err, ErrNoCompactor) {
+		t.Fatalf("Build without a compactor: %v", err)
 	}
 
 	// wait=turn ends at its bound: nothing is built, yet nothing stalled.
@@ -65,7 +65,7 @@ func TestMemoryWithoutACompressorServesAndSchedules(t *testing.T) {
 		t.Errorf("status in flight = %v", out["inFlight"])
 	}
 	if f.comp.total() != 0 {
-		t.Fatalf("a route built something: %d compressor calls", f.comp.total())
+		t.Fatalf("a route built something: %d compactor calls", f.comp.total())
 	}
 
 	// The compaction function builds them; the API memory shows the lines.
@@ -98,7 +98,7 @@ func TestOnlyRefusalsOfTheNodeCountTowardAMechanicalLine(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
-			f.comp.script = func(Compression) (Compressed, error) { return Compressed{Attempts: 1}, tt.err }
+			f.comp.script = func(Compaction) (Compacted, error) { return Compacted{Attempts: 1}, tt.err }
 			f.append(t, "user", long(0))
 			f.queue.take()
 			builds := 2 * RefusalLimit
@@ -125,8 +125,8 @@ func TestOnlyRefusalsOfTheNodeCountTowardAMechanicalLine(t *testing.T) {
 
 func TestRefusedShortImageLeafKeepsItsWords(t *testing.T) {
 	f := imageFixture(t)
-	f.comp.script = func(Compression) (Compressed, error) {
-		return Compressed{Attempts: 1, Attached: 1}, model.RefusedError(model.ErrRefused)
+	f.comp.script = func(Compaction) (Compacted, error) {
+		return Compacted{Attempts: 1, Attached: 1}, model.RefusedError(model.ErrRefused)
 	}
 	text := "is this rash anything to worry about? " + refs.Ref(kept)
 	f.append(t, "user", text)
@@ -153,7 +153,7 @@ func TestRefusedShortImageLeafKeepsItsWords(t *testing.T) {
 	}
 }
 
-// blockUntilDone makes f's compressor answer only when its context ends.
+// blockUntilDone makes f's compactor answer only when its context ends.
 func blockUntilDone(f *fixture) {
 	f.comp.delay = time.Hour
 }
@@ -196,11 +196,11 @@ func TestCancelledBuildStillRecordsItsFailure(t *testing.T) {
 
 func TestHandleBatchTurnsAPanickingBuildIntoAnItemFailure(t *testing.T) {
 	f := newFixture(t)
-	f.comp.script = func(c Compression) (Compressed, error) {
+	f.comp.script = func(c Compaction) (Compacted, error) {
 		if c.Index == 1 {
-			panic("a bug in a compressor")
+			panic("a bug in a compactor")
 		}
-		return Compressed{Line: "ok", Attempts: 1}, nil
+		return Compacted{Line: "ok", Attempts: 1}, nil
 	}
 	f.m.retrier = &fakeRetrier{}
 	f.append(t, "user", long(0), long(1))
@@ -240,11 +240,11 @@ func TestHandleBatchStopsBuildsBeforeTheFunctionDeadline(t *testing.T) {
 func TestDeadLetteredMessageCannotStrandItsNode(t *testing.T) {
 	f := newFixture(t)
 	down := true
-	f.comp.script = func(c Compression) (Compressed, error) {
+	f.comp.script = func(c Compaction) (Compacted, error) {
 		if down {
-			return Compressed{}, model.StatusError(503, errors.New("unavailable"))
+			return Compacted{}, model.StatusError(503, errors.New("unavailable"))
 		}
-		return Compressed{Line: "summary", Attempts: 1}, nil
+		return Compacted{Line: "summary", Attempts: 1}, nil
 	}
 	f.m.retrier = &fakeRetrier{}
 	f.append(t, "user", long(0))

@@ -13,7 +13,7 @@ import (
 	"github.com/durachat/durachat/shared/store"
 )
 
-// long is a source the compressor must shorten.
+// long is a source the compactor must shorten.
 func long(i int) string { return fmt.Sprintf("%d %s", i, strings.Repeat("long text ", 80)) }
 
 func longs(n int) []string {
@@ -89,8 +89,8 @@ func TestLeavesStartBeforeMerges(t *testing.T) {
 
 func TestLeafStartsOnlyOnceFewerThanEightLinesBeforeItAreUnbuilt(t *testing.T) {
 	f := newFixture(t)
-	f.comp.script = func(c Compression) (Compressed, error) {
-		return Compressed{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
+	f.comp.script = func(c Compaction) (Compacted, error) {
+		return Compacted{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
 	}
 	f.append(t, "user", longs(20)...)
 	later := f.deliverAll(t)
@@ -125,12 +125,12 @@ func TestLeafStartsOnlyOnceFewerThanEightLinesBeforeItAreUnbuilt(t *testing.T) {
 func TestFailedBuildIsRetriedTenSecondsLater(t *testing.T) {
 	f := newFixture(t)
 	fails := 1
-	f.comp.script = func(c Compression) (Compressed, error) {
+	f.comp.script = func(c Compaction) (Compacted, error) {
 		if fails > 0 {
 			fails--
-			return Compressed{}, &model.Error{Retryable: true, Status: 503, Err: errors.New("overloaded")}
+			return Compacted{}, &model.Error{Retryable: true, Status: 503, Err: errors.New("overloaded")}
 		}
-		return Compressed{Line: "summary of " + c.Label, Attempts: 1}, nil
+		return Compacted{Line: "summary of " + c.Label, Attempts: 1}, nil
 	}
 	f.append(t, "user", long(0))
 	msg := f.queue.take()
@@ -203,8 +203,8 @@ func TestStoreAndReadErrorsAreRetriedForever(t *testing.T) {
 
 func TestRefusedThreeTimesGetsAMarkedMechanicalLine(t *testing.T) {
 	f := newFixture(t)
-	f.comp.script = func(c Compression) (Compressed, error) {
-		return Compressed{}, &model.Error{Refused: true, Err: errors.New("declined")}
+	f.comp.script = func(c Compaction) (Compacted, error) {
+		return Compacted{}, &model.Error{Refused: true, Err: errors.New("declined")}
 	}
 	f.append(t, "user", long(0))
 	f.queue.take()
@@ -292,7 +292,7 @@ func TestRedeliveredMessageDoesNotBuildTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := f.comp.callsOf("0+1"); n != 1 {
-		t.Errorf("the compressor was called %d times for one node", n)
+		t.Errorf("the compactor was called %d times for one node", n)
 	}
 	if st := f.state(t); st.Built != 1 || st.View.Size != lineSize(Node{0, 0}, 120) {
 		t.Errorf("state counts %d built, view %d bytes", st.Built, st.View.Size)

@@ -47,11 +47,11 @@ func TestHandleBatchReportsFailedBuildsAndDelaysThemTenSeconds(t *testing.T) {
 	f := newFixture(t)
 	retrier := &fakeRetrier{}
 	f.m.retrier = retrier
-	f.comp.script = func(c Compression) (Compressed, error) {
+	f.comp.script = func(c Compaction) (Compacted, error) {
 		if c.Index == 1 {
-			return Compressed{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
+			return Compacted{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
 		}
-		return Compressed{Line: "ok", Attempts: 1}, nil
+		return Compacted{Line: "ok", Attempts: 1}, nil
 	}
 	f.append(t, "user", long(0), long(1))
 	ds := append(deliveries(f.queue.take()), store.Delivery{ID: "junk", Receipt: "rj", Body: "not json"})
@@ -110,11 +110,11 @@ func (r *onceReceiver) settled() {
 
 func TestWorkerAcknowledgesBuiltMessagesAndDelaysFailedOnes(t *testing.T) {
 	f := newFixture(t)
-	f.comp.script = func(c Compression) (Compressed, error) {
+	f.comp.script = func(c Compaction) (Compacted, error) {
 		if c.Index == 1 {
-			return Compressed{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
+			return Compacted{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
 		}
-		return Compressed{Line: "ok", Attempts: 1}, nil
+		return Compacted{Line: "ok", Attempts: 1}, nil
 	}
 	f.append(t, "user", long(0), long(1))
 	recv := &onceReceiver{done: make(chan struct{})}
@@ -142,8 +142,8 @@ func TestWorkerAcknowledgesBuiltMessagesAndDelaysFailedOnes(t *testing.T) {
 
 func TestHandleBatchWithoutARetrierSendsADelayedCopy(t *testing.T) {
 	f := newFixture(t)
-	f.comp.script = func(c Compression) (Compressed, error) {
-		return Compressed{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
+	f.comp.script = func(c Compaction) (Compacted, error) {
+		return Compacted{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
 	}
 	f.append(t, "user", long(0))
 	if failed := f.m.HandleBatch(context.Background(), deliveries(f.queue.take())); len(failed) != 0 {
@@ -173,7 +173,7 @@ func TestOnlyFailedBuildsEmitMetricsAndADenialIsCountedApart(t *testing.T) {
 			var out bytes.Buffer
 			f.m.metrics = &emf{w: &out, now: f.clock.Now, function: "compact-fn"}
 			if tt.err != nil {
-				f.comp.script = func(Compression) (Compressed, error) { return Compressed{Attempts: 1}, tt.err }
+				f.comp.script = func(Compaction) (Compacted, error) { return Compacted{Attempts: 1}, tt.err }
 			}
 			f.append(t, "user", long(0))
 			f.deliverAll(t)

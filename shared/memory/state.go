@@ -61,7 +61,7 @@ type leafImages struct {
 	Named     int   `json:"n"`
 	Missing   int   `json:"x,omitempty"` // never stored or deleted: skipped by memory
 	Attached  int   `json:"a,omitempty"`
-	Skipped   int   `json:"s,omitempty"` // skipped by the compressor
+	Skipped   int   `json:"s,omitempty"` // skipped by the compactor
 	NamesOnly bool  `json:"o,omitempty"`
 	Resent    int   `json:"z,omitempty"` // left out: a zoom page its original already showed
 }

@@ -49,10 +49,10 @@ func TestImageLeavesOnRealStores(t *testing.T) {
 			imgs := images.New(blobs)
 			log := transcript.New(b.Table, blobs, imgs)
 			f := newFixture(t)
-			f.comp.script = func(c Compression) (Compressed, error) {
-				return Compressed{Line: "a red dot on white", Attempts: 1, Model: "scripted", Attached: len(c.Images)}, nil
+			f.comp.script = func(c Compaction) (Compacted, error) {
+				return Compacted{Line: "a red dot on white", Attempts: 1, Model: "scripted", Attached: len(c.Images)}, nil
 			}
-			m, err := New(Config{Table: b.Table, Log: log, Images: imgs, Queue: f.queue, Compressor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
+			m, err := New(Config{Table: b.Table, Log: log, Images: imgs, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +105,7 @@ func TestImageLeavesOnRealStores(t *testing.T) {
 				t.Errorf("leaf naming a missing image = %+v", row)
 			}
 			if f.comp.total() != 1 {
-				t.Errorf("%d compressor calls, want 1", f.comp.total())
+				t.Errorf("%d compactor calls, want 1", f.comp.total())
 			}
 			// Zoom gives the image back from the store, under its name.
 			res, err := m.Zoom(ctx, f.tenant, f.chat, ZoomArgs{ID: Int{withImage, true}})

@@ -1,6 +1,6 @@
 // Package memory is the OptChat summary tree over a chat's log: one leaf per
 // entry, binary merges above them, a bounded view the agent reads each turn,
-// a coarser compaction view the compressor reads as context, and the tools
+// a coarser compaction view the compactor reads as context, and the tools
 // (zoom, date, search) that reach back to the originals.
 //
 // Nothing here runs for long. A small per-chat state item, updated with
@@ -43,7 +43,7 @@ const (
 	// SnippetChars the length of each hit's snippet.
 	SearchHits   = 20
 	SnippetChars = 200
-	// SourceBytes caps what one entry sends the compressor: a larger
+	// SourceBytes caps what one entry sends the compactor: a larger
 	// source is cut in the middle (head and tail kept). Image names are
 	// read from the cut source, so a cut-out middle sends no images.
 	SourceBytes = 64 << 10
@@ -163,9 +163,9 @@ func cutMiddle(s string, max int, marker string) string {
 	return head + marker + tail
 }
 
-// compressorSource is a leaf's source as the compressor gets it: cut to
+// compactorSource is a leaf's source as the compactor gets it: cut to
 // SourceBytes in the middle when larger.
-func compressorSource(source string) string {
+func compactorSource(source string) string {
 	return cutMiddle(source, SourceBytes, "\n[... middle of a long message left out ...]\n")
 }
 

@@ -127,7 +127,7 @@ func TestShortSourcesAreKeptVerbatimWithoutAModelCall(t *testing.T) {
 					t.Errorf("row %q verbatim=%v after %d model calls; want the source word for word, no call", row.Text, row.Verbatim, calls)
 				}
 			} else if row.Verbatim || calls != 1 {
-				t.Errorf("a %d-byte source was kept verbatim=%v with %d calls; want one compressor call", len(tt.text)+6, row.Verbatim, calls)
+				t.Errorf("a %d-byte source was kept verbatim=%v with %d calls; want one compactor call", len(tt.text)+6, row.Verbatim, calls)
 			}
 		})
 	}
@@ -150,7 +150,7 @@ func TestShortMergeIsKeptVerbatim(t *testing.T) {
 	}
 }
 
-func TestLongMergeGoesToTheCompressorWithItsChildLines(t *testing.T) {
+func TestLongMergeGoesToTheCompactorWithItsChildLines(t *testing.T) {
 	f := newFixture(t)
 	f.comp.lineLen = 300 // two such lines pass 512 bytes
 	long := strings.Repeat("w", 600)
@@ -158,19 +158,19 @@ func TestLongMergeGoesToTheCompressorWithItsChildLines(t *testing.T) {
 	f.append(t, "talk", long)
 	f.deliverAll(t)
 	c := f.comp.seen
-	var merge *Compression
+	var merge *Compaction
 	for k := range c {
 		if c[k].Level == 1 {
 			merge = &c[k]
 		}
 	}
 	if merge == nil {
-		t.Fatal("the merge never reached the compressor")
+		t.Fatal("the merge never reached the compactor")
 	}
 	a, _ := f.row(t, Node{0, 0})
 	b, _ := f.row(t, Node{0, 1})
 	if merge.Source != Line(a.Text)+"\n"+Line(b.Text) || merge.Label != "0+2" || merge.Images == nil || len(merge.Images) != 0 {
-		t.Errorf("merge compression = %+v", merge)
+		t.Errorf("merge compaction = %+v", merge)
 	}
 	// A redelivered message for the built merge asks nothing more.
 	if err := f.m.Build(context.Background(), f.tenant, f.chat, 1, 0); err != nil || f.comp.callsOf("0+2") != 1 {

@@ -272,7 +272,7 @@ func TestCompactionViewHasItsOwnSawtoothAndFollowsViewMerges(t *testing.T) {
 		t.Errorf("compaction batches: %d past its own high mark, %d following a view merge", own, followed)
 	}
 	// A build's context is the compaction view up to the node: here the
-	// last merge the compressor saw.
+	// last merge the compactor saw.
 	st := f.state(t)
 	if err := st.Compact.check(st.T); err != nil {
 		t.Fatal(err)
@@ -353,7 +353,7 @@ func TestSavedPartitionIsReloadedUnchangedAfterARestart(t *testing.T) {
 		t.Fatal("the view never merged; the test needs a saved batch")
 	}
 	// A new process over the same table.
-	m2, err := New(Config{Table: f.table, Log: f.log, Images: f.images, Queue: f.queue, Compressor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
+	m2, err := New(Config{Table: f.table, Log: f.log, Images: f.images, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,15 +50,15 @@ func Init(p config.Program) Function {
 	if err != nil {
 		fatal(slog.New(slog.NewJSONHandler(os.Stdout, nil)), "configuration", err)
 	}
-	log := cfg.Logger(os.Stdout)
+	logger := cfg.Logger(os.Stdout)
 	// Code that logs without a request context writes the same JSON lines.
-	slog.SetDefault(log)
+	slog.SetDefault(logger)
 	ac, err := awsconfig.LoadDefaultConfig(context.Background(),
 		awsconfig.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(AWSTimeout)))
 	if err != nil {
-		fatal(log, "stores", fmt.Errorf("loading AWS configuration: %w", err))
+		fatal(logger, "stores", fmt.Errorf("loading AWS configuration: %w", err))
 	}
-	f := Function{Config: cfg, Log: log, AWS: ac}
+	f := Function{Config: cfg, Log: logger, AWS: ac}
 	if cfg.Bucket != "" {
 		b := s3blobs.New(s3.NewFromConfig(ac), cfg.Bucket)
 		f.Stores.Blobs, f.Stores.Linker = b, b
@@ -79,8 +79,8 @@ func (f Function) StartHTTP(routes ...api.Routes) {
 // Fatal logs that the function cannot start and exits.
 func (f Function) Fatal(what string, err error) { fatal(f.Log, what, err) }
 
-func fatal(log *slog.Logger, what string, err error) {
-	log.Error("cannot start: "+what, "err", err.Error())
+func fatal(logger *slog.Logger, what string, err error) {
+	logger.Error("cannot start: "+what, "err", err.Error())
 	os.Exit(1)
 }
 

@@ -32,7 +32,7 @@ const (
 // function in one process, on the embedded stores in cfg.DataDir, with the
 // build queue consumed in-process. It listens on cfg.Addr, tells ready
 // (when set) the bound address, and serves until ctx ends.
-func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(net.Addr)) error {
+func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready func(net.Addr)) error {
 	if err := CheckListen(cfg.Addr, len(cfg.Tokens) > 0); err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(
 	}
 	defer func() {
 		if err := data.Close(); err != nil {
-			log.Error("closing the data directory", "err", err.Error())
+			logger.Error("closing the data directory", "err", err.Error())
 		}
 	}()
 	stores := data.Stores
@@ -53,17 +53,17 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(
 		hooks.NewRestore(imgs, stores.Linker), // functions/restore
 		hooks.NewOffload(imgs),                // functions/offload
 	}
-	compressor, err := compactor.Open(ctx, cfg)
+	compactor, err := compactor.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	mem, err := memoryapi.New(cfg, stores, compressor, log, nil)
+	mem, err := memoryapi.New(cfg, stores, compactor, logger, nil)
 	if err != nil {
 		return err
 	}
 	routes = append(routes, mem.Routes()...) // functions/memory
 
-	h, err := app.Handler(log, Auth(cfg), stores, routes, data.LinkRoutes())
+	h, err := app.Handler(logger, Auth(cfg), stores, routes, data.LinkRoutes())
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 
 	// Background work stops with workCtx, before the database closes.
@@ -87,14 +87,14 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		purgeExpired(workCtx, data, log)
+		purgeExpired(workCtx, data, logger)
 	}()
 	// The in-process stand-in for the compact function.
 	worked := make(chan struct{})
 	go func() {
 		defer close(worked)
 		if err := mem.Memory.Worker(workCtx, data.Queue); err != nil && workCtx.Err() == nil {
-			log.Error("the build worker stopped", "err", err.Error())
+			logger.Error("the build worker stopped", "err", err.Error())
 		}
 	}()
 
@@ -102,7 +102,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(
 	if len(cfg.Tokens) == 0 {
 		tenancy = "single tenant " + config.LocalTenant + " (loopback only)"
 	}
-	log.Info("durachat serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "auth", tenancy, "model", cfg.Model.String())
+	logger.Info("durachat serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "auth", tenancy, "model", cfg.Model.String())
 	if ready != nil {
 		ready(ln.Addr())
 	}
@@ -117,7 +117,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "grace", shutdownTimeout.String())
+	logger.Info("shutting down", "grace", shutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	err = srv.Shutdown(sctx)
@@ -127,22 +127,22 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(
 	if err != nil {
 		return fmt.Errorf("shutting down: %w", err)
 	}
-	log.Info("stopped")
+	logger.Info("stopped")
 	return nil
 }
 
 // purgeExpired drops items whose TTL has passed, as DynamoDB's TTL does,
 // at start and then every purgeEvery.
-func purgeExpired(ctx context.Context, data *Data, log *slog.Logger) {
+func purgeExpired(ctx context.Context, data *Data, logger *slog.Logger) {
 	t := time.NewTicker(purgeEvery)
 	defer t.Stop()
 	for {
 		n, err := data.DB.PurgeExpired(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			log.Warn("purging expired items", "err", err.Error())
+			logger.Warn("purging expired items", "err", err.Error())
 		case n > 0:
-			log.Info("purged expired items", "count", n)
+			logger.Info("purged expired items", "count", n)
 		}
 		select {
 		case <-ctx.Done():

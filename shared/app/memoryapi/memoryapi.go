@@ -1,7 +1,7 @@
 // Package memoryapi wires the transcript and the summary memory over one
 // program's stores: the memory function's routes, the compact function's
 // builds and the local server's both. It opens no model: the compact
-// function and the local server pass the compressor (compactor.Open).
+// function and the local server pass the compactor (compactor.Open).
 package memoryapi
 
 import (
@@ -9,8 +9,13 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app"
+	"github.com/durachat/durachat/shared/app/lambdafn"
+	"github.com/durachat/durachat/shared/aws/dynamo"
+	"github.com/durachat/durachat/shared/aws/sqsqueue"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/memory"
@@ -25,22 +30,22 @@ type API struct {
 	Memory     *memory.Memory
 }
 
-// New wires the transcript and memory over stores. compressor may be nil
+// New wires the transcript and memory over stores. compactor may be nil
 // for a program that serves and schedules but does not build; metrics,
 // when set, receives Embedded Metric Format lines.
-func New(cfg config.Config, stores app.Stores, compressor memory.Compressor, log *slog.Logger, metrics io.Writer) (*API, error) {
+func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logger *slog.Logger, metrics io.Writer) (*API, error) {
 	imgs := images.New(stores.Blobs)
 	tl := transcript.New(stores.Table, stores.Blobs, imgs)
 	m, err := memory.New(memory.Config{
-		Table:      stores.Table,
-		Log:        tl,
-		Images:     imgs,
-		Queue:      stores.Queue,
-		Retrier:    stores.Receiver,
-		Compressor: compressor,
-		Search:     cfg.Search,
-		Logger:     log,
-		Metrics:    metrics,
+		Table:     stores.Table,
+		Log:       tl,
+		Images:    imgs,
+		Queue:     stores.Queue,
+		Retrier:   stores.Receiver,
+		Compactor: compactor,
+		Search:    cfg.Search,
+		Logger:    logger,
+		Metrics:   metrics,
 		// Lambda sets the function's name; the alarms watch it.
 		MetricsFunction: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
 	})
@@ -48,6 +53,16 @@ func New(cfg config.Config, stores app.Stores, compressor memory.Compressor, log
 		return nil, err
 	}
 	return &API{Images: imgs, Transcript: tl, Memory: m}, nil
+}
+
+// NewLambda wires the transcript and memory of a Lambda function: f's
+// stores with the DynamoDB table and the SQS build queue of its
+// configuration. compactor and metrics are as for New.
+func NewLambda(f lambdafn.Function, compactor memory.Compactor, metrics io.Writer) (*API, error) {
+	f.Stores.Table = dynamo.New(dynamodb.NewFromConfig(f.AWS), f.Config.Table)
+	q := sqsqueue.New(sqs.NewFromConfig(f.AWS), f.Config.QueueURL)
+	f.Stores.Queue, f.Stores.Receiver = q, q
+	return New(f.Config, f.Stores, compactor, f.Log, metrics)
 }
 
 // Routes are the memory API's routes: messages, images, view, tools, status.

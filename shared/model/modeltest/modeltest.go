@@ -5,7 +5,9 @@ package modeltest
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"sync"
+	"testing"
 )
 
 // Recorder keeps the requests a server received, in arrival order. Its
@@ -38,4 +40,11 @@ func Hangup(w http.ResponseWriter) {
 			conn.Close()
 		}
 	}
+}
+
+// Start serves h on a local server that closes when the test ends.
+func Start(t testing.TB, h http.HandlerFunc) *httptest.Server {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
 }

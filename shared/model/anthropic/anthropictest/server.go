@@ -72,8 +72,7 @@ type Server struct {
 // New starts a server closed at the end of the test.
 func New(t testing.TB, reply func(n int, req Request) Reply) *Server {
 	s := &Server{reply: reply}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.Close)
+	s.Server = modeltest.Start(t, s.serve)
 	return s
 }
 

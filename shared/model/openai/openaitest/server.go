@@ -65,10 +65,7 @@ type Server struct {
 // New starts a server closed at the end of the test.
 func New(t testing.TB, reply func(n int, req Request) Reply) *Server {
 	s := &Server{reply: reply}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.serve(t, w, r)
-	}))
-	t.Cleanup(s.Close)
+	s.Server = modeltest.Start(t, func(w http.ResponseWriter, r *http.Request) { s.serve(t, w, r) })
 	return s
 }
 

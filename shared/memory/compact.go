@@ -6,10 +6,10 @@ import (
 	"github.com/durachat/durachat/shared/model"
 )
 
-// Compression is one node to write: a leaf (Level 0) from one entry, or a
-// merge of two child lines. The compactor (or a host's own compressor)
+// Compaction is one node to write: a leaf (Level 0) from one entry, or a
+// merge of two child lines. The compactor (or a host's own compactor)
 // turns it into one line.
-type Compression struct {
+type Compaction struct {
 	Level int
 	Index int64
 	// Label is "<start>+<count>".
@@ -19,7 +19,7 @@ type Compression struct {
 	// Context is the compaction view's "<chat>...</chat>" block for this node:
 	// the cacheable prefix of every call.
 	Context string
-	// Source is the text to compress: "<kind>: <text>" for a leaf, the two
+	// Source is the text to compact: "<kind>: <text>" for a leaf, the two
 	// child lines joined by a newline for a merge.
 	Source string
 	// Images are the images the leaf's source names that are stored, in
@@ -27,8 +27,8 @@ type Compression struct {
 	Images []model.Image
 }
 
-// Compressed is a written line and how it came to be.
-type Compressed struct {
+// Compacted is a written line and how it came to be.
+type Compacted struct {
 	Line string
 	// Verbatim: the source was kept word for word.
 	Verbatim bool
@@ -44,8 +44,8 @@ type Compressed struct {
 	Usage     model.Usage
 }
 
-// Compressor writes one node's line. Errors are classified with
+// Compactor writes one node's line. Errors are classified with
 // model.IsRetryable and model.IsRefused.
-type Compressor interface {
-	Compress(ctx context.Context, c Compression) (Compressed, error)
+type Compactor interface {
+	Compact(ctx context.Context, c Compaction) (Compacted, error)
 }

@@ -1,0 +1,85 @@
+// Package status holds the answer of a chat's status route: the types the
+// memory writes and every client reads, so that both decode one definition.
+// It depends on nothing but the standard library.
+package status
+
+import "time"
+
+// Chat is a chat's memory at a glance, as GET .../status answers it.
+type Chat struct {
+	Entries int64 `json:"entries"`
+	// Nodes counts the complete nodes of the tree, and Built those written.
+	Nodes int64 `json:"nodes"`
+	Built int64 `json:"built"`
+	// Unbuilt counts complete nodes not written yet; UnbuiltLines the view
+	// lines shown as the placeholder.
+	Unbuilt      int64 `json:"unbuilt"`
+	UnbuiltLines int64 `json:"unbuiltLines"`
+	// Retrying counts nodes waiting out a retry delay; InFlight the claimed
+	// builds.
+	Retrying        int              `json:"retrying"`
+	InFlight        int              `json:"inFlight"`
+	Stalled         bool             `json:"stalled"`
+	LastError       string           `json:"lastError"`
+	LastErrorAt     *time.Time       `json:"lastErrorAt,omitempty"`
+	Retries         []Retry    `json:"retries,omitempty"`
+	Mechanical      []Mechanical `json:"mechanical"`
+	MechanicalCount int64            `json:"mechanicalCount"`
+	ModelCalls      int64            `json:"modelCalls"`
+	Verbatim        int64            `json:"verbatim"`
+	FailedBuilds    int64            `json:"failedBuilds"`
+	View            View       `json:"view"`
+	CompactionView  View       `json:"compactionView"`
+	Images          Images      `json:"images"`
+	Search          bool             `json:"search"`
+}
+
+// Retry is one node waiting on a retry.
+type Retry struct {
+	Node     string    `json:"node"`
+	Failures int       `json:"failures"`
+	Refusals int       `json:"refusals"`
+	Next     time.Time `json:"next"`
+	Error    string    `json:"error"`
+}
+
+// Mechanical is a node the model refused as often as the memory allows, kept as a
+// marked cut of its source.
+type Mechanical struct {
+	Node string `json:"node"`
+	Line string `json:"line"`
+}
+
+// View describes one saved partition.
+type View struct {
+	Lines     int64 `json:"lines"`
+	Bytes     int64 `json:"bytes"`
+	BatchOpen bool  `json:"batchOpen"`
+	Merges    int64 `json:"merges"`
+}
+
+// Images counts what leaves did with the images they name: totals,
+// and the latest leaves one by one.
+type Images struct {
+	Leaves    int64          `json:"leaves"`
+	Attached  int64          `json:"attached"`
+	Skipped   int64          `json:"skipped"`
+	Missing   int64          `json:"missing"`
+	NamesOnly int64          `json:"namesOnly"`
+	Recent    []LeafImages `json:"recent"`
+}
+
+// LeafImages is one leaf's images: named in its source, attached to the
+// compactor call, skipped by the compactor, missing from the store, left
+// out as already seen (a zoom page), and whether its line came from the
+// names-only retry.
+type LeafImages struct {
+	ID          int64 `json:"id"`
+	Named       int   `json:"named"`
+	Attached    int   `json:"attached"`
+	Skipped     int   `json:"skipped"`
+	Missing     int   `json:"missing"`
+	AlreadySeen int   `json:"alreadySeen"`
+	NamesOnly   bool  `json:"namesOnly"`
+}
+
