@@ -331,24 +331,15 @@ func (rs *Restore) describe(ctx context.Context, tenant string, slots []*slot, a
 			}
 		}
 		got := make([]string, len(names))
-		sem := make(chan struct{}, rs.parallel())
-		var wg sync.WaitGroup
-		for k, n := range names {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				rctx, cancel := rs.readCtx(ctx)
-				defer cancel()
-				d, err := rs.Descriptions.Description(rctx, tenant, n)
-				if err != nil && !errors.Is(err, store.ErrNotFound) {
-					api.Logger(ctx).Warn("restore: reading a description", "image", n, "err", err)
-				}
-				got[k] = d
-			}()
-		}
-		wg.Wait()
+		rs.each(names, func(k int, n string) {
+			rctx, cancel := rs.readCtx(ctx)
+			defer cancel()
+			d, err := rs.Descriptions.Description(rctx, tenant, n)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				api.Logger(ctx).Warn("restore: reading a description", "image", n, "err", err)
+			}
+			got[k] = d
+		})
 		for k, n := range names {
 			descs[n] = got[k]
 		}
@@ -404,19 +395,24 @@ func (rs *Restore) heads(ctx context.Context, tenant string, names []string) map
 	for _, n := range names {
 		got[n] = &fetched{}
 	}
+	rs.each(names, func(_ int, n string) { rs.head(ctx, tenant, n, got[n]) })
+	return got
+}
+
+// each calls fn for every name, at most rs.parallel() at once, and waits.
+func (rs *Restore) each(names []string, fn func(k int, name string)) {
 	sem := make(chan struct{}, rs.parallel())
 	var wg sync.WaitGroup
-	for _, n := range names {
+	for k, n := range names {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			rs.head(ctx, tenant, n, got[n])
+			fn(k, n)
 		}()
 	}
 	wg.Wait()
-	return got
 }
 
 func (rs *Restore) head(ctx context.Context, tenant, name string, f *fetched) {

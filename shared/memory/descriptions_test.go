@@ -4,25 +4,20 @@ import (
 	"context"
 	"errors"
 	"image/color"
-	"io"
-	"log/slog"
 	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/durachat/durachat/shared/compactor"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/model/offline"
-	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/testenv"
-	"github.com/durachat/durachat/shared/transcript"
 )
 
 // describingModel sees images and, when a leaf task asks for descriptions,
@@ -85,53 +80,24 @@ func TestDescriptionsOnEveryBackend(t *testing.T) {
 	for _, b := range testenv.All(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
+			r := newRealStores(t, b)
 			var writeDown atomic.Bool
-			blobs := &testenv.FailingBlobs{Blobs: b.Blobs, FailPut: func(key string) error {
+			r.blobs.FailPut = func(key string) error {
 				if writeDown.Load() && strings.HasSuffix(key, ".description") {
 					return testenv.Outage(key)
 				}
 				return nil
-			}}
-			imgs := images.New(blobs)
-			log := transcript.New(b.Table, blobs, imgs)
-			seeing := &describingModel{describe: strings.Repeat("a red dot on white, ", 30)}
-			now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-			var clockMu sync.Mutex
-			clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
-			newMemory := func(c memory.Compactor) *memory.Memory {
-				m, err := memory.New(memory.Config{Table: b.Table, Log: log, Images: imgs, Descriptions: imgs, Queue: b.Queue,
-					Compactor: c, Now: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return m
 			}
-			m := newMemory(compactor.New(seeing, compactor.Options{}))
+			imgs := r.imgs
+			seeing := &describingModel{describe: strings.Repeat("a red dot on white, ", 30)}
+			m := r.memory(compactor.New(seeing, compactor.Options{}), true)
 			const tenant = "t1"
 			red, err := imgs.Put(ctx, tenant, dotPNG(t, color.RGBA{R: 255, A: 255}))
 			if err != nil {
 				t.Fatal(err)
 			}
-			say := func(m *memory.Memory, chat, text string) int64 {
-				ids, err := log.Append(ctx, tenant, chat, []pi.Message{{Role: "user", Content: pi.Content{Blocks: []pi.Block{pi.TextBlock(text)}}}}, "r-"+chat+text)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := m.Appended(ctx, tenant, chat, ids[0]+1); err != nil {
-					t.Fatal(err)
-				}
-				return ids[0]
-			}
-			line := func(m *memory.Memory, chat string, id int64) string {
-				l, built, err := m.NodeLine(ctx, tenant, chat, 0, id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !built {
-					return "(unbuilt)"
-				}
-				return l
-			}
+			say, line := func(m *memory.Memory, chat, text string) int64 { return r.say(m, tenant, chat, text) },
+				func(m *memory.Memory, chat string, id int64) string { return r.leaf(m, tenant, chat, id) }
 
 			// The write fails: the leaf is not built, and waits 10 s.
 			writeDown.Store(true)
@@ -147,9 +113,7 @@ func TestDescriptionsOnEveryBackend(t *testing.T) {
 				t.Fatalf("a description stored though its write failed: %v", err)
 			}
 			writeDown.Store(false)
-			clockMu.Lock()
-			now = now.Add(memory.DefaultRetry)
-			clockMu.Unlock()
+			r.advance(memory.DefaultRetry)
 			if err := m.Build(ctx, tenant, "one", 0, first); err != nil {
 				t.Fatal(err)
 			}
@@ -203,7 +167,7 @@ func TestDescriptionsOnEveryBackend(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			off := newMemory(compactor.New(offline.New(), compactor.Options{}))
+			off := r.memory(compactor.New(offline.New(), compactor.Options{}), true)
 			third := say(off, "three", "and "+refs.Ref(blue))
 			if err := off.Build(ctx, tenant, "three", 0, third); err != nil {
 				t.Fatal(err)
