@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/store"
 )
 
 // describedAnswer is a before-request answer with its description counts.
@@ -51,26 +52,35 @@ func TestRefsLeftAsTextCarryTheirDescription(t *testing.T) {
 			unrestored []Unrestored
 			described  int
 			pending    int
+			// failImage: reads of this image (not its description) fail.
+			failImage string
 		}{
 			{"budget", FormatPi, &budget0,
 				obj{"messages": list{obj{"role": "user", "content": list{textBlock(ra), textBlock(mention), textBlock(rc)}}, obj{"role": "toolResult", "content": rb}}},
 				obj{"messages": list{obj{"role": "user", "content": list{textBlock(da), textBlock(mention), textBlock(rc)}}, obj{"role": "toolResult", "content": db}}},
-				[]Unrestored{{na, ReasonBudget}, {nc, ReasonBudget}, {nb, ReasonBudget}}, 2, 1},
+				[]Unrestored{{na, ReasonBudget}, {nc, ReasonBudget}, {nb, ReasonBudget}}, 2, 1, ""},
 			{"budget, bedrock", FormatBedrock, &budget0,
 				obj{"messages": list{obj{"role": "user", "content": list{obj{"text": ra}, obj{"toolResult": obj{"toolUseId": "t", "content": list{obj{"text": rb}}}}}}}},
 				obj{"messages": list{obj{"role": "user", "content": list{obj{"text": da}, obj{"toolResult": obj{"toolUseId": "t", "content": list{obj{"text": db}}}}}}}},
-				[]Unrestored{{na, ReasonBudget}, {nb, ReasonBudget}}, 2, 0},
+				[]Unrestored{{na, ReasonBudget}, {nb, ReasonBudget}}, 2, 0, ""},
 			{"format: an OpenAI tool message", FormatOpenAI, nil,
 				obj{"messages": list{obj{"role": "tool", "tool_call_id": "t", "content": ra}, obj{"role": "tool", "tool_call_id": "u", "content": list{textBlock(rb), textBlock(mention)}}}},
 				obj{"messages": list{obj{"role": "tool", "tool_call_id": "t", "content": da}, obj{"role": "tool", "tool_call_id": "u", "content": list{textBlock(db), textBlock(mention)}}}},
-				[]Unrestored{{na, ReasonFormat}, {nb, ReasonFormat}}, 2, 0},
+				[]Unrestored{{na, ReasonFormat}, {nb, ReasonFormat}}, 2, 0, ""},
 			{"not found: the image is gone, its description stays", FormatAnthropic, nil,
 				obj{"messages": list{obj{"role": "user", "content": list{textBlock(rg), obj{"type": "tool_result", "tool_use_id": "t", "content": rg}}}}},
 				obj{"messages": list{obj{"role": "user", "content": list{textBlock(dg), obj{"type": "tool_result", "tool_use_id": "t", "content": dg}}}}},
-				[]Unrestored{{gone, ReasonNotFound}}, 2, 0},
+				[]Unrestored{{gone, ReasonNotFound}}, 2, 0, ""},
+			{"unavailable: the image read fails, its description does not", FormatPi, nil,
+				obj{"messages": list{obj{"role": "user", "content": list{textBlock(ra)}}}},
+				obj{"messages": list{obj{"role": "user", "content": list{textBlock(da)}}}},
+				[]Unrestored{{na, ReasonUnavailable}}, 1, 0, store.ImageKey(tenantA, na)},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
+				e.blobs.mu.Lock()
+				e.blobs.failGet = func(key string) bool { return key == c.failImage }
+				e.blobs.mu.Unlock()
 				body := restoreBody(c.format, c.req)
 				if c.budget != nil {
 					body["budgetBytes"] = *c.budget
