@@ -2,11 +2,16 @@ package hooks
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -163,6 +168,54 @@ func TestDescribeModeSendsEveryImageAsItsDescription(t *testing.T) {
 					}
 				}
 			})
+		}
+	})
+}
+
+func TestDefaultBudgetKeepsRoomForDescriptions(t *testing.T) {
+	eachBackend(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		var names []string
+		for seed := range 3 {
+			// About 1.44 MB of base64 each: all three fit DefaultBudget.
+			names = append(names, e.put(t, tenantA, base64.StdEncoding.EncodeToString(pngBytes(t, 70+seed, 600, 600, true))))
+		}
+		// Without room kept for the descriptions all three images would be
+		// inline, and the answer over 6 MB.
+		content := list{textBlock(strings.Repeat("a", 1_300_000))}
+		for _, n := range names {
+			content = append(content, textBlock(refs.Ref(n)))
+		}
+		// As many refs as get descriptions, each of the longest, and
+		// made of the bytes the Lambda response escapes most.
+		worst := strings.Repeat("<", images.MaxDescription)
+		for k := range MaxDescribedRefs {
+			name := fmt.Sprintf("%016x", k)
+			if err := e.images.PutDescription(ctx, tenantA, name, worst); err != nil {
+				t.Fatal(err)
+			}
+			content = append(content, textBlock(refs.Ref(name)))
+		}
+		body, err := api.Marshal(restoreBody(FormatPi, obj{"messages": list{obj{"role": "user", "content": content}}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, out := e.post(t, tenantA, "hooks/before-request", []byte(body))
+		if status != http.StatusOK {
+			t.Fatalf("status %d: %.300s", status, out)
+		}
+		envelope, _ := json.Marshal(string(out))
+		if len(envelope) > 6_000_000 {
+			t.Fatalf("the answer is %d bytes inside a Lambda response, over 6 MB", len(envelope))
+		}
+		var got describedAnswer
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatal(err)
+		}
+		// Left as text: the third image (past the budget, undescribed),
+		// then the described refs; the last of those is past the bound.
+		if len(got.Restored) != 2 || got.Described != MaxDescribedRefs-1 || got.PendingDescriptions != 2 {
+			t.Fatalf("%d restored, %d described, %d pending; want 2, %d, 2", len(got.Restored), got.Described, got.PendingDescriptions, MaxDescribedRefs-1)
 		}
 	})
 }

@@ -162,6 +162,11 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 // gains one byte and every <, > and & (escaped as \u003c) five; base64
 // gains nothing.
 func defaultBudget(req rawjson.Value) int64 {
+	return max(0, min(DefaultBudget, ResponseLimit-escapedSize(req)))
+}
+
+// escapedSize is the size of req inside the Lambda response.
+func escapedSize(req rawjson.Value) int64 {
 	n := int64(len(req))
 	for _, c := range req {
 		switch c {
@@ -171,7 +176,7 @@ func defaultBudget(req rawjson.Value) int64 {
 			n += 5
 		}
 	}
-	return max(0, min(DefaultBudget, ResponseLimit-n))
+	return n
 }
 
 // fetched is what restore learned about one image.
@@ -200,7 +205,10 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 		return rs.describeAll(ctx, tenant, w, build)
 	}
 	if defaulted && rs.Descriptions != nil {
-		budget = max(0, budget-int64(min(len(w.slots), MaxDescribedRefs))*describedRefBytes)
+		// Room for the descriptions comes out of the response's slack
+		// first: the budget only shrinks for a request that is large.
+		reserve := int64(min(len(w.slots), MaxDescribedRefs)) * describedRefBytes
+		budget = min(budget, max(0, ResponseLimit-escapedSize(req)-reserve))
 	}
 	// Each distinct name is read once, and only names of this request's
 	// ref blocks are read at all.
