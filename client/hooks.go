@@ -103,6 +103,9 @@ const (
 	// ModeURL sends every image as a short-lived link where the format
 	// takes links.
 	ModeURL Mode = "url"
+	// ModeDescribe sends every image as its ref with the image's
+	// description, for models that take no images.
+	ModeDescribe Mode = "describe"
 )
 
 // BeforeRequestInput is a provider request for before-request.
@@ -117,7 +120,7 @@ type BeforeRequestInput struct {
 }
 
 // Unrestored is a ref left as text, and why: "not_found", "unavailable",
-// "budget" or "format".
+// "budget", "format" or "describe".
 type Unrestored struct {
 	Name   string `json:"name"`
 	Reason string `json:"reason"`
@@ -132,6 +135,11 @@ type BeforeRequestResult struct {
 	InlineBytes          int64           `json:"inlineBytes"`
 	Images               int             `json:"images"`
 	EstimatedImageTokens int             `json:"estimatedImageTokens"`
+	// Described counts the refs left as text that carry their image's
+	// description ("[image <name>: <description>]"); PendingDescriptions
+	// the images whose refs stay bare, not described yet.
+	Described           int `json:"described"`
+	PendingDescriptions int `json:"pendingDescriptions"`
 }
 
 // Decode decodes the restored request into v (such as a *PiContext).

@@ -467,6 +467,7 @@ var allowed = map[string]map[string][]string{
 	"CompactFunction": {
 		"s3:ListBucket":    {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
 		"s3:GetObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
+		"s3:PutObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*.description"},
 		"dynamodb:GetItem": {"GetAtt:Table.Arn"}, "dynamodb:PutItem": {"GetAtt:Table.Arn"},
 		"dynamodb:UpdateItem": {"GetAtt:Table.Arn"}, "dynamodb:Query": {"GetAtt:Table.Arn"},
 		"dynamodb:BatchGetItem": {"GetAtt:Table.Arn"},

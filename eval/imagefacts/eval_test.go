@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/model/anthropic"
 	"github.com/durachat/durachat/shared/testenv"
 )
@@ -21,8 +22,10 @@ var update = flag.Bool("update", false, "rewrite the measured table in docs/perf
 var docPath = filepath.Join("..", "..", "docs", "perf-images.md")
 
 const (
-	tableBegin = "<!-- imagefacts table: begin -->\n"
-	tableEnd   = "<!-- imagefacts table: end -->"
+	tableBegin   = "<!-- imagefacts table: begin -->\n"
+	tableEnd     = "<!-- imagefacts table: end -->"
+	answersBegin = "<!-- imagefacts answers: begin -->\n"
+	answersEnd   = "<!-- imagefacts answers: end -->"
 )
 
 func renderAll(t testing.TB, facts []Fact) [][]byte {
@@ -67,7 +70,8 @@ func TestImageFactsReachLeafParentAndRootOnlyWhenImagesAreAttached(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := Run(ctx, Setup{Name: "After: images attached", Stores: storesOf(testenv.Embedded(t)),
+	afterStores := storesOf(testenv.Embedded(t))
+	after, err := Run(ctx, Setup{Name: "After: images attached", Stores: afterStores,
 		Model: m, Facts: facts, Conversations: convs, Poll: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -111,12 +115,38 @@ func TestImageFactsReachLeafParentAndRootOnlyWhenImagesAreAttached(t *testing.T)
 	if before.Usage.ImageCalls != 0 || after.Usage.ImageCalls != n {
 		t.Errorf("calls with images: before %d, after %d; want 0 and %d (one per image message)", before.Usage.ImageCalls, after.Usage.ImageCalls, n)
 	}
-	checkDoc(t, table)
+	if after.Images.Described != int64(n) || after.Images.DescribeFailed != 0 || before.Images.Described != 0 || before.Images.DescribePending != int64(n) {
+		t.Errorf("descriptions: after %+v, before %+v; want all %d described after, all pending before", after.Images, before.Images, n)
+	}
+	checkDoc(t, tableBegin, tableEnd, table)
+
+	// Asked later about each image, with the after arm's stores (where the
+	// leaves wrote the descriptions).
+	ask := func(name, mode string) Answers {
+		a, err := Ask(ctx, AskSetup{Name: name, Blobs: afterStores.Blobs, Model: m, Mode: mode, Facts: facts, Conversations: convs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	bare := ask("Text-only model, no images (bare refs)", "")
+	inline := ask("Images attached (before-request, inline)", hooks.ModeInline)
+	described := ask("Text-only model, descriptions on (before-request, describe)", hooks.ModeDescribe)
+	answers := AnswerTable(bare, inline, described)
+	t.Logf("questions about the images:\n%s", answers)
+	for _, p := range srv.Problems() {
+		t.Errorf("scripted model: %s", p)
+	}
+	if bare.Answered != 0 || inline.Answered != n || described.Answered != n || described.Pending != 0 {
+		t.Errorf("answers: bare refs %d, images %d, descriptions %d (%d pending); want 0, %d, %d, 0",
+			bare.Answered, inline.Answered, described.Answered, described.Pending, n, n)
+	}
+	checkDoc(t, answersBegin, answersEnd, answers)
 }
 
-// checkDoc keeps the recorded table equal to the measured one; -update
-// rewrites it.
-func checkDoc(t *testing.T, table string) {
+// checkDoc keeps the table recorded between begin and end equal to the
+// measured one; -update rewrites it.
+func checkDoc(t *testing.T, tableBegin, tableEnd, table string) {
 	t.Helper()
 	doc, err := os.ReadFile(docPath)
 	if err != nil {

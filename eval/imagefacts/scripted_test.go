@@ -24,6 +24,11 @@ import (
 // fact it saw and every [image <name>] label, and, for text alone,
 // shorter than its input.
 //
+// Asked Question instead of a task, it answers with the facts of the
+// images attached and the facts stated in the text (a description), and
+// nothing else. Asked for descriptions, it writes each attached image's
+// fact as its description.
+//
 // It also checks the wire: each image must follow the task, right after
 // the [image <name>] label of the image stored under that name, and still
 // carry its fact. Anything else is recorded as a problem.
@@ -78,8 +83,12 @@ func (s *scripted) reply(n int, req anthropictest.Request) anthropictest.Reply {
 	if len(req.Messages) == 0 {
 		return anthropictest.Reply{Status: 400, ErrorType: "invalid_request_error"}
 	}
+	if c := req.Messages[0].Content; len(c) > 0 && c[0].Type == "text" && c[0].Text == Question {
+		return anthropictest.Reply{Text: s.answer(n, c[1:])}
+	}
 	var (
 		input, label string
+		task         string
 		limit        int
 		taskSeen     bool
 		attached     []sighting
@@ -94,7 +103,7 @@ func (s *scripted) reply(n int, req anthropictest.Request) anthropictest.Reply {
 					s.problem("request %d: <input> without </input>", n)
 					continue
 				}
-				input, taskSeen = b.Text[i+len("<input>\n"):j], true
+				input, task, taskSeen = b.Text[i+len("<input>\n"):j], b.Text, true
 				if m := limitRe.FindStringSubmatch(b.Text); m != nil {
 					limit, _ = strconv.Atoi(m[1])
 				}
@@ -110,7 +119,45 @@ func (s *scripted) reply(n int, req anthropictest.Request) anthropictest.Reply {
 		s.problem("request %d: no task with an <input> and a byte limit", n)
 		return anthropictest.Reply{Status: 400, ErrorType: "invalid_request_error"}
 	}
-	return anthropictest.Reply{Text: s.line(input, limit, attached)}
+	text := s.line(input, limit, attached)
+	if _, list, ok := strings.Cut(task, "for each of: "); ok {
+		list, _, _ = strings.Cut(list, "\n")
+		for _, a := range attached {
+			if strings.Contains(list, refs.Ref(a.name)) {
+				text += "\ndescription of " + refs.Ref(a.name) + ": an image that shows " + a.fact
+			}
+		}
+	}
+	return anthropictest.Reply{Text: text}
+}
+
+// answer answers Question from what the blocks after it show: the facts
+// of attached images and the facts stated in text.
+func (s *scripted) answer(n int, blocks []anthropictest.Block) string {
+	var facts []string
+	for _, b := range blocks {
+		switch {
+		case b.Type == "image" && b.Source != nil:
+			data, err := base64.StdEncoding.DecodeString(b.Source.Data)
+			if err != nil {
+				s.problem("question %d: %v", n, err)
+				continue
+			}
+			if fact, err := ReadText(data, TextKeyword); err == nil {
+				facts = append(facts, fact)
+			}
+		case b.Type == "text":
+			for _, f := range s.facts {
+				if Contains(b.Text, f.Fact) {
+					facts = append(facts, f.Fact)
+				}
+			}
+		}
+	}
+	if len(facts) == 0 {
+		return "I cannot tell what the image shows."
+	}
+	return "It shows " + strings.Join(facts, "; ") + "."
 }
 
 // look reads one image block: it must follow the task and its label, be

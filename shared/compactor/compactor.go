@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/durachat/durachat/shared/images"
@@ -119,6 +120,12 @@ var errNoText = errors.New("the model returned no text")
 // shortest reply, cut to the limit. An error ends the build and is
 // returned classified, except that a non-retryable error with images
 // attached is asked once more with names only (not counted as an attempt).
+//
+// The attached images that in.Describe names are also described by the
+// same call: the reply carries one description line per image after the
+// line (describe), and the line is read as it would be without them. An
+// image the replies leave undescribed is asked for again in the same
+// conversation while attempts remain; the line stands either way.
 func (c *Compactor) Compact(ctx context.Context, in memory.Compaction) (memory.Compacted, error) {
 	out := memory.Compacted{Model: c.model.Name()}
 	var att []model.Image
@@ -136,7 +143,10 @@ func (c *Compactor) Compact(ctx context.Context, in memory.Compaction) (memory.C
 	if len(att) > 0 {
 		mode = withImages
 	}
-	req := c.request(in, att, mode)
+	describe := toDescribe(in.Describe, att)
+	out.DescribeAsked = len(describe)
+	descs := map[string]string{}
+	req := c.request(in, att, mode, describe)
 	var best string // the shortest non-empty reply so far
 	for attempt := 1; attempt <= c.attempts; attempt++ {
 		out.Attempts = attempt
@@ -149,25 +159,101 @@ func (c *Compactor) Compact(ctx context.Context, in memory.Compaction) (memory.C
 			return out, fmt.Errorf("compactor: node %s, attempt %d: %w", in.Label, attempt, err)
 		}
 		addUsage(&out.Usage, resp.Usage)
-		line := clean(resp.Text)
+		line := splitReply(resp.Text, describe, descs)
 		if line != "" && (best == "" || len(line) < len(best)) {
 			best = line
 		}
+		req.Messages = append(req.Messages, model.Message{Role: "assistant", Parts: []model.Part{{Text: nonEmpty(resp.Text)}}})
 		if c.accepts(line, in.Source, len(att) > 0) {
 			out.Line = line
+			c.askMissing(ctx, req, &out, describe, descs)
 			return out, nil
 		}
-		req.Messages = append(req.Messages,
-			model.Message{Role: "assistant", Parts: []model.Part{{Text: nonEmpty(resp.Text)}}},
-			model.Message{Role: "user", Parts: []model.Part{{Text: c.followUp(line, in.Source)}}},
-		)
+		req.Messages = append(req.Messages, model.Message{Role: "user", Parts: []model.Part{{Text: c.followUp(line, in.Source)}}})
 	}
 	if best == "" {
 		return out, fmt.Errorf("compactor: node %s: %w", in.Label,
 			&model.Error{Retryable: true, Err: fmt.Errorf("%w after %d attempts", errNoText, c.attempts)})
 	}
 	out.Line = textcut.Head(best, c.limit)
+	out.Descriptions = nonEmptyMap(descs)
 	return out, nil
+}
+
+// toDescribe lists the attached images that want a description, in the
+// order they are attached: only an image the model sees can be described.
+func toDescribe(want []string, att []model.Image) []string {
+	if len(want) == 0 {
+		return nil
+	}
+	var out []string
+	for _, img := range att {
+		if slices.Contains(want, img.Name) {
+			out = append(out, img.Name)
+		}
+	}
+	return out
+}
+
+// askMissing asks, in the conversation req that ended with an accepted
+// line, for the descriptions the replies left out, while attempts remain.
+// The line is not asked again; an error ends the asking and leaves those
+// images undescribed (a later leaf naming them asks again).
+func (c *Compactor) askMissing(ctx context.Context, req model.Request, out *memory.Compacted, describe []string, descs map[string]string) {
+	for out.Attempts < c.attempts {
+		var missing []string
+		for _, name := range describe {
+			if descs[name] == "" {
+				missing = append(missing, name)
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		req.Messages = append(req.Messages, model.Message{Role: "user", Parts: []model.Part{{Text: missingDescriptions(missing)}}})
+		out.Attempts++
+		resp, err := c.model.Complete(ctx, req)
+		if err != nil {
+			break
+		}
+		addUsage(&out.Usage, resp.Usage)
+		splitReply(resp.Text, missing, descs)
+		req.Messages = append(req.Messages, model.Message{Role: "assistant", Parts: []model.Part{{Text: nonEmpty(resp.Text)}}})
+	}
+	out.Descriptions = nonEmptyMap(descs)
+}
+
+// descriptionLine is one description line of a reply: "description of
+// [image <name>]: <text>".
+var descriptionLine = regexp.MustCompile(`(?i)^\s*description of \[image ([0-9a-f]{16})\]\s*:\s*(.*)$`)
+
+// splitReply reads a reply as its line and, for the names in describe,
+// description lines: each description line found is put in descs (the
+// first one for a name wins) and left out of the line. Without names to
+// describe the reply is all line, read as it always was (clean).
+func splitReply(text string, describe []string, descs map[string]string) string {
+	if len(describe) == 0 {
+		return clean(text)
+	}
+	var rest []string
+	for _, l := range strings.Split(text, "\n") {
+		m := descriptionLine.FindStringSubmatch(l)
+		if m == nil || !slices.Contains(describe, m[1]) {
+			rest = append(rest, l)
+			continue
+		}
+		if d := images.CleanDescription(m[2]); d != "" && descs[m[1]] == "" {
+			descs[m[1]] = d
+		}
+	}
+	return clean(strings.Join(rest, "\n"))
+}
+
+func nonEmptyMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
 
 // namesOnly asks once more without the images after a non-retryable error
@@ -175,7 +261,7 @@ func (c *Compactor) Compact(ctx context.Context, in memory.Compaction) (memory.C
 // short message stays word for word, a long one takes the line. If not,
 // its error is returned and the leaf is built later with its images.
 func (c *Compactor) namesOnly(ctx context.Context, in memory.Compaction, out memory.Compacted, best string, cause error) (memory.Compacted, error) {
-	resp, err := c.model.Complete(ctx, c.request(in, nil, namesOnly))
+	resp, err := c.model.Complete(ctx, c.request(in, nil, namesOnly, nil))
 	if err != nil {
 		return out, fmt.Errorf("compactor: node %s: names-only call after an error with images (%v): %w",
 			in.Label, cause, model.Classify(err))
@@ -218,9 +304,10 @@ func (c *Compactor) followUp(line, source string) string {
 
 // request builds the first call: the system prompt, then one user message
 // whose first part is the compaction view (the cacheable prefix, identical
-// with or without images) and whose second is the task; attached images
-// follow, each right after its label.
-func (c *Compactor) request(in memory.Compaction, att []model.Image, mode imageMode) model.Request {
+// with or without images) and whose second is the task (asking for the
+// descriptions of describe too); attached images follow, each right after
+// its label.
+func (c *Compactor) request(in memory.Compaction, att []model.Image, mode imageMode, describe []string) model.Request {
 	view := in.Context
 	if view == "" {
 		view = emptyChat
@@ -230,7 +317,7 @@ func (c *Compactor) request(in memory.Compaction, att []model.Image, mode imageM
 		if mode == namesOnly && len(refs.Names(in.Source)) == 0 {
 			mode = noImages
 		}
-		task = leafTask(in.Index, in.Label, in.Kind, in.Source, c.limit, mode)
+		task = leafTask(in.Index, in.Label, in.Kind, in.Source, c.limit, mode, describe)
 	} else {
 		a, b := childLabels(in.Level, in.Index)
 		task = mergeTask(a, b, in.Label, in.Source, c.limit)

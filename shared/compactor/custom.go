@@ -83,7 +83,7 @@ func (c custom) compact(ctx context.Context, in memory.Compaction) (memory.Compa
 		}
 	}
 	if in.Level == 0 {
-		req.Task = leafTask(in.Index, in.Label, in.Kind, in.Source, limit, mode)
+		req.Task = leafTask(in.Index, in.Label, in.Kind, in.Source, limit, mode, nil)
 	} else {
 		a, b := childLabels(in.Level, in.Index)
 		req.Task = mergeTask(a, b, in.Label, in.Source, limit)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/textcut"
 )
 
@@ -38,7 +40,7 @@ const (
 )
 
 // leafTask is the task for a leaf: one message into one line.
-func leafTask(n int64, label, kind, source string, limit int, mode imageMode) string {
+func leafTask(n int64, label, kind, source string, limit int, mode imageMode, describe []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Compress message %d (%s, kind %s) into one line of at most %d bytes.\n", n, label, kind, limit)
 	writeRuler(&b, limit)
@@ -50,7 +52,39 @@ func leafTask(n int64, label, kind, source string, limit int, mode imageMode) st
 	case namesOnly:
 		b.WriteString(namesOnlySentence + "\n")
 	}
-	b.WriteString("Answer with the line only.")
+	if len(describe) == 0 {
+		b.WriteString("Answer with the line only.")
+		return b.String()
+	}
+	b.WriteString(describeSentence)
+	writeRefs(&b, describe)
+	b.WriteString(".\nAnswer with the line, then those description lines only.")
+	return b.String()
+}
+
+// describeSentence asks a leaf call for the descriptions of some of its
+// images, as lines after the line (descriptionLine reads them).
+var describeSentence = fmt.Sprintf("Then, after the line, write one more line per image for a reader who cannot see it, %s, for each of: ", descriptionForm)
+
+// descriptionForm is the shape of a description line.
+var descriptionForm = fmt.Sprintf(`"description of [image <name>]: <what the image shows, in at most %d bytes>"`, images.MaxDescription)
+
+func writeRefs(b *strings.Builder, names []string) {
+	for i, name := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(refs.Ref(name))
+	}
+}
+
+// missingDescriptions asks for the descriptions a reply left out, after
+// its line was accepted.
+func missingDescriptions(names []string) string {
+	var b strings.Builder
+	b.WriteString("The line is accepted, but these images have no description line yet: ")
+	writeRefs(&b, names)
+	fmt.Fprintf(&b, ".\nWrite only their description lines, one per image, each %s.", descriptionForm)
 	return b.String()
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/durachat/durachat/shared/compactor"
 	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/model/anthropic"
@@ -385,5 +386,45 @@ func TestOfflineCompactorLinesFitAndSayTheyAreExtracts(t *testing.T) {
 	again, _ := c.Compact(context.Background(), merge)
 	if again.Line != out2.Line {
 		t.Fatal("offline compactor is not deterministic")
+	}
+}
+
+func TestEachProviderDescribesImagesInTheLeafCallWithoutChangingTheLine(t *testing.T) {
+	a, b := named("a", pngOf(t, 10, 10, red)), named("b", pngOf(t, 20, 10, blue))
+	long := strings.Repeat("seen ", 100)
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			// The first reply describes a (too long) and forgets b; the
+			// second, asked for b only, describes it.
+			m, calls := p.open(t, func(n int, _ bool) (string, int) {
+				if n == 0 {
+					return "the line: " + refOf(a) + " next to " + refOf(b) + "\ndescription of " + refOf(a) + ": " + long, 0
+				}
+				return "description of " + refOf(b) + ": a blue block", 0
+			})
+			in := leaf("user: compare "+refOf(a)+" and "+refOf(b), a, b)
+			in.Describe = []string{a.Name, b.Name}
+			out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := "the line: " + refOf(a) + " next to " + refOf(b); out.Line != want {
+				t.Fatalf("line %q, want %q", out.Line, want)
+			}
+			da := out.Descriptions[a.Name]
+			if len(da) > images.MaxDescription || !strings.HasPrefix(da, "seen seen") || out.Descriptions[b.Name] != "a blue block" {
+				t.Fatalf("descriptions %q", out.Descriptions)
+			}
+			cs := calls()
+			if len(cs) != 2 || out.Attempts != 2 || out.DescribeAsked != 2 {
+				t.Fatalf("%d calls, %d attempts, %d asked", len(cs), out.Attempts, out.DescribeAsked)
+			}
+			if task := cs[0].first[1]; !strings.Contains(task, "for each of: "+refOf(a)+", "+refOf(b)) {
+				t.Fatalf("task does not ask for both descriptions: %q", task)
+			}
+			if !strings.Contains(cs[1].lastUser, refOf(b)) || strings.Contains(cs[1].lastUser, refOf(a)) || cs[1].messages != 3 {
+				t.Fatalf("follow-up %q in %d messages: want b only, in the same conversation", cs[1].lastUser, cs[1].messages)
+			}
+		})
 	}
 }

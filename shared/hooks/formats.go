@@ -228,7 +228,7 @@ func (w *walk) bedrockContent(raw rawjson.Value, path string, setContent func(ra
 				w.slots = append(w.slots, &slot{name: name, path: bpath, canImage: true, fill: func(p picture) error {
 					l.Set(j, bedrockImage(p))
 					return nil
-				}})
+				}, text: setText(b, l, j)})
 			}
 			continue
 		}

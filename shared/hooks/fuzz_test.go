@@ -46,6 +46,15 @@ func (s *memImages) Head(ctx context.Context, tenant, name string) (store.BlobIn
 	return store.BlobInfo{ContentType: img.MimeType, Size: int64(len(img.Data))}, err
 }
 
+// Description describes every stored image with text that JSON must
+// escape, so a described ref is fuzzed too.
+func (s *memImages) Description(ctx context.Context, tenant, name string) (string, error) {
+	if _, err := s.Get(ctx, tenant, name); err != nil {
+		return "", err
+	}
+	return `a "quoted" <tag> & \ backslash`, nil
+}
+
 type fakeLinker struct{}
 
 func (fakeLinker) URL(_ context.Context, key string, _ time.Duration) (string, error) {
@@ -101,10 +110,15 @@ func fuzzRestore(f *testing.F, format string, seeds ...string) {
 	for _, s := range seeds {
 		f.Add(strings.ReplaceAll(s, "REF", ref), int64(4_500_000), false)
 		f.Add(strings.ReplaceAll(s, "REF", ref), int64(0), true)
+		f.Add(strings.ReplaceAll(s, "REF", ref), int64(-1), true)
 	}
 	f.Fuzz(func(t *testing.T, req string, budget int64, url bool) {
 		mode := ModeInline
-		if url {
+		switch {
+		case url && budget < 0:
+			// A budget is invalid with it, and describe mode ignores it.
+			mode, budget = ModeDescribe, 0
+		case url:
 			mode = ModeURL
 		}
 		body := fmt.Sprintf(`{"format":%q,"mode":%q,"budgetBytes":%d,"request":%s}`, format, mode, budget, req)

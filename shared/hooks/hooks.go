@@ -43,6 +43,8 @@ const (
 	ReasonFormat = "format"
 	// ReasonError: any other failure of the store.
 	ReasonError = "error"
+	// ReasonDescribe: mode "describe" sends every image as its description.
+	ReasonDescribe = "describe"
 )
 
 // index appends "[i]" to a field path.

@@ -16,6 +16,12 @@ import (
 	"github.com/durachat/durachat/shared/store"
 )
 
+// Descriptions reads the description stored beside an image
+// (images.Store): store.ErrNotFound while it has none.
+type Descriptions interface {
+	Description(ctx context.Context, tenant, name string) (string, error)
+}
+
 // ImageReader is the image store restore reads from (images.Store).
 type ImageReader interface {
 	// Get returns a stored image, or store.ErrNotFound.
@@ -42,12 +48,23 @@ const (
 	// DefaultLinkTTL is how long a link restore hands out stays valid: long
 	// enough for the host to send the request, short enough not to leak.
 	DefaultLinkTTL = 5 * time.Minute
+	// MaxDescribedRefs bounds the refs of one request given a description
+	// (and so the description reads and the bytes they add); the rest stay
+	// bare refs, counted as pending.
+	MaxDescribedRefs = 256
+	// describedRefBytes is what one described ref may add to the answer
+	// at most: the description, with every byte escaped as \u003c in the
+	// Lambda response, and the ": " it follows.
+	describedRefBytes = 6*images.MaxDescription + 8
 )
 
 // Modes of before-request.
 const (
 	ModeInline = "inline"
 	ModeURL    = "url"
+	// ModeDescribe sends every ref as text with its image's description,
+	// for models that take no images.
+	ModeDescribe = "describe"
 )
 
 // Restore serves before-request: exact ref blocks in the user messages and
@@ -56,15 +73,21 @@ type Restore struct {
 	Images ImageReader
 	// Linker makes short-lived links for formats that take image URLs. Nil:
 	// no links; images past the budget stay as ref text.
-	Linker      store.Linker
-	Parallel    int           // reads at once; 0 is DefaultParallel
-	ReadTimeout time.Duration // 0 is DefaultReadTimeout
-	LinkTTL     time.Duration // 0 is DefaultLinkTTL
+	Linker store.Linker
+	// Descriptions put each ref left as text next to its image's
+	// description. Nil: refs left as text stay bare.
+	Descriptions Descriptions
+	Parallel     int           // reads at once; 0 is DefaultParallel
+	ReadTimeout  time.Duration // 0 is DefaultReadTimeout
+	LinkTTL      time.Duration // 0 is DefaultLinkTTL
 }
 
-// NewRestore returns a Restore reading imgs and linking with linker (may be nil).
+// NewRestore returns a Restore reading imgs and linking with linker (may be
+// nil). When imgs also reads descriptions (images.Store does), refs left as
+// text carry them.
 func NewRestore(imgs ImageReader, linker store.Linker) *Restore {
-	return &Restore{Images: imgs, Linker: linker}
+	d, _ := imgs.(Descriptions)
+	return &Restore{Images: imgs, Linker: linker, Descriptions: d}
 }
 
 // Register adds the before-request route to mux.
@@ -91,6 +114,11 @@ type beforeRequestAnswer struct {
 	Images int `json:"images"`
 	// EstimatedImageTokens estimates what those images cost as input.
 	EstimatedImageTokens int `json:"estimatedImageTokens"`
+	// Described counts the refs left as text that carry their image's
+	// description; PendingDescriptions the images whose refs stay bare
+	// because they have none yet (or it could not be read now).
+	Described           int `json:"described"`
+	PendingDescriptions int `json:"pendingDescriptions"`
 }
 
 func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
@@ -106,9 +134,9 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 	switch body.Mode {
 	case "":
 		body.Mode = ModeInline
-	case ModeInline, ModeURL:
+	case ModeInline, ModeURL, ModeDescribe:
 	default:
-		return api.BadRequest("mode", "mode %q is not inline or url", body.Mode)
+		return api.BadRequest("mode", "mode %q is not inline, url or describe", body.Mode)
 	}
 	budget := defaultBudget(body.Request)
 	if body.BudgetBytes != nil {
@@ -120,7 +148,7 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 	if body.Request.IsNull() {
 		return api.BadRequest("request", "request is required: the provider request body")
 	}
-	answer, err := rs.restore(r.Context(), tenant, f, body.Request, body.Mode, budget)
+	answer, err := rs.restore(r.Context(), tenant, f, body.Request, body.Mode, budget, body.BudgetBytes == nil)
 	if err != nil {
 		return err
 	}
@@ -134,6 +162,11 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 // gains one byte and every <, > and & (escaped as \u003c) five; base64
 // gains nothing.
 func defaultBudget(req rawjson.Value) int64 {
+	return max(0, min(DefaultBudget, ResponseLimit-escapedSize(req)))
+}
+
+// escapedSize is the size of req inside the Lambda response.
+func escapedSize(req rawjson.Value) int64 {
 	n := int64(len(req))
 	for _, c := range req {
 		switch c {
@@ -143,7 +176,7 @@ func defaultBudget(req rawjson.Value) int64 {
 			n += 5
 		}
 	}
-	return max(0, min(DefaultBudget, ResponseLimit-n))
+	return n
 }
 
 // fetched is what restore learned about one image.
@@ -160,11 +193,22 @@ type fetched struct {
 func (f *fetched) size() int64 { return int64(len(f.b64)) }
 
 // restore swaps the ref blocks of req for images. Only a malformed request
-// fails it; every store problem leaves a ref as text, reported.
-func (rs *Restore) restore(ctx context.Context, tenant string, f format, req rawjson.Value, mode string, budget int64) (beforeRequestAnswer, error) {
+// fails it; every store problem leaves a ref as text, reported. A ref left
+// as text carries its image's description (describe). A default budget
+// (defaulted) keeps room for those descriptions.
+func (rs *Restore) restore(ctx context.Context, tenant string, f format, req rawjson.Value, mode string, budget int64, defaulted bool) (beforeRequestAnswer, error) {
 	w, build, err := f.parse(req)
 	if err != nil {
 		return beforeRequestAnswer{}, err
+	}
+	if mode == ModeDescribe {
+		return rs.describeAll(ctx, tenant, w, build)
+	}
+	if defaulted && rs.Descriptions != nil {
+		// Room for the descriptions comes out of the response's slack
+		// first: the budget only shrinks for a request that is large.
+		reserve := int64(min(len(w.slots), MaxDescribedRefs)) * describedRefBytes
+		budget = min(budget, max(0, ResponseLimit-escapedSize(req)-reserve))
 	}
 	// Each distinct name is read once, and only names of this request's
 	// ref blocks are read at all.
@@ -188,12 +232,14 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 	answer := beforeRequestAnswer{Restored: []string{}, Unrestored: []Unrestored{}}
 	restored := map[string]bool{}
 	unrestored := map[Unrestored]bool{}
-	leave := func(name, reason string) {
-		u := Unrestored{Name: name, Reason: reason}
+	var asText []*slot
+	leave := func(s *slot, reason string) {
+		u := Unrestored{Name: s.name, Reason: reason}
 		if !unrestored[u] {
 			unrestored[u] = true
 			answer.Unrestored = append(answer.Unrestored, u)
 		}
+		asText = append(asText, s)
 		answer.Images++
 		answer.EstimatedImageTokens += imageTokens(0, 0)
 	}
@@ -205,12 +251,12 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 	over := false
 	for _, s := range w.slots {
 		if !s.canImage {
-			leave(s.name, ReasonFormat)
+			leave(s, ReasonFormat)
 			continue
 		}
 		g := got[s.name]
 		if g.err != nil {
-			leave(s.name, reasonOfRead(g.err))
+			leave(s, reasonOfRead(g.err))
 			continue
 		}
 		p := picture{name: s.name, mimeType: g.mime}
@@ -221,13 +267,13 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 		default:
 			over = true
 			if !links || !g.exists {
-				leave(s.name, ReasonBudget)
+				leave(s, ReasonBudget)
 				continue
 			}
 			url, err := rs.link(ctx, tenant, s.name)
 			if err != nil {
 				api.Logger(ctx).Warn("restore: link failed", "image", s.name, "err", err)
-				leave(s.name, ReasonUnavailable)
+				leave(s, ReasonUnavailable)
 				continue
 			}
 			p.url = url
@@ -245,10 +291,87 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 	answer.InlineBytes = used
 	answer.Images += w.images
 	answer.EstimatedImageTokens += w.images * imageTokens(0, 0)
+	rs.describe(ctx, tenant, asText, &answer)
 	if answer.Request, err = build(); err != nil {
 		return beforeRequestAnswer{}, err
 	}
 	return answer, nil
+}
+
+// describeAll answers mode describe: every ref stays text, with its
+// image's description, reported with reason "describe"; no image is read.
+// Images the request already carries inline are left as they are.
+func (rs *Restore) describeAll(ctx context.Context, tenant string, w *walk, build func() (rawjson.Value, error)) (beforeRequestAnswer, error) {
+	answer := beforeRequestAnswer{Restored: []string{}, Unrestored: []Unrestored{}, Images: w.images,
+		EstimatedImageTokens: w.images * imageTokens(0, 0)}
+	seen := map[string]bool{}
+	for _, s := range w.slots {
+		if !seen[s.name] {
+			seen[s.name] = true
+			answer.Unrestored = append(answer.Unrestored, Unrestored{Name: s.name, Reason: ReasonDescribe})
+		}
+	}
+	rs.describe(ctx, tenant, w.slots, &answer)
+	var err error
+	if answer.Request, err = build(); err != nil {
+		return beforeRequestAnswer{}, err
+	}
+	return answer, nil
+}
+
+// describe turns the ref of each slot into "[image <name>: <description>]"
+// where the image has a description, reading each name's once, at most
+// rs.parallel() at once, for the first MaxDescribedRefs slots; the others
+// stay bare refs. An image with no description (or beyond that bound, or
+// whose description could not be read) is counted as pending. Text that merely
+// mentions a ref is never a slot, so it is never touched.
+func (rs *Restore) describe(ctx context.Context, tenant string, slots []*slot, answer *beforeRequestAnswer) {
+	if len(slots) == 0 {
+		return
+	}
+	descs := map[string]string{}
+	if rs.Descriptions != nil {
+		var names []string
+		for _, s := range slots[:min(len(slots), MaxDescribedRefs)] {
+			if _, ok := descs[s.name]; !ok {
+				descs[s.name] = ""
+				names = append(names, s.name)
+			}
+		}
+		got := make([]string, len(names))
+		rs.each(names, func(k int, n string) {
+			rctx, cancel := rs.readCtx(ctx)
+			defer cancel()
+			d, err := rs.Descriptions.Description(rctx, tenant, n)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				api.Logger(ctx).Warn("restore: reading a description", "image", n, "err", err)
+			}
+			got[k] = d
+		})
+		for k, n := range names {
+			descs[n] = got[k]
+		}
+	}
+	pending := map[string]bool{}
+	for k, s := range slots {
+		d := descs[s.name]
+		if d == "" {
+			pending[s.name] = true
+			continue
+		}
+		if k >= MaxDescribedRefs {
+			continue // bare: past the bound on what descriptions may add
+		}
+		s.text(DescribedRef(s.name, d))
+		answer.Described++
+	}
+	answer.PendingDescriptions = len(pending)
+}
+
+// DescribedRef is the text a described ref becomes:
+// "[image <name>: <description>]".
+func DescribedRef(name, description string) string {
+	return "[image " + name + ": " + description + "]"
 }
 
 func (rs *Restore) link(ctx context.Context, tenant, name string) (string, error) {
@@ -280,19 +403,24 @@ func (rs *Restore) heads(ctx context.Context, tenant string, names []string) map
 	for _, n := range names {
 		got[n] = &fetched{}
 	}
+	rs.each(names, func(_ int, n string) { rs.head(ctx, tenant, n, got[n]) })
+	return got
+}
+
+// each calls fn for every name, at most rs.parallel() at once, and waits.
+func (rs *Restore) each(names []string, fn func(k int, name string)) {
 	sem := make(chan struct{}, rs.parallel())
 	var wg sync.WaitGroup
-	for _, n := range names {
+	for k, n := range names {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			rs.head(ctx, tenant, n, got[n])
+			fn(k, n)
 		}()
 	}
 	wg.Wait()
-	return got
 }
 
 func (rs *Restore) head(ctx context.Context, tenant, name string, f *fetched) {

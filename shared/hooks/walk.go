@@ -27,6 +27,8 @@ type slot struct {
 	canImage bool
 	// fill puts an image block in the ref block's place.
 	fill func(p picture) error
+	// text replaces the ref block's text (a described ref).
+	text func(s string)
 }
 
 // walk is a provider request being restored.
@@ -166,7 +168,7 @@ func (w *walk) typedContent(raw rawjson.Value, path string, canImage bool, textT
 				list.Set(0, toImage(p, nil))
 				set(list)
 				return nil
-			}})
+			}, text: func(s string) { set(rawjson.String(s)) }})
 		}
 		return nil
 	}
@@ -198,11 +200,19 @@ func (w *walk) typedContent(raw rawjson.Value, path string, canImage bool, textT
 			w.slots = append(w.slots, &slot{name: name, path: bpath, canImage: canImage, fill: func(p picture) error {
 				l.Set(j, toImage(p, b))
 				return nil
-			}})
+			}, text: setText(b, l, j)})
 		}
 	}
 	w.commitList(l, set)
 	return nil
+}
+
+// setText replaces the text of block b, item j of l.
+func setText(b *rawjson.Object, l *rawjson.List, j int) func(string) {
+	return func(s string) {
+		b.Set("text", rawjson.String(s))
+		l.Set(j, b)
+	}
 }
 
 // ignoreOthers is an other func for content whose other blocks don't matter.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/textcut"
 )
 
 // Image is a stored image.
@@ -98,4 +100,61 @@ func imageKey(tenant, name string) (string, error) {
 		return "", fmt.Errorf("images: no image %q for tenant %q: %w", name, tenant, store.ErrNotFound)
 	}
 	return store.ImageKey(tenant, name), nil
+}
+
+// MaxDescription is the most bytes of an image's description.
+const MaxDescription = 300
+
+// descriptionSuffix ends the key of an image's description, stored beside
+// the image: store.ImageKey(tenant, name) + descriptionSuffix. No image key
+// ends so (names are hex), and the key stays under the images prefix every
+// function may read.
+const descriptionSuffix = ".description"
+
+// PutDescription stores the description of an image of tenant, once: an
+// image described already keeps its first description, so an image that
+// several chats name is described once. The text is made one line of at
+// most MaxDescription bytes (CleanDescription); an empty one is an error.
+func (s *Store) PutDescription(ctx context.Context, tenant, name, text string) error {
+	key, err := imageKey(tenant, name)
+	if err != nil {
+		return err
+	}
+	text = CleanDescription(text)
+	if text == "" {
+		return fmt.Errorf("images: describe %s: empty description", name)
+	}
+	err = s.Blobs.Put(ctx, key+descriptionSuffix, store.Blob{ContentType: "text/plain; charset=utf-8", Data: []byte(text)})
+	if err != nil {
+		return fmt.Errorf("images: describe %s: %w", name, err)
+	}
+	return nil
+}
+
+// Description returns the description of an image of tenant, or
+// store.ErrNotFound (wrapped) while it has none. It is read from beside the
+// image, so it stays readable when the image itself is gone.
+func (s *Store) Description(ctx context.Context, tenant, name string) (string, error) {
+	key, err := imageKey(tenant, name)
+	if err != nil {
+		return "", err
+	}
+	b, err := s.Blobs.Get(ctx, key+descriptionSuffix)
+	if err != nil {
+		return "", fmt.Errorf("images: description of %s: %w", name, err)
+	}
+	// Written by PutDescription; cleaned again so that whatever else wrote
+	// the key never reaches a request as more than a line.
+	return CleanDescription(string(b.Data)), nil
+}
+
+// CleanDescription makes text a description: valid UTF-8, one line (runs
+// of whitespace become one space), square brackets made round so that it
+// cannot end or forge the "[image <name>: ...]" it is shown in, and cut to
+// MaxDescription bytes on a character boundary.
+func CleanDescription(text string) string {
+	text = strings.ToValidUTF8(text, "")
+	text = strings.Join(strings.Fields(text), " ")
+	text = strings.NewReplacer("[", "(", "]", ")").Replace(text)
+	return strings.TrimSpace(textcut.Head(text, MaxDescription))
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/store"
@@ -290,4 +292,54 @@ func TestStoreOutageIsUnavailable(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestDescriptionIsWrittenOnceBesideTheImageAndCapped(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range blobBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			s := images.New(b.blobs)
+			const name = "0123456789abcdef"
+			if _, err := s.Description(ctx, "t1", name); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("description before any: %v", err)
+			}
+			long := "a  login\npage [image " + name + "] " + strings.Repeat("é", 400)
+			if err := s.PutDescription(ctx, "t1", name, long); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.PutDescription(ctx, "t1", name, "a second description"); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Description(ctx, "t1", name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) > images.MaxDescription || !utf8.ValidString(got) || !strings.HasPrefix(got, "a login page (image "+name+") éé") {
+				t.Fatalf("description %d bytes: %q", len(got), got)
+			}
+			if _, err := s.Description(ctx, "t2", name); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("another tenant reads the description: %v", err)
+			}
+			if err := s.PutDescription(ctx, "t1", name, " \n "); err == nil {
+				t.Fatal("an empty description was accepted")
+			}
+			if err := s.PutDescription(ctx, "t1", "../../x", "d"); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("a crafted name: %v", err)
+			}
+		})
+	}
+}
+
+func FuzzCleanDescription(f *testing.F) {
+	f.Add("a red [banner]\n\t\"Invalid token\"")
+	f.Add(strings.Repeat("日本", 200))
+	f.Fuzz(func(t *testing.T, s string) {
+		d := images.CleanDescription(s)
+		if len(d) > images.MaxDescription || !utf8.ValidString(d) || strings.ContainsAny(d, "[]\n\r\t") || d != strings.TrimSpace(d) {
+			t.Fatalf("CleanDescription(%q) = %q", s, d)
+		}
+		if images.CleanDescription(d) != d {
+			t.Fatalf("not idempotent: %q", d)
+		}
+	})
 }

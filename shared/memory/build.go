@@ -230,6 +230,9 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 		for _, img := range imgs {
 			names = append(names, img.Name)
 		}
+		if c.Describe, err = b.undescribed(ctx, names); err != nil {
+			return res, nodeRow{}, err
+		}
 	} else {
 		a, b := n.Children()
 		rows, err := m.rows(ctx, tenant, chat, []Node{a, b})
@@ -280,6 +283,9 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 		if out.Verbatim {
 			out.Line = c.Source
 		}
+	}
+	if err := b.describe(ctx, c, out, &res.images); err != nil {
+		return res, nodeRow{}, err
 	}
 	line := out.Line
 	if len(line) > maxLineBytes {
@@ -364,6 +370,53 @@ func (b *nodeBuild) leafImages(ctx context.Context, e transcript.Entry, source s
 		imgs = append(imgs, img)
 	}
 	return imgs, li, nil
+}
+
+// undescribed lists the images of names that have no description yet, for
+// the compactor to describe. A failed read fails the build, like a failed
+// image read: the leaf is retried, and its images described then.
+func (b *nodeBuild) undescribed(ctx context.Context, names []string) ([]string, error) {
+	if b.m.descs == nil {
+		return nil, nil
+	}
+	var out []string
+	for _, name := range names {
+		_, err := b.m.descs.Description(ctx, b.tenant, name)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			out = append(out, name)
+		case err != nil:
+			return nil, fmt.Errorf("reading the description of image %s: %w", name, err)
+		}
+	}
+	return out, nil
+}
+
+// describe stores the descriptions the compactor wrote for c.Describe and
+// counts the leaf's stored images by description. It runs before the
+// leaf's row is written: a failed write fails the build, which is retried
+// like any leaf (and asks for the descriptions again), so no description
+// the model wrote is dropped with its leaf built.
+func (b *nodeBuild) describe(ctx context.Context, c Compaction, out Compacted, li *leafImages) error {
+	if b.m.descs == nil {
+		li.Undescribed = len(c.Images)
+		return nil
+	}
+	stored := 0
+	for _, name := range c.Describe {
+		d, ok := out.Descriptions[name]
+		if !ok {
+			continue
+		}
+		if err := b.m.descs.PutDescription(ctx, b.tenant, name, d); err != nil {
+			return fmt.Errorf("storing the description of image %s: %w", name, err)
+		}
+		stored++
+	}
+	li.Described = len(c.Images) - len(c.Describe) + stored
+	li.DescribeFailed = max(0, out.DescribeAsked-stored)
+	li.Undescribed = len(c.Images) - li.Described - li.DescribeFailed
+	return nil
 }
 
 // Bounds on one build's context. The compaction view keeps itself near
@@ -498,6 +551,9 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 				if li.NamesOnly {
 					st.ImageTotals.NamesOnly++
 				}
+				st.ImageTotals.Described += int64(li.Described)
+				st.ImageTotals.DescribeFailed += int64(li.DescribeFailed)
+				st.ImageTotals.Undescribed += int64(li.Undescribed)
 			}
 		}
 		st.dropClaim(n)

@@ -25,6 +25,10 @@ type Compaction struct {
 	// Images are the images the leaf's source names that are stored, in
 	// first-named order. Never nil; empty for merges.
 	Images []model.Image
+	// Describe names the Images that have no description yet: a compactor
+	// that shows them to its model may return one for each
+	// (Compacted.Descriptions) from the same call. Empty for merges.
+	Describe []string
 }
 
 // Compacted is a written line and how it came to be.
@@ -42,6 +46,12 @@ type Compacted struct {
 	Skipped   int
 	NamesOnly bool
 	Usage     model.Usage
+	// Descriptions are what the model said each image of Compaction.Describe
+	// shows, by name; an image it did not describe is absent.
+	// DescribeAsked counts the images of Compaction.Describe the model was
+	// shown and asked to describe.
+	Descriptions  map[string]string
+	DescribeAsked int
 }
 
 // Compactor writes one node's line. Errors are classified with

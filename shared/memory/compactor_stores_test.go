@@ -86,6 +86,71 @@ func dotPNG(t *testing.T, c color.RGBA) string {
 	return base64.StdEncoding.EncodeToString(buf.Bytes())
 }
 
+// realStores are one backend's stores under the real transcript and image
+// store, with blob faults a test switches on and a clock it moves, for
+// memories over the real compactor.
+type realStores struct {
+	t     *testing.T
+	b     testenv.Backend
+	blobs *testenv.FailingBlobs
+	imgs  *images.Store
+	log   *transcript.Log
+
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newRealStores(t *testing.T, b testenv.Backend) *realStores {
+	r := &realStores{t: t, b: b, blobs: &testenv.FailingBlobs{Blobs: b.Blobs}, now: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
+	r.imgs = images.New(r.blobs)
+	r.log = transcript.New(b.Table, r.blobs, r.imgs)
+	return r
+}
+
+func (r *realStores) clock() time.Time { r.mu.Lock(); defer r.mu.Unlock(); return r.now }
+
+func (r *realStores) advance(d time.Duration) { r.mu.Lock(); defer r.mu.Unlock(); r.now = r.now.Add(d) }
+
+// memory is a Memory over the stores and c, reading descriptions when
+// descs is set.
+func (r *realStores) memory(c memory.Compactor, descs bool) *memory.Memory {
+	cfg := memory.Config{Table: r.b.Table, Log: r.log, Images: r.imgs, Queue: r.b.Queue, Compactor: c, Now: r.clock,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if descs {
+		cfg.Descriptions = r.imgs
+	}
+	m, err := memory.New(cfg)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return m
+}
+
+// say logs a user message to chat and tells m; it returns the entry's id.
+func (r *realStores) say(m *memory.Memory, tenant, chat, text string) int64 {
+	ctx := context.Background()
+	ids, err := r.log.Append(ctx, tenant, chat, []pi.Message{{Role: "user", Content: pi.Content{Blocks: []pi.Block{pi.TextBlock(text)}}}}, "r-"+chat+"-"+text)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := m.Appended(ctx, tenant, chat, ids[0]+1); err != nil {
+		r.t.Fatal(err)
+	}
+	return ids[0]
+}
+
+// leaf is the line of entry id's leaf, or "(unbuilt)".
+func (r *realStores) leaf(m *memory.Memory, tenant, chat string, id int64) string {
+	line, built, err := m.NodeLine(context.Background(), tenant, chat, 0, id)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if !built {
+		return "(unbuilt)"
+	}
+	return line
+}
+
 // TestImageLeavesThroughTheRealCompactorOnEveryBackend runs image-aware
 // leaves through the real transcript, image store, memory and compactor
 // on the embedded stores and on the AWS adapters: a short message naming
@@ -100,50 +165,23 @@ func TestImageLeavesThroughTheRealCompactorOnEveryBackend(t *testing.T) {
 	for _, b := range testenv.All(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
+			r := newRealStores(t, b)
 			var down atomic.Bool
-			blobs := &testenv.FailingBlobs{Blobs: b.Blobs, FailGet: func(key string) error {
+			r.blobs.FailGet = func(key string) error {
 				if down.Load() && strings.Contains(key, "images") {
 					return testenv.Outage(key)
 				}
 				return nil
-			}}
-			imgs := images.New(blobs)
-			log := transcript.New(b.Table, blobs, imgs)
+			}
 			seeing := &seeingModel{}
-			now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-			var clockMu sync.Mutex
-			clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
-			m, err := memory.New(memory.Config{Table: b.Table, Log: log, Images: imgs, Queue: b.Queue,
-				Compactor: compactor.New(seeing, compactor.Options{}), Now: clock,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := r.memory(compactor.New(seeing, compactor.Options{}), false)
 			const tenant, chat = "t1", "pictures"
-			red, err := imgs.Put(ctx, tenant, dotPNG(t, color.RGBA{R: 255, A: 255}))
+			red, err := r.imgs.Put(ctx, tenant, dotPNG(t, color.RGBA{R: 255, A: 255}))
 			if err != nil {
 				t.Fatal(err)
 			}
-			say := func(text string) int64 {
-				ids, err := log.Append(ctx, tenant, chat, []pi.Message{{Role: "user", Content: pi.Content{Blocks: []pi.Block{pi.TextBlock(text)}}}}, "r-"+text)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := m.Appended(ctx, tenant, chat, ids[0]+1); err != nil {
-					t.Fatal(err)
-				}
-				return ids[0]
-			}
-			leaf := func(id int64) string {
-				line, built, err := m.NodeLine(ctx, tenant, chat, 0, id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !built {
-					return "(unbuilt)"
-				}
-				return line
-			}
+			say := func(text string) int64 { return r.say(m, tenant, chat, text) }
+			leaf := func(id int64) string { return r.leaf(m, tenant, chat, id) }
 
 			// A failed image read: the leaf waits for its retry.
 			down.Store(true)
@@ -156,9 +194,7 @@ func TestImageLeavesThroughTheRealCompactorOnEveryBackend(t *testing.T) {
 				t.Fatal("the leaf was built without its image")
 			}
 			down.Store(false)
-			clockMu.Lock()
-			now = now.Add(memory.DefaultRetry)
-			clockMu.Unlock()
+			r.advance(memory.DefaultRetry)
 			if err := m.Build(ctx, tenant, chat, 0, shown); err != nil {
 				t.Fatal(err)
 			}

@@ -144,7 +144,10 @@ func (m *Memory) record(ctx context.Context, chat string, n Node, outcome string
 			slog.Int("skipped", res.images.Skipped),
 			slog.Int("missing", res.images.Missing),
 			slog.Int("alreadySeen", res.images.Resent),
-			slog.Bool("namesOnly", res.images.NamesOnly)))
+			slog.Bool("namesOnly", res.images.NamesOnly),
+			slog.Int("described", res.images.Described),
+			slog.Int("describeFailed", res.images.DescribeFailed),
+			slog.Int("describePending", res.images.Undescribed)))
 	}
 	level := slog.LevelInfo
 	if err != nil {

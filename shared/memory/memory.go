@@ -31,6 +31,16 @@ type Images interface {
 	Get(ctx context.Context, tenant, name string) (model.Image, error)
 }
 
+// Descriptions keeps one short description per image of a tenant, beside
+// the image (images.Store).
+type Descriptions interface {
+	// Description returns an image's description, or store.ErrNotFound
+	// while it has none.
+	Description(ctx context.Context, tenant, name string) (string, error)
+	// PutDescription stores it; an image described already keeps its first.
+	PutDescription(ctx context.Context, tenant, name, text string) error
+}
+
 // Config wires a Memory. Table, Log and Queue are required. A Memory
 // without a Compactor serves and schedules but builds nothing: the memory
 // API function, whose builds run in the compact function.
@@ -40,6 +50,9 @@ type Config struct {
 	// Images are read for leaves that name them and for zoom pages; nil
 	// means no image is ever stored.
 	Images Images
+	// Descriptions, when set, are asked of the compactor for the images a
+	// leaf shows it that have none, and stored; zoom shows them.
+	Descriptions Descriptions
 	// Queue carries build messages: {"tenant","chat","l","i"}.
 	Queue     store.Queue
 	Compactor Compactor
@@ -86,6 +99,7 @@ type Memory struct {
 	table     store.Table
 	log       Log
 	images    Images
+	descs     Descriptions
 	queue     store.Queue
 	compactor Compactor
 	retrier   Retrier
@@ -121,6 +135,7 @@ func New(cfg Config) (*Memory, error) {
 		table:     cfg.Table,
 		log:       cfg.Log,
 		images:    cfg.Images,
+		descs:     cfg.Descriptions,
 		queue:     cfg.Queue,
 		compactor: cfg.Compactor,
 		retrier:   cfg.Retrier,

@@ -242,7 +242,9 @@ func (m *Memory) Status(ctx context.Context, tenant, chat string) (status.Chat, 
 		View:           status.View{Lines: st.View.lines(), Bytes: st.View.Size, BatchOpen: st.View.Open, Merges: st.View.Merges},
 		CompactionView: status.View{Lines: st.Compact.lines(), Bytes: st.Compact.Size, BatchOpen: st.Compact.Open, Merges: st.Compact.Merges},
 		Images: status.Images{Leaves: st.ImageTotals.Leaves, Attached: st.ImageTotals.Attached, Skipped: st.ImageTotals.Skipped,
-			Missing: st.ImageTotals.Missing, NamesOnly: st.ImageTotals.NamesOnly, Recent: []status.LeafImages{}},
+			Missing: st.ImageTotals.Missing, NamesOnly: st.ImageTotals.NamesOnly,
+			Described: st.ImageTotals.Described, DescribeFailed: st.ImageTotals.DescribeFailed, DescribePending: st.ImageTotals.Undescribed,
+			Recent: []status.LeafImages{}},
 		Mechanical: []status.Mechanical{},
 		Search:     m.searchOn(st),
 	}
@@ -256,7 +258,8 @@ func (m *Memory) Status(ctx context.Context, tenant, chat string) (status.Chat, 
 	}
 	for _, li := range st.ImageLeaves {
 		s.Images.Recent = append(s.Images.Recent, status.LeafImages{ID: li.I, Named: li.Named, Attached: li.Attached,
-			Skipped: li.Skipped, Missing: li.Missing, AlreadySeen: li.Resent, NamesOnly: li.NamesOnly})
+			Skipped: li.Skipped, Missing: li.Missing, AlreadySeen: li.Resent, NamesOnly: li.NamesOnly,
+			Described: li.Described, DescribeFailed: li.DescribeFailed, DescribePending: li.Undescribed})
 	}
 	if len(st.Mechanical) > 0 {
 		rows, err := m.rows(ctx, tenant, chat, st.Mechanical)

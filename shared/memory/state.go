@@ -64,6 +64,12 @@ type leafImages struct {
 	Skipped   int   `json:"s,omitempty"` // skipped by the compactor
 	NamesOnly bool  `json:"o,omitempty"`
 	Resent    int   `json:"z,omitempty"` // left out: a zoom page its original already showed
+	// Of the stored images: described (before or by this leaf), shown to the
+	// model but left undescribed by it, and neither (the model could not
+	// see them), which wait for a leaf whose model can.
+	Described      int `json:"d,omitempty"`
+	DescribeFailed int `json:"df,omitempty"`
+	Undescribed    int `json:"dp,omitempty"`
 }
 
 // Bounds on the lists status shows; totals are counted beyond them.
@@ -106,6 +112,10 @@ type imageTotals struct {
 	Skipped   int64 `json:"s,omitempty"`
 	Missing   int64 `json:"x,omitempty"`
 	NamesOnly int64 `json:"o,omitempty"`
+	// Descriptions, as leafImages counts them.
+	Described      int64 `json:"d,omitempty"`
+	DescribeFailed int64 `json:"df,omitempty"`
+	Undescribed    int64 `json:"dp,omitempty"`
 }
 
 func (st *chatState) level(l int) *level {

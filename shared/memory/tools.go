@@ -198,7 +198,9 @@ func (m *Memory) zoomEntry(ctx context.Context, tenant, chat string, id int64, o
 	res := ToolResult{Content: []Block{{Type: "text"}}}
 	var notes []string
 	budget := zoomImageBudget
+	text := page
 	for _, name := range refs.Names(page) {
+		text = m.withDescription(ctx, tenant, name, text)
 		img, err := m.images.Get(ctx, tenant, name)
 		if errors.Is(err, store.ErrNotFound) {
 			notes = append(notes, fmt.Sprintf("[image %s is not stored any more; its ref is left as text]", name))
@@ -215,7 +217,6 @@ func (m *Memory) zoomEntry(ctx context.Context, tenant, chat string, id int64, o
 		budget -= len(data)
 		res.Content = append(res.Content, Block{Type: "image", Data: data, MimeType: img.MimeType, Name: name})
 	}
-	text := page
 	for _, note := range notes {
 		text += "\n" + note
 	}
@@ -226,6 +227,26 @@ func (m *Memory) zoomEntry(ctx context.Context, tenant, chat string, id int64, o
 	}
 	res.Content[0].Text = text
 	return res, nil
+}
+
+// withDescription puts the description of image name, when it has one,
+// right after the first ref to it in text: "[image <name>] (description:
+// ...)". The ref itself is left whole, so the page still names the image.
+// A description that cannot be read is left out, not an error: the page
+// and its images do not depend on it.
+func (m *Memory) withDescription(ctx context.Context, tenant, name, text string) string {
+	if m.descs == nil {
+		return text
+	}
+	d, err := m.descs.Description(ctx, tenant, name)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			m.logger.WarnContext(ctx, "memory: zoom: reading a description", "image", name, "err", err)
+		}
+		return text
+	}
+	ref := refs.Ref(name)
+	return strings.Replace(text, ref, ref+" (description: "+d+")", 1)
 }
 
 // runeSlice is s's characters [from, to).

@@ -30,7 +30,9 @@ import (
 	"github.com/durachat/durachat/shared/compactor"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/embedded"
+	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/model"
+	"github.com/durachat/durachat/shared/store"
 )
 
 // Environment the command reads, named as the rest of durachat names them.
@@ -119,7 +121,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	arm := func(name string, mm model.Model) (imagefacts.Result, error) {
+	// arm runs one arm; then, when set, runs on its stores before they go.
+	arm := func(name string, mm model.Model, then func(blobs store.Blobs) error) (imagefacts.Result, error) {
 		fmt.Fprintf(stderr, "eval-images: %s: %d conversations with %s...\n", name, len(convs), m.Name())
 		dir, err := os.MkdirTemp("", "eval-images-")
 		if err != nil {
@@ -132,16 +135,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer db.Close()
 		q := db.Queue("compact")
-		return imagefacts.Run(ctx, imagefacts.Setup{
+		res, err := imagefacts.Run(ctx, imagefacts.Setup{
 			Name: name, Stores: imagefacts.Stores{Table: db.Table(), Blobs: db.Blobs(), Queue: q, Receiver: q},
 			Model: mm, Facts: facts, Conversations: convs, Workers: *workers, Poll: 250 * time.Millisecond, Logger: logger,
 		})
+		if err == nil && then != nil {
+			err = then(db.Blobs())
+		}
+		return res, err
 	}
-	before, err := arm("Before: no images attached", imagefacts.TextOnly{Model: m})
+	before, err := arm("Before: no images attached", imagefacts.TextOnly{Model: m}, nil)
 	if err != nil {
 		return err
 	}
-	after, err := arm("After: images attached", m)
+	// Asked later about each image, on the after arm's stores, where its
+	// leaves wrote the descriptions.
+	var answers []imagefacts.Answers
+	askAll := func(blobs store.Blobs) error {
+		for _, a := range []struct{ name, mode string }{
+			{"Text-only model, no images (bare refs)", ""},
+			{"Images attached (before-request, inline)", hooks.ModeInline},
+			{"Text-only model, descriptions on (before-request, describe)", hooks.ModeDescribe},
+		} {
+			fmt.Fprintf(stderr, "eval-images: question: %s...\n", a.name)
+			res, err := imagefacts.Ask(ctx, imagefacts.AskSetup{Name: a.name, Blobs: blobs, Model: m, Mode: a.mode, Facts: facts, Conversations: convs})
+			if err != nil {
+				return err
+			}
+			answers = append(answers, res)
+		}
+		return nil
+	}
+	after, err := arm("After: images attached", m, askAll)
 	if err != nil {
 		return err
 	}
@@ -149,6 +174,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var report strings.Builder
 	fmt.Fprintf(&report, "Model %s, %d conversations per arm, %s.\n\n", m.Name(), len(convs), time.Now().UTC().Format("2006-01-02"))
 	report.WriteString(imagefacts.Table(before, after))
+	report.WriteString("\n")
+	report.WriteString(imagefacts.AnswerTable(answers...))
 	report.WriteString("\n")
 	report.WriteString(imagefacts.CostTable(before, after, prices, known))
 	if known {
@@ -159,6 +186,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprint(stdout, report.String())
 	if *verbose {
 		fmt.Fprint(stdout, "\n", imagefacts.MissReport(before), imagefacts.MissReport(after))
+		for _, a := range answers {
+			for _, miss := range a.Misses {
+				fmt.Fprintf(stdout, "%s %s misses %q: %s\n", a.Name, miss.Chat, miss.Fact, miss.Line)
+			}
+		}
 	}
 	if *out != "" {
 		if err := os.WriteFile(*out, []byte(report.String()), 0o644); err != nil {

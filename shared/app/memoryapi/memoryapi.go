@@ -37,15 +37,16 @@ func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logge
 	imgs := images.New(stores.Blobs)
 	tl := transcript.New(stores.Table, stores.Blobs, imgs)
 	m, err := memory.New(memory.Config{
-		Table:     stores.Table,
-		Log:       tl,
-		Images:    imgs,
-		Queue:     stores.Queue,
-		Retrier:   stores.Receiver,
-		Compactor: compactor,
-		Search:    cfg.Search,
-		Logger:    logger,
-		Metrics:   metrics,
+		Table:        stores.Table,
+		Log:          tl,
+		Images:       imgs,
+		Descriptions: imgs,
+		Queue:        stores.Queue,
+		Retrier:      stores.Receiver,
+		Compactor:    compactor,
+		Search:       cfg.Search,
+		Logger:       logger,
+		Metrics:      metrics,
 		// Lambda sets the function's name; the alarms watch it.
 		MetricsFunction: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
 	})

@@ -61,12 +61,20 @@ type View struct {
 // Images counts what leaves did with the images they name: totals,
 // and the latest leaves one by one.
 type Images struct {
-	Leaves    int64        `json:"leaves"`
-	Attached  int64        `json:"attached"`
-	Skipped   int64        `json:"skipped"`
-	Missing   int64        `json:"missing"`
-	NamesOnly int64        `json:"namesOnly"`
-	Recent    []LeafImages `json:"recent"`
+	Leaves    int64 `json:"leaves"`
+	Attached  int64 `json:"attached"`
+	Skipped   int64 `json:"skipped"`
+	Missing   int64 `json:"missing"`
+	NamesOnly int64 `json:"namesOnly"`
+	// Descriptions of the stored images leaves named: Described have one;
+	// DescribeFailed were shown to the model, which wrote none;
+	// DescribePending were not shown to a model that can see them (a
+	// text-only or offline compactor, a skipped image) and wait for a leaf
+	// whose model can.
+	Described       int64        `json:"described"`
+	DescribeFailed  int64        `json:"describeFailed"`
+	DescribePending int64        `json:"describePending"`
+	Recent          []LeafImages `json:"recent"`
 }
 
 // LeafImages is one leaf's images: named in its source, attached to the
@@ -81,4 +89,8 @@ type LeafImages struct {
 	Missing     int   `json:"missing"`
 	AlreadySeen int   `json:"alreadySeen"`
 	NamesOnly   bool  `json:"namesOnly"`
+	// Descriptions, as Images counts them.
+	Described       int `json:"described"`
+	DescribeFailed  int `json:"describeFailed"`
+	DescribePending int `json:"describePending"`
 }
