@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -39,6 +41,14 @@ type Poller struct {
 	Failed       atomic.Int64 // invocations that failed as a whole
 	ItemFailures atomic.Int64 // messages reported in batchItemFailures
 	Deleted      atomic.Int64
+
+	// Duplicates, while set, makes the deliveries of a standard queue at
+	// their worst: each batch is handed to the function in reverse order,
+	// and a copy of each of its messages is sent to the queue again, to
+	// arrive up to 3 s later among newer messages (or while the original
+	// is still being built, to another execution environment).
+	Duplicates atomic.Bool
+	Duplicated atomic.Int64 // copies sent
 }
 
 // Run polls until ctx ends.
@@ -83,6 +93,10 @@ func (p *Poller) poll(ctx context.Context) {
 }
 
 func (p *Poller) handle(ctx context.Context, msgs []sqstypes.Message) {
+	if p.Duplicates.Load() {
+		slices.Reverse(msgs)
+		p.duplicate(ctx, msgs)
+	}
 	ev := events.SQSEvent{Records: make([]events.SQSMessage, len(msgs))}
 	byID := map[string]sqstypes.Message{}
 	for i, m := range msgs {
@@ -137,6 +151,20 @@ func (p *Poller) handle(ctx context.Context, msgs []sqstypes.Message) {
 	p.Deleted.Add(int64(len(res.Successful)))
 	for _, f := range res.Failed {
 		p.Log.Warn("event source: deleting a processed message", "code", aws.ToString(f.Code), "message", aws.ToString(f.Message))
+	}
+}
+
+// duplicate sends a copy of each message to the queue, each delayed by 0
+// to 3 s.
+func (p *Poller) duplicate(ctx context.Context, msgs []sqstypes.Message) {
+	for _, m := range msgs {
+		_, err := p.Client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(p.QueueURL), MessageBody: m.Body,
+			DelaySeconds: rand.Int32N(4), MessageAttributes: m.MessageAttributes})
+		if err != nil {
+			p.Log.Warn("event source: duplicating a message", "err", err)
+			continue
+		}
+		p.Duplicated.Add(1)
 	}
 }
 
