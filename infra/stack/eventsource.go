@@ -44,11 +44,13 @@ type Poller struct {
 
 	// Duplicates, while set, makes the deliveries of a standard queue at
 	// their worst: each batch is handed to the function in reverse order,
-	// and a copy of each of its messages is sent to the queue again, to
-	// arrive up to 3 s later among newer messages (or while the original
-	// is still being built, to another execution environment).
+	// and the first time a message is received a copy of it is sent to the
+	// queue, to arrive up to 3 s later among newer messages (or while the
+	// original is still being built, to another execution environment).
 	Duplicates atomic.Bool
 	Duplicated atomic.Int64 // copies sent
+
+	seen sync.Map // message ids received while Duplicates was set, and the copies'
 }
 
 // Run polls until ctx ends.
@@ -154,16 +156,20 @@ func (p *Poller) handle(ctx context.Context, msgs []sqstypes.Message) {
 	}
 }
 
-// duplicate sends a copy of each message to the queue, each delayed by 0
-// to 3 s.
+// duplicate sends a copy of each message received for the first time to
+// the queue, each delayed by 0 to 3 s. A copy is not copied again.
 func (p *Poller) duplicate(ctx context.Context, msgs []sqstypes.Message) {
 	for _, m := range msgs {
-		_, err := p.Client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(p.QueueURL), MessageBody: m.Body,
+		if _, again := p.seen.LoadOrStore(aws.ToString(m.MessageId), true); again {
+			continue
+		}
+		out, err := p.Client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(p.QueueURL), MessageBody: m.Body,
 			DelaySeconds: rand.Int32N(4), MessageAttributes: m.MessageAttributes})
 		if err != nil {
 			p.Log.Warn("event source: duplicating a message", "err", err)
 			continue
 		}
+		p.seen.Store(aws.ToString(out.MessageId), true)
 		p.Duplicated.Add(1)
 	}
 }
