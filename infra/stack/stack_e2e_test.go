@@ -215,7 +215,6 @@ func pngBase64(t testing.TB, shade uint8) string {
 }
 
 func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
-	t.Parallel() // with the other stack's test: each waits mostly on its functions
 	s := startStack(t, stack.Options{})
 	anon := api{t: t, base: s.URL}
 	host := api{t: t, base: s.URL, token: s.DevToken}
@@ -455,7 +454,6 @@ func post(url, token string, body []byte) (int, []byte, time.Duration, error) {
 }
 
 func TestWithTokensTheStackDeploysTheTemplatesBearerTokenFallback(t *testing.T) {
-	t.Parallel()
 	s := startStack(t, stack.Options{Tokens: "secret-a=tenant-a"})
 	if s.Issuer != nil || s.DevToken != "" || len(s.Template.Authorizers) != 0 {
 		t.Fatal("a stack with tokens has a JWT authorizer")
