@@ -157,7 +157,9 @@ func (p *Poller) handle(ctx context.Context, msgs []sqstypes.Message) {
 }
 
 // duplicate sends a copy of each message received for the first time to
-// the queue, each delayed by 0 to 3 s. A copy is not copied again.
+// the queue, each delayed by 0 to 3 s. A copy is not copied again (unless
+// it is received before its SendMessage has answered), so the copies
+// number the messages, not a storm.
 func (p *Poller) duplicate(ctx context.Context, msgs []sqstypes.Message) {
 	for _, m := range msgs {
 		if _, again := p.seen.LoadOrStore(aws.ToString(m.MessageId), true); again {
