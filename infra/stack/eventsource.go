@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -39,6 +41,16 @@ type Poller struct {
 	Failed       atomic.Int64 // invocations that failed as a whole
 	ItemFailures atomic.Int64 // messages reported in batchItemFailures
 	Deleted      atomic.Int64
+
+	// Duplicates, while set, makes the deliveries of a standard queue at
+	// their worst: each batch is handed to the function in reverse order,
+	// and the first time a message is received a copy of it is sent to the
+	// queue, to arrive up to 3 s later among newer messages (or while the
+	// original is still being built, to another execution environment).
+	Duplicates atomic.Bool
+	Duplicated atomic.Int64 // copies sent
+
+	seen sync.Map // message ids received while Duplicates was set, and the copies'
 }
 
 // Run polls until ctx ends.
@@ -83,6 +95,10 @@ func (p *Poller) poll(ctx context.Context) {
 }
 
 func (p *Poller) handle(ctx context.Context, msgs []sqstypes.Message) {
+	if p.Duplicates.Load() {
+		slices.Reverse(msgs)
+		p.duplicate(ctx, msgs)
+	}
 	ev := events.SQSEvent{Records: make([]events.SQSMessage, len(msgs))}
 	byID := map[string]sqstypes.Message{}
 	for i, m := range msgs {
@@ -137,6 +153,26 @@ func (p *Poller) handle(ctx context.Context, msgs []sqstypes.Message) {
 	p.Deleted.Add(int64(len(res.Successful)))
 	for _, f := range res.Failed {
 		p.Log.Warn("event source: deleting a processed message", "code", aws.ToString(f.Code), "message", aws.ToString(f.Message))
+	}
+}
+
+// duplicate sends a copy of each message received for the first time to
+// the queue, each delayed by 0 to 3 s. A copy is not copied again (unless
+// it is received before its SendMessage has answered), so the copies
+// number the messages, not a storm.
+func (p *Poller) duplicate(ctx context.Context, msgs []sqstypes.Message) {
+	for _, m := range msgs {
+		if _, again := p.seen.LoadOrStore(aws.ToString(m.MessageId), true); again {
+			continue
+		}
+		out, err := p.Client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(p.QueueURL), MessageBody: m.Body,
+			DelaySeconds: rand.Int32N(4), MessageAttributes: m.MessageAttributes})
+		if err != nil {
+			p.Log.Warn("event source: duplicating a message", "err", err)
+			continue
+		}
+		p.seen.Store(aws.ToString(out.MessageId), true)
+		p.Duplicated.Add(1)
 	}
 }
 

@@ -336,21 +336,7 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 		}
 		host.built("turn", 3, 60*time.Second)
 
-		requests := map[string]any{
-			"pi": map[string]any{"systemPrompt": "be brief", "messages": []any{
-				map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": userRef}}, "timestamp": 1},
-				map[string]any{"role": "toolResult", "toolCallId": "c1", "toolName": "screenshot", "content": []any{map[string]any{"type": "text", "text": ref}}, "isError": false, "timestamp": 2},
-			}},
-			"anthropic": map[string]any{"model": "claude-x", "max_tokens": 64, "messages": []any{
-				map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": userRef}, map[string]any{"type": "text", "text": ref}}},
-			}},
-			"bedrock": map[string]any{"modelId": "m", "messages": []any{
-				map[string]any{"role": "user", "content": []any{map[string]any{"text": userRef}, map[string]any{"text": ref}}},
-			}},
-			"openai": map[string]any{"model": "gpt-x", "messages": []any{
-				map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": userRef}, map[string]any{"type": "text", "text": ref}}},
-			}},
-		}
+		requests := restoreRequests(userRef, ref)
 		for format, req := range requests {
 			var got struct {
 				Request    json.RawMessage   `json:"request"`
@@ -425,6 +411,27 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 			t.Errorf("an unknown path: %d %s", status, raw)
 		}
 	})
+}
+
+// restoreRequests are a before-request body in each format, each ref alone
+// in a text block where an image may go: userRef in a user message, ref in
+// pi's tool result and in the same user message for the other formats.
+func restoreRequests(userRef, ref string) map[string]any {
+	return map[string]any{
+		"pi": map[string]any{"systemPrompt": "be brief", "messages": []any{
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": userRef}}, "timestamp": 1},
+			map[string]any{"role": "toolResult", "toolCallId": "c1", "toolName": "screenshot", "content": []any{map[string]any{"type": "text", "text": ref}}, "isError": false, "timestamp": 2},
+		}},
+		"anthropic": map[string]any{"model": "claude-x", "max_tokens": 64, "messages": []any{
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": userRef}, map[string]any{"type": "text", "text": ref}}},
+		}},
+		"bedrock": map[string]any{"modelId": "m", "messages": []any{
+			map[string]any{"role": "user", "content": []any{map[string]any{"text": userRef}, map[string]any{"text": ref}}},
+		}},
+		"openai": map[string]any{"model": "gpt-x", "messages": []any{
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": userRef}, map[string]any{"type": "text", "text": ref}}},
+		}},
+	}
 }
 
 // post sends body as JSON with token and returns the status, the answer

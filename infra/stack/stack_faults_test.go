@@ -3,15 +3,22 @@
 package stack_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/durachat/durachat/infra/stack"
 	"github.com/durachat/durachat/shared/aws/awslocal"
@@ -26,14 +33,19 @@ const FaultRunsEnv = "DURACHAT_FAULT_RUNS"
 // one chat, a fault injected while it runs, and the wait until the chat's
 // tree is complete again.
 type faultRun struct {
-	name    string
-	inject  func(s *stack.Stack) (clear func())
+	name string
+	// inject starts the fault; ref is the run's stored image, when it
+	// has one.
+	inject  func(t *testing.T, s *stack.Stack, ref string) (clear func())
 	hold    time.Duration // how long the fault stays
 	writers int
 	each    int
 	// image, when set, makes every message name an image stored before
 	// the fault, so that its leaf's build reads it from S3.
 	image bool
+	// after, when set, checks what the fault left once the chat has
+	// converged.
+	after func(t *testing.T, s *stack.Stack)
 }
 
 // faultReport is what the docs record of a run.
@@ -54,10 +66,11 @@ func TestFaultRunsOnTheDeployedShape(t *testing.T) {
 	// 720 s in the template, 20 s here so that the run converges in minutes.
 	s := startStack(t, stack.Options{Visibility: 20 * time.Second})
 	compact := s.Functions["CompactFunction"]
+	poison := &poisonRun{}
 	runs := []faultRun{
 		{
 			name: "TheCompactFunctionKilledMidBatchLosesNothing",
-			inject: func(s *stack.Stack) func() {
+			inject: func(_ *testing.T, s *stack.Stack, _ string) func() {
 				stop := make(chan struct{})
 				done := make(chan struct{})
 				go func() {
@@ -79,19 +92,43 @@ func TestFaultRunsOnTheDeployedShape(t *testing.T) {
 		},
 		{
 			name: "S3UnavailableFor30SecondsLosesNothing",
-			inject: func(s *stack.Stack) func() {
-				s.S3.Faults.Set(stack.Always(awslocal.S3Error(http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate.")))
+			inject: func(_ *testing.T, s *stack.Stack, _ string) func() {
+				s.S3.Faults.Set(stack.Always(s3Down))
 				return s.S3.Faults.Clear
 			},
 			hold: 30 * time.Second, writers: 4, each: 50, image: true,
 		},
 		{
 			name: "DynamoDBThrottlingLosesNothing",
-			inject: func(s *stack.Stack) func() {
+			inject: func(_ *testing.T, s *stack.Stack, _ string) func() {
 				s.DynamoDB.Faults.Set(stack.Sometimes(0.3, awslocal.DynamoDBError(http.StatusBadRequest, "ThrottlingException", "Rate of requests exceeds the allowed throughput.")))
 				return s.DynamoDB.Faults.Clear
 			},
 			hold: 30 * time.Second, writers: 8, each: 25,
+		},
+		{
+			name: "DuplicateAndOutOfOrderDeliveriesLoseNothing",
+			inject: func(t *testing.T, s *stack.Stack, _ string) func() {
+				p := s.Pollers[0]
+				p.Duplicated.Store(0)
+				p.Duplicates.Store(true)
+				return func() {
+					p.Duplicates.Store(false)
+					t.Logf("%d build messages delivered twice, every batch in reverse order", p.Duplicated.Load())
+				}
+			},
+			hold: 30 * time.Second, writers: 4, each: 50,
+		},
+		{
+			name:   "APoisonBuildMessageReachesTheDeadLetterQueue",
+			inject: poison.inject,
+			after:  poison.after,
+			hold:   30 * time.Second, writers: 4, each: 50,
+		},
+		{
+			name:   "ARestoreWhileS3IsDownKeepsRefsAsText",
+			inject: restoreDuringS3Outage,
+			hold:   30 * time.Second, writers: 4, each: 50, image: true,
 		},
 	}
 	for _, run := range runs {
@@ -155,7 +192,7 @@ func runFault(t *testing.T, s *stack.Stack, run faultRun) faultReport {
 	for _, b := range []*stack.Backend{s.S3, s.DynamoDB, s.SQS} {
 		b.Faults.Injected.Store(0)
 	}
-	clear := run.inject(s)
+	clear := run.inject(t, s, ref)
 	time.Sleep(run.hold)
 	clear()
 	cleared := time.Now()
@@ -197,6 +234,9 @@ func runFault(t *testing.T, s *stack.Stack, run faultRun) faultReport {
 	rep.itemRetries = poller.ItemFailures.Load() - itemsBefore
 	// The tree is complete: the view covers every entry.
 	host.built(chat, rep.logged, time.Minute)
+	if run.after != nil {
+		run.after(t, s)
+	}
 	return rep
 }
 
@@ -222,4 +262,177 @@ func appendUntil(url, token string, body []byte, deadline time.Time) (retried, e
 		retried++
 		time.Sleep(min(max(retryAfter, 200*time.Millisecond), 2*time.Second))
 	}
+}
+
+// s3Down is S3's answer when it sheds load.
+var s3Down = awslocal.S3Error(http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate.")
+
+// restoreDuringS3Outage makes S3 unavailable and restores a request naming
+// the run's image in each format every second while it is: each must be a
+// 200 that keeps the ref as text and names it unrestored, "unavailable".
+// Once S3 is back the same request restores the image.
+func restoreDuringS3Outage(t *testing.T, s *stack.Stack, ref string) func() {
+	s.S3.Faults.Set(stack.Always(s3Down))
+	name := strings.TrimSuffix(strings.TrimPrefix(ref, "[image "), "]")
+	host := api{t: t, base: s.URL, token: s.DevToken}
+	stop, done := make(chan struct{}), make(chan struct{})
+	var restores atomic.Int64
+	restore := func(format string, req any) (restored []string, unrestored []struct{ Name, Reason string }, err error) {
+		status, raw := host.do(http.MethodPost, "/v1/chats/restore-outage/hooks/before-request", map[string]any{"format": format, "request": req})
+		if status != http.StatusOK {
+			return nil, nil, fmt.Errorf("%s: %d %s", format, status, raw)
+		}
+		var got struct {
+			Request    json.RawMessage `json:"request"`
+			Restored   []string        `json:"restored"`
+			Unrestored []struct{ Name, Reason string }
+		}
+		if err := json.Unmarshal(raw, &got); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", format, err)
+		}
+		if len(got.Restored) == 0 && !strings.Contains(string(got.Request), ref) {
+			return nil, nil, fmt.Errorf("%s: the ref left unrestored is not in the request as text: %s", format, got.Request)
+		}
+		return got.Restored, got.Unrestored, nil
+	}
+	go func() {
+		defer close(done)
+		for {
+			for format, req := range restoreRequests(ref, ref) {
+				restored, unrestored, err := restore(format, req)
+				if err != nil {
+					t.Error(err)
+					continue
+				}
+				if len(restored) != 0 || len(unrestored) != 1 || unrestored[0].Name != name || unrestored[0].Reason != "unavailable" {
+					t.Errorf("%s while S3 is down: restored %v, unrestored %+v; want %s unrestored, unavailable", format, restored, unrestored, name)
+				}
+				restores.Add(1)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+		s.S3.Faults.Clear()
+		t.Logf("%d restores while S3 was down: each a 200 with the ref kept as text", restores.Load())
+		for format, req := range restoreRequests(ref, ref) {
+			restored, unrestored, err := restore(format, req)
+			if err != nil || !slices.Equal(restored, []string{name}) || len(unrestored) != 0 {
+				t.Errorf("%s once S3 is back: restored %v, unrestored %+v, %v", format, restored, unrestored, err)
+			}
+		}
+	}
+}
+
+// poisonReceives is the redrive policy's maxReceiveCount during the poison
+// run: the template's 1000 receives take 2.8 hours of 10 s retries.
+const poisonReceives = 10
+
+// poisonRun sends a build message no build can succeed on (its chat's key
+// is longer than DynamoDB takes, so every read of its state is refused)
+// and follows it to the dead-letter queue, where the template's alarm on
+// that queue must see it.
+type poisonRun struct {
+	body      string
+	sent      time.Time
+	before    float64 // the alarm's metric before the poison
+	alarm     stack.AlarmDef
+	dlq, from string // the queues' URLs
+}
+
+func (p *poisonRun) inject(t *testing.T, s *stack.Stack, _ string) func() {
+	p.dlq, p.from = s.Queues["BuildDeadLetterQueue"], s.Queues["BuildQueue"]
+	p.alarm = dlqAlarm(t, s)
+	p.before = p.metric(t, s)
+	if breach, err := p.alarm.Breaches(p.before); err != nil || breach {
+		t.Fatalf("the DLQ's alarm before the poison: metric %v, breaching %v, %v", p.before, breach, err)
+	}
+	p.redrive(t, s, poisonReceives)
+	body, _ := json.Marshal(map[string]any{"tenant": "local", "chat": strings.Repeat("p", 2100), "l": 0, "i": 0})
+	p.body = string(body)
+	if _, err := s.SQSClient.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(p.from), MessageBody: aws.String(p.body)}); err != nil {
+		t.Fatal(err)
+	}
+	p.sent = time.Now()
+	return func() {}
+}
+
+// after waits for the poison in the dead-letter queue, evaluates the
+// alarm's condition on the queue's metric, and puts the template's
+// redrive policy back.
+func (p *poisonRun) after(t *testing.T, s *stack.Stack) {
+	defer p.redrive(t, s, s.Template.Queues["BuildQueue"].MaxReceiveCount)
+	deadline := time.Now().Add(5 * time.Minute)
+	var value float64
+	for value = p.metric(t, s); value == 0; value = p.metric(t, s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the poison message is not in the DLQ %s after it was sent", time.Since(p.sent).Round(time.Second))
+		}
+		time.Sleep(time.Second)
+	}
+	moved := time.Since(p.sent)
+	breach, err := p.alarm.Breaches(value)
+	if err != nil || !breach {
+		t.Errorf("the DLQ's alarm: metric %v, breaching %v, %v; want breaching", value, breach, err)
+	}
+	out, err := s.SQSClient.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(p.dlq), MaxNumberOfMessages: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Messages) != 1 || aws.ToString(out.Messages[0].Body) != p.body {
+		t.Fatalf("the DLQ holds %d messages, want the poison alone", len(out.Messages))
+	}
+	m := out.Messages[0]
+	t.Logf("the poison reached the DLQ %s after it was sent (maxReceiveCount %d); the %s %s of the DLQ went from %v to %v: %s %v breaches",
+		moved.Round(time.Second), poisonReceives, p.alarm.Statistic, p.alarm.MetricName, p.before, value, p.alarm.ComparisonOperator, p.alarm.Threshold)
+	if _, err := s.SQSClient.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(p.dlq), ReceiptHandle: m.ReceiptHandle}); err != nil {
+		t.Error(err)
+	}
+}
+
+// metric is the alarm's metric of the DLQ: SQS publishes
+// ApproximateNumberOfMessagesVisible from the queue's
+// ApproximateNumberOfMessages.
+func (p *poisonRun) metric(t *testing.T, s *stack.Stack) float64 {
+	if p.alarm.MetricName != "ApproximateNumberOfMessagesVisible" {
+		t.Fatalf("the DLQ's alarm watches %s, which the stack does not read", p.alarm.MetricName)
+	}
+	out, err := s.SQSClient.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(p.dlq),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := strconv.ParseFloat(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// redrive sets the build queue's maxReceiveCount.
+func (p *poisonRun) redrive(t *testing.T, s *stack.Stack, receives int) {
+	arn := stack.QueueARN(stack.StackName + "-BuildDeadLetterQueue")
+	_, err := s.SQSClient.SetQueueAttributes(context.Background(), &sqs.SetQueueAttributesInput{QueueUrl: aws.String(p.from),
+		Attributes: map[string]string{"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":%d}`, arn, receives)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dlqAlarm is the template's alarm on the build queue's dead-letter queue.
+func dlqAlarm(t *testing.T, s *stack.Stack) stack.AlarmDef {
+	name := stack.StackName + "-BuildDeadLetterQueue"
+	for _, a := range s.Template.Alarms {
+		if a.Namespace == "AWS/SQS" && a.Dimensions["QueueName"] == name {
+			return a
+		}
+	}
+	t.Fatalf("the template has no alarm on the queue %s", name)
+	return stack.AlarmDef{}
 }

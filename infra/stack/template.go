@@ -24,6 +24,7 @@ type Template struct {
 	Queues       map[string]QueueDef // by logical id
 	Tables       map[string]TableDef // by logical id
 	Buckets      []string            // logical ids
+	Alarms       map[string]AlarmDef // by logical id
 }
 
 // FunctionDef is an AWS::Serverless::Function.
@@ -74,6 +75,32 @@ type QueueDef struct {
 	RetentionPeriod   int // seconds
 	DeadLetterQueue   string
 	MaxReceiveCount   int
+}
+
+// AlarmDef is an AWS::CloudWatch::Alarm on one metric.
+type AlarmDef struct {
+	Namespace, MetricName string
+	Dimensions            map[string]string // name -> value, as resolved
+	Statistic             string
+	Threshold             float64
+	ComparisonOperator    string
+}
+
+// Breaches reports whether a datapoint of value breaches the alarm's
+// threshold: the condition under which CloudWatch sets it to ALARM (for
+// the alarm's evaluation periods).
+func (a AlarmDef) Breaches(value float64) (bool, error) {
+	switch a.ComparisonOperator {
+	case "GreaterThanThreshold":
+		return value > a.Threshold, nil
+	case "GreaterThanOrEqualToThreshold":
+		return value >= a.Threshold, nil
+	case "LessThanThreshold":
+		return value < a.Threshold, nil
+	case "LessThanOrEqualToThreshold":
+		return value <= a.Threshold, nil
+	}
+	return false, fmt.Errorf("comparison %q is not emulated", a.ComparisonOperator)
 }
 
 // TableDef is an AWS::DynamoDB::Table.
@@ -137,6 +164,7 @@ func parseTemplate(doc []byte) (*Template, error) {
 		Authorizers:  map[string]Authorizer{},
 		Queues:       map[string]QueueDef{},
 		Tables:       map[string]TableDef{},
+		Alarms:       map[string]AlarmDef{},
 	}
 	names := make([]string, 0, len(raw.Resources))
 	for name := range raw.Resources {
@@ -267,6 +295,23 @@ func (t *Template) add(name, typ string, props json.RawMessage) error {
 		t.Tables[name] = TableDef{Attributes: p.AttributeDefinitions, Keys: p.KeySchema}
 	case "AWS::S3::Bucket":
 		t.Buckets = append(t.Buckets, name)
+	case "AWS::CloudWatch::Alarm":
+		var p struct {
+			Namespace, MetricName string
+			Dimensions            []struct{ Name, Value string }
+			Statistic             string
+			Threshold             float64
+			ComparisonOperator    string
+		}
+		if err := json.Unmarshal(props, &p); err != nil {
+			return err
+		}
+		a := AlarmDef{Namespace: p.Namespace, MetricName: p.MetricName, Dimensions: map[string]string{},
+			Statistic: p.Statistic, Threshold: p.Threshold, ComparisonOperator: p.ComparisonOperator}
+		for _, d := range p.Dimensions {
+			a.Dimensions[d.Name] = d.Value
+		}
+		t.Alarms[name] = a
 	}
 	return nil
 }

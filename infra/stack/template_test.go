@@ -35,6 +35,10 @@ func TestTheTemplateIsReadWithTheDeploymentsNamesAndParameters(t *testing.T) {
 	if q := tpl.Queues["BuildQueue"]; q.VisibilityTimeout != 720 || q.DeadLetterQueue != "BuildDeadLetterQueue" || q.MaxReceiveCount != 1000 {
 		t.Errorf("queue %+v", q)
 	}
+	if a := tpl.Alarms["DeadLetterAlarm"]; a.Namespace != "AWS/SQS" || a.MetricName != "ApproximateNumberOfMessagesVisible" ||
+		a.Dimensions["QueueName"] != "GetAtt:BuildDeadLetterQueue.QueueName" || a.Threshold != 0 || a.ComparisonOperator != "GreaterThanThreshold" {
+		t.Errorf("the DLQ's alarm %+v", a)
+	}
 
 	tpl, err = ReadTemplate("../../template.yaml", map[string]string{"ApiTokens": "x=y"}, phys)
 	if err != nil {
@@ -51,5 +55,30 @@ func TestTheTemplateIsReadWithTheDeploymentsNamesAndParameters(t *testing.T) {
 	targets, err := BuildTargets("../../Makefile")
 	if err != nil || targets["CompactFunction"] != "./functions/compact" || len(targets) != 4 {
 		t.Errorf("targets %v %v", targets, err)
+	}
+}
+
+func TestAnAlarmBreachesOnItsComparisonWithItsThreshold(t *testing.T) {
+	for _, c := range []struct {
+		op     string
+		value  float64
+		breach bool
+	}{
+		{"GreaterThanThreshold", 0, false},
+		{"GreaterThanThreshold", 1, true},
+		{"GreaterThanOrEqualToThreshold", 0, true},
+		{"GreaterThanOrEqualToThreshold", -1, false},
+		{"LessThanThreshold", -1, true},
+		{"LessThanThreshold", 0, false},
+		{"LessThanOrEqualToThreshold", 0, true},
+		{"LessThanOrEqualToThreshold", 1, false},
+	} {
+		got, err := AlarmDef{Threshold: 0, ComparisonOperator: c.op}.Breaches(c.value)
+		if err != nil || got != c.breach {
+			t.Errorf("%s 0 with %v: %v %v, want %v", c.op, c.value, got, err, c.breach)
+		}
+	}
+	if _, err := (AlarmDef{ComparisonOperator: "LessThanLowerThreshold"}).Breaches(0); err == nil {
+		t.Error("an anomaly band comparison is not emulated, and must say so")
 	}
 }
