@@ -35,8 +35,8 @@ type Function struct {
 	Log    *slog.Logger
 	// AWS is the SDK configuration the function's stores are built from.
 	AWS aws.Config
-	// Stores has the bucket's Blobs and Linker; a main adds what else it
-	// uses before serving.
+	// Stores has the bucket's Blobs, Linker, Uploader and Staging; a main
+	// adds what else it uses before serving.
 	Stores app.Stores
 }
 
@@ -62,6 +62,7 @@ func Init(p config.Program) Function {
 	if cfg.Bucket != "" {
 		b := s3blobs.New(s3.NewFromConfig(ac), cfg.Bucket)
 		f.Stores.Blobs, f.Stores.Linker = b, b
+		f.Stores.Uploader, f.Stores.Staging = b, b
 	}
 	return f
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/durachat/durachat/shared/compactor"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/hooks"
-	"github.com/durachat/durachat/shared/images"
 )
 
 // Server timeouts. The longest request is a view wait, bounded well under
@@ -48,10 +47,12 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 	stores := data.Stores
 
 	// Every route of every function, as the Lambda functions register them.
-	imgs := images.New(stores.Blobs)
+	imgs := stores.Images()
+	uploads := hooks.NewUploads(imgs, stores.Uploader)
 	routes := []api.Routes{
 		hooks.NewRestore(imgs, stores.Linker), // functions/restore
 		hooks.NewOffload(imgs),                // functions/offload
+		uploads,                               // functions/offload
 	}
 	compactor, err := compactor.Open(ctx, cfg)
 	if err != nil {
@@ -63,7 +64,7 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 	}
 	routes = append(routes, mem.Routes()...) // functions/memory
 
-	h, err := app.Handler(logger, Auth(cfg), stores, routes, data.LinkRoutes())
+	h, err := app.Handler(logger, Auth(cfg), stores, routes, data.LinkRoutes(), data.UploadRoutes(uploads.Accept))
 	if err != nil {
 		return err
 	}
