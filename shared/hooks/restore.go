@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"image"
 	"net/http"
 	"sync"
@@ -60,6 +61,12 @@ type Restore struct {
 	Parallel    int           // reads at once; 0 is DefaultParallel
 	ReadTimeout time.Duration // 0 is DefaultReadTimeout
 	LinkTTL     time.Duration // 0 is DefaultLinkTTL
+	// AnswerLimit, when set, bounds every answer, as Lambda bounds a
+	// response (ResponseLimit): a budgetBytes that would not fit is
+	// clamped to what does, and the images past it stay as links or refs
+	// as the budget rule says. 0 (the local server) takes budgetBytes as
+	// asked.
+	AnswerLimit int64
 }
 
 // NewRestore returns a Restore reading imgs and linking with linker (may be nil).
@@ -120,6 +127,14 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 	if body.Request.IsNull() {
 		return api.BadRequest("request", "request is required: the provider request body")
 	}
+	if rs.AnswerLimit > 0 {
+		room := rs.AnswerLimit - answerSize(body.Request)
+		if room < 0 {
+			return &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Field: "request",
+				Message: fmt.Sprintf("the request alone would make an answer over the %d bytes this deployment can send; send fewer messages, or upload images and send their refs", rs.AnswerLimit)}
+		}
+		budget = min(budget, room)
+	}
 	answer, err := rs.restore(r.Context(), tenant, f, body.Request, body.Mode, budget)
 	if err != nil {
 		return err
@@ -129,21 +144,23 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 
 // defaultBudget is the inline budget of a request that names none: at most
 // DefaultBudget, and never more than leaves the answer, request included,
-// under Lambda's response limit. The answer travels inside the Lambda
-// response as a JSON string, where every quote and backslash of the request
-// gains one byte and every <, > and & (escaped as \u003c) five; base64
-// gains nothing.
+// under Lambda's response limit.
 func defaultBudget(req rawjson.Value) int64 {
+	return max(0, min(DefaultBudget, ResponseLimit-answerSize(req)))
+}
+
+// answerSize is what req takes of a Lambda response: the answer travels
+// inside it as a JSON string (lambdahttp encodes it without HTML escaping),
+// where every quote and backslash of the request gains one byte; base64
+// gains nothing.
+func answerSize(req rawjson.Value) int64 {
 	n := int64(len(req))
 	for _, c := range req {
-		switch c {
-		case '"', '\\':
+		if c == '"' || c == '\\' {
 			n++
-		case '<', '>', '&':
-			n += 5
 		}
 	}
-	return max(0, min(DefaultBudget, ResponseLimit-n))
+	return n
 }
 
 // fetched is what restore learned about one image.

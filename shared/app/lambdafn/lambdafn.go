@@ -13,7 +13,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -74,7 +73,7 @@ func (f Function) StartHTTP(routes ...api.Routes) {
 	if err != nil {
 		fatal(f.Log, "handler", err)
 	}
-	lambda.Start(lambdahttp.New(h).Invoke)
+	lambdahttp.New(h).Start()
 }
 
 // Fatal logs that the function cannot start and exits.
