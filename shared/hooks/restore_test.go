@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"io"
