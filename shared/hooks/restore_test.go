@@ -478,7 +478,7 @@ func TestDefaultBudgetKeepsTheAnswerUnderLambdasLimit(t *testing.T) {
 		}
 		for _, tc := range []struct{ name, text string }{
 			{"plain text", strings.Repeat("a", 2_500_000)},
-			{"text that escapes", strings.Repeat("<", 500_000)},
+			{"text that escapes", strings.Repeat(`"`, 700_000)},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				content := list{textBlock(tc.text)}
