@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
@@ -34,6 +35,16 @@ const (
 func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready func(net.Addr)) error {
 	if err := CheckListen(cfg.Addr, len(cfg.Tokens) > 0); err != nil {
 		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
+	}
+	defer ln.Close()
+	// Links and upload targets name the port the server got when it asked
+	// for any (":0").
+	if strings.HasSuffix(cfg.PublicURL, ":0") {
+		cfg.PublicURL = "http://" + ln.Addr().String()
 	}
 	data, err := Open(cfg)
 	if err != nil {
@@ -69,10 +80,6 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 		return err
 	}
 
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
-	}
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,
