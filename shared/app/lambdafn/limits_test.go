@@ -119,6 +119,10 @@ type list = []any
 const nearLimit = 5_500_000
 
 func TestEachHTTPFunctionTakesARequestNear6MB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("6 MB requests: not in -short")
+	}
+	t.Parallel()
 	fns := functions(t)
 	img := noisyPNG(t, 1, 600, 600) // about 1.9 MB of base64: stored as it is
 	filler := func(n int) string { return strings.Repeat("the tool printed a long log line. ", n/34) }
@@ -147,6 +151,10 @@ func TestEachHTTPFunctionTakesARequestNear6MB(t *testing.T) {
 }
 
 func TestEachHTTPFunctionAnswersNear6MBWithinTheLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("6 MB answers: not in -short")
+	}
+	t.Parallel()
 	fns := functions(t)
 	// Five images of about 1.9 MB of base64 each: more than one answer holds.
 	var imgs []string
