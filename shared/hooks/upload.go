@@ -68,6 +68,9 @@ func (u *Uploads) create(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if u.Targets == nil {
+		return api.NotFound("direct uploads are not enabled here: this deployment has no image bucket")
+	}
 	ctx := r.Context()
 	_, err = u.Images.Head(ctx, tenant, req.Name)
 	switch {
