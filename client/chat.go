@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 
 	"github.com/durachat/durachat/shared/memory/status"
 )
@@ -43,9 +44,30 @@ func (ch *Chat) Append(ctx context.Context, receipt string, messages ...any) ([]
 	body := struct {
 		Messages []any  `json:"messages"`
 		Receipt  string `json:"receipt,omitempty"`
-	}{messages, receipt}
+	}{slices.Clone(messages), receipt}
 	if body.Messages == nil {
 		body.Messages = []any{}
+	}
+	// Past the client's body limit, the images of Message values are
+	// uploaded first and logged as refs (the caller's messages are not
+	// changed).
+	var contents []Content
+	for i, m := range body.Messages {
+		var msg Message
+		switch v := m.(type) {
+		case Message:
+			msg = v
+		case *Message:
+			msg = *v
+		default:
+			continue
+		}
+		msg.Content = slices.Clone(msg.Content)
+		body.Messages[i] = msg
+		contents = append(contents, msg.Content)
+	}
+	if _, err := ch.uploadIfOver(ctx, body, contents...); err != nil {
+		return nil, err
 	}
 	var out struct {
 		IDs []int64 `json:"ids"`

@@ -52,6 +52,8 @@ type Client struct {
 	http     *http.Client
 	attempts int
 	maxWait  time.Duration
+	// bodyLimit is the body size past which inline images are uploaded.
+	bodyLimit int
 }
 
 // Option configures a Client.
@@ -83,10 +85,11 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("client: base URL %q: want http(s)://host[/prefix]", baseURL)
 	}
 	c := &Client{
-		base:     strings.TrimSuffix(u.String(), "/"),
-		http:     http.DefaultClient,
-		attempts: DefaultAttempts,
-		maxWait:  DefaultMaxWait,
+		base:      strings.TrimSuffix(u.String(), "/"),
+		http:      http.DefaultClient,
+		attempts:  DefaultAttempts,
+		maxWait:   DefaultMaxWait,
+		bodyLimit: DefaultBodyLimit,
 	}
 	for _, o := range opts {
 		o(c)

@@ -154,3 +154,37 @@ func ExampleError() {
 	}
 	// Output: 400 bad_request chat
 }
+
+// An image too large for a request is uploaded first (straight to S3 in
+// AWS) and sent as its ref block. The hooks and Append do this by
+// themselves past the client's body limit (WithBodyLimit).
+func ExampleChat_Upload() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.New(os.Getenv("DURACHAT_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	chat := c.Chat("example-upload")
+	shot := screenshot(color.RGBA{R: 200, A: 255})
+	name, err := chat.Upload(ctx, shot)
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := chat.AfterTool(ctx, client.AfterToolInput{
+		Call:   client.Call{ID: "call-1", Name: "screenshot"},
+		Result: client.ToolResult{Content: client.Content{client.RefBlock(name)}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(r.Result.Content.Refs()[0] == name)
+	again, err := chat.UploadTarget(ctx, client.Describe(shot))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("stored:", again.Stored)
+	// Output:
+	// true
+	// stored: true
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 )
 
 // The hooks are idempotent (an image is stored once under its name), so a
@@ -55,12 +56,35 @@ type AfterToolResult struct {
 // AfterTool turns the images of a tool result into refs (POST
 // .../hooks/after-tool). Call it on each result before keeping, bounding or
 // logging it.
+//
+// When the body would pass the client's body limit (WithBodyLimit), the
+// result's images are uploaded first (Upload) and sent as refs; their
+// names are in Stored like those the hook stored.
 func (ch *Chat) AfterTool(ctx context.Context, in AfterToolInput) (*AfterToolResult, error) {
+	var uploaded []string
+	if !in.Call.Nested {
+		in.Result.Content = slices.Clone(in.Result.Content)
+		var err error
+		if uploaded, err = ch.uploadIfOver(ctx, in, in.Result.Content); err != nil {
+			return nil, err
+		}
+	}
 	var out AfterToolResult
 	if err := ch.c.call(ctx, call{method: http.MethodPost, path: ch.path("/hooks/after-tool"), body: in, retry: true}, &out); err != nil {
 		return nil, err
 	}
+	out.Stored = withNames(out.Stored, uploaded)
 	return &out, nil
+}
+
+// withNames adds the names stored missing, each once.
+func withNames(stored, names []string) []string {
+	for _, n := range names {
+		if !slices.Contains(stored, n) {
+			stored = append(stored, n)
+		}
+	}
+	return stored
 }
 
 // OffloadInputResult is offload-input's answer.
@@ -73,14 +97,22 @@ type OffloadInputResult struct {
 // OffloadInput turns the images of a user message into refs (POST
 // .../hooks/offload-input), for a host that keeps its own transcript: call
 // it before keeping or logging the message.
+// Past the client's body limit, its images are uploaded first, as for
+// AfterTool.
 func (ch *Chat) OffloadInput(ctx context.Context, msg Message) (*OffloadInputResult, error) {
 	var out OffloadInputResult
+	msg.Content = slices.Clone(msg.Content)
 	body := struct {
 		Message Message `json:"message"`
 	}{msg}
+	uploaded, err := ch.uploadIfOver(ctx, body, body.Message.Content)
+	if err != nil {
+		return nil, err
+	}
 	if err := ch.c.call(ctx, call{method: http.MethodPost, path: ch.path("/hooks/offload-input"), body: body, retry: true}, &out); err != nil {
 		return nil, err
 	}
+	out.Stored = withNames(out.Stored, uploaded)
 	return &out, nil
 }
 

@@ -452,13 +452,16 @@ var allowed = map[string]map[string][]string{
 	},
 	"OffloadFunction": {
 		"s3:ListBucket": {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
-		"s3:GetObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
-		"s3:PutObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
+		// Direct uploads: presigning PUTs of staged uploads, and claiming them.
+		"s3:GetObject":    {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*"},
+		"s3:PutObject":    {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*"},
+		"s3:DeleteObject": {"arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*"},
 	},
 	"MemoryFunction": {
 		"s3:ListBucket":    {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
-		"s3:GetObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
+		"s3:GetObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*"},
 		"s3:PutObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
+		"s3:DeleteObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*"}, // claiming a staged upload
 		"dynamodb:GetItem": {"GetAtt:Table.Arn"}, "dynamodb:PutItem": {"GetAtt:Table.Arn"},
 		"dynamodb:UpdateItem": {"GetAtt:Table.Arn"}, "dynamodb:Query": {"GetAtt:Table.Arn"},
 		"dynamodb:BatchGetItem": {"GetAtt:Table.Arn"},
@@ -728,6 +731,7 @@ var routes = map[string]routeAuth{
 	"BeforeRequestRoute": {"POST /v1/chats/{chat}/hooks/before-request", "RestoreIntegration", false},
 	"AfterToolRoute":     {"POST /v1/chats/{chat}/hooks/after-tool", "OffloadIntegration", false},
 	"OffloadInputRoute":  {"POST /v1/chats/{chat}/hooks/offload-input", "OffloadIntegration", false},
+	"UploadsRoute":       {"POST /v1/chats/{chat}/uploads", "OffloadIntegration", false},
 	"HealthRoute":        {"GET /healthz", "MemoryIntegration", true},
 	"DefaultRoute":       {"$default", "MemoryIntegration", false},
 }

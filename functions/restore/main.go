@@ -12,5 +12,7 @@ import (
 
 func main() {
 	f := lambdafn.Init(config.Restore)
-	f.StartHTTP(hooks.NewRestore(images.New(f.Stores.Blobs), f.Stores.Linker))
+	rs := hooks.NewRestore(images.New(f.Stores.Blobs), f.Stores.Linker)
+	rs.AnswerLimit = hooks.ResponseLimit // Lambda's response limit
+	f.StartHTTP(rs)
 }

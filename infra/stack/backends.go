@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
@@ -53,9 +55,12 @@ func serveBackend(name string, h http.Handler, stop func()) (*Backend, error) {
 }
 
 // StartS3 serves gofakes3 on memory, over plain HTTP (path-style
-// addressing).
+// addressing), behind awslocal.PresignedPuts: a host PUTs a direct upload
+// straight to it, as it would to S3, and the size, checksum and expiry the
+// offload function signed are enforced as S3 enforces them.
 func StartS3() (*Backend, error) {
-	return serveBackend("s3", gofakes3.New(s3mem.New()).Server(), nil)
+	creds := aws.Credentials{AccessKeyID: "local", SecretAccessKey: "local"}
+	return serveBackend("s3", awslocal.NewPresignedPuts(gofakes3.New(s3mem.New()).Server(), creds, Region), nil)
 }
 
 // StartNodeServer runs one of infra's Node servers (awslocal.SQS or

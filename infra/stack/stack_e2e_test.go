@@ -5,13 +5,16 @@ package stack_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"image"
 	"image/color"
 	"image/png"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,6 +26,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/infra/stack"
+	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/model/offline"
 )
 
@@ -289,6 +293,79 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 		host.ok(http.MethodPost, "/v1/chats/walk/tools/zoom", map[string]any{"id": 0, "n": 1}, &res)
 		if len(res.Content) != 1 || res.Content[0].Text != "user: "+originals[0] {
 			t.Fatalf("zoom id=0 n=1: %+v", res.Content)
+		}
+	})
+
+	t.Run("AnImageOver6MBIsUploadedStraightToS3AndClaimedByItsRef", func(t *testing.T) {
+		host := host
+		host.t = t
+		// Noise barely compresses: about 7 MB of PNG (opaque: 3 bytes a
+		// pixel), more than any Lambda invocation takes.
+		img := image.NewNRGBA(image.Rect(0, 0, 1800, 1300))
+		rng := rand.New(rand.NewPCG(1, 2))
+		for i := range img.Pix {
+			img.Pix[i] = uint8(rng.Uint32())
+		}
+		for i := 3; i < len(img.Pix); i += 4 {
+			img.Pix[i] = 255
+		}
+		var buf bytes.Buffer
+		if err := (&png.Encoder{CompressionLevel: png.NoCompression}).Encode(&buf, img); err != nil {
+			t.Fatal(err)
+		}
+		data := buf.Bytes()
+		if len(data) <= 6<<20 {
+			t.Fatalf("the image is only %d bytes", len(data))
+		}
+		sum := sha256.Sum256(data)
+		name := images.Name(base64.StdEncoding.EncodeToString(data))
+		var up struct {
+			Stored bool
+			Upload struct {
+				Method, URL string
+				Headers     map[string]string
+			}
+		}
+		host.ok(http.MethodPost, "/v1/chats/upload/uploads", map[string]any{"name": name, "size": len(data), "type": "image/png", "sha256": hex.EncodeToString(sum[:])}, &up)
+		if up.Stored || up.Upload.Method != http.MethodPut {
+			t.Fatalf("upload answer %+v", up)
+		}
+		req, err := http.NewRequest(up.Upload.Method, up.Upload.URL, bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range up.Upload.Headers {
+			if k != "Content-Length" {
+				req.Header.Set(k, v)
+			}
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("PUT to the presigned URL: %d", res.StatusCode)
+		}
+		ref := "[image " + name + "]"
+		host.ok(http.MethodPost, "/v1/chats/upload/hooks/after-tool", map[string]any{
+			"call":   map[string]any{"id": "c1", "name": "screenshot"},
+			"result": map[string]any{"content": []any{map[string]any{"type": "text", "text": ref}}},
+		}, nil)
+		host.ok(http.MethodPost, "/v1/chats/upload/messages", map[string]any{"messages": []any{
+			map[string]any{"role": "toolResult", "toolCallId": "c1", "toolName": "screenshot", "content": []any{map[string]any{"type": "text", "text": ref}}},
+		}}, nil)
+		var restored struct{ Restored []string }
+		host.ok(http.MethodPost, "/v1/chats/upload/hooks/before-request", map[string]any{"format": "pi", "request": map[string]any{
+			"messages": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": ref}}}},
+		}}, &restored)
+		if len(restored.Restored) != 1 || restored.Restored[0] != name {
+			t.Fatalf("restored %v, want [%s]", restored.Restored, name)
+		}
+		// Asked again, it is stored: nothing to upload.
+		host.ok(http.MethodPost, "/v1/chats/upload/uploads", map[string]any{"name": name, "size": len(data), "type": "image/png", "sha256": hex.EncodeToString(sum[:])}, &up)
+		if !up.Stored {
+			t.Fatal("a claimed upload is not reported stored")
 		}
 	})
 

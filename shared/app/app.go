@@ -14,6 +14,7 @@ import (
 	"net/http"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -25,6 +26,18 @@ type Stores struct {
 	Linker   store.Linker
 	Queue    store.Queue
 	Receiver store.Receiver
+	// Uploader makes direct upload targets; Staging holds what hosts
+	// uploaded until a ref claims it (S3's uploads/ prefix). The local
+	// server checks uploads as they arrive and has no Staging.
+	Uploader store.Uploader
+	Staging  images.Staging
+}
+
+// Images is the image store over s: Blobs, with Staging for uploads.
+func (s Stores) Images() *images.Store {
+	imgs := images.New(s.Blobs)
+	imgs.Staging = s.Staging
+	return imgs
 }
 
 // healthKey is read by health checks; nothing is ever stored under it. Its

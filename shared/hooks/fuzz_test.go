@@ -55,6 +55,14 @@ func (s *memImages) Description(ctx context.Context, tenant, name string) (strin
 	return `a "quoted" <tag> & \ backslash`, nil
 }
 
+// Claim claims stored images only: the fuzzed store has no uploads.
+func (s *memImages) Claim(ctx context.Context, tenant, name string) error {
+	if _, err := s.Get(ctx, tenant, name); err != nil {
+		return fmt.Errorf("%s: %w", name, images.ErrNotUploaded)
+	}
+	return nil
+}
+
 type fakeLinker struct{}
 
 func (fakeLinker) URL(_ context.Context, key string, _ time.Duration) (string, error) {

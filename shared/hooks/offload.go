@@ -29,11 +29,18 @@ var refLen = len(refs.Ref(strings.Repeat("0", refs.NameLen)))
 // result or a user message into the tenant's image store and puts ref blocks
 // in their place.
 type Offload struct {
-	Images images.Writer
+	Images ImageWriter
+}
+
+// ImageWriter is the image store offload writes to (images.Store): it
+// stores inline images and claims the images ref blocks name.
+type ImageWriter interface {
+	images.Writer
+	images.Claimer
 }
 
 // NewOffload returns an Offload writing to imgs.
-func NewOffload(imgs images.Writer) *Offload { return &Offload{Images: imgs} }
+func NewOffload(imgs ImageWriter) *Offload { return &Offload{Images: imgs} }
 
 // Register adds the offload routes to mux.
 func (o *Offload) Register(mux *http.ServeMux) {
@@ -106,6 +113,9 @@ func (o *Offload) afterTool(w http.ResponseWriter, r *http.Request) error {
 	}
 	maps, blocks, err := decodeContent(content, "result.content")
 	if err != nil {
+		return err
+	}
+	if err := o.claim(r.Context(), tenant, blocks, "result.content"); err != nil {
 		return err
 	}
 	if !hasImages(blocks) {
@@ -198,6 +208,9 @@ func (o *Offload) offloadInput(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := o.claim(r.Context(), tenant, blocks, "message.content"); err != nil {
+		return err
+	}
 	answer := offloadInputAnswer{Stored: []string{}, Inline: []InlineImage{}}
 	if hasImages(blocks) {
 		out, err := o.offload(r.Context(), tenant, maps, blocks, "message.content")
@@ -275,6 +288,31 @@ func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]r
 		}
 	}
 	return out, nil
+}
+
+// claim makes sure every ref block of blocks names a stored image: a host
+// that uploaded an image sends its ref block in place of its base64, and
+// the upload is checked and stored here (images.Store.Claim). A ref to no
+// image and no completed upload is a 400 naming its block.
+func (o *Offload) claim(ctx context.Context, tenant string, blocks []pi.Block, path string) error {
+	var names []string
+	var at []int
+	for i, b := range blocks {
+		if b.Type == pi.TypeText {
+			if name := refs.RefName(b.Text); name != "" {
+				names = append(names, name)
+				at = append(at, i)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	i, err := images.ClaimAll(ctx, o.Images, tenant, names)
+	if err != nil {
+		return refusal(index(path, at[i]), err)
+	}
+	return nil
 }
 
 func reasonOf(err error) string {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"image"
 	"net/http"
 	"sync"
@@ -80,6 +81,12 @@ type Restore struct {
 	Parallel     int           // reads at once; 0 is DefaultParallel
 	ReadTimeout  time.Duration // 0 is DefaultReadTimeout
 	LinkTTL      time.Duration // 0 is DefaultLinkTTL
+	// AnswerLimit, when set, bounds every answer, as Lambda bounds a
+	// response (ResponseLimit): a budgetBytes that would not fit is
+	// clamped to what does, and the images past it stay as links or refs
+	// as the budget rule says. 0 (the local server) takes budgetBytes as
+	// asked.
+	AnswerLimit int64
 }
 
 // NewRestore returns a Restore reading imgs and linking with linker (may be
@@ -148,7 +155,16 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 	if body.Request.IsNull() {
 		return api.BadRequest("request", "request is required: the provider request body")
 	}
-	answer, err := rs.restore(r.Context(), tenant, f, body.Request, body.Mode, budget, body.BudgetBytes == nil)
+	if rs.AnswerLimit > 0 {
+		room := rs.AnswerLimit - answerSize(body.Request)
+		if room < 0 {
+			return &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Field: "request",
+				Message: fmt.Sprintf("the request alone would make an answer over the %d bytes this deployment can send; send fewer messages, or upload images and send their refs", rs.AnswerLimit)}
+		}
+		budget = min(budget, room)
+	}
+	// A clamped budget, like a default one, keeps room for descriptions.
+	answer, err := rs.restore(r.Context(), tenant, f, body.Request, body.Mode, budget, body.BudgetBytes == nil || rs.AnswerLimit > 0)
 	if err != nil {
 		return err
 	}
@@ -157,23 +173,20 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 
 // defaultBudget is the inline budget of a request that names none: at most
 // DefaultBudget, and never more than leaves the answer, request included,
-// under Lambda's response limit. The answer travels inside the Lambda
-// response as a JSON string, where every quote and backslash of the request
-// gains one byte and every <, > and & (escaped as \u003c) five; base64
-// gains nothing.
+// under Lambda's response limit.
 func defaultBudget(req rawjson.Value) int64 {
-	return max(0, min(DefaultBudget, ResponseLimit-escapedSize(req)))
+	return max(0, min(DefaultBudget, ResponseLimit-answerSize(req)))
 }
 
-// escapedSize is the size of req inside the Lambda response.
-func escapedSize(req rawjson.Value) int64 {
+// answerSize is what req takes of a Lambda response: the answer travels
+// inside it as a JSON string (lambdahttp encodes it without HTML escaping),
+// where every quote and backslash of the request gains one byte; base64
+// gains nothing.
+func answerSize(req rawjson.Value) int64 {
 	n := int64(len(req))
 	for _, c := range req {
-		switch c {
-		case '"', '\\':
+		if c == '"' || c == '\\' {
 			n++
-		case '<', '>', '&':
-			n += 5
 		}
 	}
 	return n
@@ -194,9 +207,10 @@ func (f *fetched) size() int64 { return int64(len(f.b64)) }
 
 // restore swaps the ref blocks of req for images. Only a malformed request
 // fails it; every store problem leaves a ref as text, reported. A ref left
-// as text carries its image's description (describe). A default budget
-// (defaulted) keeps room for those descriptions.
-func (rs *Restore) restore(ctx context.Context, tenant string, f format, req rawjson.Value, mode string, budget int64, defaulted bool) (beforeRequestAnswer, error) {
+// as text carries its image's description (describe). A budget that was
+// defaulted or clamped to the answer limit (keepRoom) keeps room for those
+// descriptions.
+func (rs *Restore) restore(ctx context.Context, tenant string, f format, req rawjson.Value, mode string, budget int64, keepRoom bool) (beforeRequestAnswer, error) {
 	w, build, err := f.parse(req)
 	if err != nil {
 		return beforeRequestAnswer{}, err
@@ -204,11 +218,15 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 	if mode == ModeDescribe {
 		return rs.describeAll(ctx, tenant, w, build)
 	}
-	if defaulted && rs.Descriptions != nil {
+	if keepRoom && rs.Descriptions != nil {
 		// Room for the descriptions comes out of the response's slack
 		// first: the budget only shrinks for a request that is large.
 		reserve := int64(min(len(w.slots), MaxDescribedRefs)) * describedRefBytes
-		budget = min(budget, max(0, ResponseLimit-escapedSize(req)-reserve))
+		limit := int64(ResponseLimit)
+		if rs.AnswerLimit > 0 {
+			limit = min(limit, rs.AnswerLimit)
+		}
+		budget = min(budget, max(0, limit-answerSize(req)-reserve))
 	}
 	// Each distinct name is read once, and only names of this request's
 	// ref blocks are read at all.

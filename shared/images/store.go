@@ -21,6 +21,9 @@ type Image struct {
 // Store keeps each tenant's images once, under store.ImageKey(tenant, name).
 type Store struct {
 	Blobs store.Blobs
+	// Staging holds direct uploads until a ref claims them (Claim); nil
+	// where uploads are checked as they arrive.
+	Staging Staging
 }
 
 // New returns a Store over blobs.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 
 	"github.com/durachat/durachat/shared/api"
@@ -28,6 +29,14 @@ const IntegrationTimeout = 30 * time.Second
 // running is cut off: its context is cancelled and the caller gets the
 // documented JSON 503 with Retry-After, not API Gateway's bare 503.
 const Margin = 2 * time.Second
+
+// Lambda's limits on a synchronous invocation: the request event and the
+// response document, as the Lambda service counts them (the JSON it
+// receives and the JSON the runtime sends back).
+const (
+	MaxRequestPayload  = 6 * 1024 * 1024   // 6,291,456 bytes
+	MaxResponsePayload = 6*1024*1024 + 100 // 6,291,556 bytes
+)
 
 // Adapter turns API Gateway v2 events into requests for one http.Handler.
 type Adapter struct {
@@ -72,7 +81,59 @@ func (a *Adapter) Invoke(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, fmt.Errorf("lambdahttp: building the response: %w", err)
 	}
+	if n := PayloadSize(resp); n > MaxResponsePayload {
+		// Lambda would drop it and API Gateway answer a bare 500: answer
+		// the same status in JSON, with the sizes in the log. The routes
+		// clamp their answers, so this is a bug to fix.
+		big := core.NewProxyResponseWriterV2()
+		if id := ev.RequestContext.RequestID; id != "" {
+			big.Header().Set("X-Request-Id", id)
+		}
+		api.WriteError(big, req, fmt.Errorf("lambdahttp: the answer is %d bytes, over Lambda's response limit of %d", n, MaxResponsePayload))
+		return big.GetProxyResponse()
+	}
 	return resp, nil
+}
+
+// PayloadSize is the size of resp as the runtime sends it to Lambda: JSON
+// without HTML escaping (see Start), where a body's quotes, backslashes and
+// control characters grow by their escapes.
+func PayloadSize(resp events.APIGatewayV2HTTPResponse) int {
+	n := 128 + jsonLen(resp.Body) // field names, status, flags
+	for k, v := range resp.Headers {
+		n += jsonLen(k) + jsonLen(v) + 4
+	}
+	for k, vs := range resp.MultiValueHeaders {
+		n += jsonLen(k) + 4
+		for _, v := range vs {
+			n += jsonLen(v) + 1
+		}
+	}
+	for _, c := range resp.Cookies {
+		n += jsonLen(c) + 1
+	}
+	return n
+}
+
+// jsonLen is the length of s as a JSON string without HTML escaping.
+func jsonLen(s string) int {
+	n := len(s) + 2
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+			n++
+		case c < 0x20:
+			n += 5
+		}
+	}
+	return n
+}
+
+// Start runs the adapter as the Lambda function's handler, encoding its
+// answers without HTML escaping: escaped, every <, > and & of an answer
+// would take six bytes of the response limit instead of one.
+func (a *Adapter) Start() {
+	lambda.StartWithOptions(a.Invoke, lambda.WithSetEscapeHTML(false))
 }
 
 // deadline is Margin before API Gateway gives up on the request: from when

@@ -295,3 +295,42 @@ func BenchmarkInvokeImage(b *testing.B) {
 		}
 	}
 }
+
+// TestAnAnswerOverLambdasLimitIsAJSONError: Lambda would drop it and API
+// Gateway answer a bare 500; the adapter answers that status in JSON. An
+// answer at the limit passes.
+func TestAnAnswerOverLambdasLimitIsAJSONError(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		size   int
+		status int
+	}{
+		{"AtTheLimit", MaxResponsePayload - 1024, http.StatusOK},
+		{"OverTheLimit", MaxResponsePayload + 1, http.StatusInternalServerError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/plain")
+				w.Write(bytes.Repeat([]byte("a"), tc.size))
+			})
+			resp, err := New(h).Invoke(context.Background(), event("GET", "/big", "", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tc.status || PayloadSize(resp) > MaxResponsePayload {
+				t.Fatalf("status %d, %d bytes", resp.StatusCode, PayloadSize(resp))
+			}
+			if tc.status != http.StatusOK && !strings.Contains(resp.Body, `"code":"internal"`) {
+				t.Fatalf("not a JSON error: %.200s", resp.Body)
+			}
+			// PayloadSize counts what the runtime sends.
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			enc.Encode(resp)
+			if got := buf.Len(); got > PayloadSize(resp) {
+				t.Fatalf("encoded %d bytes, PayloadSize says %d", got, PayloadSize(resp))
+			}
+		})
+	}
+}

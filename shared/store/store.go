@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -192,4 +193,54 @@ func ChatPK(tenant, chat string) string {
 // ImageKey is the blob key of a tenant's image.
 func ImageKey(tenant, name string) string {
 	return "images/" + url.PathEscape(tenant) + "/" + name
+}
+
+// Upload describes the one object an upload target accepts: exactly Size
+// bytes whose SHA-256 is SHA256, sent with ContentType.
+type Upload struct {
+	Size        int64
+	SHA256      [32]byte
+	ContentType string
+}
+
+// UploadTarget is where a host PUTs the bytes of an Upload itself, without
+// them passing through durachat: the request must carry Header, and the
+// target refuses anything after Expires.
+type UploadTarget struct {
+	Method  string            `json:"method"`
+	URL     string            `json:"url"`
+	Header  map[string]string `json:"headers"`
+	Expires time.Time         `json:"expires"`
+}
+
+// Uploader makes short-lived upload targets bound to one object's size and
+// checksum: an S3 presigned PUT, or a signed link of the local server.
+type Uploader interface {
+	UploadTarget(ctx context.Context, key string, u Upload, ttl time.Duration) (UploadTarget, error)
+}
+
+// UploadKey is the staging key an upload of a tenant's image lands under
+// before it is checked (S3 expires the prefix; see template.yaml).
+func UploadKey(tenant, name string) string {
+	return UploadPrefix + url.PathEscape(tenant) + "/" + name
+}
+
+// UploadPrefix is the staging prefix of every UploadKey.
+const UploadPrefix = "uploads/"
+
+// ParseUploadKey returns the tenant and name of an UploadKey, or ok false.
+func ParseUploadKey(key string) (tenant, name string, ok bool) {
+	rest, found := strings.CutPrefix(key, UploadPrefix)
+	if !found {
+		return "", "", false
+	}
+	i := strings.LastIndexByte(rest, '/')
+	if i <= 0 {
+		return "", "", false
+	}
+	tenant, err := url.PathUnescape(rest[:i])
+	if err != nil || tenant == "" {
+		return "", "", false
+	}
+	return tenant, rest[i+1:], true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/durachat/durachat/shared/store"
@@ -30,4 +31,36 @@ func TestIsOutage(t *testing.T) {
 			t.Errorf("%s: IsOutage(%v) = %v, want %v", tt.name, tt.err, got, tt.want)
 		}
 	}
+}
+
+func TestUploadKeyParsesBackToItsTenantAndName(t *testing.T) {
+	for _, c := range []struct{ tenant, name string }{
+		{"acme", "0123456789abcdef"},
+		{"a/b c%", "fedcba9876543210"},
+		{"ünï", "0000000000000000"},
+	} {
+		tenant, name, ok := store.ParseUploadKey(store.UploadKey(c.tenant, c.name))
+		if !ok || tenant != c.tenant || name != c.name {
+			t.Errorf("%q %q: parsed %q %q %v", c.tenant, c.name, tenant, name, ok)
+		}
+	}
+	for _, key := range []string{"images/acme/0123456789abcdef", "uploads/", "uploads//x", "uploads/%zz/x", "uploads/acme"} {
+		if _, _, ok := store.ParseUploadKey(key); ok {
+			t.Errorf("%q parsed as an upload key", key)
+		}
+	}
+}
+
+func FuzzParseUploadKey(f *testing.F) {
+	f.Add("acme", "0123456789abcdef")
+	f.Add("a/b", "x")
+	f.Fuzz(func(t *testing.T, tenant, name string) {
+		if tenant == "" || strings.Contains(name, "/") {
+			return
+		}
+		got, gotName, ok := store.ParseUploadKey(store.UploadKey(tenant, name))
+		if !ok || got != tenant || gotName != name {
+			t.Fatalf("%q %q: parsed %q %q %v", tenant, name, got, gotName, ok)
+		}
+	})
 }

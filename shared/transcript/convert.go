@@ -77,6 +77,9 @@ func (l *Log) convert(ctx context.Context, tenant string, msgs []pi.Message) ([]
 	if err := checkMessages(msgs); err != nil {
 		return nil, err
 	}
+	if err := l.claimRefs(ctx, tenant, msgs); err != nil {
+		return nil, err
+	}
 	names, err := l.putImages(ctx, tenant, msgs)
 	if err != nil {
 		return nil, err
@@ -178,6 +181,43 @@ func (l *Log) putImages(ctx context.Context, tenant string, msgs []pi.Message) (
 		names[at[k]] = s.Name
 	}
 	return names, nil
+}
+
+// claimRefs makes sure every ref block of the user messages and tool
+// results names a stored image: a host that uploaded an image logs its ref
+// block in place of its base64, and the upload is checked and stored here
+// (images.Store.Claim).
+func (l *Log) claimRefs(ctx context.Context, tenant string, msgs []pi.Message) error {
+	var names []string
+	var at []imageRef
+	for i, m := range msgs {
+		if m.Role != pi.RoleUser && m.Role != pi.RoleToolResult {
+			continue
+		}
+		// A zoom result's refs are stored already: its page names them.
+		named := zoomPageNames(m)
+		for j, b := range m.Content.Blocks {
+			if b.Type != pi.TypeText {
+				continue
+			}
+			if name := refs.RefName(b.Text); name != "" && !named[name] {
+				names = append(names, name)
+				at = append(at, imageRef{i, j})
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	k, err := images.ClaimAll(ctx, l.imgs, tenant, names)
+	if err == nil {
+		return nil
+	}
+	field := fmt.Sprintf("messages[%d].content[%d]", at[k].msg, at[k].block)
+	if images.Refused(err) {
+		return &InputError{Field: field, Msg: "does not name a stored image", Err: err}
+	}
+	return fmt.Errorf("transcript: claiming image %s: %w", field, err)
 }
 
 // imageError names the block of an image the images package refused; a

@@ -21,7 +21,8 @@ func TestMessagesBecomeEntries(t *testing.T) {
 	img := pngB64(t, 1, 8, 8)
 	name := images.Name(img)
 	ref := refs.Ref(name)
-	other := refs.Ref("0123456789abcdef")
+	// A ref block must name a stored image: the one stored below.
+	other := refs.Ref(images.Name(pngB64(t, 9, 8, 8)))
 	cases := []struct {
 		name string
 		msg  string
@@ -42,6 +43,9 @@ func TestMessagesBecomeEntries(t *testing.T) {
 		{"EmptyUserMessageIsStillLogged", `{"role":"user","content":[]}`, []string{"user|"}},
 	}
 	eachBackend(t, func(t *testing.T, f *fixture) {
+		if _, err := f.imgs.Put(context.Background(), tenant, pngB64(t, 9, 8, 8)); err != nil {
+			t.Fatal(err)
+		}
 		for i, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				ctx := context.Background()

@@ -13,7 +13,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -35,8 +34,8 @@ type Function struct {
 	Log    *slog.Logger
 	// AWS is the SDK configuration the function's stores are built from.
 	AWS aws.Config
-	// Stores has the bucket's Blobs and Linker; a main adds what else it
-	// uses before serving.
+	// Stores has the bucket's Blobs, Linker, Uploader and Staging; a main
+	// adds what else it uses before serving.
 	Stores app.Stores
 }
 
@@ -62,6 +61,7 @@ func Init(p config.Program) Function {
 	if cfg.Bucket != "" {
 		b := s3blobs.New(s3.NewFromConfig(ac), cfg.Bucket)
 		f.Stores.Blobs, f.Stores.Linker = b, b
+		f.Stores.Uploader, f.Stores.Staging = b, b
 	}
 	return f
 }
@@ -73,7 +73,7 @@ func (f Function) StartHTTP(routes ...api.Routes) {
 	if err != nil {
 		fatal(f.Log, "handler", err)
 	}
-	lambda.Start(lambdahttp.New(h).Invoke)
+	lambdahttp.New(h).Start()
 }
 
 // Fatal logs that the function cannot start and exits.

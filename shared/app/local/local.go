@@ -4,6 +4,7 @@
 package local
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"net"
@@ -46,7 +47,7 @@ func Open(cfg config.Config) (*Data, error) {
 	links := embedded.NewLinker(cfg.PublicURL, secret)
 	return &Data{
 		DB:     db,
-		Stores: app.Stores{Table: db.Table(), Blobs: db.Blobs(), Linker: links, Queue: q, Receiver: q},
+		Stores: app.Stores{Table: db.Table(), Blobs: db.Blobs(), Linker: links, Uploader: links, Queue: q, Receiver: q},
 		Queue:  q,
 		Links:  links,
 	}, nil
@@ -58,6 +59,16 @@ func (d *Data) LinkRoutes() api.Routes {
 	h := d.Links.Handler(d.Stores.Blobs)
 	return api.RegisterFunc(func(mux *http.ServeMux) {
 		mux.Handle("GET "+embedded.LinkPath+"{key...}", h)
+	})
+}
+
+// UploadRoutes serves the upload targets the local Linker makes: the bytes
+// a host PUTs are checked and stored by accept (hooks.Uploads.Accept) as
+// they arrive. They are public: the signature is the credential.
+func (d *Data) UploadRoutes(accept func(ctx context.Context, key string, data []byte) error) api.Routes {
+	h := d.Links.UploadHandler(accept)
+	return api.RegisterFunc(func(mux *http.ServeMux) {
+		mux.Handle("PUT "+embedded.UploadPath+"{key...}", h)
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
@@ -14,7 +15,6 @@ import (
 	"github.com/durachat/durachat/shared/compactor"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/hooks"
-	"github.com/durachat/durachat/shared/images"
 )
 
 // Server timeouts. The longest request is a view wait, bounded well under
@@ -36,6 +36,16 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 	if err := CheckListen(cfg.Addr, len(cfg.Tokens) > 0); err != nil {
 		return err
 	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
+	}
+	defer ln.Close()
+	// Links and upload targets name the port the server got when it asked
+	// for any (":0").
+	if strings.HasSuffix(cfg.PublicURL, ":0") {
+		cfg.PublicURL = "http://" + ln.Addr().String()
+	}
 	data, err := Open(cfg)
 	if err != nil {
 		return fmt.Errorf("opening the data directory: %w", err)
@@ -48,10 +58,12 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 	stores := data.Stores
 
 	// Every route of every function, as the Lambda functions register them.
-	imgs := images.New(stores.Blobs)
+	imgs := stores.Images()
+	uploads := hooks.NewUploads(imgs, stores.Uploader)
 	routes := []api.Routes{
 		hooks.NewRestore(imgs, stores.Linker), // functions/restore
 		hooks.NewOffload(imgs),                // functions/offload
+		uploads,                               // functions/offload
 	}
 	compactor, err := compactor.Open(ctx, cfg)
 	if err != nil {
@@ -63,15 +75,11 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 	}
 	routes = append(routes, mem.Routes()...) // functions/memory
 
-	h, err := app.Handler(logger, Auth(cfg), stores, routes, data.LinkRoutes())
+	h, err := app.Handler(logger, Auth(cfg), stores, routes, data.LinkRoutes(), data.UploadRoutes(uploads.Accept))
 	if err != nil {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
-	}
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,

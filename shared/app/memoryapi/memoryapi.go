@@ -34,7 +34,7 @@ type API struct {
 // for a program that serves and schedules but does not build; metrics,
 // when set, receives Embedded Metric Format lines.
 func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logger *slog.Logger, metrics io.Writer) (*API, error) {
-	imgs := images.New(stores.Blobs)
+	imgs := stores.Images()
 	tl := transcript.New(stores.Table, stores.Blobs, imgs)
 	m, err := memory.New(memory.Config{
 		Table:        stores.Table,

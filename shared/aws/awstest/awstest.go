@@ -130,12 +130,17 @@ type S3 struct {
 	Faults *Faults
 }
 
-// StartS3 starts gofakes3 on memory behind Faults, over plain HTTP (behind
+// StartS3 starts gofakes3 on memory behind Faults and
+// awslocal.PresignedPuts, over plain HTTP (behind
 // TLS it would store the SDK's chunk framing inside objects); it stops when
 // the test ends.
 func StartS3(t testing.TB) *S3 {
 	t.Helper()
-	faults := NewFaults(gofakes3.New(s3mem.New()).Server())
+	creds, err := Config().Credentials.Retrieve(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	faults := NewFaults(awslocal.NewPresignedPuts(gofakes3.New(s3mem.New()).Server(), creds, Config().Region))
 	srv := httptest.NewServer(faults)
 	t.Cleanup(srv.Close)
 	client := s3.NewFromConfig(Config(), func(o *s3.Options) {

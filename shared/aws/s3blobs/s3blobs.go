@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -37,8 +38,9 @@ type Blobs struct {
 }
 
 var (
-	_ store.Blobs  = (*Blobs)(nil)
-	_ store.Linker = (*Blobs)(nil)
+	_ store.Blobs    = (*Blobs)(nil)
+	_ store.Linker   = (*Blobs)(nil)
+	_ store.Uploader = (*Blobs)(nil)
 )
 
 // New returns the blobs kept in bucket.
@@ -147,6 +149,51 @@ func (s *Blobs) URL(ctx context.Context, key string, ttl time.Duration) (string,
 		return "", fmt.Errorf("link to %s: %w", key, err)
 	}
 	return req.URL, nil
+}
+
+// UploadTarget returns a presigned PUT of key that works for ttl. The
+// signature covers the object's Content-Length, Content-Type and SHA-256
+// checksum header, so S3 refuses a body of another size (the signature no
+// longer matches) or with another checksum (BadDigest), and anything sent
+// after ttl.
+func (s *Blobs) UploadTarget(ctx context.Context, key string, u store.Upload, ttl time.Duration) (store.UploadTarget, error) {
+	if ttl <= 0 {
+		return store.UploadTarget{}, fmt.Errorf("upload to %s: ttl %s must be positive", key, ttl)
+	}
+	if u.Size <= 0 || u.ContentType == "" {
+		return store.UploadTarget{}, fmt.Errorf("upload to %s: needs a size and a content type", key)
+	}
+	now := time.Now()
+	req, err := s.presign.PresignPutObject(ctx, &s3.PutObjectInput{
+		Bucket:            aws.String(s.bucket),
+		Key:               aws.String(key),
+		ContentLength:     aws.Int64(u.Size),
+		ContentType:       aws.String(u.ContentType),
+		ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
+		ChecksumSHA256:    aws.String(base64.StdEncoding.EncodeToString(u.SHA256[:])),
+	}, s3.WithPresignExpires(ttl))
+	if err != nil {
+		return store.UploadTarget{}, fmt.Errorf("upload to %s: %w", key, err)
+	}
+	header := make(map[string]string, len(req.SignedHeader))
+	for k, v := range req.SignedHeader {
+		// Host is the URL's; an HTTP client sets it from there.
+		if !strings.EqualFold(k, "Host") && len(v) > 0 {
+			header[http.CanonicalHeaderKey(k)] = v[0]
+		}
+	}
+	return store.UploadTarget{Method: req.Method, URL: req.URL, Header: header, Expires: now.Add(ttl)}, nil
+}
+
+// Delete removes the object at key; a missing key is no error.
+func (s *Blobs) Delete(ctx context.Context, key string) error {
+	_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
+	if err != nil {
+		if err := mapError("delete blob "+key, err); !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
 }
 
 func hasStatus(err error, status int) bool {

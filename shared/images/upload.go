@@ -1,0 +1,124 @@
+package images
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/durachat/durachat/shared/store"
+)
+
+// MaxUploadBytes is the largest image a host may upload directly. It is
+// checked and shrunk like any inline image once it lands.
+const MaxUploadBytes = 16 << 20
+
+var (
+	// ErrNotUploaded: a ref names an image the tenant does not hold and
+	// whose upload was never completed (or has expired).
+	ErrNotUploaded = errors.New("not stored and no completed upload of it")
+	// ErrNameMismatch: an upload's bytes do not have the name it was asked
+	// for.
+	ErrNameMismatch = errors.New("the uploaded bytes do not have the name of the upload")
+)
+
+// Staging is where direct uploads wait to be checked (the bucket's uploads/
+// prefix in S3). A Store without one checks uploads as they arrive (the
+// local server does), so a ref names a stored image or nothing.
+type Staging interface {
+	Get(ctx context.Context, key string) (store.Blob, error)
+	Delete(ctx context.Context, key string) error
+}
+
+// Accept checks uploaded bytes exactly as an inline image is checked
+// (Shrink, on their standard base64) and stores them under name. The bytes
+// must have that name: the Name of their standard base64, the name the
+// same image gets inline, so an image is stored once whichever way it came.
+// Refused bytes are a FormatError or ErrNameMismatch; nothing is stored.
+func (s *Store) Accept(ctx context.Context, tenant, name string, data []byte) error {
+	if len(data) > MaxUploadBytes {
+		return &FormatError{Kind: KindTooLarge, Detail: fmt.Sprintf("%d bytes uploaded, limit %d", len(data), MaxUploadBytes)}
+	}
+	p, err := Shrink(base64.StdEncoding.EncodeToString(data))
+	if err != nil {
+		return err
+	}
+	if p.Name != name {
+		return fmt.Errorf("images: upload %s: %w (they are %s)", name, ErrNameMismatch, p.Name)
+	}
+	return s.PutPrepared(ctx, tenant, p)
+}
+
+// Claim makes sure tenant holds the image name, for a ref a host sends in
+// place of an image it uploaded: a stored image is claimed as it is; an
+// upload waiting in Staging is checked (Accept) and stored, and its staged
+// copy deleted whether it passed or not. A name with neither is
+// ErrNotUploaded; refused bytes are Accept's errors; a store failure is
+// wrapped (store.IsOutage tells an outage).
+func (s *Store) Claim(ctx context.Context, tenant, name string) error {
+	_, err := s.Head(ctx, tenant, name)
+	if err == nil || !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if s.Staging == nil {
+		return fmt.Errorf("images: %s: %w", name, ErrNotUploaded)
+	}
+	key := store.UploadKey(tenant, name)
+	b, err := s.Staging.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("images: %s: %w", name, ErrNotUploaded)
+	}
+	if err != nil {
+		return fmt.Errorf("images: reading upload %s: %w", name, err)
+	}
+	err = s.Accept(ctx, tenant, name, b.Data)
+	if store.IsOutage(err) {
+		// Keep the upload: the claim may be retried.
+		return err
+	}
+	// Stored or refused, the staged copy has served; a failed delete is
+	// left to the prefix's expiry.
+	_ = s.Staging.Delete(ctx, key)
+	return err
+}
+
+// Claimer claims the images refs name (Store.Claim).
+type Claimer interface {
+	Claim(ctx context.Context, tenant, name string) error
+}
+
+// ClaimAll claims each distinct name of a request, Parallel at a time. When
+// any claim fails, it returns the index in names of the first that failed
+// and its error; else -1 and nil.
+func ClaimAll(ctx context.Context, c Claimer, tenant string, names []string) (int, error) {
+	errs := make([]error, len(names))
+	first := map[string]int{}
+	sem := make(chan struct{}, Parallel)
+	var wg sync.WaitGroup
+	for i, name := range names {
+		if _, ok := first[name]; ok {
+			continue
+		}
+		first[name] = i
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = c.Claim(ctx, tenant, name)
+		})
+	}
+	wg.Wait()
+	for i, name := range names {
+		if err := errs[first[name]]; err != nil {
+			return i, err
+		}
+	}
+	return -1, nil
+}
+
+// Refused reports whether err refuses an image for what it is (its bytes,
+// its name, or no upload of it), not for a store failure.
+func Refused(err error) bool {
+	var fe *FormatError
+	return errors.As(err, &fe) || errors.Is(err, ErrNameMismatch) || errors.Is(err, ErrNotUploaded)
+}
