@@ -164,7 +164,7 @@ func (l *Log) putImages(ctx context.Context, tenant string, msgs []pi.Message) (
 		return names, nil
 	}
 	field := func(k int) string { return fmt.Sprintf("messages[%d].content[%d].data", at[k].msg, at[k].block) }
-	batch, err := images.Prepare(inline)
+	batch, err := images.Prepare(ctx, inline)
 	if refused, ok := errors.AsType[*images.RefusedError](err); ok {
 		return nil, imageError(field(refused.Index), refused.Err)
 	}
