@@ -44,23 +44,26 @@ var ErrBusy = fmt.Errorf("images: decode budget in use, retry later: %w", store.
 type Budget struct {
 	size int64
 	sem  *semaphore.Weighted
+	// Wait is the longest a decode waits for the budget; NewBudget sets
+	// MaxDecodeWait.
+	Wait time.Duration
 }
 
 // NewBudget returns a Budget of size bytes.
 func NewBudget(size int64) *Budget {
-	return &Budget{size: size, sem: semaphore.NewWeighted(size)}
+	return &Budget{size: size, sem: semaphore.NewWeighted(size), Wait: MaxDecodeWait}
 }
 
 // Size is the budget in bytes: the most one decode may cost.
 func (b *Budget) Size() int64 { return b.size }
 
-// acquire takes n bytes of the budget, waiting at most MaxDecodeWait (or
+// acquire takes n bytes of the budget, waiting at most b.Wait (or
 // until ctx is done). The returned func gives them back.
 func (b *Budget) acquire(ctx context.Context, n int64) (release func(), err error) {
 	if n > b.size {
 		return nil, &FormatError{Kind: KindTooLarge, Detail: fmt.Sprintf("decoding takes %d MB, limit %d MB", mb(n), mb(b.size))}
 	}
-	wctx, cancel := context.WithTimeout(ctx, MaxDecodeWait)
+	wctx, cancel := context.WithTimeout(ctx, b.Wait)
 	defer cancel()
 	if err := b.sem.Acquire(wctx, n); err != nil {
 		if ctx.Err() != nil {
