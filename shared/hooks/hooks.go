@@ -43,6 +43,9 @@ const (
 	ReasonFormat = "format"
 	// ReasonError: any other failure of the store.
 	ReasonError = "error"
+	// ReasonLimit: the request already carries as many images as its
+	// provider takes.
+	ReasonLimit = "limit"
 )
 
 // index appends "[i]" to a field path.

@@ -167,11 +167,16 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 		return beforeRequestAnswer{}, err
 	}
 	// Each distinct name is read once, and only names of this request's
-	// ref blocks are read at all.
+	// ref blocks are read at all. No more images are restored than the
+	// provider takes (room), so no more names are read than twice that:
+	// room that may be found, and as many again that may be missing.
+	// Work and memory go with the distinct names read and the answer,
+	// not with how many ref blocks repeat them.
+	room := max(0, f.maxImages()-w.images)
 	var names []string
 	seen := map[string]bool{}
 	for _, s := range w.slots {
-		if s.canImage && !seen[s.name] {
+		if s.canImage && !seen[s.name] && len(names) < 2*room {
 			seen[s.name] = true
 			names = append(names, s.name)
 		}
@@ -203,12 +208,18 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 	// that grows at its end keeps its inline prefix (and prompt cache).
 	var used int64
 	over := false
+	filled := 0
+	linked := map[string]string{} // one link per name per request
 	for _, s := range w.slots {
 		if !s.canImage {
 			leave(s.name, ReasonFormat)
 			continue
 		}
 		g := got[s.name]
+		if filled == room || g == nil {
+			leave(s.name, ReasonLimit)
+			continue
+		}
 		if g.err != nil {
 			leave(s.name, reasonOfRead(g.err))
 			continue
@@ -224,9 +235,16 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 				leave(s.name, ReasonBudget)
 				continue
 			}
-			url, err := rs.link(ctx, tenant, s.name)
-			if err != nil {
-				api.Logger(ctx).Warn("restore: link failed", "image", s.name, "err", err)
+			url, ok := linked[s.name]
+			if !ok {
+				var err error
+				if url, err = rs.link(ctx, tenant, s.name); err != nil {
+					api.Logger(ctx).Warn("restore: link failed", "image", s.name, "err", err)
+					url = ""
+				}
+				linked[s.name] = url
+			}
+			if url == "" {
 				leave(s.name, ReasonUnavailable)
 				continue
 			}
@@ -235,6 +253,7 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 		if err := s.fill(p); err != nil {
 			return beforeRequestAnswer{}, err
 		}
+		filled++
 		if !restored[s.name] {
 			restored[s.name] = true
 			answer.Restored = append(answer.Restored, s.name)
