@@ -2,7 +2,6 @@ package images_test
 
 import (
 	"bytes"
-	"compress/zlib"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -14,43 +13,10 @@ import (
 	"testing"
 
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/images/imagestest"
 )
 
-// pngChunk is one chunk of a PNG: length, type, data and CRC.
-func pngChunk(typ string, data []byte) []byte {
-	out := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
-	out = append(out, typ...)
-	out = append(out, data...)
-	return binary.BigEndian.AppendUint32(out, crc32.ChecksumIEEE(append([]byte(typ), data...)))
-}
-
-// bombPNG is a whole, valid PNG of w x h pixels, all zeros, of 16-bit RGBA
-// (colour type 6, depth 16): a file of a few hundred kilobytes that decodes
-// into w*h*8 bytes. It is written a row at a time, never held decoded.
-func bombPNG(t testing.TB, w, h int) []byte {
-	t.Helper()
-	ihdr := binary.BigEndian.AppendUint32(nil, uint32(w))
-	ihdr = binary.BigEndian.AppendUint32(ihdr, uint32(h))
-	ihdr = append(ihdr, 16, 6, 0, 0, 0)
-	var idat bytes.Buffer
-	zw, err := zlib.NewWriterLevel(&idat, zlib.BestSpeed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	row := make([]byte, 1+w*8) // filter byte 0, then zeros
-	for range h {
-		if _, err := zw.Write(row); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	out := []byte("\x89PNG\r\n\x1a\n")
-	out = append(out, pngChunk("IHDR", ihdr)...)
-	out = append(out, pngChunk("IDAT", idat.Bytes())...)
-	return append(out, pngChunk("IEND", nil)...)
-}
+func bombPNG(_ testing.TB, w, h int) []byte { return imagestest.BombPNG(w, h) }
 
 // randomIDAT keeps a PNG's header and chunk structure, CRCs included, but
 // fills its image data with random bytes.
@@ -236,4 +202,39 @@ func TestProcessBudgetIsSharedByConcurrentDecodes(t *testing.T) {
 	if _, err := images.Validate(t.Context(), pngBytes(t, gradient(2000, 2000))); !errors.Is(err, images.ErrTooLarge) {
 		t.Errorf("decode past the whole budget: error = %v, want ErrTooLarge", err)
 	}
+}
+
+// FuzzValidate runs the full check with a small decode budget in force: no
+// input panics, every refusal is typed, and no input allocates past the
+// budget (plus the input's own size and the decoders' fixed tables).
+func FuzzValidate(f *testing.F) {
+	budget := images.NewBudget(8 << 20)
+	images.SetProcessBudget(budget)
+	f.Cleanup(func() { images.SetProcessBudget(images.NewBudget(images.DefaultDecodeBudget)) })
+	pngData := pngBytes(f, noise(40, 30))
+	jpg := jpegBytes(f, noise(40, 30))
+	for _, seed := range [][]byte{
+		pngData, cut(pngData, 0.5), randomIDAT(f, pngData),
+		jpg, cut(jpg, 0.4),
+		gifBytes(f, gradient(20, 10), noise(20, 10)),
+		webpFile(f, "small.webp"), webpFile(f, "alpha.webp"),
+		bombPNG(f, 400, 300),
+		withDeclaredSize(f, pngData, 20_000, 2_000),
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var err error
+		n := allocated(func() { _, err = images.Validate(context.Background(), data) })
+		if err != nil && !errors.Is(err, images.ErrUnsupported) && !errors.Is(err, images.ErrTooLarge) {
+			t.Fatalf("untyped error: %v", err)
+		}
+		if limit := uint64(budget.Size()) + 4*uint64(len(data)) + 2<<20; n > limit {
+			t.Fatalf("Validate allocated %d bytes, budget %d", n, budget.Size())
+		}
+		if _, err := images.Shrink(context.Background(), b64(data)); err != nil &&
+			!errors.Is(err, images.ErrUnsupported) && !errors.Is(err, images.ErrTooLarge) {
+			t.Fatalf("untyped error: %v", err)
+		}
+	})
 }
