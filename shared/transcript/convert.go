@@ -111,6 +111,9 @@ func checkMessages(msgs []pi.Message) error {
 		default:
 			return inputErr(field+".role", "%q is not user, assistant or toolResult", m.Role)
 		}
+		if isEmpty(m.Content) {
+			return inputErr(field+".content", "is empty: a message needs at least one block with something in it")
+		}
 		for j, b := range m.Content.Blocks {
 			bf := fmt.Sprintf("%s.content[%d]", field, j)
 			switch b.Type {
@@ -136,6 +139,16 @@ func checkMessages(msgs []pi.Message) error {
 		}
 	}
 	return nil
+}
+
+// isEmpty reports whether content has no blocks, or only empty text.
+func isEmpty(c pi.Content) bool {
+	for _, b := range c.Blocks {
+		if b.Type != pi.TypeText || b.Text != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // putImages stores the inline images of msgs (images.Batch: every one is
