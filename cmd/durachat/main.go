@@ -57,7 +57,7 @@ serve (the default) runs the whole API locally on embedded stores.
 Configuration (environment variables):
   DURACHAT_ADDR          listen address (default 127.0.0.1:8080)
   DURACHAT_DATA          data directory (default ./.durachat)
-  DURACHAT_TOKENS        bearer tokens: token1=tenantA,token2=tenantB
+  DURACHAT_TOKENS        bearer tokens of 16 bytes or more: token1=tenantA,token2=tenantB
                          (none: one tenant "local", loopback only)
   DURACHAT_MODEL         offline | bedrock:<id> | anthropic:<model> | openai:<model>
   DURACHAT_MODEL_URL     base URL of the model API (optional)
