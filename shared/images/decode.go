@@ -53,10 +53,18 @@ func Validate(ctx context.Context, data []byte) (Info, error) {
 // decodeWithin decodes the whole of a detected image within the process's
 // decode budget and hands it to use, which may scale it to at most
 // scaleSide pixels on its long side (0: no scaling); the budget is held
-// until use returns, and the image must not be kept past it.
+// until use returns, and the image must not be kept past it. Without
+// scaling, a PNG is checked whole by checkPNG and use gets nil.
 func decodeWithin(ctx context.Context, data []byte, mimeType string, cfg image.Config, scaleSide int, use func(image.Image) error) error {
 	if err := checkDecodable(cfg); err != nil {
 		return err
+	}
+	if mimeType == PNG && scaleSide == 0 {
+		// A PNG kept as it is needs checking, not its image.
+		if err := checkPNG(data); err != nil {
+			return err
+		}
+		return use(nil)
 	}
 	cost, err := decodeCost(data, mimeType, cfg)
 	if err != nil {

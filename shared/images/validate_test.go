@@ -2,6 +2,7 @@ package images_test
 
 import (
 	"bytes"
+	"compress/zlib"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -55,6 +56,8 @@ func TestBrokenImagesAreRefusedAfterAFullDecode(t *testing.T) {
 		{"a PNG cut in half", cut(pngData, 0.5)},
 		{"a PNG without its end chunk", pngData[:len(pngData)-12]},
 		{"a PNG with random image data", randomIDAT(t, pngData)},
+		{"a PNG with more image data than its header declares", withDeclaredSize(t, pngData, 300, 100)},
+		{"a PNG with less image data than its header declares", withDeclaredSize(t, pngData, 300, 400)},
 		{"a JPEG cut at 40%", cut(jpg, 0.4)},
 		{"a JPEG cut just before its end marker", jpg[:len(jpg)-2]},
 		{"a GIF cut in its second frame", cut(animated, 0.8)},
@@ -90,6 +93,9 @@ func TestValidateReportsAWholeImage(t *testing.T) {
 		{"JPEG", jpegBytes(t, gradient(30, 20)), images.JPEG, 30, 20, false},
 		{"animated GIF", gifBytes(t, gradient(30, 20), noise(30, 20)), images.GIF, 30, 20, false},
 		{"WebP", webpFile(t, "alpha.webp"), images.WebP, 1000, 500, false},
+		{"paletted PNG", pngBytes(t, image.NewPaletted(image.Rect(0, 0, 30, 20), color.Palette{color.Black, color.White})), images.PNG, 30, 20, false},
+		{"gray PNG", pngBytes(t, image.NewGray(image.Rect(0, 0, 30, 20))), images.PNG, 30, 20, false},
+		{"16-bit PNG", bombPNG(t, 30, 20), images.PNG, 30, 20, false},
 		{"PNG over MaxSide", pngBytes(t, gradient(images.MaxSide+1, 10)), images.PNG, images.MaxSide + 1, 10, true},
 	}
 	for _, tt := range tests {
@@ -180,12 +186,13 @@ func TestScaleAveragesEveryPixel(t *testing.T) {
 }
 
 func TestProcessBudgetIsSharedByConcurrentDecodes(t *testing.T) {
-	// A budget that fits one 1600x1600 NRGBA decode (10 MB) at a time,
-	// and no second one: every decode still succeeds, one after another.
+	// A budget that fits one 1200x1200 JPEG decode (about 10 MB: its
+	// planes and the RGBA it may convert to) at a time, and no second one:
+	// every decode still succeeds, one after another.
 	defer images.SetProcessBudget(images.ProcessBudget())
 	b := images.NewBudget(14 << 20)
 	images.SetProcessBudget(b)
-	data := pngBytes(t, gradient(1600, 1600))
+	data := jpegBytes(t, gradient(1200, 1200))
 	errs := make(chan error, 6)
 	for range 6 {
 		go func() {
@@ -199,7 +206,7 @@ func TestProcessBudgetIsSharedByConcurrentDecodes(t *testing.T) {
 		}
 	}
 	// One decode bigger than the whole budget is refused as too large.
-	if _, err := images.Validate(t.Context(), pngBytes(t, gradient(2000, 2000))); !errors.Is(err, images.ErrTooLarge) {
+	if _, err := images.Validate(t.Context(), jpegBytes(t, gradient(2000, 2000))); !errors.Is(err, images.ErrTooLarge) {
 		t.Errorf("decode past the whole budget: error = %v, want ErrTooLarge", err)
 	}
 }
@@ -237,4 +244,46 @@ func FuzzValidate(f *testing.F) {
 			t.Fatalf("untyped error: %v", err)
 		}
 	})
+}
+
+// interlacedGray is an Adam7-interlaced 8-bit gray PNG of w x h pixels.
+func interlacedGray(t *testing.T, w, h int) []byte {
+	t.Helper()
+	var raw bytes.Buffer
+	for _, p := range [7][4]int{{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4}, {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}} {
+		pw, ph := (w-p[0]+p[2]-1)/p[2], (h-p[1]+p[3]-1)/p[3]
+		if pw <= 0 || ph <= 0 {
+			continue
+		}
+		for range ph {
+			raw.WriteByte(0)
+			raw.Write(bytes.Repeat([]byte{0x80}, pw))
+		}
+	}
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	zw.Write(raw.Bytes())
+	zw.Close()
+	ihdr := binary.BigEndian.AppendUint32(nil, uint32(w))
+	ihdr = binary.BigEndian.AppendUint32(ihdr, uint32(h))
+	ihdr = append(ihdr, 8, 0, 0, 0, 1)
+	out := []byte("\x89PNG\r\n\x1a\n")
+	out = append(out, imagestest.PNGChunk("IHDR", ihdr)...)
+	out = append(out, imagestest.PNGChunk("IDAT", z.Bytes())...)
+	return append(out, imagestest.PNGChunk("IEND", nil)...)
+}
+
+func TestInterlacedPNGIsCheckedPassByPass(t *testing.T) {
+	for _, size := range [][2]int{{37, 21}, {1, 1}, {3, 9}} {
+		data := interlacedGray(t, size[0], size[1])
+		if _, _, err := image.Decode(bytes.NewReader(data)); err != nil {
+			t.Fatalf("%v: the reference decoder refuses the test's PNG: %v", size, err)
+		}
+		if _, err := images.Validate(t.Context(), data); err != nil {
+			t.Errorf("%v: Validate refuses a whole interlaced PNG: %v", size, err)
+		}
+		if _, err := images.Validate(t.Context(), cut(data, 0.7)); !errors.Is(err, images.ErrUnsupported) {
+			t.Errorf("%v: a cut interlaced PNG: error = %v, want ErrUnsupported", size, err)
+		}
+	}
 }

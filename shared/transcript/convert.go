@@ -200,7 +200,7 @@ func imageError(field string, err error) error {
 	case errors.Is(err, images.ErrInvalidBase64):
 		return &InputError{Field: field, Msg: "is not valid base64", Err: err}
 	case errors.Is(err, images.ErrUnsupported):
-		return &InputError{Field: field, Msg: "is not a PNG, JPEG, GIF or WebP image", Err: err}
+		return &InputError{Field: field, Msg: "is not a whole PNG, JPEG, GIF or WebP image", Err: err}
 	case errors.Is(err, images.ErrTooLarge):
 		return &InputError{Field: field, Msg: "is an image too large to store", Err: err}
 	}
