@@ -54,7 +54,7 @@ func checkPNG(data []byte) error {
 			}
 			hasPLTE = true
 		case typ == "IDAT":
-			if len(idat) > 0 && !afterIDAT {
+			if afterIDAT {
 				return bad("IDAT chunks are not consecutive")
 			}
 			idat = append(idat, bytes.NewReader(body))

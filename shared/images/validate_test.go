@@ -94,6 +94,7 @@ func TestValidateReportsAWholeImage(t *testing.T) {
 		{"animated GIF", gifBytes(t, gradient(30, 20), noise(30, 20)), images.GIF, 30, 20, false},
 		{"WebP", webpFile(t, "alpha.webp"), images.WebP, 1000, 500, false},
 		{"paletted PNG", pngBytes(t, image.NewPaletted(image.Rect(0, 0, 30, 20), color.Palette{color.Black, color.White})), images.PNG, 30, 20, false},
+		{"PNG of many IDAT chunks", pngBytes(t, noise(300, 200)), images.PNG, 300, 200, false},
 		{"gray PNG", pngBytes(t, image.NewGray(image.Rect(0, 0, 30, 20))), images.PNG, 30, 20, false},
 		{"16-bit PNG", bombPNG(t, 30, 20), images.PNG, 30, 20, false},
 		{"PNG over MaxSide", pngBytes(t, gradient(images.MaxSide+1, 10)), images.PNG, images.MaxSide + 1, 10, true},
