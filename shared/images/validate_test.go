@@ -41,6 +41,25 @@ func randomIDAT(t testing.TB, data []byte) []byte {
 	return nil
 }
 
+// splitIDAT puts a text chunk between a PNG's first IDAT chunk and the next.
+func splitIDAT(t testing.TB, data []byte) []byte {
+	t.Helper()
+	for i := 8; i+12 <= len(data); {
+		n := int(binary.BigEndian.Uint32(data[i:]))
+		if string(data[i+4:i+8]) == "IDAT" {
+			end := i + 12 + n
+			if string(data[end+4:end+8]) != "IDAT" {
+				t.Fatal("the PNG has one IDAT chunk")
+			}
+			out := append(bytes.Clone(data[:end]), imagestest.PNGChunk("tEXt", []byte("k\x00v"))...)
+			return append(out, data[end:]...)
+		}
+		i += 12 + n
+	}
+	t.Fatal("no IDAT chunk")
+	return nil
+}
+
 func cut(data []byte, fraction float64) []byte {
 	return bytes.Clone(data[:int(float64(len(data))*fraction)])
 }
@@ -56,6 +75,7 @@ func TestBrokenImagesAreRefusedAfterAFullDecode(t *testing.T) {
 		{"a PNG cut in half", cut(pngData, 0.5)},
 		{"a PNG without its end chunk", pngData[:len(pngData)-12]},
 		{"a PNG with random image data", randomIDAT(t, pngData)},
+		{"a PNG whose image data is split by another chunk", splitIDAT(t, pngData)},
 		{"a PNG with more image data than its header declares", withDeclaredSize(t, pngData, 300, 100)},
 		{"a PNG with less image data than its header declares", withDeclaredSize(t, pngData, 300, 400)},
 		{"a JPEG cut at 40%", cut(jpg, 0.4)},
