@@ -117,7 +117,7 @@ type BeforeRequestInput struct {
 }
 
 // Unrestored is a ref left as text, and why: "not_found", "unavailable",
-// "budget" or "format".
+// "budget", "format" or "limit" (the provider takes no more images).
 type Unrestored struct {
 	Name   string `json:"name"`
 	Reason string `json:"reason"`
