@@ -152,7 +152,8 @@ type BeforeRequestInput struct {
 }
 
 // Unrestored is a ref left as text, and why: "not_found", "unavailable",
-// "budget", "format" or "describe".
+// "budget", "format", "limit" (the provider takes no more images) or
+// "describe".
 type Unrestored struct {
 	Name   string `json:"name"`
 	Reason string `json:"reason"`

@@ -19,6 +19,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/aws/awstest"
 	"github.com/durachat/durachat/shared/config"
 )
@@ -222,7 +223,9 @@ func TestRestoreBootstrapAnswersUnderTheRuntimeEmulator(t *testing.T) {
 		t.Errorf("headers %v", resp.Headers)
 	}
 
-	// S3 failing: the same function reports the outage as a 503.
+	// S3 failing: the same function reports the outage as a 503, once the
+	// healthy result it keeps for a few seconds has expired.
+	time.Sleep(api.HealthCacheTTL)
 	s3.Faults.Add(awstest.Method(http.MethodHead), -1, awstest.Answer{Status: http.StatusServiceUnavailable, ContentType: "application/xml",
 		Body: []byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)})
 	resp = invokeHTTP(t, url, healthEvent("rie-outage"))

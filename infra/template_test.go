@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,11 @@ var (
 		"BedrockInferenceProfile": "global",
 		"CompactorFunction":       "my-compactor",
 		"AlarmTopicArn":           "arn:aws:sns:us-east-1:123456789012:alerts",
+		// 0: reserve no concurrency.
+		"RestoreConcurrency": "0",
+		"OffloadConcurrency": "0",
+		"MemoryConcurrency":  "0",
+		"CompactConcurrency": "0",
 	}
 	// compactorByARN names the custom compactor by ARN, in another Region.
 	compactorByARN = map[string]any{"CompactorFunction": compactorARN}
@@ -228,6 +234,15 @@ func load(t *testing.T, params map[string]any) stack {
 	for name, r := range resources {
 		res, _ := r.(map[string]any)
 		props, _ := res["Properties"].(map[string]any)
+		// A Number parameter's value reaches a property as a string, which
+		// CloudFormation converts; the typed parse wants the number.
+		if v, ok := props["ReservedConcurrentExecutions"].(string); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("%s: ReservedConcurrentExecutions %q is not a number", name, v)
+			}
+			props["ReservedConcurrentExecutions"] = n
+		}
 		if lc, ok := props["LoggingConfig"].(map[string]any); ok && res["Type"] == "AWS::Serverless::Function" {
 			logging[name] = lc
 			delete(props, "LoggingConfig")
@@ -825,4 +840,23 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+func TestEveryFunctionHasAReservedConcurrencyParameter(t *testing.T) {
+	want := map[string]int{"RestoreFunction": 20, "OffloadFunction": 20, "MemoryFunction": 40, "CompactFunction": 5}
+	resources := func(params map[string]any) map[string]any {
+		r, _ := load(t, params).raw["Resources"].(map[string]any)
+		return r
+	}
+	byDefault, none := resources(defaults), resources(allOptions)
+	for fn, n := range want {
+		props := byDefault[fn].(map[string]any)["Properties"].(map[string]any)
+		if got := props["ReservedConcurrentExecutions"]; fmt.Sprint(got) != fmt.Sprint(n) {
+			t.Errorf("%s: reserved concurrency %v by default, want %d", fn, got, n)
+		}
+		props = none[fn].(map[string]any)["Properties"].(map[string]any)
+		if got, ok := props["ReservedConcurrentExecutions"]; ok {
+			t.Errorf("%s: reserved concurrency %v with the parameter 0, want none", fn, got)
+		}
+	}
 }

@@ -14,13 +14,23 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/durachat/durachat/shared/app/local"
 	"github.com/durachat/durachat/shared/config"
 )
 
+// memoryLimit is the Go runtime's soft memory limit unless GOMEMLIMIT sets
+// one: the collector works harder near it rather than let the heap double,
+// which keeps the server's peak RSS under attack within 512 MB
+// (docs/performance.md).
+const memoryLimit = 384 << 20
+
 func main() {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		debug.SetMemoryLimit(memoryLimit)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, nil)
@@ -47,7 +57,7 @@ serve (the default) runs the whole API locally on embedded stores.
 Configuration (environment variables):
   DURACHAT_ADDR          listen address (default 127.0.0.1:8080)
   DURACHAT_DATA          data directory (default ./.durachat)
-  DURACHAT_TOKENS        bearer tokens: token1=tenantA,token2=tenantB
+  DURACHAT_TOKENS        bearer tokens of 16 bytes or more: token1=tenantA,token2=tenantB
                          (none: one tenant "local", loopback only)
   DURACHAT_MODEL         offline | bedrock:<id> | anthropic:<model> | openai:<model>
   DURACHAT_MODEL_URL     base URL of the model API (optional)

@@ -110,7 +110,7 @@ func TestServeRefusesAnOpenAddressWithoutTokens(t *testing.T) {
 }
 
 func TestServeWithTokensKeepsHealthzOpen(t *testing.T) {
-	base, _ := start(t, map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: t.TempDir(), config.EnvTokens: "secret-token=acme"})
+	base, _ := start(t, map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: t.TempDir(), config.EnvTokens: "secret-token-0123456=acme"})
 	if resp, _ := get(t, base+"/healthz"); resp.StatusCode != 200 {
 		t.Fatalf("healthz needs no token: %d", resp.StatusCode)
 	}
@@ -163,7 +163,7 @@ func post(t *testing.T, url, token string, body any) (*http.Response, map[string
 }
 
 func TestAnImageOffloadedBeforeARestartIsRestoredAfterIt(t *testing.T) {
-	env := map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: t.TempDir(), config.EnvTokens: "tok-a=acme,tok-b=other"}
+	env := map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: t.TempDir(), config.EnvTokens: "token-a-0123456789=acme,token-b-0123456789=other"}
 	b64 := pngB64(t)
 	input := map[string]any{"message": map[string]any{"role": "user", "content": []any{
 		map[string]any{"type": "text", "text": "look"},
@@ -174,7 +174,7 @@ func TestAnImageOffloadedBeforeARestartIsRestoredAfterIt(t *testing.T) {
 	if resp, _ := post(t, base+"/v1/chats/c1/hooks/offload-input", "", input); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("offload without a token: %d", resp.StatusCode)
 	}
-	resp, out := post(t, base+"/v1/chats/c1/hooks/offload-input", "tok-a", input)
+	resp, out := post(t, base+"/v1/chats/c1/hooks/offload-input", "token-a-0123456789", input)
 	if resp.StatusCode != 200 {
 		t.Fatalf("offload-input: %d %v", resp.StatusCode, out)
 	}
@@ -191,12 +191,12 @@ func TestAnImageOffloadedBeforeARestartIsRestoredAfterIt(t *testing.T) {
 	restore := map[string]any{"format": "pi", "request": map[string]any{"messages": []any{
 		map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": ref}}},
 	}}}
-	resp, out = post(t, base+"/v1/chats/c1/hooks/before-request", "tok-a", restore)
+	resp, out = post(t, base+"/v1/chats/c1/hooks/before-request", "token-a-0123456789", restore)
 	if resp.StatusCode != 200 || !strings.Contains(fmt.Sprint(out["request"]), b64) {
 		t.Fatalf("before-request after restart: %d restored %v unrestored %v", resp.StatusCode, out["restored"], out["unrestored"])
 	}
 	// Another tenant's token does not reach acme's image.
-	resp, out = post(t, base+"/v1/chats/c1/hooks/before-request", "tok-b", restore)
+	resp, out = post(t, base+"/v1/chats/c1/hooks/before-request", "token-b-0123456789", restore)
 	if resp.StatusCode != 200 || strings.Contains(fmt.Sprint(out["request"]), b64) {
 		t.Fatalf("other tenant: %d restored %v", resp.StatusCode, out["restored"])
 	}

@@ -2,6 +2,7 @@ package imagefacts
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"image/color"
 	"image/png"
@@ -80,7 +81,7 @@ func TestImagesReachTheModelByteForByte(t *testing.T) {
 		if max(cfg.Width, cfg.Height) > compactor.ImageSide {
 			t.Errorf("%s: %dx%d, over the compactor's %d px", f.Kind, cfg.Width, cfg.Height, compactor.ImageSide)
 		}
-		p, err := images.Shrink(base64.StdEncoding.EncodeToString(data))
+		p, err := images.Shrink(context.Background(), base64.StdEncoding.EncodeToString(data))
 		if err != nil {
 			t.Fatal(err)
 		}

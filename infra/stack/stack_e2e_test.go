@@ -531,7 +531,7 @@ func post(url, token string, body []byte) (int, []byte, time.Duration, error) {
 }
 
 func TestWithTokensTheStackDeploysTheTemplatesBearerTokenFallback(t *testing.T) {
-	s := startStack(t, stack.Options{Tokens: "secret-a=tenant-a"})
+	s := startStack(t, stack.Options{Tokens: "secret-a-0123456789=tenant-a"})
 	if s.Issuer != nil || s.DevToken != "" || len(s.Template.Authorizers) != 0 {
 		t.Fatal("a stack with tokens has a JWT authorizer")
 	}
@@ -542,5 +542,5 @@ func TestWithTokensTheStackDeploysTheTemplatesBearerTokenFallback(t *testing.T) 
 	if status, _ := (api{t: t, base: s.URL, token: "wrong"}).do(http.MethodGet, "/v1/chats/demo/status", nil); status != http.StatusUnauthorized {
 		t.Fatalf("a wrong token: %d", status)
 	}
-	(api{t: t, base: s.URL, token: "secret-a"}).ok(http.MethodGet, "/v1/chats/demo/status", nil, nil)
+	(api{t: t, base: s.URL, token: "secret-a-0123456789"}).ok(http.MethodGet, "/v1/chats/demo/status", nil, nil)
 }

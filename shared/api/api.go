@@ -174,11 +174,15 @@ func readBody(body io.Reader, length int64) ([]byte, error) {
 var chatID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
 // Chat returns the request's {chat} path value, or a 400 when it is not
-// 1-128 of [A-Za-z0-9._-].
+// 1-128 of [A-Za-z0-9._-], or is "." or "..": clients and proxies rewrite
+// those path segments, so such a chat could not be reached reliably.
 func Chat(r *http.Request) (string, error) {
 	c := r.PathValue("chat")
 	if !chatID.MatchString(c) {
 		return "", BadRequest("chat", "chat id %q must be 1-128 characters of A-Z a-z 0-9 . _ -", c)
+	}
+	if c == "." || c == ".." {
+		return "", BadRequest("chat", "chat id %q is a dot segment, which HTTP clients rewrite; pick another", c)
 	}
 	return c, nil
 }

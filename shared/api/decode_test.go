@@ -102,3 +102,18 @@ func TestDecodeJSONBadBodiesAre400NamingTheField(t *testing.T) {
 		})
 	}
 }
+
+func TestDotSegmentChatIDsAreRefused(t *testing.T) {
+	for _, c := range []string{".", ".."} {
+		r := httptest.NewRequest(http.MethodGet, "/v1/chats/x", nil)
+		r.SetPathValue("chat", c)
+		if _, err := Chat(r); err == nil {
+			t.Errorf("chat %q accepted", c)
+		}
+	}
+	r := httptest.NewRequest(http.MethodGet, "/v1/chats/x", nil)
+	r.SetPathValue("chat", "a.b")
+	if _, err := Chat(r); err != nil {
+		t.Errorf("chat a.b refused: %v", err)
+	}
+}

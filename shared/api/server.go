@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -31,6 +32,40 @@ type PingFunc func(ctx context.Context) error
 
 // Ping calls f.
 func (f PingFunc) Ping(ctx context.Context) error { return f(ctx) }
+
+// HealthCacheTTL is how long a health check's result is reused: /healthz is
+// anonymous, and a check costs a read of each store.
+const HealthCacheTTL = 5 * time.Second
+
+// CachePing returns a Pinger that pings p at most once per ttl and answers
+// the checks in between with the last result; checks that arrive during a
+// ping wait for it and share it. A ping cut short by its caller's context
+// is not kept.
+func CachePing(p Pinger, ttl time.Duration) Pinger {
+	return &cachedPinger{p: p, ttl: ttl}
+}
+
+type cachedPinger struct {
+	p   Pinger
+	ttl time.Duration
+
+	mu   sync.Mutex
+	at   time.Time
+	last error
+}
+
+func (c *cachedPinger) Ping(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.at.IsZero() && time.Since(c.at) < c.ttl {
+		return c.last
+	}
+	err := c.p.Ping(ctx)
+	if ctx.Err() == nil {
+		c.at, c.last = time.Now(), err
+	}
+	return err
+}
 
 // Authenticator names the tenant of a request, or fails with a 401 *Error.
 type Authenticator interface {

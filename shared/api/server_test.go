@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/durachat/durachat/shared/store"
 )
@@ -339,5 +341,33 @@ func TestAsErrorStatus(t *testing.T) {
 		if got := AsError(tt.err).Status; got != tt.want {
 			t.Errorf("%s: AsError(%v).Status = %d, want %d", tt.name, tt.err, got, tt.want)
 		}
+	}
+}
+
+func TestHealthChecksAreCachedForAFewSeconds(t *testing.T) {
+	var pings atomic.Int64
+	fail := atomic.Bool{}
+	p := CachePing(PingFunc(func(context.Context) error {
+		pings.Add(1)
+		if fail.Load() {
+			return errors.New("down")
+		}
+		return nil
+	}), 50*time.Millisecond)
+	for range 100 {
+		if err := p.Ping(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := pings.Load(); n != 1 {
+		t.Fatalf("%d pings for 100 checks within the TTL, want 1", n)
+	}
+	fail.Store(true)
+	time.Sleep(60 * time.Millisecond)
+	if err := p.Ping(t.Context()); err == nil {
+		t.Fatal("a failing store is reported healthy after the TTL")
+	}
+	if n := pings.Load(); n != 2 {
+		t.Fatalf("%d pings, want 2", n)
 	}
 }

@@ -73,7 +73,7 @@ func Handler(logger *slog.Logger, auth api.Authenticator, stores Stores, routes 
 	return api.NewHandler(api.Options{
 		Logger: logger,
 		Auth:   auth,
-		Health: api.PingFunc(stores.Ping),
+		Health: api.CachePing(api.PingFunc(stores.Ping), api.HealthCacheTTL),
 		Routes: routes,
 		Public: public,
 	})

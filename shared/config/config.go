@@ -371,7 +371,11 @@ func ParseModel(v string) (Model, error) {
 	return Model{}, fmt.Errorf("%q: unknown provider %q: it must be offline, bedrock:<model id>, anthropic:<model> or openai:<model>", v, provider)
 }
 
-// tokens parses "token1=tenantA,token2=tenantB".
+// MinTokenBytes is the shortest bearer token DURACHAT_TOKENS accepts.
+const MinTokenBytes = 16
+
+// tokens parses "token1=tenantA,token2=tenantB". Each token is at least
+// MinTokenBytes long.
 func (r *reader) tokens(name string) map[string]string {
 	v := r.str(name, "")
 	if v == "" {
@@ -387,6 +391,9 @@ func (r *reader) tokens(name string) map[string]string {
 			continue
 		case strings.ContainsFunc(token, unicode.IsSpace) || strings.ContainsFunc(token, unicode.IsControl):
 			r.fail(name, "entry %d: a token cannot contain spaces or control characters", i+1)
+			continue
+		case len(token) < MinTokenBytes:
+			r.fail(name, "entry %d: a token must be at least %d bytes, not %d: a short token can be guessed", i+1, MinTokenBytes, len(token))
 			continue
 		case strings.ContainsFunc(tenant, unicode.IsControl):
 			r.fail(name, "entry %d: a tenant cannot contain control characters", i+1)

@@ -48,11 +48,11 @@ func TestServeDefaultsRunWithoutAnySetting(t *testing.T) {
 }
 
 func TestTokensMapTokenToTenant(t *testing.T) {
-	c, err := Load(Serve, env(map[string]string{EnvTokens: " token1=tenantA, token2 = tenant B "}))
+	c, err := Load(Serve, env(map[string]string{EnvTokens: " token-0123456789-1=tenantA, token-0123456789-2 = tenant B "}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"token1": "tenantA", "token2": "tenant B"}
+	want := map[string]string{"token-0123456789-1": "tenantA", "token-0123456789-2": "tenant B"}
 	if len(c.Tokens) != len(want) {
 		t.Fatalf("tokens %v", c.Tokens)
 	}
@@ -71,7 +71,8 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 	}{
 		{"token without tenant", map[string]string{EnvTokens: "abc"}, EnvTokens},
 		{"empty tenant", map[string]string{EnvTokens: "abc="}, EnvTokens},
-		{"repeated token", map[string]string{EnvTokens: "a=x,a=y"}, EnvTokens},
+		{"repeated token", map[string]string{EnvTokens: "token-0123456789-a=x,token-0123456789-a=y"}, EnvTokens},
+		{"token under 16 bytes", map[string]string{EnvTokens: "token-012345678=x"}, EnvTokens},
 		{"token with space", map[string]string{EnvTokens: "a b=x"}, EnvTokens},
 		{"addr without port", map[string]string{EnvAddr: "localhost"}, EnvAddr},
 		{"unknown model provider", map[string]string{EnvModel: "llama:7b"}, EnvModel},

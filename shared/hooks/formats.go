@@ -24,7 +24,18 @@ type format interface {
 	parse(req rawjson.Value) (w *walk, build func() (rawjson.Value, error), err error)
 	// urls tells whether the format's image blocks can carry a URL.
 	urls() bool
+	// maxImages is the most images the provider takes in one request.
+	maxImages() int
 }
+
+// The most images a provider takes in one request, as each documents it.
+// pi-ai sends to any of them, so a pi request gets the least.
+const (
+	MaxImagesAnthropic = 100
+	MaxImagesBedrock   = 20
+	MaxImagesOpenAI    = 500
+	MaxImagesPi        = min(MaxImagesAnthropic, MaxImagesBedrock, MaxImagesOpenAI)
+)
 
 func formatOf(name string) (format, bool) {
 	switch name {
@@ -68,6 +79,8 @@ type piFormat struct{}
 
 func (piFormat) urls() bool { return false }
 
+func (piFormat) maxImages() int { return MaxImagesPi }
+
 func (piFormat) parse(req rawjson.Value) (*walk, func() (rawjson.Value, error), error) {
 	return walkMessages(req, func(w *walk, msg *rawjson.Object, path, role string) error {
 		switch role {
@@ -106,6 +119,8 @@ func piImage(p picture, text *rawjson.Object) rawjson.Node {
 type anthropicFormat struct{}
 
 func (anthropicFormat) urls() bool { return true }
+
+func (anthropicFormat) maxImages() int { return MaxImagesAnthropic }
 
 func (anthropicFormat) parse(req rawjson.Value) (*walk, func() (rawjson.Value, error), error) {
 	return walkMessages(req, func(w *walk, msg *rawjson.Object, path, role string) error {
@@ -153,6 +168,8 @@ type openAIFormat struct{}
 
 func (openAIFormat) urls() bool { return true }
 
+func (openAIFormat) maxImages() int { return MaxImagesOpenAI }
+
 func (openAIFormat) parse(req rawjson.Value) (*walk, func() (rawjson.Value, error), error) {
 	return walkMessages(req, func(w *walk, msg *rawjson.Object, path, role string) error {
 		switch role {
@@ -188,6 +205,8 @@ func openAIImage(p picture, _ *rawjson.Object) rawjson.Node {
 type bedrockFormat struct{}
 
 func (bedrockFormat) urls() bool { return false }
+
+func (bedrockFormat) maxImages() int { return MaxImagesBedrock }
 
 func (bedrockFormat) parse(req rawjson.Value) (*walk, func() (rawjson.Value, error), error) {
 	return walkMessages(req, func(w *walk, msg *rawjson.Object, path, role string) error {
@@ -225,10 +244,10 @@ func (w *walk) bedrockContent(raw rawjson.Value, path string, setContent func(ra
 				return api.BadRequest(bpath+".text", "%s.text must be a string", bpath)
 			}
 			if name := refs.RefName(text); name != "" {
-				w.slots = append(w.slots, &slot{name: name, path: bpath, canImage: true, fill: func(p picture) error {
+				w.slots = append(w.slots, &slot{name: name, canImage: true, fill: func(p picture) error {
 					l.Set(j, bedrockImage(p))
 					return nil
-				}, text: setText(b, l, j)})
+				}, text: setText(l, j)})
 			}
 			continue
 		}

@@ -72,7 +72,7 @@ func (fakeLinker) URL(_ context.Context, key string, _ time.Duration) (string, e
 // fuzzHandler serves the hooks on memImages holding one image.
 func fuzzHandler(f *testing.F) (http.Handler, string) {
 	mem := &memImages{m: map[string]images.Image{}}
-	p, err := images.Shrink(pngB64(f, 1, 4, 4))
+	p, err := images.Shrink(context.Background(), pngB64(f, 1, 4, 4))
 	if err != nil {
 		f.Fatal(err)
 	}

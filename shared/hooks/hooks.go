@@ -45,6 +45,9 @@ const (
 	ReasonError = "error"
 	// ReasonDescribe: mode "describe" sends every image as its description.
 	ReasonDescribe = "describe"
+	// ReasonLimit: the request already carries as many images as its
+	// provider takes.
+	ReasonLimit = "limit"
 )
 
 // index appends "[i]" to a field path.

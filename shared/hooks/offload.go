@@ -249,7 +249,7 @@ func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]r
 		inline = append(inline, images.Inline{B64: b.Data, Named: b.Name})
 		at = append(at, i)
 	}
-	batch, err := images.Prepare(inline)
+	batch, err := images.Prepare(ctx, inline)
 	if refused, ok := errors.AsType[*images.RefusedError](err); ok {
 		field := index(path, at[refused.Index]) + ".data"
 		return offloaded{}, api.BadRequest(field, "%s: %v", field, refused.Err)

@@ -229,11 +229,16 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 		budget = min(budget, max(0, limit-answerSize(req)-reserve))
 	}
 	// Each distinct name is read once, and only names of this request's
-	// ref blocks are read at all.
+	// ref blocks are read at all. No more images are restored than the
+	// provider takes (room), so no more names are read than twice that:
+	// room that may be found, and as many again that may be missing.
+	// Work and memory go with the distinct names read and the answer,
+	// not with how many ref blocks repeat them.
+	room := max(0, f.maxImages()-w.images)
 	var names []string
 	seen := map[string]bool{}
 	for _, s := range w.slots {
-		if s.canImage && !seen[s.name] {
+		if s.canImage && !seen[s.name] && len(names) < 2*room {
 			seen[s.name] = true
 			names = append(names, s.name)
 		}
@@ -250,14 +255,14 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 	answer := beforeRequestAnswer{Restored: []string{}, Unrestored: []Unrestored{}}
 	restored := map[string]bool{}
 	unrestored := map[Unrestored]bool{}
-	var asText []*slot
+	asText := newTextRefs()
 	leave := func(s *slot, reason string) {
 		u := Unrestored{Name: s.name, Reason: reason}
 		if !unrestored[u] {
 			unrestored[u] = true
 			answer.Unrestored = append(answer.Unrestored, u)
 		}
-		asText = append(asText, s)
+		asText.add(s)
 		answer.Images++
 		answer.EstimatedImageTokens += imageTokens(0, 0)
 	}
@@ -267,12 +272,18 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 	// that grows at its end keeps its inline prefix (and prompt cache).
 	var used int64
 	over := false
+	filled := 0
+	linked := map[string]string{} // one link per name per request
 	for _, s := range w.slots {
 		if !s.canImage {
 			leave(s, ReasonFormat)
 			continue
 		}
 		g := got[s.name]
+		if filled == room || g == nil {
+			leave(s, ReasonLimit)
+			continue
+		}
 		if g.err != nil {
 			leave(s, reasonOfRead(g.err))
 			continue
@@ -288,9 +299,16 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 				leave(s, ReasonBudget)
 				continue
 			}
-			url, err := rs.link(ctx, tenant, s.name)
-			if err != nil {
-				api.Logger(ctx).Warn("restore: link failed", "image", s.name, "err", err)
+			url, ok := linked[s.name]
+			if !ok {
+				var err error
+				if url, err = rs.link(ctx, tenant, s.name); err != nil {
+					api.Logger(ctx).Warn("restore: link failed", "image", s.name, "err", err)
+					url = ""
+				}
+				linked[s.name] = url
+			}
+			if url == "" {
 				leave(s, ReasonUnavailable)
 				continue
 			}
@@ -299,6 +317,7 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 		if err := s.fill(p); err != nil {
 			return beforeRequestAnswer{}, err
 		}
+		filled++
 		if !restored[s.name] {
 			restored[s.name] = true
 			answer.Restored = append(answer.Restored, s.name)
@@ -322,14 +341,17 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 func (rs *Restore) describeAll(ctx context.Context, tenant string, w *walk, build func() (rawjson.Value, error)) (beforeRequestAnswer, error) {
 	answer := beforeRequestAnswer{Restored: []string{}, Unrestored: []Unrestored{}, Images: w.images,
 		EstimatedImageTokens: w.images * imageTokens(0, 0)}
+	asText := newTextRefs()
 	seen := map[string]bool{}
 	for _, s := range w.slots {
 		if !seen[s.name] {
 			seen[s.name] = true
 			answer.Unrestored = append(answer.Unrestored, Unrestored{Name: s.name, Reason: ReasonDescribe})
 		}
+		asText.add(s)
 	}
-	rs.describe(ctx, tenant, w.slots, &answer)
+	w.slots = nil // what build needs is held by the slots kept
+	rs.describe(ctx, tenant, asText, &answer)
 	var err error
 	if answer.Request, err = build(); err != nil {
 		return beforeRequestAnswer{}, err
@@ -337,20 +359,37 @@ func (rs *Restore) describeAll(ctx context.Context, tenant string, w *walk, buil
 	return answer, nil
 }
 
-// describe turns the ref of each slot into "[image <name>: <description>]"
-// where the image has a description, reading each name's once, at most
-// rs.parallel() at once, for the first MaxDescribedRefs slots; the others
-// stay bare refs. An image with no description (or beyond that bound, or
-// whose description could not be read) is counted as pending. Text that merely
-// mentions a ref is never a slot, so it is never touched.
-func (rs *Restore) describe(ctx context.Context, tenant string, slots []*slot, answer *beforeRequestAnswer) {
-	if len(slots) == 0 {
+// textRefs are the ref blocks left as text. Only the first
+// MaxDescribedRefs may get a description, so only those slots are kept;
+// of the rest, only their names, which count as pending. Keeping no more
+// lets the parsed blocks of a request of many refs go before its answer
+// is built.
+type textRefs struct {
+	slots []*slot
+	more  map[string]bool
+}
+
+func newTextRefs() *textRefs { return &textRefs{more: map[string]bool{}} }
+
+func (t *textRefs) add(s *slot) {
+	if len(t.slots) < MaxDescribedRefs {
+		t.slots = append(t.slots, s)
 		return
 	}
+	t.more[s.name] = true
+}
+
+// describe turns the ref of each slot kept in refs into "[image <name>:
+// <description>]" where the image has a description, reading each name's
+// once, at most rs.parallel() at once. An image with no description (or
+// beyond that bound, or whose description could not be read) is counted as
+// pending. Text that merely mentions a ref is never a slot, so it is never
+// touched.
+func (rs *Restore) describe(ctx context.Context, tenant string, refs *textRefs, answer *beforeRequestAnswer) {
 	descs := map[string]string{}
-	if rs.Descriptions != nil {
+	if rs.Descriptions != nil && len(refs.slots) > 0 {
 		var names []string
-		for _, s := range slots[:min(len(slots), MaxDescribedRefs)] {
+		for _, s := range refs.slots {
 			if _, ok := descs[s.name]; !ok {
 				descs[s.name] = ""
 				names = append(names, s.name)
@@ -371,17 +410,19 @@ func (rs *Restore) describe(ctx context.Context, tenant string, slots []*slot, a
 		}
 	}
 	pending := map[string]bool{}
-	for k, s := range slots {
+	for _, s := range refs.slots {
 		d := descs[s.name]
 		if d == "" {
 			pending[s.name] = true
 			continue
 		}
-		if k >= MaxDescribedRefs {
-			continue // bare: past the bound on what descriptions may add
-		}
 		s.text(DescribedRef(s.name, d))
 		answer.Described++
+	}
+	for n := range refs.more {
+		if descs[n] == "" {
+			pending[n] = true
+		}
 	}
 	answer.PendingDescriptions = len(pending)
 }

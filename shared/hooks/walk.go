@@ -22,7 +22,6 @@ type picture struct {
 // slot is one exact ref block in a place restore looks at.
 type slot struct {
 	name string
-	path string
 	// canImage is false where the format cannot carry an image.
 	canImage bool
 	// fill puts an image block in the ref block's place.
@@ -163,7 +162,7 @@ func (w *walk) typedContent(raw rawjson.Value, path string, canImage bool, textT
 	}
 	if s, ok := raw.Text(); ok {
 		if name := refs.RefName(s); name != "" {
-			w.slots = append(w.slots, &slot{name: name, path: path, canImage: canImage, fill: func(p picture) error {
+			w.slots = append(w.slots, &slot{name: name, canImage: canImage, fill: func(p picture) error {
 				list := &rawjson.List{Items: make([]rawjson.Value, 1)}
 				list.Set(0, toImage(p, nil))
 				set(list)
@@ -197,19 +196,30 @@ func (w *walk) typedContent(raw rawjson.Value, path string, canImage bool, textT
 			return err
 		}
 		if name := refs.RefName(text); name != "" {
-			w.slots = append(w.slots, &slot{name: name, path: bpath, canImage: canImage, fill: func(p picture) error {
+			// The block is parsed again when filled, not kept: a request
+			// may hold hundreds of thousands of ref blocks.
+			w.slots = append(w.slots, &slot{name: name, canImage: canImage, fill: func(p picture) error {
+				b, err := parseObject(l.Items[j], "")
+				if err != nil {
+					return err
+				}
 				l.Set(j, toImage(p, b))
 				return nil
-			}, text: setText(b, l, j)})
+			}, text: setText(l, j)})
 		}
 	}
 	w.commitList(l, set)
 	return nil
 }
 
-// setText replaces the text of block b, item j of l.
-func setText(b *rawjson.Object, l *rawjson.List, j int) func(string) {
+// setText replaces the text of the block at item j of l. Like fill, it
+// parses the block again rather than keep it.
+func setText(l *rawjson.List, j int) func(string) {
 	return func(s string) {
+		b, err := parseObject(l.Items[j], "")
+		if err != nil {
+			return // parsed once already: it is an object
+		}
 		b.Set("text", rawjson.String(s))
 		l.Set(j, b)
 	}

@@ -70,8 +70,9 @@ type jobKey struct{ named, b64 string }
 
 // Prepare checks and prepares every image of a request (Shrink), equal
 // images once. When any is refused, the error is a *RefusedError naming the
-// first refused image in request order.
-func Prepare(imgs []Inline) (*Batch, error) {
+// first refused image in request order; when the decode budget stayed in use
+// (ErrBusy) or ctx ended, that error.
+func Prepare(ctx context.Context, imgs []Inline) (*Batch, error) {
 	b := &Batch{of: make([]*job, len(imgs))}
 	byKey := map[jobKey]*job{}
 	for i, in := range imgs {
@@ -89,10 +90,15 @@ func Prepare(imgs []Inline) (*Batch, error) {
 		}
 		b.of[i] = j
 	}
-	b.each(func(j *job) { j.prepared, j.err = Shrink(j.B64) })
+	b.each(func(j *job) { j.prepared, j.err = Shrink(ctx, j.B64) })
+	for _, j := range b.jobs {
+		if _, bad := errors.AsType[*FormatError](j.err); bad {
+			return nil, &RefusedError{Index: j.first, Err: j.err}
+		}
+	}
 	for _, j := range b.jobs {
 		if j.err != nil {
-			return nil, &RefusedError{Index: j.first, Err: j.err}
+			return nil, j.err
 		}
 	}
 	return b, nil

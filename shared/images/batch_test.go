@@ -35,7 +35,7 @@ func TestBatchStoresEachImageOnceUnderOneName(t *testing.T) {
 	small := b64(pngBytes(t, gradient(16, 16)))
 	other := b64(pngBytes(t, gradient(12, 16)))
 	wide := b64(pngBytes(t, gradient(2100, 8)))
-	shrunk, err := images.Shrink(wide)
+	shrunk, err := images.Shrink(context.Background(), wide)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestBatchStoresEachImageOnceUnderOneName(t *testing.T) {
 				}
 			}
 			before := blobs.Puts()
-			batch, err := images.Prepare(tt.imgs)
+			batch, err := images.Prepare(context.Background(), tt.imgs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func TestBatchStoresEachImageOnceUnderOneName(t *testing.T) {
 func TestPrepareNamesTheFirstRefusedImage(t *testing.T) {
 	good := b64(pngBytes(t, gradient(8, 8)))
 	imgs := []images.Inline{{B64: good}, {B64: "not base64!"}, {B64: good}, {B64: b64([]byte("BM"))}}
-	_, err := images.Prepare(imgs)
+	_, err := images.Prepare(context.Background(), imgs)
 	refused, ok := errors.AsType[*images.RefusedError](err)
 	if !ok || refused.Index != 1 || !errors.Is(err, images.ErrInvalidBase64) {
 		t.Fatalf("err %v, want image 1 refused as invalid base64", err)

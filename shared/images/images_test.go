@@ -2,6 +2,7 @@ package images_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -152,7 +153,7 @@ func TestNameIsOfTheBase64AsReceived(t *testing.T) {
 	if images.Name(std) == images.Name(wrapped) {
 		t.Error("two texts of the same bytes got one name; the name must be of the text as received")
 	}
-	p, err := images.Shrink(wrapped)
+	p, err := images.Shrink(context.Background(), wrapped)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func TestInvalidBase64IsATypedError(t *testing.T) {
 			if errors.Is(err, images.ErrUnsupported) {
 				t.Errorf("error %v also claims ErrUnsupported", err)
 			}
-			if _, err := images.Shrink(tt.text); !errors.Is(err, images.ErrInvalidBase64) {
+			if _, err := images.Shrink(context.Background(), tt.text); !errors.Is(err, images.ErrInvalidBase64) {
 				t.Errorf("Shrink error = %v, want ErrInvalidBase64", err)
 			}
 		})
@@ -271,7 +272,7 @@ func TestDetectRefusesNonImages(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.says) {
 				t.Errorf("error %q does not name %q", err, tt.says)
 			}
-			if _, err := images.Shrink(b64(tt.data)); !errors.Is(err, images.ErrUnsupported) {
+			if _, err := images.Shrink(context.Background(), b64(tt.data)); !errors.Is(err, images.ErrUnsupported) {
 				t.Errorf("Shrink error = %v, want ErrUnsupported", err)
 			}
 			if _, _, err := images.Downscale(tt.data, 800); !errors.Is(err, images.ErrUnsupported) {
@@ -299,7 +300,7 @@ func TestSmallImageStaysByteIdentical(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := images.Shrink(tt.text)
+			p, err := images.Shrink(context.Background(), tt.text)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -349,7 +350,7 @@ func TestOversizeSideIsShrunkToJPEG(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := b64(tt.data)
-			p, err := images.Shrink(in)
+			p, err := images.Shrink(context.Background(), in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -363,7 +364,7 @@ func TestOversizeSideIsShrunkToJPEG(t *testing.T) {
 
 func TestTransparencyIsFlattenedOntoWhite(t *testing.T) {
 	in := b64(pngBytes(t, halfTransparent(2400, 400)))
-	p, err := images.Shrink(in)
+	p, err := images.Shrink(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +392,7 @@ func TestOverTwoMiBBase64IsReencoded(t *testing.T) {
 	if len(in) <= images.MaxBase64 {
 		t.Fatalf("test image is only %d base64 characters", len(in))
 	}
-	p, err := images.Shrink(in)
+	p, err := images.Shrink(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +404,7 @@ func TestOverTwoMiBBase64IsReencoded(t *testing.T) {
 func TestShrinkScalesFurtherUntilUnderTwoMiB(t *testing.T) {
 	// Noise does not compress: even JPEG 85 at 2048 px is over 2 MiB.
 	in := b64(pngBytes(t, noise(2048, 2048)))
-	p, err := images.Shrink(in)
+	p, err := images.Shrink(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +430,7 @@ func TestAnimatedGIFKeepsItsFirstFrame(t *testing.T) {
 		return img
 	}
 	in := b64(gifBytes(t, frame(red), frame(blue)))
-	p, err := images.Shrink(in)
+	p, err := images.Shrink(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +458,7 @@ func TestDecompressionBombIsRefusedBeforeDecoding(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			bomb := withDeclaredSize(t, small, tt.w, tt.h)
-			if _, err := images.Shrink(b64(bomb)); !errors.Is(err, images.ErrTooLarge) {
+			if _, err := images.Shrink(context.Background(), b64(bomb)); !errors.Is(err, images.ErrTooLarge) {
 				t.Errorf("Shrink error = %v, want ErrTooLarge", err)
 			}
 			if _, _, err := images.Downscale(bomb, 800); !errors.Is(err, images.ErrTooLarge) {
@@ -579,7 +580,7 @@ func BenchmarkShrinkLargePNG(b *testing.B) {
 	in := b64(pngBytes(b, img))
 	b.SetBytes(int64(len(in)))
 	for b.Loop() {
-		if _, err := images.Shrink(in); err != nil {
+		if _, err := images.Shrink(context.Background(), in); err != nil {
 			b.Fatal(err)
 		}
 	}

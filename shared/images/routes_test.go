@@ -235,6 +235,10 @@ func TestRefusedRequestStoresNothing(t *testing.T) {
 		{"not an image", b64([]byte("BM not a picture at all"))},
 		{"not base64", "#### not base64 ####"},
 		{"too large to decode", b64(withDeclaredSize(t, pngBytes(t, gradient(4, 4)), 30_000, 30_000))},
+		{"a 16-bit PNG that decodes past the budget", b64(bombPNG(t, 7071, 7071))},
+		{"a PNG cut in half", b64(cut(pngBytes(t, noise(64, 64)), 0.5))},
+		{"a PNG with random image data", b64(randomIDAT(t, pngBytes(t, noise(64, 64))))},
+		{"a JPEG cut at 40%", b64(cut(jpegBytes(t, noise(64, 64)), 0.4))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

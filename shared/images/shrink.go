@@ -2,6 +2,7 @@ package images
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"fmt"
 	"image"
@@ -23,9 +24,9 @@ const (
 	JPEGQuality = 85
 )
 
-// Decompression bomb guard: a small file can declare a huge canvas, and
-// decoding allocates for the declared size (up to 8 bytes a pixel for 16-bit
-// PNG). These limits are checked on the header, before anything is decoded.
+// Decompression bomb guard on the declared size, checked on the header
+// before anything is decoded. It bounds the time a decode and a scale take;
+// their memory is bounded by the decode budget (Budget).
 const (
 	maxDecodePixels = 50_000_000
 	maxDecodeSide   = 20_000
@@ -40,13 +41,14 @@ type Prepared struct {
 	Shrunk   bool   // re-encoded as JPEG
 }
 
-// Shrink prepares an image for storage. An image within MaxSide on both
-// sides whose bytes take at most MaxBase64 characters as standard base64
-// (the form it is sent to models in) is kept byte for byte. A larger one is
-// scaled to fit MaxSide and re-encoded as JPEG (quality 85); when that is
-// still too long, it is scaled down further until it fits. An animated GIF
-// keeps its first frame.
-func Shrink(b64 string) (Prepared, error) {
+// Shrink prepares an image for storage. Its bytes must pass Validate: a
+// whole image of an accepted format, decoded within the decode budget. An
+// image within MaxSide on both sides whose bytes take at most MaxBase64
+// characters as standard base64 (the form it is sent to models in) is kept
+// byte for byte. A larger one is scaled to fit MaxSide and re-encoded as
+// JPEG (quality 85); when that is still too long, it is scaled down further
+// until it fits. An animated GIF keeps its first frame.
+func Shrink(ctx context.Context, b64 string) (Prepared, error) {
 	data, err := Decode(b64)
 	if err != nil {
 		return Prepared{}, err
@@ -57,26 +59,28 @@ func Shrink(b64 string) (Prepared, error) {
 	}
 	p := Prepared{Name: Name(b64), MimeType: mimeType, Data: data, B64: b64}
 	if !mustShrink(cfg, len(data)) {
-		return p, nil
+		return p, decodeWithin(ctx, data, mimeType, cfg, 0, func(image.Image) error { return nil })
 	}
-	img, err := decode(data, cfg)
+	side := min(max(cfg.Width, cfg.Height), MaxSide)
+	err = decodeWithin(ctx, data, mimeType, cfg, side, func(img image.Image) error {
+		for {
+			out, err := encodeJPEG(flatten(fit(img, side)))
+			if err != nil {
+				return err
+			}
+			n := base64.StdEncoding.EncodedLen(len(out))
+			if n <= MaxBase64 || side == 1 {
+				p.MimeType, p.Data, p.B64, p.Shrunk = JPEG, out, base64.StdEncoding.EncodeToString(out), true
+				return nil
+			}
+			// JPEG size grows about with the pixel count; aim a little under.
+			side = max(1, min(side*9/10, int(float64(side)*math.Sqrt(float64(MaxBase64)/float64(n))*0.95)))
+		}
+	})
 	if err != nil {
 		return Prepared{}, err
 	}
-	side := min(max(cfg.Width, cfg.Height), MaxSide)
-	for {
-		out, err := encodeJPEG(flatten(fit(img, side)))
-		if err != nil {
-			return Prepared{}, err
-		}
-		n := base64.StdEncoding.EncodedLen(len(out))
-		if n <= MaxBase64 || side == 1 {
-			p.MimeType, p.Data, p.B64, p.Shrunk = JPEG, out, base64.StdEncoding.EncodeToString(out), true
-			return p, nil
-		}
-		// JPEG size grows about with the pixel count; aim a little under.
-		side = max(1, min(side*9/10, int(float64(side)*math.Sqrt(float64(MaxBase64)/float64(n))*0.95)))
-	}
+	return p, nil
 }
 
 // mustShrink reports whether an image of n bytes breaks a storage limit.
@@ -99,35 +103,24 @@ func Downscale(data []byte, maxSide int) (mimeType string, out []byte, err error
 	if max(cfg.Width, cfg.Height) <= maxSide {
 		return mimeType, data, nil
 	}
-	img, err := decode(data, cfg)
-	if err != nil {
-		return "", nil, err
-	}
-	small := fit(img, maxSide)
-	if !opaque(img) {
-		var buf bytes.Buffer
-		if err := png.Encode(&buf, small); err != nil {
-			return "", nil, fmt.Errorf("images: encode PNG: %w", err)
+	err = decodeWithin(context.Background(), data, mimeType, cfg, maxSide, func(img image.Image) error {
+		small := fit(img, maxSide)
+		if !opaque(img) {
+			var buf bytes.Buffer
+			if err := png.Encode(&buf, small); err != nil {
+				return fmt.Errorf("images: encode PNG: %w", err)
+			}
+			mimeType, out = PNG, buf.Bytes()
+			return nil
 		}
-		return PNG, buf.Bytes(), nil
-	}
-	out, err = encodeJPEG(small)
+		mimeType = JPEG
+		out, err = encodeJPEG(small)
+		return err
+	})
 	if err != nil {
 		return "", nil, err
 	}
-	return JPEG, out, nil
-}
-
-// decode decodes a detected image after checking its declared size.
-func decode(data []byte, cfg image.Config) (image.Image, error) {
-	if err := checkDecodable(cfg); err != nil {
-		return nil, err
-	}
-	img, _, err := image.Decode(bytes.NewReader(data))
-	if err != nil {
-		return nil, &FormatError{Kind: KindUnsupported, Detail: "image data does not decode", Err: err}
-	}
-	return img, nil
+	return mimeType, out, nil
 }
 
 // checkDecodable refuses a declared size past the decompression bomb guard.
@@ -140,19 +133,14 @@ func checkDecodable(cfg image.Config) error {
 }
 
 // fit scales img so its long side is at most side, keeping the aspect
-// ratio; an image already within it is returned as is.
+// ratio (scale); an image already within it is returned as is.
 func fit(img image.Image, side int) image.Image {
 	b := img.Bounds()
-	w, h := b.Dx(), b.Dy()
-	if max(w, h) <= side {
+	w, h := fitSize(b.Dx(), b.Dy(), side)
+	if w == b.Dx() && h == b.Dy() {
 		return img
 	}
-	scale := float64(side) / float64(max(w, h))
-	w = max(1, int(math.Round(float64(w)*scale)))
-	h = max(1, int(math.Round(float64(h)*scale)))
-	dst := image.NewRGBA(image.Rect(0, 0, w, h))
-	draw.CatmullRom.Scale(dst, dst.Bounds(), img, b, draw.Src, nil)
-	return dst
+	return scale(img, w, h)
 }
 
 // flatten lays a transparent image over white: JPEG has no alpha, and

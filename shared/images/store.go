@@ -34,7 +34,7 @@ func New(blobs store.Blobs) *Store { return &Store{Blobs: blobs} }
 // no-op that returns the same name. Bad input is a FormatError; a store
 // failure is wrapped, so errors.Is(err, store.ErrUnavailable) holds.
 func (s *Store) Put(ctx context.Context, tenant, b64 string) (name string, err error) {
-	p, err := Shrink(b64)
+	p, err := Shrink(ctx, b64)
 	if err != nil {
 		return "", err
 	}

@@ -41,7 +41,7 @@ var putWays = []struct {
 		return s.Put(ctx, tenant, b64)
 	}},
 	{"PutPrepared", func(ctx context.Context, s *images.Store, tenant, b64 string) (string, error) {
-		p, err := images.Shrink(b64)
+		p, err := images.Shrink(context.Background(), b64)
 		if err != nil {
 			return "", err
 		}
@@ -87,7 +87,7 @@ func testStoreKeepsTheImage(t *testing.T, s *images.Store, put func(context.Cont
 }
 
 func TestPutPreparedRefusesWhatShrinkDidNotPrepare(t *testing.T) {
-	good, err := images.Shrink(b64(pngBytes(t, gradient(4, 4))))
+	good, err := images.Shrink(context.Background(), b64(pngBytes(t, gradient(4, 4))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func (s *Store) Accept(ctx context.Context, tenant, name string, data []byte) er
 	if len(data) > MaxUploadBytes {
 		return &FormatError{Kind: KindTooLarge, Detail: fmt.Sprintf("%d bytes uploaded, limit %d", len(data), MaxUploadBytes)}
 	}
-	p, err := Shrink(base64.StdEncoding.EncodeToString(data))
+	p, err := Shrink(ctx, base64.StdEncoding.EncodeToString(data))
 	if err != nil {
 		return err
 	}

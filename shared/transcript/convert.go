@@ -114,6 +114,9 @@ func checkMessages(msgs []pi.Message) error {
 		default:
 			return inputErr(field+".role", "%q is not user, assistant or toolResult", m.Role)
 		}
+		if isEmpty(m.Content) {
+			return inputErr(field+".content", "is empty: a message needs at least one block with something in it")
+		}
 		for j, b := range m.Content.Blocks {
 			bf := fmt.Sprintf("%s.content[%d]", field, j)
 			switch b.Type {
@@ -139,6 +142,16 @@ func checkMessages(msgs []pi.Message) error {
 		}
 	}
 	return nil
+}
+
+// isEmpty reports whether content has no blocks, or only empty text.
+func isEmpty(c pi.Content) bool {
+	for _, b := range c.Blocks {
+		if b.Type != pi.TypeText || b.Text != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // putImages stores the inline images of msgs (images.Batch: every one is
@@ -167,7 +180,7 @@ func (l *Log) putImages(ctx context.Context, tenant string, msgs []pi.Message) (
 		return names, nil
 	}
 	field := func(k int) string { return fmt.Sprintf("messages[%d].content[%d].data", at[k].msg, at[k].block) }
-	batch, err := images.Prepare(inline)
+	batch, err := images.Prepare(ctx, inline)
 	if refused, ok := errors.AsType[*images.RefusedError](err); ok {
 		return nil, imageError(field(refused.Index), refused.Err)
 	}
@@ -227,7 +240,7 @@ func imageError(field string, err error) error {
 	case errors.Is(err, images.ErrInvalidBase64):
 		return &InputError{Field: field, Msg: "is not valid base64", Err: err}
 	case errors.Is(err, images.ErrUnsupported):
-		return &InputError{Field: field, Msg: "is not a PNG, JPEG, GIF or WebP image", Err: err}
+		return &InputError{Field: field, Msg: "is not a whole PNG, JPEG, GIF or WebP image", Err: err}
 	case errors.Is(err, images.ErrTooLarge):
 		return &InputError{Field: field, Msg: "is an image too large to store", Err: err}
 	}

@@ -2,6 +2,7 @@ package transcript
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -40,7 +41,6 @@ func TestMessagesBecomeEntries(t *testing.T) {
 		{"ToolResultImageBecomesRefLine", `{"role":"toolResult","toolCallId":"t1","toolName":"shot","content":[{"type":"text","text":"done"},{"type":"image","mimeType":"image/png","data":"` + img + `"}]}`, []string{"echo|shot: done\n" + ref}},
 		{"WorkKindOverrides", `{"role":"assistant","kind":"work","content":[{"type":"text","text":"report"}]}`, []string{"work|report"}},
 		{"NoteKindOverrides", `{"role":"user","kind":"note","content":"imported"}`, []string{"note|imported"}},
-		{"EmptyUserMessageIsStillLogged", `{"role":"user","content":[]}`, []string{"user|"}},
 	}
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		if _, err := f.imgs.Put(context.Background(), tenant, pngB64(t, 9, 8, 8)); err != nil {
@@ -318,4 +318,14 @@ func TestRowsNeverHoldBase64(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestEmptyMessageIsRefused(t *testing.T) {
+	for _, content := range []string{`[]`, `""`, `[{"type":"text","text":""}]`} {
+		err := checkMessages([]pi.Message{msg(t, `{"role":"user","content":`+content+`}`)})
+		var in *InputError
+		if !errors.As(err, &in) || in.Field != "messages[0].content" {
+			t.Errorf("content %s: error %v, want an InputError naming messages[0].content", content, err)
+		}
+	}
 }

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/durachat/durachat/shared/images/imagestest"
+	"github.com/durachat/durachat/shared/refs"
+)
+
+// The attack stress test runs the local server as its own process, so its
+// resident memory is its own, and attacks it the way a hostile tenant
+// would: decompression bombs through every route that takes images, and
+// before-request naming one image in every block of a 9 MiB request, from
+// many clients at once. It reads the server's peak RSS (VmHWM) from /proc.
+// The aims (docs/performance.md): one request at most 256 MB above the
+// idle server, and at most 512 MB under any mix.
+
+const (
+	stressTokenA = "stress-token-tenant-a"
+	stressTokenB = "stress-token-tenant-b"
+	maxAboveIdle = 256 << 20
+	maxPeak      = 512 << 20
+)
+
+type stressServer struct {
+	url string
+	pid int
+}
+
+func startStressServer(t *testing.T) *stressServer {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "durachat")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(),
+		"DURACHAT_ADDR="+addr,
+		"DURACHAT_DATA="+t.TempDir(),
+		"DURACHAT_TOKENS="+stressTokenA+"=tenantA,"+stressTokenB+"=tenantB",
+		"DURACHAT_LOG_LEVEL=error",
+	)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	})
+	s := &stressServer{url: "http://" + addr, pid: cmd.Process.Pid}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if res, err := http.Get(s.url + "/healthz"); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("server did not answer /healthz within 30 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// memory reads the server's resident memory and its peak so far.
+func (s *stressServer) memory(t *testing.T) (rss, peak int64) {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "VmRSS":
+			rss = kb << 10
+		case "VmHWM":
+			peak = kb << 10
+		}
+	}
+	return rss, peak
+}
+
+// resetPeak starts a new peak at the current RSS (Linux: writing 5 to
+// clear_refs). It reports whether the kernel allows it.
+func (s *stressServer) resetPeak() bool {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", s.pid), []byte("5"), 0) == nil
+}
+
+func (s *stressServer) post(token, route string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequest(http.MethodPost, s.url+"/v1/chats/c1/"+route, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	out, err := io.ReadAll(res.Body)
+	return res.StatusCode, out, err
+}
+
+// attack is one hostile request and the statuses it may be answered.
+type attack struct {
+	name   string
+	route  string
+	body   []byte
+	status []int
+}
+
+func afterToolBody(imgs ...[]byte) []byte {
+	var blocks []map[string]any
+	for _, img := range imgs {
+		blocks = append(blocks, map[string]any{"type": "image", "data": base64.StdEncoding.EncodeToString(img), "mimeType": "image/png"})
+	}
+	body, _ := json.Marshal(map[string]any{
+		"call":   map[string]any{"id": "t1", "name": "shot", "nested": false},
+		"result": map[string]any{"content": blocks, "isError": false},
+	})
+	return body
+}
+
+func messagesBody(receipt string, imgs ...[]byte) []byte {
+	var blocks []map[string]any
+	for _, img := range imgs {
+		blocks = append(blocks, map[string]any{"type": "image", "data": base64.StdEncoding.EncodeToString(img), "mimeType": "image/png"})
+	}
+	body, _ := json.Marshal(map[string]any{
+		"receipt":  receipt,
+		"messages": []any{map[string]any{"role": "user", "content": blocks}},
+	})
+	return body
+}
+
+// repeatedRefBody is an Anthropic request of about 9 MiB whose every block
+// names the same image.
+func repeatedRefBody(name string) []byte {
+	block := fmt.Sprintf(`{"type":"text","text":%q}`, refs.Ref(name))
+	n := (9 << 20) / (len(block) + 1)
+	blocks := strings.Repeat(block+",", n-1) + block
+	return []byte(`{"format":"anthropic","mode":"url","request":{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[` + blocks + `]}]}}`)
+}
+
+func TestAttackStressPeakRSS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stress test: runs the server as a process and attacks it for a while")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the server's memory from /proc")
+	}
+	s := startStressServer(t)
+
+	// Past the budget: 7071x7071 of 16-bit RGBA, 400 MB decoded.
+	refused := imagestest.BombPNG(7071, 7071)
+	// Within it: 3000x3000 of 16-bit RGBA, 72 MB decoded, then shrunk.
+	heavy := imagestest.BombPNG(3000, 3000)
+	heavy2 := imagestest.BombPNG(2999, 3000)
+	status, out, err := s.post(stressTokenA, "hooks/after-tool", afterToolBody(imagestest.BombPNG(64, 64)))
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("storing an image: %d %v %s", status, err, out)
+	}
+	var stored struct{ Stored []string }
+	if err := json.Unmarshal(out, &stored); err != nil || len(stored.Stored) != 1 {
+		t.Fatalf("stored %s: %v", out, err)
+	}
+	repeated := repeatedRefBody(stored.Stored[0])
+
+	attacks := []attack{
+		{"after-tool: four bombs past the budget", "hooks/after-tool", afterToolBody(refused, refused, refused, refused), []int{http.StatusBadRequest}},
+		{"after-tool: two heavy images within the budget", "hooks/after-tool", afterToolBody(heavy, heavy2), []int{http.StatusOK, http.StatusServiceUnavailable}},
+		{"offload-input: a heavy image", "hooks/offload-input", mustJSON(map[string]any{"message": map[string]any{"role": "user", "content": []any{map[string]any{"type": "image", "data": base64.StdEncoding.EncodeToString(heavy)}}}}), []int{http.StatusOK, http.StatusServiceUnavailable}},
+		{"messages: a bomb past the budget", "messages", messagesBody("r-refused", refused), []int{http.StatusBadRequest}},
+		{"before-request: one image named in every block of 9 MiB", "hooks/before-request", repeated, []int{http.StatusOK}},
+	}
+
+	runtime.GC()
+	time.Sleep(500 * time.Millisecond)
+	idle, _ := s.memory(t)
+	t.Logf("idle RSS %d MB", idle>>20)
+	canReset := s.resetPeak()
+
+	// One request at a time: each stays within 256 MB above idle.
+	worstOne := int64(0)
+	for _, a := range attacks {
+		if canReset {
+			s.resetPeak()
+		}
+		before, _ := s.memory(t)
+		status, out, err := s.post(stressTokenA, a.route, a.body)
+		if err != nil {
+			t.Fatalf("%s: %v", a.name, err)
+		}
+		if !slices.Contains(a.status, status) {
+			t.Fatalf("%s: status %d, want one of %v: %.300s", a.name, status, a.status, out)
+		}
+		_, peak := s.memory(t)
+		above := peak - idle
+		t.Logf("%s: %d, peak RSS %d MB, %d MB above idle (RSS before %d MB)", a.name, status, peak>>20, above>>20, before>>20)
+		worstOne = max(worstOne, above)
+		if canReset && above > maxAboveIdle {
+			t.Errorf("%s: %d MB above idle, aim at most %d MB", a.name, above>>20, maxAboveIdle>>20)
+		}
+	}
+
+	// Every attack from several clients of both tenants at once, twice over.
+	if canReset {
+		s.resetPeak()
+	}
+	const clients = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, clients*len(attacks)*2)
+	for c := range clients {
+		token := stressTokenA
+		if c%2 == 1 {
+			token = stressTokenB
+		}
+		wg.Go(func() {
+			for round := range 2 {
+				for i := range attacks {
+					a := attacks[(i+c+round)%len(attacks)]
+					status, out, err := s.post(token, a.route, a.body)
+					switch {
+					case err != nil:
+						errs <- fmt.Errorf("%s: %w", a.name, err)
+					case !slices.Contains(a.status, status) && !(status == http.StatusOK && a.route == "hooks/before-request"):
+						errs <- fmt.Errorf("%s: status %d: %.200s", a.name, status, out)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	_, peak := s.memory(t)
+	t.Logf("RESULT idle %d MB; worst single request %d MB above idle; %d clients x %d attacks x 2 rounds: peak RSS %d MB",
+		idle>>20, worstOne>>20, clients, len(attacks), peak>>20)
+	if peak > maxPeak {
+		t.Errorf("peak RSS %d MB under concurrent attack, aim at most %d MB", peak>>20, maxPeak>>20)
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

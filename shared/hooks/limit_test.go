@@ -1,0 +1,178 @@
+package hooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/refs"
+)
+
+// countingLinker counts the links it makes.
+type countingLinker struct{ n atomic.Int64 }
+
+func (c *countingLinker) URL(ctx context.Context, key string, ttl time.Duration) (string, error) {
+	c.n.Add(1)
+	return fakeLinker{}.URL(ctx, key, ttl)
+}
+
+// countingImages counts the reads of memImages.
+type countingImages struct {
+	*memImages
+	gets atomic.Int64
+}
+
+func (c *countingImages) Get(ctx context.Context, tenant, name string) (images.Image, error) {
+	c.gets.Add(1)
+	return c.memImages.Get(ctx, tenant, name)
+}
+
+// limitEnv serves before-request over one stored image.
+func limitEnv(t testing.TB) (http.Handler, *countingImages, *countingLinker, string) {
+	mem := &countingImages{memImages: &memImages{m: map[string]images.Image{}}}
+	p, err := images.Shrink(context.Background(), pngB64(t, 1, 4, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.PutPrepared(context.Background(), tenantA, p); err != nil {
+		t.Fatal(err)
+	}
+	linker := &countingLinker{}
+	mux := http.NewServeMux()
+	NewRestore(mem, linker).Register(mux)
+	return mux, mem, linker, p.Name
+}
+
+// repeatedRefs is a request of the format with one user message of n ref
+// blocks: the first `missing` name images never stored, the rest name.
+func repeatedRefs(format string, n, missing int, name string) string {
+	ref := func(i int) string {
+		if i < missing {
+			return refs.Ref(fmt.Sprintf("%016x", i+1))
+		}
+		return refs.Ref(name)
+	}
+	var blocks []string
+	for i := range n {
+		if format == FormatBedrock {
+			blocks = append(blocks, fmt.Sprintf(`{"text":%q}`, ref(i)))
+		} else {
+			blocks = append(blocks, fmt.Sprintf(`{"type":"text","text":%q}`, ref(i)))
+		}
+	}
+	return fmt.Sprintf(`{"messages":[{"role":"user","content":[%s]}]}`, strings.Join(blocks, ","))
+}
+
+func TestRestoredImagesStayWithinTheProviderLimit(t *testing.T) {
+	tests := []struct {
+		format string
+		mode   string
+		limit  int
+	}{
+		{FormatAnthropic, ModeInline, 100},
+		{FormatAnthropic, ModeURL, 100},
+		{FormatBedrock, ModeInline, 20},
+		{FormatOpenAI, ModeURL, 500},
+		{FormatPi, ModeInline, 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.format+" "+tt.mode, func(t *testing.T) {
+			h, mem, linker, name := limitEnv(t)
+			const missing = 3
+			req := repeatedRefs(tt.format, tt.limit+50, missing, name)
+			body := fmt.Sprintf(`{"format":%q,"mode":%q,"request":%s}`, tt.format, tt.mode, req)
+			w := serve(t, h, "hooks/before-request", []byte(body))
+			if w.Code != http.StatusOK {
+				t.Fatalf("status %d: %s", w.Code, w.Body)
+			}
+			var a restoreAnswerT
+			if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil {
+				t.Fatal(err)
+			}
+			// Every ref still text is listed once per name and reason.
+			want := map[Unrestored]bool{{Name: name, Reason: ReasonLimit}: true}
+			for i := range missing {
+				want[Unrestored{Name: fmt.Sprintf("%016x", i+1), Reason: ReasonNotFound}] = true
+			}
+			if len(a.Unrestored) != len(want) {
+				t.Errorf("unrestored = %v, want %v", a.Unrestored, want)
+			}
+			for _, u := range a.Unrestored {
+				if !want[u] {
+					t.Errorf("unrestored %v not expected", u)
+				}
+			}
+			restoredImages := strings.Count(string(a.Request), `"type":"image_url"`) + strings.Count(string(a.Request), `"type":"image"`) + strings.Count(string(a.Request), `{"image":`)
+			if restoredImages != tt.limit {
+				t.Errorf("%d images restored, want the provider's limit %d", restoredImages, tt.limit)
+			}
+			if refsLeft := strings.Count(string(a.Request), "[image "); refsLeft != 50 {
+				t.Errorf("%d refs left as text, want %d", refsLeft, 50)
+			}
+			if got := mem.gets.Load(); tt.mode == ModeInline && got != missing+1 {
+				t.Errorf("%d reads, want one per distinct name (%d)", got, missing+1)
+			}
+			if got := linker.n.Load(); got > 1 {
+				t.Errorf("%d links made, want at most one per name", got)
+			}
+		})
+	}
+}
+
+func TestImagesAlreadyInTheRequestCountTowardTheLimit(t *testing.T) {
+	h, _, _, name := limitEnv(t)
+	var blocks []string
+	for range MaxImagesBedrock - 2 {
+		blocks = append(blocks, `{"image":{"format":"png","source":{"bytes":"AAAA"}}}`)
+	}
+	for range 5 {
+		blocks = append(blocks, fmt.Sprintf(`{"text":%q}`, refs.Ref(name)))
+	}
+	req := fmt.Sprintf(`{"messages":[{"role":"user","content":[%s]}]}`, strings.Join(blocks, ","))
+	w := serve(t, h, "hooks/before-request", []byte(`{"format":"bedrock","request":`+req+`}`))
+	var a restoreAnswerT
+	if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(a.Request), `"image"`); n != MaxImagesBedrock {
+		t.Errorf("%d images in the request, want %d", n, MaxImagesBedrock)
+	}
+	if len(a.Unrestored) != 1 || a.Unrestored[0].Reason != ReasonLimit {
+		t.Errorf("unrestored = %v, want the ref with reason limit", a.Unrestored)
+	}
+}
+
+func TestRepeatedRefsCostTheDistinctImagesNotTheBlocks(t *testing.T) {
+	// A 9 MiB request naming one image in every one of its blocks: the
+	// answer and the memory restore takes stay near the request's size.
+	h, mem, linker, name := limitEnv(t)
+	n := (9 << 20) / len(fmt.Sprintf(`{"type":"text","text":%q},`, refs.Ref(name)))
+	req := repeatedRefs(FormatAnthropic, n, 0, name)
+	body := []byte(`{"format":"anthropic","mode":"url","request":` + req + `}`)
+	var w interface{ Result() *http.Response }
+	var size int
+	peak := peakHeap(func() {
+		rec := serve(t, h, "hooks/before-request", body)
+		size = rec.Body.Len()
+		w = rec
+	})
+	if code := w.Result().StatusCode; code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	t.Logf("%d ref blocks, request %d KB, answer %d KB, peak heap %d MB", n, len(body)>>10, size>>10, peak>>20)
+	if size > len(body)+MaxImagesAnthropic*200 {
+		t.Errorf("answer of %d bytes for a request of %d", size, len(body))
+	}
+	if got := linker.n.Load() + mem.gets.Load(); got > 1 {
+		t.Errorf("%d reads and links for one distinct image", got)
+	}
+	if limit := uint64(10 * len(body)); peak > limit {
+		t.Errorf("peak heap %d MB, want at most %d MB", peak>>20, limit>>20)
+	}
+}
