@@ -175,3 +175,15 @@ func mapError(op string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
+
+// Delete removes the object at key; S3 answers a missing key with success.
+func (s *Blobs) Delete(ctx context.Context, key string) error {
+	_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{
+		Bucket: aws.String(s.bucket),
+		Key:    aws.String(key),
+	})
+	if err != nil {
+		return mapError("delete blob "+key, err)
+	}
+	return nil
+}
