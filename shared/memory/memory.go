@@ -78,6 +78,15 @@ type Config struct {
 	// MetricsFunction is the metrics' FunctionName dimension (Lambda:
 	// the function's name); empty writes them without a dimension.
 	MetricsFunction string
+	// Tasks, when set, is offered each queue message first: other work
+	// that shares the build queue (a chat deletion's next steps).
+	Tasks Tasks
+}
+
+// Tasks handles queue messages that are not builds. Task reports whether
+// body was its own; its error asks for the message again.
+type Tasks interface {
+	Task(ctx context.Context, body string) (handled bool, err error)
 }
 
 // Memory builds and serves the summary trees of all chats. It holds no
@@ -89,6 +98,7 @@ type Memory struct {
 	queue     store.Queue
 	compactor Compactor
 	retrier   Retrier
+	tasks     Tasks
 	now       func() time.Time
 	search    bool
 	lease     time.Duration
@@ -124,6 +134,7 @@ func New(cfg Config) (*Memory, error) {
 		queue:     cfg.Queue,
 		compactor: cfg.Compactor,
 		retrier:   cfg.Retrier,
+		tasks:     cfg.Tasks,
 		now:       cfg.Now,
 		search:    cfg.Search,
 		lease:     cfg.Lease,

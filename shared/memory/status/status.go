@@ -83,3 +83,11 @@ type LeafImages struct {
 	NamesOnly   bool  `json:"namesOnly"`
 }
 
+
+// Glance is a chat's memory in four numbers, as GET /v1/chats lists it.
+type Glance struct {
+	Nodes    int64 `json:"nodes"`
+	Built    int64 `json:"built"`
+	Retrying int   `json:"retrying"`
+	Stalled  bool  `json:"stalled"`
+}

@@ -1,0 +1,347 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/memory/status"
+	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/transcript"
+)
+
+// LinkTTL is how long a signed image link of a read-back message works.
+const LinkTTL = 15 * time.Minute
+
+// Register adds GET /v1/chats, GET /v1/chats/{chat}/messages and
+// DELETE /v1/chats/{chat}.
+func (c *Chats) Register(mux *http.ServeMux) {
+	api.Handle(mux, "GET /v1/chats", c.handleList)
+	api.Handle(mux, "GET /v1/chats/{chat}/messages", c.handleMessages)
+	api.Handle(mux, "DELETE /v1/chats/{chat}", c.handleDelete)
+}
+
+// ChatInfo is one chat as GET /v1/chats lists it.
+type ChatInfo struct {
+	Chat         string        `json:"chat"`
+	Messages     int64         `json:"messages"`
+	LastActivity time.Time     `json:"lastActivity"`
+	Memory       status.Glance `json:"memory"`
+	// Deleting is the progress of a deletion under way.
+	Deleting *Progress `json:"deleting,omitempty"`
+}
+
+// ChatList is a page of chats.
+type ChatList struct {
+	Chats []ChatInfo `json:"chats"`
+	Next  string     `json:"next"`
+}
+
+// limit reads the limit parameter: def when absent, at most MaxListLimit.
+func limit(r *http.Request, def int) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > MaxListLimit {
+		return 0, api.BadRequest("limit", "limit must be a whole number from 1 to %d, not %q", MaxListLimit, v)
+	}
+	return n, nil
+}
+
+// List returns a page of the tenant's chats in id order, after the chat id
+// after ("" from the start). It reads the tenant's index and, for each
+// chat listed, its log length and memory state: nothing of other tenants.
+func (c *Chats) List(ctx context.Context, tenant, after string, n int) (ChatList, error) {
+	q := store.Query{PK: IndexPK(tenant), Prefix: indexPrefix, Limit: n}
+	if after != "" {
+		q.After = indexPrefix + after
+	}
+	page, err := c.table.Query(ctx, q)
+	if err != nil {
+		return ChatList{}, fmt.Errorf("lifecycle: listing chats: %w", err)
+	}
+	out := ChatList{Chats: make([]ChatInfo, 0, len(page.Items))}
+	for _, it := range page.Items {
+		var e indexEntry
+		if err := json.Unmarshal(it.Body, &e); err != nil {
+			return ChatList{}, fmt.Errorf("lifecycle: index item %s is corrupt: %w", it.SK, err)
+		}
+		info := ChatInfo{Chat: strings.TrimPrefix(it.SK, indexPrefix), LastActivity: time.UnixMilli(e.Activity).UTC()}
+		if e.Deleting != 0 {
+			info.Deleting = &Progress{Removed: e.Removed, Images: e.Images}
+		} else {
+			if c.log != nil {
+				if info.Messages, err = c.log.Len(ctx, tenant, info.Chat); err != nil {
+					return ChatList{}, err
+				}
+			}
+			if c.memory != nil {
+				if info.Memory, err = c.memory.Glance(ctx, tenant, info.Chat); err != nil {
+					return ChatList{}, err
+				}
+			}
+		}
+		out.Chats = append(out.Chats, info)
+	}
+	if page.Next != "" {
+		out.Next = strings.TrimPrefix(page.Next, indexPrefix)
+	}
+	return out, nil
+}
+
+func (c *Chats) handleList(w http.ResponseWriter, r *http.Request) error {
+	tenant := api.Tenant(r.Context())
+	if tenant == "" {
+		return api.Unauthorized("the request has no authenticated tenant")
+	}
+	n, err := limit(r, 50)
+	if err != nil {
+		return err
+	}
+	after := r.URL.Query().Get("after")
+	if after != "" && !api.ValidChat(after) {
+		return api.BadRequest("after", "after must be a chat id from an earlier page's next, not %q", after)
+	}
+	list, err := c.List(r.Context(), tenant, after, n)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// Message is one logged entry read back as a pi message.
+type Message struct {
+	Seq     int64           `json:"seq"`
+	Message json.RawMessage `json:"message"`
+}
+
+// MessagePage is a page of a chat's messages.
+type MessagePage struct {
+	Messages []Message `json:"messages"`
+	Next     string    `json:"next"`
+}
+
+// Messages returns up to n entries of the chat from seq from, as pi
+// messages. With links, each image ref block carries a signed URL. Seqs
+// are entry ids: dense and fixed once written, so paging is stable while
+// the chat is appended to.
+func (c *Chats) Messages(ctx context.Context, tenant, chat string, from int64, n int, links bool) (MessagePage, error) {
+	es, err := c.log.Entries(ctx, tenant, chat, from, from+int64(n)+1)
+	if err != nil {
+		return MessagePage{}, err
+	}
+	out := MessagePage{Messages: make([]Message, 0, min(len(es), n))}
+	for k, e := range es {
+		if k == n {
+			out.Next = strconv.FormatInt(es[k-1].I, 10)
+			break
+		}
+		m, err := c.render(ctx, tenant, e, links)
+		if err != nil {
+			return MessagePage{}, err
+		}
+		out.Messages = append(out.Messages, Message{Seq: e.I, Message: m})
+	}
+	return out, nil
+}
+
+// block is a content block of a read-back message.
+type block struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	URL       string          `json:"url,omitempty"`
+}
+
+// readMessage is the pi message an entry reads back as.
+type readMessage struct {
+	Role      string  `json:"role"`
+	Kind      string  `json:"kind,omitempty"`
+	ToolName  string  `json:"toolName,omitempty"`
+	Content   []block `json:"content"`
+	Timestamp int64   `json:"timestamp"`
+}
+
+// render turns an entry into the pi message it was logged from: users'
+// words and notes as user messages, assistant text and tool calls as
+// assistant messages, tool results as toolResult messages. A line that is
+// an image ref becomes an image block naming the image (no data: refs are
+// kept as stored); with links it carries a signed URL.
+func (c *Chats) render(ctx context.Context, tenant string, e transcript.Entry, links bool) (json.RawMessage, error) {
+	m := readMessage{Timestamp: e.Date.UnixMilli()}
+	text := e.Text
+	switch e.Kind {
+	case transcript.KindUser:
+		m.Role = "user"
+	case transcript.KindWork, transcript.KindNote:
+		m.Role, m.Kind = "user", e.Kind
+	case transcript.KindTalk:
+		m.Role = "assistant"
+	case transcript.KindTool:
+		m.Role = "assistant"
+		name, args, _ := strings.Cut(text, " ")
+		b := block{Type: "toolCall", Name: name}
+		if json.Valid([]byte(args)) {
+			b.Arguments = json.RawMessage(args)
+		}
+		m.Content = []block{b}
+		return api.Marshal(m)
+	case transcript.KindEcho:
+		m.Role = "toolResult"
+		name, rest, _ := strings.Cut(text, ": ")
+		m.ToolName, text = name, rest
+	default:
+		m.Role, m.Kind = "user", e.Kind
+	}
+	var para []string
+	flush := func() {
+		if len(para) > 0 {
+			m.Content = append(m.Content, block{Type: "text", Text: strings.Join(para, "\n")})
+			para = nil
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		name := refs.RefName(line)
+		if name == "" {
+			para = append(para, line)
+			continue
+		}
+		flush()
+		b := block{Type: "image", Name: name}
+		if links && c.linker != nil {
+			u, err := c.linker.URL(ctx, store.ImageKey(tenant, name), LinkTTL)
+			if err != nil {
+				return nil, err
+			}
+			b.URL = u
+		}
+		m.Content = append(m.Content, b)
+	}
+	flush()
+	if m.Content == nil {
+		m.Content = []block{}
+	}
+	return api.Marshal(m)
+}
+
+func (c *Chats) handleMessages(w http.ResponseWriter, r *http.Request) error {
+	tenant, chat, err := api.TenantChat(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	n, err := limit(r, 100)
+	if err != nil {
+		return err
+	}
+	var from int64
+	if a := q.Get("after"); a != "" {
+		seq, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || seq < 0 {
+			return api.BadRequest("after", "after must be a message seq (a whole number), not %q", a)
+		}
+		from = seq + 1
+	}
+	links := false
+	switch v := q.Get("images"); v {
+	case "":
+	case "links":
+		links = true
+	default:
+		return api.BadRequest("images", "images must be \"links\" or absent, not %q", v)
+	}
+	page, err := c.Messages(r.Context(), tenant, chat, from, n, links)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// DeleteAnswer is the answer of DELETE /v1/chats/{chat}.
+type DeleteAnswer struct {
+	Chat     string   `json:"chat"`
+	Deleted  bool     `json:"deleted"`
+	Progress Progress `json:"progress"`
+}
+
+func (c *Chats) handleDelete(w http.ResponseWriter, r *http.Request) error {
+	tenant, chat, err := api.TenantChat(r)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	p, err := c.Delete(ctx, tenant, chat, 0)
+	if err != nil {
+		return err
+	}
+	code := http.StatusOK
+	if !p.Done {
+		if c.queue == nil {
+			// Nothing to hand the rest to: the call runs to the end.
+			for !p.Done && err == nil {
+				p, err = c.Delete(ctx, tenant, chat, 0)
+			}
+			if err != nil {
+				return err
+			}
+		} else {
+			if err := c.queue.Send(ctx, deleteBody(tenant, chat), 0); err != nil {
+				return fmt.Errorf("lifecycle: queueing the rest of the deletion of %s: %w", chat, err)
+			}
+			code = http.StatusAccepted
+		}
+	}
+	api.WriteJSON(w, code, DeleteAnswer{Chat: chat, Deleted: p.Done, Progress: p})
+	return nil
+}
+
+// deleteMessage is the queue message that continues a deletion.
+type deleteMessage struct {
+	Op     string `json:"op"`
+	Tenant string `json:"tenant"`
+	Chat   string `json:"chat"`
+}
+
+const opDelete = "delete"
+
+func deleteBody(tenant, chat string) string {
+	b, _ := json.Marshal(deleteMessage{Op: opDelete, Tenant: tenant, Chat: chat})
+	return string(b)
+}
+
+// Task is memory.Tasks: it runs the next steps of a deletion named by a
+// queue message, and queues the rest again when there is more.
+func (c *Chats) Task(ctx context.Context, body string) (bool, error) {
+	var msg deleteMessage
+	if json.Unmarshal([]byte(body), &msg) != nil || msg.Op != opDelete {
+		return false, nil
+	}
+	if msg.Chat == "" {
+		return true, nil // names nothing: dropped
+	}
+	p, err := c.Delete(ctx, msg.Tenant, msg.Chat, 0)
+	if err != nil {
+		return true, err
+	}
+	if !p.Done {
+		if c.queue == nil {
+			return true, errors.New("lifecycle: deletion continues but there is no queue")
+		}
+		if err := c.queue.Send(ctx, body, 0); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
