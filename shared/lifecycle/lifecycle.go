@@ -244,6 +244,9 @@ func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []stri
 // lease is an image deletion's lease.
 type lease struct {
 	Until int64 `json:"u"` // Unix ms
+	// Chat is the chat whose deletion holds it: a resumed deletion of the
+	// same chat takes its own lease over.
+	Chat string `json:"c"`
 }
 
 func lockKey(tenant, name string) store.Key { return store.Key{PK: RefPK(tenant, name), SK: lockSK} }
@@ -291,7 +294,7 @@ func (c *Chats) releaseImage(ctx context.Context, tenant, chat, name string) (bo
 	// Take the lease: a fresh item, or one whose time has passed.
 	lk := lockKey(tenant, name)
 	until := c.now().Add(Lease).UnixMilli()
-	body, _ := json.Marshal(lease{Until: until})
+	body, _ := json.Marshal(lease{Until: until, Chat: chat})
 	var version int64 = 1
 	err := c.table.Create(ctx, store.Item{Key: lk, Body: body})
 	if errors.Is(err, store.ErrConditionFailed) {
@@ -303,8 +306,10 @@ func (c *Chats) releaseImage(ctx context.Context, tenant, chat, name string) (bo
 			return false, gerr
 		}
 		var l lease
-		if json.Unmarshal(it.Body, &l) == nil && l.Until > c.now().UnixMilli() {
-			return false, nil // another deletion holds it and finds no reference either
+		if json.Unmarshal(it.Body, &l) == nil && l.Until > c.now().UnixMilli() && l.Chat != chat {
+			// Another chat's deletion holds it; it finds no reference
+			// either, and deletes the image (or its resumption does).
+			return false, nil
 		}
 		version = it.Version + 1
 		err = c.table.Update(ctx, store.Item{Key: lk, Body: body, Version: version})

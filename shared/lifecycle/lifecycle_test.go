@@ -1,0 +1,489 @@
+package lifecycle_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/app"
+	"github.com/durachat/durachat/shared/aws/awstest"
+	"github.com/durachat/durachat/shared/aws/dynamo"
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/lifecycle"
+	"github.com/durachat/durachat/shared/memory"
+	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/testenv"
+	"github.com/durachat/durachat/shared/transcript"
+)
+
+// env is the memory API's routes over one backend, with two tenants.
+type env struct {
+	t      *testing.T
+	b      testenv.Backend
+	chats  *lifecycle.Chats
+	url    string
+	tokens map[string]string // tenant -> token
+}
+
+// backends are every real backend, plus the AWS adapters on dynalite, the
+// strict DynamoDB.
+func backends(t *testing.T) []testenv.Backend {
+	all := testenv.All(t)
+	if !testing.Short() {
+		for _, b := range all {
+			if b.Name == "aws" {
+				d := awstest.StartDynalite(t)
+				b.Name, b.Table = "dynalite", dynamo.New(d.Client, d.CreateTable(t))
+				all = append(all, b)
+				break
+			}
+		}
+	}
+	return all
+}
+
+func newEnv(t *testing.T, b testenv.Backend, steps int) *env {
+	t.Helper()
+	imgs := images.New(b.Blobs)
+	chats := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Steps: steps})
+	tl := transcript.New(b.Table, b.Blobs, imgs, transcript.WithChats(chats))
+	m, err := memory.New(memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: chats, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chats.SetLog(tl)
+	chats.SetMemory(m)
+	tokens := map[string]string{"alice": "tok-alice", "bob": "tok-bob"}
+	byToken := map[string]string{}
+	for tenant, tok := range tokens {
+		byToken[tok] = tenant
+	}
+	h, err := app.Handler(slog.New(slog.DiscardHandler), api.BearerTokens(byToken), app.Stores{Table: b.Table, Blobs: b.Blobs},
+		[]api.Routes{transcript.NewRoutes(tl, imgs, m), m, chats})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &env{t: t, b: b, chats: chats, url: srv.URL, tokens: tokens}
+}
+
+func (e *env) do(tenant, method, path string, body any) (int, []byte) {
+	e.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(e.t.Context(), method, e.url+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.tokens[tenant])
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	out, _ := io.ReadAll(res.Body)
+	return res.StatusCode, out
+}
+
+// append posts msgs to the chat and fails the test unless it is logged.
+func (e *env) append(tenant, chat string, msgs ...map[string]any) []int64 {
+	e.t.Helper()
+	code, body := e.do(tenant, "POST", "/v1/chats/"+chat+"/messages", map[string]any{"messages": msgs})
+	if code != http.StatusOK {
+		e.t.Fatalf("append to %s: %d %s", chat, code, body)
+	}
+	var out struct{ IDs []int64 }
+	if err := json.Unmarshal(body, &out); err != nil {
+		e.t.Fatal(err)
+	}
+	return out.IDs
+}
+
+func user(text string) map[string]any {
+	return map[string]any{"role": "user", "content": text, "timestamp": 1_700_000_000_000}
+}
+
+func withImage(text, b64 string) map[string]any {
+	return map[string]any{"role": "user", "timestamp": 1_700_000_000_000, "content": []map[string]any{
+		{"type": "text", "text": text}, {"type": "image", "data": b64, "mimeType": "image/png"}}}
+}
+
+// pngB64 is a small PNG of one colour, base64.
+func pngB64(t *testing.T, c color.Color) string {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, 4, 4))
+	for x := range 4 {
+		for y := range 4 {
+			img.Set(x, y, c)
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(buf.Bytes())
+}
+
+func (e *env) imageStored(tenant, b64 string) bool {
+	e.t.Helper()
+	_, err := e.b.Blobs.Head(e.t.Context(), store.ImageKey(tenant, images.Name(b64)))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		e.t.Fatal(err)
+	}
+	return err == nil
+}
+
+func (e *env) list(tenant, query string) lifecycle.ChatList {
+	e.t.Helper()
+	code, body := e.do(tenant, "GET", "/v1/chats"+query, nil)
+	if code != http.StatusOK {
+		e.t.Fatalf("list: %d %s", code, body)
+	}
+	var l lifecycle.ChatList
+	if err := json.Unmarshal(body, &l); err != nil {
+		e.t.Fatal(err)
+	}
+	return l
+}
+
+func (e *env) messages(tenant, chat, query string) lifecycle.MessagePage {
+	e.t.Helper()
+	code, body := e.do(tenant, "GET", "/v1/chats/"+chat+"/messages"+query, nil)
+	if code != http.StatusOK {
+		e.t.Fatalf("messages: %d %s", code, body)
+	}
+	var p lifecycle.MessagePage
+	if err := json.Unmarshal(body, &p); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+func (e *env) delete(tenant, chat string) (int, lifecycle.DeleteAnswer) {
+	e.t.Helper()
+	code, body := e.do(tenant, "DELETE", "/v1/chats/"+chat, nil)
+	var a lifecycle.DeleteAnswer
+	if code == http.StatusOK || code == http.StatusAccepted {
+		if err := json.Unmarshal(body, &a); err != nil {
+			e.t.Fatal(err)
+		}
+	} else {
+		e.t.Fatalf("delete %s: %d %s", chat, code, body)
+	}
+	return code, a
+}
+
+// partition returns the sort keys left in a chat's partition.
+func (e *env) partition(tenant, chat string) []string {
+	e.t.Helper()
+	page, err := e.b.Table.Query(e.t.Context(), store.Query{PK: store.ChatPK(tenant, chat)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var sks []string
+	for _, it := range page.Items {
+		sks = append(sks, it.SK)
+	}
+	return sks
+}
+
+func TestListShowsOnlyTheTenantsOwnChatsPaged(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			for _, c := range []string{"c1", "c2", "c3"} {
+				e.append("alice", c, user("hi "+c), user("again"))
+			}
+			e.append("bob", "b1", user("bob's"))
+			l := e.list("alice", "?limit=2")
+			if len(l.Chats) != 2 || l.Chats[0].Chat != "c1" || l.Chats[1].Chat != "c2" || l.Next != "c2" {
+				t.Fatalf("first page = %+v, want c1, c2 and next c2", l)
+			}
+			if l.Chats[0].Messages != 2 || l.Chats[0].LastActivity.IsZero() || l.Chats[0].Memory.Nodes != 3 {
+				t.Fatalf("c1 = %+v, want 2 messages, an activity time and 3 memory nodes", l.Chats[0])
+			}
+			l = e.list("alice", "?limit=2&after=c2")
+			if len(l.Chats) != 1 || l.Chats[0].Chat != "c3" || l.Next != "" {
+				t.Fatalf("second page = %+v, want c3 and no next", l)
+			}
+			l = e.list("bob", "")
+			if len(l.Chats) != 1 || l.Chats[0].Chat != "b1" {
+				t.Fatalf("bob's chats = %+v, want b1 alone", l)
+			}
+			for _, q := range []string{"?limit=0", "?limit=101", "?limit=x", "?after=a/b"} {
+				if code, body := e.do("alice", "GET", "/v1/chats"+q, nil); code != http.StatusBadRequest {
+					t.Errorf("GET /v1/chats%s = %d %s, want 400", q, code, body)
+				}
+			}
+		})
+	}
+}
+
+func TestMessagesReadBackInOrderWithStablePagesAndLinks(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			shot := pngB64(t, color.RGBA{200, 10, 10, 255})
+			e.append("alice", "c", user("one"), withImage("two", shot),
+				map[string]any{"role": "assistant", "timestamp": 1_700_000_001_000, "content": []map[string]any{
+					{"type": "text", "text": "three"}, {"type": "toolCall", "id": "t1", "name": "grep", "arguments": map[string]any{"q": "x"}}}})
+			p := e.messages("alice", "c", "?limit=2")
+			if len(p.Messages) != 2 || p.Messages[0].Seq != 0 || p.Messages[1].Seq != 1 || p.Next != "1" {
+				t.Fatalf("first page = %+v, want seqs 0, 1 and next 1", p)
+			}
+			// Appends between pages do not move what the next page holds.
+			e.append("alice", "c", user("five"))
+			p2 := e.messages("alice", "c", "?limit=10&after="+p.Next)
+			var texts []string
+			for _, m := range p2.Messages {
+				texts = append(texts, string(m.Message))
+			}
+			if len(p2.Messages) != 3 || p2.Messages[0].Seq != 2 || p2.Next != "" {
+				t.Fatalf("second page = %v, want seqs 2-4 and no next", texts)
+			}
+			if !strings.Contains(texts[0], `"role":"assistant"`) || !strings.Contains(texts[1], `"toolCall"`) || !strings.Contains(texts[2], `"five"`) {
+				t.Fatalf("second page = %v, want the assistant's text, its tool call, then the new user message", texts)
+			}
+			var m struct {
+				Role      string
+				Timestamp int64
+				Content   []struct{ Type, Text, Name, URL string }
+			}
+			if err := json.Unmarshal(p.Messages[1].Message, &m); err != nil {
+				t.Fatal(err)
+			}
+			name := images.Name(shot)
+			if m.Role != "user" || m.Timestamp != 1_700_000_000_000 || len(m.Content) != 2 || m.Content[1].Type != "image" || m.Content[1].Name != name || m.Content[1].URL != "" {
+				t.Fatalf("message 1 = %+v, want the user's text and a ref to %s, no url", m, name)
+			}
+			p = e.messages("alice", "c", "?after=0&limit=1&images=links")
+			if err := json.Unmarshal(p.Messages[0].Message, &m); err != nil {
+				t.Fatal(err)
+			}
+			res, err := http.Get(m.Content[1].URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("GET the signed link = %d, want 200", res.StatusCode)
+			}
+			for _, q := range []string{"?after=-1", "?after=x", "?images=inline", "?limit=0"} {
+				if code, body := e.do("alice", "GET", "/v1/chats/c/messages"+q, nil); code != http.StatusBadRequest {
+					t.Errorf("GET messages%s = %d %s, want 400", q, code, body)
+				}
+			}
+		})
+	}
+}
+
+func TestDeleteRemovesTheChatAndTheImagesOnlyItUsed(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			shared, own := pngB64(t, color.RGBA{1, 2, 3, 255}), pngB64(t, color.RGBA{4, 5, 6, 255})
+			e.append("alice", "gone", withImage("shared", shared), withImage("own", own), user("more"))
+			e.append("alice", "kept", withImage("shared too", shared))
+			e.append("bob", "gone", withImage("bob's copy", own)) // another tenant's image is its own
+
+			code, a := e.delete("alice", "gone")
+			if code != http.StatusOK || !a.Deleted || !a.Progress.Done || a.Progress.Images != 1 || a.Chat != "gone" {
+				t.Fatalf("delete = %d %+v, want 200, deleted, one image", code, a)
+			}
+			if left := e.partition("alice", "gone"); len(left) != 0 {
+				t.Fatalf("items left in the deleted chat: %v", left)
+			}
+			if e.imageStored("alice", own) || !e.imageStored("alice", shared) || !e.imageStored("bob", own) {
+				t.Fatal("want only alice's image that no other chat of hers names deleted")
+			}
+			for _, c := range e.list("alice", "").Chats {
+				if c.Chat == "gone" {
+					t.Fatalf("the deleted chat is still listed: %+v", c)
+				}
+			}
+			// Deleting again is done at once; the id names a new, empty chat.
+			if code, a := e.delete("alice", "gone"); code != http.StatusOK || !a.Deleted || a.Progress.Removed != 0 {
+				t.Fatalf("second delete = %d %+v, want 200 and nothing removed", code, a)
+			}
+			if ids := e.append("alice", "gone", user("anew")); len(ids) != 1 || ids[0] != 0 {
+				t.Fatalf("first append after delete = %v, want id 0", ids)
+			}
+			if p := e.messages("alice", "gone", ""); len(p.Messages) != 1 || !strings.Contains(string(p.Messages[0].Message), "anew") {
+				t.Fatalf("the reused chat reads %+v, want only the new message", p)
+			}
+			// The kept chat's image goes with the last chat naming it.
+			e.delete("alice", "kept")
+			if e.imageStored("alice", shared) {
+				t.Fatal("the shared image survived the deletion of the last chat naming it")
+			}
+		})
+	}
+}
+
+func TestDeleteOfALargeChatRunsInBatchesThroughTheQueue(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 1) // one batch of BatchItems per call
+			var msgs []map[string]any
+			for i := range 2*lifecycle.BatchItems + 10 {
+				msgs = append(msgs, user(fmt.Sprint("m", i)))
+			}
+			e.append("alice", "big", msgs...)
+			code, a := e.delete("alice", "big")
+			if code != http.StatusAccepted || a.Deleted || a.Progress.Removed != lifecycle.BatchItems {
+				t.Fatalf("delete = %d %+v, want 202 after one batch", code, a)
+			}
+			l := e.list("alice", "")
+			if len(l.Chats) != 1 || l.Chats[0].Deleting == nil || l.Chats[0].Deleting.Removed != lifecycle.BatchItems {
+				t.Fatalf("list during the deletion = %+v, want its progress", l)
+			}
+			if code, body := e.do("alice", "POST", "/v1/chats/big/messages", map[string]any{"messages": []any{user("late")}}); code != http.StatusConflict {
+				t.Fatalf("append during the deletion = %d %s, want 409", code, body)
+			}
+			// The queue carries the rest, one batch per message.
+			ctx := t.Context()
+			for range 10 {
+				ds, err := b.Receiver.Receive(ctx, 10, time.Minute, time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ds) == 0 {
+					break
+				}
+				for _, d := range ds {
+					// Build messages share the queue; only the deletion's matter here.
+					if _, err := e.chats.Task(ctx, d.Body); err != nil {
+						t.Fatalf("Task(%s): %v", d.Body, err)
+					}
+					if err := b.Receiver.Ack(ctx, d.Receipt); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if left := e.partition("alice", "big"); len(left) != 0 {
+				t.Fatalf("%d items left after the queue drained", len(left))
+			}
+			if l := e.list("alice", ""); len(l.Chats) != 0 {
+				t.Fatalf("list after the deletion = %+v, want none", l)
+			}
+		})
+	}
+}
+
+func TestDeleteCutOffMidwayIsFinishedByTheNextCall(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			var deletes, failAfter atomic.Int64
+			failAfter.Store(-1)
+			crash := func() error {
+				if n := deletes.Add(1); failAfter.Load() >= 0 && n > failAfter.Load() {
+					return testenv.Outage("crash")
+				}
+				return nil
+			}
+			ft := &testenv.FailingTable{Table: b.Table, FailDelete: func(store.Key) error { return crash() }}
+			fb := &testenv.FailingBlobs{Blobs: b.Blobs, FailDelete: func(string) error { return crash() }}
+			b.Table, b.Blobs = ft, fb
+			e := newEnv(t, b, 0)
+			one, two := pngB64(t, color.RGBA{9, 9, 9, 255}), pngB64(t, color.RGBA{8, 8, 8, 255})
+			e.append("alice", "c", withImage("a", one), withImage("b", two), user("c"), user("d"))
+			e.append("alice", "other", user("x"))
+			// Cut off after every possible number of deletions, then finish.
+			for cut := int64(0); ; cut++ {
+				deletes.Store(0)
+				failAfter.Store(cut)
+				_, err := e.chats.Delete(t.Context(), "alice", "c", 0)
+				failAfter.Store(-1)
+				if err == nil {
+					break
+				}
+				if !store.IsOutage(err) {
+					t.Fatalf("cut after %d deletions: %v, want the injected outage", cut, err)
+				}
+				p, err := e.chats.Delete(t.Context(), "alice", "c", 0)
+				if err != nil || !p.Done {
+					t.Fatalf("the call after a cut at %d = %+v, %v, want done", cut, p, err)
+				}
+				if left := e.partition("alice", "c"); len(left) != 0 {
+					t.Fatalf("cut at %d: items left %v", cut, left)
+				}
+				if e.imageStored("alice", one) || e.imageStored("alice", two) {
+					t.Fatalf("cut at %d: an image of the deleted chat survived", cut)
+				}
+				// Write it again for the next cut.
+				e.append("alice", "c", withImage("a", one), withImage("b", two), user("c"), user("d"))
+			}
+			if len(e.messages("alice", "other", "").Messages) != 1 {
+				t.Fatal("the other chat lost its message")
+			}
+		})
+	}
+}
+
+func TestAnImageNamedAgainWhileItIsBeingDeletedSurvives(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			shot := pngB64(t, color.RGBA{50, 60, 70, 255})
+			key := store.ImageKey("alice", images.Name(shot))
+			var e *env
+			raced := make(chan int, 1)
+			var once atomic.Bool
+			fb := &testenv.FailingBlobs{Blobs: b.Blobs, FailDelete: func(k string) error {
+				if k != key || !once.CompareAndSwap(false, true) {
+					return nil
+				}
+				// The deletion holds the lease and found no reference:
+				// another chat names the image now, before the blob goes.
+				go func() {
+					code, _ := e.do("alice", "POST", "/v1/chats/new/messages", map[string]any{"messages": []any{withImage("again", shot)}})
+					raced <- code
+				}()
+				refs := lifecycle.RefPK("alice", images.Name(shot))
+				for {
+					page, err := b.Table.Query(context.Background(), store.Query{PK: refs, Prefix: "c/"})
+					if err == nil && len(page.Items) > 0 {
+						return nil
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}}
+			b.Blobs = fb
+			e = newEnv(t, b, 0)
+			e.append("alice", "old", withImage("first", shot))
+			if _, a := e.delete("alice", "old"); !a.Deleted || a.Progress.Images != 1 {
+				t.Fatalf("delete = %+v, want the image deleted (no reference when it looked)", a)
+			}
+			if code := <-raced; code != http.StatusOK {
+				t.Fatalf("the racing append = %d, want 200", code)
+			}
+			if !e.imageStored("alice", shot) {
+				t.Fatal("the image named again during its deletion is gone")
+			}
+		})
+	}
+}
