@@ -278,7 +278,7 @@ func TestMessagesReadBackInOrderWithStablePagesAndLinks(t *testing.T) {
 				t.Fatal(err)
 			}
 			name := images.Name(shot)
-			if m.Role != "user" || m.Timestamp != 1_700_000_000_000 || len(m.Content) != 2 || m.Content[1].Type != "image" || m.Content[1].Name != name || m.Content[1].URL != "" {
+			if m.Role != "user" || m.Timestamp != 1_700_000_000_000 || len(m.Content) != 2 || m.Content[1].Type != "text" || m.Content[1].Text != "[image "+name+"]" || m.Content[1].URL != "" {
 				t.Fatalf("message 1 = %+v, want the user's text and a ref to %s, no url", m, name)
 			}
 			p = e.messages("alice", "c", "?after=0&limit=1&images=links")

@@ -176,8 +176,9 @@ type readMessage struct {
 // render turns an entry into the pi message it was logged from: users'
 // words and notes as user messages, assistant text and tool calls as
 // assistant messages, tool results as toolResult messages. A line that is
-// an image ref becomes an image block naming the image (no data: refs are
-// kept as stored); with links it carries a signed URL.
+// an image ref becomes a ref block of its own: a text block whose whole
+// text is the ref, as stored; with links it also carries the image's
+// signed URL ("url").
 func (c *Chats) render(ctx context.Context, tenant string, e transcript.Entry, links bool) (json.RawMessage, error) {
 	m := readMessage{Timestamp: e.Date.UnixMilli()}
 	text := e.Text
@@ -218,7 +219,7 @@ func (c *Chats) render(ctx context.Context, tenant string, e transcript.Entry, l
 			continue
 		}
 		flush()
-		b := block{Type: "image", Name: name}
+		b := block{Type: "text", Text: line}
 		if links && c.linker != nil {
 			u, err := c.linker.URL(ctx, store.ImageKey(tenant, name), LinkTTL)
 			if err != nil {
