@@ -463,6 +463,9 @@ var allowed = map[string]map[string][]string{
 		"dynamodb:UpdateItem": {"GetAtt:Table.Arn"}, "dynamodb:Query": {"GetAtt:Table.Arn"},
 		"dynamodb:BatchGetItem": {"GetAtt:Table.Arn"},
 		"sqs:SendMessage":       {"GetAtt:BuildQueue.Arn"},
+		// Deleting a chat: its rows, and the images only it named.
+		"dynamodb:DeleteItem": {"GetAtt:Table.Arn"},
+		"s3:DeleteObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
 	},
 	"CompactFunction": {
 		"s3:ListBucket":    {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
@@ -473,6 +476,9 @@ var allowed = map[string]map[string][]string{
 		"sqs:ReceiveMessage":    {"GetAtt:BuildQueue.Arn"}, "sqs:DeleteMessage": {"GetAtt:BuildQueue.Arn"},
 		"sqs:ChangeMessageVisibility": {"GetAtt:BuildQueue.Arn"}, "sqs:GetQueueAttributes": {"GetAtt:BuildQueue.Arn"},
 		"sqs:SendMessage": {"GetAtt:BuildQueue.Arn"},
+		// Continuing a large chat deletion from the queue.
+		"dynamodb:DeleteItem": {"GetAtt:Table.Arn"},
+		"s3:DeleteObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
 		"bedrock:InvokeModel": {
 			"arn:{AWS::Partition}:bedrock:{AWS::Region}:{AWS::AccountId}:inference-profile/us.anthropic.claude-haiku-4-5-20251001-v1:0",
 			"arn:{AWS::Partition}:bedrock:{AWS::Region}:{AWS::AccountId}:inference-profile/global.anthropic.claude-haiku-4-5-20251001-v1:0",
