@@ -137,6 +137,8 @@ type indexEntry struct {
 	// Removed and Images count what the deletion removed so far.
 	Removed int64 `json:"dn,omitempty"`
 	Images  int64 `json:"di,omitempty"`
+	// Retention is the chat's own retention in days; nil: its tenant's.
+	Retention *int `json:"rd,omitempty"`
 }
 
 func indexKey(tenant, chat string) store.Key {

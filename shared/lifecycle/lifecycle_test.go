@@ -59,8 +59,14 @@ func backends(t *testing.T) []testenv.Backend {
 
 func newEnv(t *testing.T, b testenv.Backend, steps int) *env {
 	t.Helper()
+	return newEnvAt(t, b, steps, nil)
+}
+
+// newEnvAt is newEnv with the lifecycle's clock (nil: the wall clock).
+func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) *env {
+	t.Helper()
 	imgs := images.New(b.Blobs)
-	chats := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Steps: steps})
+	chats := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
 	tl := transcript.New(b.Table, b.Blobs, imgs, transcript.WithChats(chats))
 	m, err := memory.New(memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: chats, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -196,6 +202,32 @@ func (e *env) delete(tenant, chat string) (int, lifecycle.DeleteAnswer) {
 		e.t.Fatalf("delete %s: %d %s", chat, code, body)
 	}
 	return code, a
+}
+
+// drain runs the lifecycle's queue messages until the queue is empty, as
+// the compact function (or the local worker) does.
+func (e *env) drain() {
+	e.t.Helper()
+	ctx := e.t.Context()
+	for range 50 {
+		ds, err := e.b.Receiver.Receive(ctx, 10, time.Minute, time.Second)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if len(ds) == 0 {
+			return
+		}
+		for _, d := range ds {
+			// Build messages share the queue; only the lifecycle's matter here.
+			if _, err := e.chats.Task(ctx, d.Body); err != nil {
+				e.t.Fatalf("Task(%s): %v", d.Body, err)
+			}
+			if err := e.b.Receiver.Ack(ctx, d.Receipt); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+	}
+	e.t.Fatal("the queue did not drain")
 }
 
 // partition returns the sort keys left in a chat's partition.
@@ -366,25 +398,7 @@ func TestDeleteOfALargeChatRunsInBatchesThroughTheQueue(t *testing.T) {
 				t.Fatalf("append during the deletion = %d %s, want 409", code, body)
 			}
 			// The queue carries the rest, one batch per message.
-			ctx := t.Context()
-			for range 10 {
-				ds, err := b.Receiver.Receive(ctx, 10, time.Minute, time.Second)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(ds) == 0 {
-					break
-				}
-				for _, d := range ds {
-					// Build messages share the queue; only the deletion's matter here.
-					if _, err := e.chats.Task(ctx, d.Body); err != nil {
-						t.Fatalf("Task(%s): %v", d.Body, err)
-					}
-					if err := b.Receiver.Ack(ctx, d.Receipt); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			e.drain()
 			if left := e.partition("alice", "big"); len(left) != 0 {
 				t.Fatalf("%d items left after the queue drained", len(left))
 			}
@@ -483,6 +497,68 @@ func TestAnImageNamedAgainWhileItIsBeingDeletedSurvives(t *testing.T) {
 			}
 			if !e.imageStored("alice", shot) {
 				t.Fatal("the image named again during its deletion is gone")
+			}
+		})
+	}
+}
+
+func TestRetentionDeletesChatsIdlePastTheirOwnOrTheTenantsSetting(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			var clock atomic.Int64
+			clock.Store(time.Now().UnixMilli())
+			now := func() time.Time { return time.UnixMilli(clock.Load()) }
+			advance := func(d time.Duration) { clock.Add(d.Milliseconds()) }
+			e := newEnvAt(t, b, 0, now)
+			shot := pngB64(t, color.RGBA{33, 33, 33, 255})
+			e.append("alice", "default", user("a"))
+			e.append("alice", "short", withImage("b", shot))
+			e.append("alice", "forever", user("c"))
+			e.append("bob", "untouched", user("d")) // bob set no retention
+
+			put := func(path string, body any) []byte {
+				code, out := e.do("alice", "PUT", path, body)
+				if code != http.StatusOK {
+					t.Fatalf("PUT %s: %d %s", path, code, out)
+				}
+				return out
+			}
+			put("/v1/retention", map[string]any{"days": 30})
+			put("/v1/chats/short/retention", map[string]any{"days": 1})
+			put("/v1/chats/forever/retention", map[string]any{"days": 0})
+			if got := strings.TrimSpace(string(put("/v1/chats/default/retention", map[string]any{"days": nil}))); got != `{"days":30,"inherited":true}` {
+				t.Fatalf("a chat without its own setting reads %s, want the tenant's 30 days", got)
+			}
+			for _, body := range []string{`{"days":-1}`, `{"days":"x"}`, `{"days":1.5}`, `{}`} {
+				var v any
+				_ = json.Unmarshal([]byte(body), &v)
+				if code, out := e.do("alice", "PUT", "/v1/retention", v); code != http.StatusBadRequest {
+					t.Errorf("PUT /v1/retention %s = %d %s, want 400", body, code, out)
+				}
+			}
+
+			advance(2 * 24 * time.Hour)
+			if n, err := e.chats.ExpireAll(t.Context()); err != nil || n != 1 {
+				t.Fatalf("sweep after 2 days = %d, %v, want the 1-day chat", n, err)
+			}
+			e.drain()
+			if e.imageStored("alice", shot) {
+				t.Fatal("the expired chat's image survived")
+			}
+			advance(29 * 24 * time.Hour)
+			if handled, err := e.chats.Task(t.Context(), `{"op":"expire"}`); !handled || err != nil {
+				t.Fatalf("the scheduled sweep message = %v, %v", handled, err)
+			}
+			e.drain()
+			var left []string
+			for _, c := range e.list("alice", "").Chats {
+				left = append(left, c.Chat)
+			}
+			if strings.Join(left, ",") != "forever" {
+				t.Fatalf("alice's chats after 31 days = %v, want only the one kept forever", left)
+			}
+			if l := e.list("bob", ""); len(l.Chats) != 1 {
+				t.Fatalf("bob's chats = %+v, want his chat kept", l)
 			}
 		})
 	}

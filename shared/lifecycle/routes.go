@@ -20,12 +20,17 @@ import (
 // LinkTTL is how long a signed image link of a read-back message works.
 const LinkTTL = 15 * time.Minute
 
-// Register adds GET /v1/chats, GET /v1/chats/{chat}/messages and
-// DELETE /v1/chats/{chat}.
+// Register adds GET /v1/chats, GET /v1/chats/{chat}/messages,
+// DELETE /v1/chats/{chat}, and the retention settings: GET and PUT
+// /v1/retention (the tenant's default) and /v1/chats/{chat}/retention.
 func (c *Chats) Register(mux *http.ServeMux) {
 	api.Handle(mux, "GET /v1/chats", c.handleList)
 	api.Handle(mux, "GET /v1/chats/{chat}/messages", c.handleMessages)
 	api.Handle(mux, "DELETE /v1/chats/{chat}", c.handleDelete)
+	api.Handle(mux, "GET /v1/retention", c.handleGetTenantRetention)
+	api.Handle(mux, "PUT /v1/retention", c.handlePutTenantRetention)
+	api.Handle(mux, "GET /v1/chats/{chat}/retention", c.handleGetChatRetention)
+	api.Handle(mux, "PUT /v1/chats/{chat}/retention", c.handlePutChatRetention)
 }
 
 // ChatInfo is one chat as GET /v1/chats lists it.
@@ -308,25 +313,45 @@ func (c *Chats) handleDelete(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// deleteMessage is the queue message that continues a deletion.
+// deleteMessage is the queue message that continues a deletion, or
+// (op "expire") a retention sweep from the tenant after.
 type deleteMessage struct {
 	Op     string `json:"op"`
-	Tenant string `json:"tenant"`
-	Chat   string `json:"chat"`
+	Tenant string `json:"tenant,omitempty"`
+	Chat   string `json:"chat,omitempty"`
+	After  string `json:"after,omitempty"`
 }
 
-const opDelete = "delete"
+const (
+	opDelete = "delete"
+	opExpire = "expire"
+)
 
 func deleteBody(tenant, chat string) string {
 	b, _ := json.Marshal(deleteMessage{Op: opDelete, Tenant: tenant, Chat: chat})
 	return string(b)
 }
 
-// Task is memory.Tasks: it runs the next steps of a deletion named by a
-// queue message, and queues the rest again when there is more.
+// Task is memory.Tasks: it runs the next steps of a deletion, or of a
+// retention sweep, named by a queue message, and queues the rest again
+// when there is more.
 func (c *Chats) Task(ctx context.Context, body string) (bool, error) {
 	var msg deleteMessage
-	if json.Unmarshal([]byte(body), &msg) != nil || msg.Op != opDelete {
+	if json.Unmarshal([]byte(body), &msg) != nil {
+		return false, nil
+	}
+	if msg.Op == opExpire {
+		next, _, err := c.Expire(ctx, msg.After)
+		if err != nil {
+			return true, err
+		}
+		if next != "" && c.queue != nil {
+			b, _ := json.Marshal(deleteMessage{Op: opExpire, After: next})
+			return true, c.queue.Send(ctx, string(b), 0)
+		}
+		return true, nil
+	}
+	if msg.Op != opDelete {
 		return false, nil
 	}
 	if msg.Chat == "" {
