@@ -827,3 +827,26 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
+
+// Retention deletes idle chats hourly: a schedule puts the sweep message on
+// the build queue (the compact function consumes it), through a role that
+// may send to that queue and nothing else.
+func TestRetentionSweepIsScheduledOntoTheBuildQueue(t *testing.T) {
+	s := load(t, defaults)
+	sch, err := s.GetSchedulerScheduleWithName("RetentionSchedule")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sch.ScheduleExpression != "rate(1 hour)" || sch.Target == nil || sch.Target.Arn != "GetAtt:BuildQueue.Arn" ||
+		deref(sch.Target.Input) != `{"op":"expire"}` || sch.Target.RoleArn != "GetAtt:RetentionScheduleRole.Arn" {
+		t.Fatalf("schedule %+v (target %+v), want the expire message hourly on the build queue", sch, sch.Target)
+	}
+	role, err := s.GetIAMRoleWithName("RetentionScheduleRole")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := json.Marshal(role.Policies)
+	if !strings.Contains(string(doc), `"Action":"sqs:SendMessage"`) || !strings.Contains(string(doc), `"Resource":"GetAtt:BuildQueue.Arn"`) || strings.Count(string(doc), `"Action"`) != 1 {
+		t.Fatalf("the schedule's role may %s, want only sqs:SendMessage on the build queue", doc)
+	}
+}
