@@ -76,9 +76,11 @@ const (
 // deletion finishes, after which the id names a new, empty chat.
 var ErrDeleting = errors.New("chat is being deleted")
 
-// Memory is what listing reads of a chat's summary memory.
+// Memory is what the lifecycle needs of the summary memory: a glance for
+// listing, and the notice of an import's entries.
 type Memory interface {
 	Glance(ctx context.Context, tenant, chat string) (status.Glance, error)
+	transcript.Notifier
 }
 
 // Config wires Chats.

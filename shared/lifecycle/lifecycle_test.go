@@ -563,3 +563,117 @@ func TestRetentionDeletesChatsIdlePastTheirOwnOrTheTenantsSetting(t *testing.T) 
 		})
 	}
 }
+
+// export reads the chat's whole export, part by part.
+func (e *env) export(tenant, chat string) []byte {
+	e.t.Helper()
+	var all []byte
+	after := ""
+	for range 100 {
+		req, _ := http.NewRequestWithContext(e.t.Context(), "GET", e.url+"/v1/chats/"+chat+"/export?after="+after, nil)
+		req.Header.Set("Authorization", "Bearer "+e.tokens[tenant])
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/x-ndjson" {
+			e.t.Fatalf("export: %d %s", res.StatusCode, body)
+		}
+		all = append(all, body...)
+		if after = res.Header.Get(lifecycle.ExportNextHeader); after == "" {
+			return all
+		}
+	}
+	e.t.Fatal("the export did not end")
+	return nil
+}
+
+func (e *env) importFile(tenant, chat string, file []byte) lifecycle.ImportResult {
+	e.t.Helper()
+	req, _ := http.NewRequestWithContext(e.t.Context(), "POST", e.url+"/v1/chats/"+chat+"/import", bytes.NewReader(file))
+	req.Header.Set("Authorization", "Bearer "+e.tokens[tenant])
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		e.t.Fatalf("import: %d %s", res.StatusCode, body)
+	}
+	var r lifecycle.ImportResult
+	if err := json.Unmarshal(body, &r); err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+func TestAnExportImportedIntoAnotherTenantsChatExportsTheSameBytes(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			shot := pngB64(t, color.RGBA{120, 130, 140, 255})
+			e.append("alice", "src", withImage("look at this\nand this", shot),
+				map[string]any{"role": "assistant", "timestamp": 1_700_000_002_000, "content": []map[string]any{
+					{"type": "text", "text": "I see it"}, {"type": "thinking", "thinking": "hm"},
+					{"type": "toolCall", "id": "c1", "name": "zoom", "arguments": map[string]any{"id": 0}}}},
+				map[string]any{"role": "toolResult", "toolName": "zoom", "toolCallId": "c1", "timestamp": 1_700_000_003_000,
+					"details": map[string]any{"id": 0}, "content": []map[string]any{{"type": "text", "text": "user: look at this"}}},
+				map[string]any{"role": "user", "kind": "work", "timestamp": 1_700_000_004_000, "content": "a sub-agent's report"})
+			first := e.export("alice", "src")
+			if n := bytes.Count(first, []byte("\n")); n != 5 || !bytes.Contains(first, []byte(`"data":"`)) {
+				t.Fatalf("export = %s, want 5 lines with the image inline", first)
+			}
+			r := e.importFile("bob", "copy", first)
+			if r.Messages != 5 || r.Entries != 5 {
+				t.Fatalf("import = %+v, want 5 messages as 5 entries", r)
+			}
+			if again := e.export("bob", "copy"); !bytes.Equal(again, first) {
+				t.Fatalf("export of the import differs:\n%s\nwant\n%s", again, first)
+			}
+			e.importFile("bob", "copy", first)
+			if again := e.export("bob", "copy"); !bytes.Equal(again, first) {
+				t.Fatalf("importing again logged something twice:\n%s", again)
+			}
+			if !e.imageStored("bob", shot) {
+				t.Fatal("the image was not imported under its name")
+			}
+		})
+	}
+}
+
+func TestImportOfAPiSessionLogsTheBranchItEndedOn(t *testing.T) {
+	e := newEnv(t, testenv.Embedded(t), 0)
+	session := strings.Join([]string{
+		`{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/work"}`,
+		`{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"fix the login","timestamp":1767225601000}}`,
+		`{"type":"message","id":"b","parentId":"a","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"abandoned branch"}],"timestamp":1767225602000}}`,
+		`{"type":"model_change","id":"c","parentId":"a","timestamp":"2026-01-01T00:00:03.000Z","provider":"x","modelId":"y"}`,
+		`{"type":"message","id":"d","parentId":"c","timestamp":"2026-01-01T00:00:04.000Z","message":{"role":"assistant","content":[{"type":"text","text":"on it"},{"type":"toolCall","id":"t","name":"bash","arguments":{"command":"ls"}}],"timestamp":1767225604000}}`,
+		`{"type":"message","id":"e","parentId":"d","timestamp":"2026-01-01T00:00:05.000Z","message":{"role":"toolResult","toolCallId":"t","toolName":"bash","content":[{"type":"text","text":"login.go"}],"isError":false,"timestamp":1767225605000}}`,
+	}, "\n")
+	r := e.importFile("alice", "pi", []byte(session))
+	if r.Messages != 3 || r.Entries != 4 || r.Skipped != 2 {
+		t.Fatalf("import = %+v, want 3 messages (4 entries) of the last branch, the other branch and the model change skipped", r)
+	}
+	p := e.messages("alice", "pi", "")
+	var got []string
+	for _, m := range p.Messages {
+		got = append(got, string(m.Message))
+	}
+	want := []string{
+		`{"role":"user","content":[{"type":"text","text":"fix the login"}],"timestamp":1767225601000}`,
+		`{"role":"assistant","content":[{"type":"text","text":"on it"}],"timestamp":1767225604000}`,
+		`{"role":"assistant","content":[{"type":"toolCall","name":"bash","arguments":{"command":"ls"}}],"timestamp":1767225604000}`,
+		`{"role":"toolResult","toolName":"bash","content":[{"type":"text","text":"login.go"}],"timestamp":1767225605000}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("read back:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if code, body := e.do("alice", "POST", "/v1/chats/pi/import", "not jsonl"); code != http.StatusBadRequest {
+		t.Fatalf("import of a JSON string = %d %s, want 400", code, body)
+	}
+}

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/memory/status"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
@@ -21,12 +23,15 @@ import (
 const LinkTTL = 15 * time.Minute
 
 // Register adds GET /v1/chats, GET /v1/chats/{chat}/messages,
-// DELETE /v1/chats/{chat}, and the retention settings: GET and PUT
+// DELETE /v1/chats/{chat}, GET .../export and POST .../import, and the
+// retention settings: GET and PUT
 // /v1/retention (the tenant's default) and /v1/chats/{chat}/retention.
 func (c *Chats) Register(mux *http.ServeMux) {
 	api.Handle(mux, "GET /v1/chats", c.handleList)
 	api.Handle(mux, "GET /v1/chats/{chat}/messages", c.handleMessages)
 	api.Handle(mux, "DELETE /v1/chats/{chat}", c.handleDelete)
+	api.Handle(mux, "GET /v1/chats/{chat}/export", c.handleExport)
+	api.Handle(mux, "POST /v1/chats/{chat}/import", c.handleImport)
 	api.Handle(mux, "GET /v1/retention", c.handleGetTenantRetention)
 	api.Handle(mux, "PUT /v1/retention", c.handlePutTenantRetention)
 	api.Handle(mux, "GET /v1/chats/{chat}/retention", c.handleGetChatRetention)
@@ -151,7 +156,11 @@ func (c *Chats) Messages(ctx context.Context, tenant, chat string, from int64, n
 			out.Next = strconv.FormatInt(es[k-1].I, 10)
 			break
 		}
-		m, err := c.render(ctx, tenant, e, links)
+		mode := asRefs
+		if links {
+			mode = asLinks
+		}
+		m, err := c.render(ctx, tenant, e, mode)
 		if err != nil {
 			return MessagePage{}, err
 		}
@@ -164,6 +173,8 @@ func (c *Chats) Messages(ctx context.Context, tenant, chat string, from int64, n
 type block struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text,omitempty"`
+	Data      string          `json:"data,omitempty"`
+	MimeType  string          `json:"mimeType,omitempty"`
 	Name      string          `json:"name,omitempty"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	URL       string          `json:"url,omitempty"`
@@ -171,11 +182,53 @@ type block struct {
 
 // readMessage is the pi message an entry reads back as.
 type readMessage struct {
-	Role      string  `json:"role"`
-	Kind      string  `json:"kind,omitempty"`
-	ToolName  string  `json:"toolName,omitempty"`
-	Content   []block `json:"content"`
-	Timestamp int64   `json:"timestamp"`
+	Role      string          `json:"role"`
+	Kind      string          `json:"kind,omitempty"`
+	ToolName  string          `json:"toolName,omitempty"`
+	Content   []block         `json:"content"`
+	Details   json.RawMessage `json:"details,omitempty"`
+	Timestamp int64           `json:"timestamp"`
+}
+
+// imageMode says how a read-back message shows an image ref.
+type imageMode int
+
+const (
+	asRefs   imageMode = iota // the ref, as stored
+	asLinks                   // the ref with a signed URL
+	asInline                  // an image block with the image's data (export)
+)
+
+// refBlock is the block of a text that may be one image ref: a text block
+// (with a signed URL as asLinks), or as asInline an image block carrying
+// the stored image and its name. A text that is no ref, or names an image
+// no longer stored, stays a text block.
+func (c *Chats) refBlock(ctx context.Context, tenant, text string, mode imageMode) (block, error) {
+	b := block{Type: "text", Text: text}
+	name := refs.RefName(text)
+	if name == "" {
+		return b, nil
+	}
+	switch mode {
+	case asLinks:
+		if c.linker != nil {
+			u, err := c.linker.URL(ctx, store.ImageKey(tenant, name), LinkTTL)
+			if err != nil {
+				return block{}, err
+			}
+			b.URL = u
+		}
+	case asInline:
+		img, err := images.New(c.blobs).Get(ctx, tenant, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return b, nil
+		}
+		if err != nil {
+			return block{}, err
+		}
+		return block{Type: "image", Name: name, MimeType: img.MimeType, Data: base64.StdEncoding.EncodeToString(img.Data)}, nil
+	}
+	return b, nil
 }
 
 // render turns an entry into the pi message it was logged from: users'
@@ -184,7 +237,7 @@ type readMessage struct {
 // an image ref becomes a ref block of its own: a text block whose whole
 // text is the ref, as stored; with links it also carries the image's
 // signed URL ("url").
-func (c *Chats) render(ctx context.Context, tenant string, e transcript.Entry, links bool) (json.RawMessage, error) {
+func (c *Chats) render(ctx context.Context, tenant string, e transcript.Entry, mode imageMode) (json.RawMessage, error) {
 	m := readMessage{Timestamp: e.Date.UnixMilli()}
 	text := e.Text
 	switch e.Kind {
@@ -193,7 +246,14 @@ func (c *Chats) render(ctx context.Context, tenant string, e transcript.Entry, l
 	case transcript.KindWork, transcript.KindNote:
 		m.Role, m.Kind = "user", e.Kind
 	case transcript.KindTalk:
+		// One entry per assistant block: its text, or one image's ref.
 		m.Role = "assistant"
+		b, err := c.refBlock(ctx, tenant, text, mode)
+		if err != nil {
+			return nil, err
+		}
+		m.Content = []block{b}
+		return api.Marshal(m)
 	case transcript.KindTool:
 		m.Role = "assistant"
 		name, args, _ := strings.Cut(text, " ")
@@ -207,6 +267,10 @@ func (c *Chats) render(ctx context.Context, tenant string, e transcript.Entry, l
 		m.Role = "toolResult"
 		name, rest, _ := strings.Cut(text, ": ")
 		m.ToolName, text = name, rest
+		if e.Tool == transcript.ToolZoom && e.Of >= 0 {
+			// Where a logged zoom result pointed, as its details said.
+			m.Details = json.RawMessage(`{"id":` + strconv.FormatInt(e.Of, 10) + `}`)
+		}
 	default:
 		m.Role, m.Kind = "user", e.Kind
 	}
@@ -218,19 +282,14 @@ func (c *Chats) render(ctx context.Context, tenant string, e transcript.Entry, l
 		}
 	}
 	for _, line := range strings.Split(text, "\n") {
-		name := refs.RefName(line)
-		if name == "" {
+		if refs.RefName(line) == "" {
 			para = append(para, line)
 			continue
 		}
 		flush()
-		b := block{Type: "text", Text: line}
-		if links && c.linker != nil {
-			u, err := c.linker.URL(ctx, store.ImageKey(tenant, name), LinkTTL)
-			if err != nil {
-				return nil, err
-			}
-			b.URL = u
+		b, err := c.refBlock(ctx, tenant, line, mode)
+		if err != nil {
+			return nil, err
 		}
 		m.Content = append(m.Content, b)
 	}
