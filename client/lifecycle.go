@@ -1,12 +1,17 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
+	"github.com/durachat/durachat/shared/importfile"
 	"github.com/durachat/durachat/shared/memory/status"
 )
 
@@ -119,5 +124,139 @@ func (ch *Chat) Delete(ctx context.Context) (*Deletion, error) {
 		return nil, err
 	}
 	out.Accepted = !out.Deleted
+	return &out, nil
+}
+
+// Export writes the chat's export to w: JSONL, one line per log entry,
+// {"seq", "message"}, images inline (an image block with its data, MIME
+// type and stored name). It follows the export's parts (GET .../export)
+// until the last.
+func (ch *Chat) Export(ctx context.Context, w io.Writer) error {
+	after := ""
+	for {
+		q := url.Values{}
+		if after != "" {
+			q.Set("after", after)
+		}
+		resp, err := ch.c.send(ctx, call{method: http.MethodGet, path: ch.path("/export"), query: q, retry: true})
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			data, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+			resp.Body.Close()
+			return apiError(resp, data)
+		}
+		_, err = io.Copy(w, resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return fmt.Errorf("durachat: exporting %s: %w", ch.id, err)
+		}
+		if after = resp.Header.Get("Durachat-Export-Next"); after == "" {
+			return nil
+		}
+	}
+}
+
+// ImportResult says what an import logged.
+type ImportResult struct {
+	// Messages counts the messages read, Entries the entries they are
+	// logged as, Skipped the session lines durachat does not log.
+	Messages int `json:"messages"`
+	Entries  int `json:"entries"`
+	Skipped  int `json:"skipped"`
+}
+
+// importPart bounds the body of one import request, under Lambda's 6 MB.
+const importPart = 4 << 20
+
+// Import loads an export, or a pi coding-agent session file, into the
+// chat with POST .../import: the file is read here (a session's last
+// branch) and sent in parts of whole messages. Order and timestamps are
+// kept, images are stored as they go, and importing the same file again
+// logs nothing twice.
+func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) {
+	msgs, skipped, err := importfile.Parse(r)
+	if err != nil {
+		return nil, fmt.Errorf("durachat: import: %w", err)
+	}
+	total := &ImportResult{Skipped: skipped}
+	var part bytes.Buffer
+	send := func() error {
+		if part.Len() == 0 {
+			return nil
+		}
+		var got ImportResult
+		err := ch.c.call(ctx, call{method: http.MethodPost, path: ch.path("/import"), raw: part.Bytes(), retry: true}, &got)
+		if err != nil {
+			return err
+		}
+		total.Messages += got.Messages
+		total.Entries += got.Entries
+		total.Skipped += got.Skipped
+		part.Reset()
+		return nil
+	}
+	for _, m := range msgs {
+		line, err := json.Marshal(struct {
+			Type    string          `json:"type"`
+			Message json.RawMessage `json:"message"`
+		}{"message", m})
+		if err != nil {
+			return nil, err
+		}
+		if part.Len() > 0 && part.Len()+len(line)+1 > importPart {
+			if err := send(); err != nil {
+				return total, err
+			}
+		}
+		part.Write(line)
+		part.WriteByte('\n')
+	}
+	return total, send()
+}
+
+// Retention is a retention setting: chats idle longer than Days days are
+// deleted (0 keeps them). Inherited says a chat has no setting of its own.
+type Retention struct {
+	Days      int  `json:"days"`
+	Inherited bool `json:"inherited,omitempty"`
+}
+
+// Retention reads the tenant's default retention (GET /v1/retention).
+func (c *Client) Retention(ctx context.Context) (*Retention, error) {
+	var out Retention
+	if err := c.call(ctx, call{method: http.MethodGet, path: "/v1/retention", retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SetRetention sets the tenant's default retention in days (0: keep).
+func (c *Client) SetRetention(ctx context.Context, days int) (*Retention, error) {
+	var out Retention
+	if err := c.call(ctx, call{method: http.MethodPut, path: "/v1/retention", body: map[string]int{"days": days}, retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Retention reads the chat's retention: its own, or its tenant's.
+func (ch *Chat) Retention(ctx context.Context) (*Retention, error) {
+	var out Retention
+	if err := ch.c.call(ctx, call{method: http.MethodGet, path: ch.path("/retention"), retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SetRetention sets the chat's own retention in days (0 keeps the chat);
+// nil returns it to its tenant's default.
+func (ch *Chat) SetRetention(ctx context.Context, days *int) (*Retention, error) {
+	var out Retention
+	body := map[string]*int{"days": days}
+	if err := ch.c.call(ctx, call{method: http.MethodPut, path: ch.path("/retention"), body: body, retry: true}, &out); err != nil {
+		return nil, err
+	}
 	return &out, nil
 }

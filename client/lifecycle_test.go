@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"image/color"
 	"net/http"
 	"strings"
@@ -108,5 +109,67 @@ func TestMessagesReadTheChatBackWithLinksAndDeleteEmptiesIt(t *testing.T) {
 	}
 	if ids, err := chat.Append(ctx, "after-delete", client.UserText("anew")); err != nil || len(ids) != 1 || ids[0] != 0 {
 		t.Fatalf("append after Delete = %v, %v, want id 0", ids, err)
+	}
+}
+
+func TestExportThenImportIntoAnotherChatGivesTheSameExport(t *testing.T) {
+	ctx, src := testCtx(t), chatFor(t)
+	shot := screenshot(color.RGBA{90, 20, 200, 255})
+	_, err := src.Append(ctx, "export-src",
+		client.Message{Role: "user", Content: client.Content{client.Text("see"), client.Image(shot, "image/png")}, Timestamp: 1_700_000_000_000},
+		client.Message{Role: "assistant", Content: client.Content{client.Text("seen")}, Timestamp: 1_700_000_001_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first bytes.Buffer
+	if err := src.Export(ctx, &first); err != nil {
+		t.Fatal(err)
+	}
+	dst := newClient(t).Chat(src.ID() + "-copy")
+	for range 2 { // the second import logs nothing new
+		r, err := dst.Import(ctx, bytes.NewReader(first.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Messages != 2 || r.Entries != 2 {
+			t.Fatalf("Import = %+v, want 2 messages as 2 entries", r)
+		}
+	}
+	var again bytes.Buffer
+	if err := dst.Export(ctx, &again); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first.Bytes(), again.Bytes()) || bytes.Count(first.Bytes(), []byte("\n")) != 2 {
+		t.Fatalf("export after import:\n%s\nwant\n%s", again.Bytes(), first.Bytes())
+	}
+}
+
+func TestRetentionSettingsReadBackAsSet(t *testing.T) {
+	srv, err := clienttest.Start(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	if r, err := c.SetRetention(ctx, 30); err != nil || r.Days != 30 {
+		t.Fatalf("SetRetention = %+v, %v", r, err)
+	}
+	if r, err := c.Retention(ctx); err != nil || r.Days != 30 {
+		t.Fatalf("Retention = %+v, %v", r, err)
+	}
+	chat := c.Chat("kept")
+	seven := 7
+	if r, err := chat.SetRetention(ctx, &seven); err != nil || r.Days != 7 || r.Inherited {
+		t.Fatalf("chat SetRetention(7) = %+v, %v", r, err)
+	}
+	if r, err := chat.SetRetention(ctx, nil); err != nil || r.Days != 30 || !r.Inherited {
+		t.Fatalf("chat SetRetention(nil) = %+v, %v, want the tenant's 30", r, err)
+	}
+	if _, err := c.SetRetention(ctx, -1); asAPIError(t, err).Status != http.StatusBadRequest {
+		t.Fatalf("SetRetention(-1) = %v, want 400", err)
 	}
 }

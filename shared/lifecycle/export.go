@@ -1,7 +1,6 @@
 package lifecycle
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/importfile"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
@@ -123,95 +123,6 @@ type ImportResult struct {
 	Skipped int `json:"skipped"`
 }
 
-// ParseImport reads an export, or a pi coding-agent session file, into the
-// pi messages to log, in order. A session is a tree (v2 and later: each
-// entry names its parent); its messages are those on the path to its last
-// entry, the branch the session ended on. Lines of other types are counted
-// as skipped.
-func ParseImport(r io.Reader) (msgs []json.RawMessage, skipped int, err error) {
-	type line struct {
-		Type     string          `json:"type"`
-		ID       string          `json:"id"`
-		ParentID *string         `json:"parentId"`
-		Seq      *int64          `json:"seq"`
-		Message  json.RawMessage `json:"message"`
-	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
-	var lines []line
-	tree := false
-	n := 0
-	for sc.Scan() {
-		n++
-		raw := bytes.TrimSpace(sc.Bytes())
-		if len(raw) == 0 {
-			continue
-		}
-		var l line
-		if err := json.Unmarshal(raw, &l); err != nil {
-			return nil, 0, fmt.Errorf("line %d is not a JSON object: %w", n, err)
-		}
-		l.Message = append(json.RawMessage(nil), l.Message...)
-		if l.ParentID != nil || (l.ID != "" && l.Type != "session") {
-			tree = true
-		}
-		lines = append(lines, l)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, 0, fmt.Errorf("reading line %d: %w", n+1, err)
-	}
-	keep := func(l line) bool {
-		return (l.Seq != nil || l.Type == "message") && len(l.Message) > 0
-	}
-	if tree {
-		byID := map[string]int{}
-		for i, l := range lines {
-			if l.ID != "" {
-				byID[l.ID] = i
-			}
-		}
-		var path []line
-		for i := len(lines) - 1; i >= 0; {
-			l := lines[i]
-			path = append(path, l)
-			if l.ParentID == nil || *l.ParentID == "" {
-				break
-			}
-			p, ok := byID[*l.ParentID]
-			if !ok || p >= i {
-				return nil, 0, fmt.Errorf("session entry %q names a parent %q that does not come before it", l.ID, *l.ParentID)
-			}
-			i = p
-		}
-		on := map[string]bool{}
-		for _, l := range path {
-			on[l.ID] = true
-		}
-		for _, l := range lines {
-			if !on[l.ID] && l.Type != "session" {
-				skipped++ // another branch
-			}
-		}
-		for i := len(path) - 1; i >= 0; i-- {
-			if keep(path[i]) {
-				msgs = append(msgs, path[i].Message)
-			} else if path[i].Type != "session" {
-				skipped++
-			}
-		}
-		return msgs, skipped, nil
-	}
-	for _, l := range lines {
-		switch {
-		case keep(l):
-			msgs = append(msgs, l.Message)
-		case l.Type != "session":
-			skipped++
-		}
-	}
-	return msgs, skipped, nil
-}
-
 // Import logs msgs into the chat in order, keeping their timestamps, in
 // appends of ImportBatch messages whose receipts are digests of their
 // messages: running the same import again logs nothing twice (within the
@@ -295,7 +206,7 @@ func (c *Chats) handleImport(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	body := http.MaxBytesReader(w, r.Body, api.MaxBody)
-	msgs, skipped, err := ParseImport(body)
+	msgs, skipped, err := importfile.Parse(body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

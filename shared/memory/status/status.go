@@ -17,21 +17,21 @@ type Chat struct {
 	UnbuiltLines int64 `json:"unbuiltLines"`
 	// Retrying counts nodes waiting out a retry delay; InFlight the claimed
 	// builds.
-	Retrying        int              `json:"retrying"`
-	InFlight        int              `json:"inFlight"`
-	Stalled         bool             `json:"stalled"`
-	LastError       string           `json:"lastError"`
-	LastErrorAt     *time.Time       `json:"lastErrorAt,omitempty"`
-	Retries         []Retry    `json:"retries,omitempty"`
+	Retrying        int          `json:"retrying"`
+	InFlight        int          `json:"inFlight"`
+	Stalled         bool         `json:"stalled"`
+	LastError       string       `json:"lastError"`
+	LastErrorAt     *time.Time   `json:"lastErrorAt,omitempty"`
+	Retries         []Retry      `json:"retries,omitempty"`
 	Mechanical      []Mechanical `json:"mechanical"`
-	MechanicalCount int64            `json:"mechanicalCount"`
-	ModelCalls      int64            `json:"modelCalls"`
-	Verbatim        int64            `json:"verbatim"`
-	FailedBuilds    int64            `json:"failedBuilds"`
-	View            View       `json:"view"`
-	CompactionView  View       `json:"compactionView"`
-	Images          Images      `json:"images"`
-	Search          bool             `json:"search"`
+	MechanicalCount int64        `json:"mechanicalCount"`
+	ModelCalls      int64        `json:"modelCalls"`
+	Verbatim        int64        `json:"verbatim"`
+	FailedBuilds    int64        `json:"failedBuilds"`
+	View            View         `json:"view"`
+	CompactionView  View         `json:"compactionView"`
+	Images          Images       `json:"images"`
+	Search          bool         `json:"search"`
 }
 
 // Retry is one node waiting on a retry.
@@ -61,11 +61,11 @@ type View struct {
 // Images counts what leaves did with the images they name: totals,
 // and the latest leaves one by one.
 type Images struct {
-	Leaves    int64          `json:"leaves"`
-	Attached  int64          `json:"attached"`
-	Skipped   int64          `json:"skipped"`
-	Missing   int64          `json:"missing"`
-	NamesOnly int64          `json:"namesOnly"`
+	Leaves    int64        `json:"leaves"`
+	Attached  int64        `json:"attached"`
+	Skipped   int64        `json:"skipped"`
+	Missing   int64        `json:"missing"`
+	NamesOnly int64        `json:"namesOnly"`
 	Recent    []LeafImages `json:"recent"`
 }
 
@@ -82,7 +82,6 @@ type LeafImages struct {
 	AlreadySeen int   `json:"alreadySeen"`
 	NamesOnly   bool  `json:"namesOnly"`
 }
-
 
 // Glance is a chat's memory in four numbers, as GET /v1/chats lists it.
 type Glance struct {
