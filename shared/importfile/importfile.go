@@ -100,4 +100,3 @@ func Parse(r io.Reader) (msgs []json.RawMessage, skipped int, err error) {
 	}
 	return msgs, skipped, nil
 }
-
