@@ -470,3 +470,13 @@ func (c *Chats) record(ctx context.Context, tenant, chat string, p Progress) {
 		return nil
 	})
 }
+
+// Deletion is memory.Deletions: the progress of the chat's deletion, or
+// nil when it is not being deleted.
+func (c *Chats) Deletion(ctx context.Context, tenant, chat string) (*status.Deletion, error) {
+	e, _, err := c.getIndex(ctx, tenant, chat)
+	if err != nil || e.Deleting == 0 {
+		return nil, err
+	}
+	return &status.Deletion{Removed: e.Removed, Images: e.Images}, nil
+}

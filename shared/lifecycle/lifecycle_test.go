@@ -68,7 +68,7 @@ func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) 
 	imgs := images.New(b.Blobs)
 	chats := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
 	tl := transcript.New(b.Table, b.Blobs, imgs, transcript.WithChats(chats))
-	m, err := memory.New(memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: chats, Logger: slog.New(slog.DiscardHandler)})
+	m, err := memory.New(memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: chats, Deletions: chats, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,6 +393,13 @@ func TestDeleteOfALargeChatRunsInBatchesThroughTheQueue(t *testing.T) {
 			l := e.list("alice", "")
 			if len(l.Chats) != 1 || l.Chats[0].Deleting == nil || l.Chats[0].Deleting.Removed != lifecycle.BatchItems {
 				t.Fatalf("list during the deletion = %+v, want its progress", l)
+			}
+			code, body := e.do("alice", "GET", "/v1/chats/big/status", nil)
+			var st struct {
+				Deleting *struct{ Removed int64 } `json:"deleting"`
+			}
+			if err := json.Unmarshal(body, &st); code != http.StatusOK || err != nil || st.Deleting == nil || st.Deleting.Removed != lifecycle.BatchItems {
+				t.Fatalf("status during the deletion = %d %s, want its progress", code, body)
 			}
 			if code, body := e.do("alice", "POST", "/v1/chats/big/messages", map[string]any{"messages": []any{user("late")}}); code != http.StatusConflict {
 				t.Fatalf("append during the deletion = %d %s, want 409", code, body)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durachat/durachat/shared/memory/status"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/transcript"
@@ -81,6 +82,14 @@ type Config struct {
 	// Tasks, when set, is offered each queue message first: other work
 	// that shares the build queue (a chat deletion's next steps).
 	Tasks Tasks
+	// Deletions, when set, tells status how far a chat's deletion came.
+	Deletions Deletions
+}
+
+// Deletions tells whether a chat is being deleted, and how far it came
+// (nil when it is not).
+type Deletions interface {
+	Deletion(ctx context.Context, tenant, chat string) (*status.Deletion, error)
 }
 
 // Tasks handles queue messages that are not builds. Task reports whether
@@ -99,6 +108,7 @@ type Memory struct {
 	compactor Compactor
 	retrier   Retrier
 	tasks     Tasks
+	deletions Deletions
 	now       func() time.Time
 	search    bool
 	lease     time.Duration
@@ -135,6 +145,7 @@ func New(cfg Config) (*Memory, error) {
 		compactor: cfg.Compactor,
 		retrier:   cfg.Retrier,
 		tasks:     cfg.Tasks,
+		deletions: cfg.Deletions,
 		now:       cfg.Now,
 		search:    cfg.Search,
 		lease:     cfg.Lease,

@@ -243,6 +243,11 @@ func (m *Memory) Status(ctx context.Context, tenant, chat string) (status.Chat, 
 		Mechanical: []status.Mechanical{},
 		Search:     m.searchOn(st),
 	}
+	if m.deletions != nil {
+		if s.Deleting, err = m.deletions.Deletion(ctx, tenant, chat); err != nil {
+			return status.Chat{}, err
+		}
+	}
 	if st.LastErrorAt != 0 {
 		at := time.UnixMilli(st.LastErrorAt).UTC()
 		s.LastErrorAt = &at

@@ -47,6 +47,7 @@ func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logge
 		Retrier:   stores.Receiver,
 		Compactor: compactor,
 		Tasks:     chats,
+		Deletions: chats,
 		Search:    cfg.Search,
 		Logger:    logger,
 		Metrics:   metrics,

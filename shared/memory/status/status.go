@@ -32,6 +32,15 @@ type Chat struct {
 	CompactionView  View         `json:"compactionView"`
 	Images          Images       `json:"images"`
 	Search          bool         `json:"search"`
+	// Deleting is set while the chat is being deleted: how far it came.
+	Deleting *Deletion `json:"deleting,omitempty"`
+}
+
+// Deletion is a chat deletion's progress: the chat's stored items removed,
+// and the images deleted with it.
+type Deletion struct {
+	Removed int64 `json:"removed"`
+	Images  int64 `json:"images"`
 }
 
 // Retry is one node waiting on a retry.
