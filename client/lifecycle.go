@@ -9,29 +9,10 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/durachat/durachat/shared/importfile"
-	"github.com/durachat/durachat/shared/memory/status"
+	"github.com/durachat/durachat/shared/lifecycle/wire"
 )
-
-// ChatInfo is one chat as Chats lists it.
-type ChatInfo struct {
-	Chat         string    `json:"chat"`
-	Messages     int64     `json:"messages"`
-	LastActivity time.Time `json:"lastActivity"`
-	// Memory is the chat's summary memory at a glance.
-	Memory status.Glance `json:"memory"`
-	// Deleting is set while the chat is being deleted.
-	Deleting *DeleteProgress `json:"deleting,omitempty"`
-}
-
-// ChatList is a page of the tenant's chats; Next is "" on the last page,
-// else the after of the next.
-type ChatList struct {
-	Chats []ChatInfo `json:"chats"`
-	Next  string     `json:"next"`
-}
 
 // Chats lists the tenant's chats in id order with GET /v1/chats: those
 // after the chat id after ("" from the start), at most limit (1-100; 0
@@ -50,6 +31,15 @@ func (c *Client) Chats(ctx context.Context, after string, limit int) (*ChatList,
 	}
 	return &out, nil
 }
+
+// The lifecycle routes' answers, as the server defines them.
+type (
+	ChatInfo       = wire.ChatInfo
+	ChatList       = wire.ChatList
+	DeleteProgress = wire.Progress
+	ImportResult   = wire.ImportResult
+	Retention      = wire.Retention
+)
 
 // StoredMessage is one logged entry read back as a pi message: image refs
 // stay refs (text blocks "[image <name>]"), carrying a signed URL when
@@ -93,15 +83,6 @@ func (ch *Chat) Messages(ctx context.Context, o ReadOptions) (*MessagePage, erro
 		return nil, err
 	}
 	return &out, nil
-}
-
-// DeleteProgress is how far a chat's deletion has come.
-type DeleteProgress struct {
-	// Removed counts the chat's stored items removed, Images the images
-	// deleted with it (those no other chat of the tenant names).
-	Removed int64 `json:"removed"`
-	Images  int64 `json:"images"`
-	Done    bool  `json:"done"`
 }
 
 // Deletion is the answer of Delete.
@@ -158,15 +139,6 @@ func (ch *Chat) Export(ctx context.Context, w io.Writer) error {
 	}
 }
 
-// ImportResult says what an import logged.
-type ImportResult struct {
-	// Messages counts the messages read, Entries the entries they are
-	// logged as, Skipped the session lines durachat does not log.
-	Messages int `json:"messages"`
-	Entries  int `json:"entries"`
-	Skipped  int `json:"skipped"`
-}
-
 // importPart bounds the body of one import request, under Lambda's 6 MB.
 const importPart = 4 << 20
 
@@ -214,13 +186,6 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) 
 		part.WriteByte('\n')
 	}
 	return total, send()
-}
-
-// Retention is a retention setting: chats idle longer than Days days are
-// deleted (0 keeps them). Inherited says a chat has no setting of its own.
-type Retention struct {
-	Days      int  `json:"days"`
-	Inherited bool `json:"inherited,omitempty"`
 }
 
 // Retention reads the tenant's default retention (GET /v1/retention).

@@ -12,15 +12,7 @@ import (
 )
 
 func TestChatsListsTheChatsOfAServerOfItsOwn(t *testing.T) {
-	srv, err := clienttest.Start(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	c, err := client.New(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := ownServer(t)
 	ctx := testCtx(t)
 	for _, id := range []string{"a", "b", "c"} {
 		if _, err := c.Chat(id).Append(ctx, "r-"+id, client.UserText("hello "+id)); err != nil {
@@ -145,15 +137,7 @@ func TestExportThenImportIntoAnotherChatGivesTheSameExport(t *testing.T) {
 }
 
 func TestRetentionSettingsReadBackAsSet(t *testing.T) {
-	srv, err := clienttest.Start(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	c, err := client.New(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := ownServer(t)
 	ctx := testCtx(t)
 	if r, err := c.SetRetention(ctx, 30); err != nil || r.Days != 30 {
 		t.Fatalf("SetRetention = %+v, %v", r, err)
@@ -172,4 +156,20 @@ func TestRetentionSettingsReadBackAsSet(t *testing.T) {
 	if _, err := c.SetRetention(ctx, -1); asAPIError(t, err).Status != http.StatusBadRequest {
 		t.Fatalf("SetRetention(-1) = %v, want 400", err)
 	}
+}
+
+// ownServer is a client of a local server of the test's own, for tests
+// that see all of the tenant's chats or settings.
+func ownServer(t *testing.T) *client.Client {
+	t.Helper()
+	srv, err := clienttest.Start(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -86,13 +86,9 @@ func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var from int64
-	if a := r.URL.Query().Get("after"); a != "" {
-		seq, err := strconv.ParseInt(a, 10, 64)
-		if err != nil || seq < 0 {
-			return api.BadRequest("after", "after must be a message seq (a whole number), not %q", a)
-		}
-		from = seq + 1
+	from, err := fromSeq(r)
+	if err != nil {
+		return err
 	}
 	// Built in memory first: an error midway is still an error answer,
 	// and the part is bounded by ExportBudget.
@@ -109,18 +105,6 @@ func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(buf.Bytes())
 	return nil
-}
-
-// ImportResult says what an import logged.
-type ImportResult struct {
-	// Messages counts the messages read, Entries the entries they are
-	// logged as (a repeat of an import answers the same entries and logs
-	// nothing new).
-	Messages int `json:"messages"`
-	Entries  int `json:"entries"`
-	// Skipped counts session lines that are not messages durachat logs
-	// (model changes, compactions, custom entries).
-	Skipped int `json:"skipped"`
 }
 
 // Import logs msgs into the chat in order, keeping their timestamps, in

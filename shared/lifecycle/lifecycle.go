@@ -348,16 +348,6 @@ func (c *Chats) named(ctx context.Context, tenant, name string) (bool, error) {
 	return len(page.Items) > 0, nil
 }
 
-// Progress is how far a deletion has come.
-type Progress struct {
-	// Removed counts the chat's items removed (entries, memory nodes,
-	// receipts, state), Images the images deleted with it.
-	Removed int64 `json:"removed"`
-	Images  int64 `json:"images"`
-	// Done says the chat is gone; its id now names a new, empty chat.
-	Done bool `json:"done"`
-}
-
 // Delete deletes the chat: it marks it deleting in the index (appends are
 // refused from then on), removes its items in batches of BatchItems,
 // releases the images it named, and removes its index item last. One call

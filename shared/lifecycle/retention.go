@@ -40,15 +40,6 @@ type tenantSettings struct {
 	RetentionDays int `json:"rd"`
 }
 
-// Retention is a retention setting as the routes read and write it.
-type Retention struct {
-	// Days deletes chats idle longer than this many days; 0 keeps them.
-	Days int `json:"days"`
-	// Inherited says a chat has no setting of its own: Days is its
-	// tenant's default.
-	Inherited bool `json:"inherited,omitempty"`
-}
-
 // TenantRetention returns the tenant's default retention in days (0: none).
 func (c *Chats) TenantRetention(ctx context.Context, tenant string) (int, error) {
 	it, err := c.table.Get(ctx, settingsKey(tenant))
@@ -251,9 +242,9 @@ func decodeDays(r *http.Request, allowNull bool) (*int, error) {
 }
 
 func (c *Chats) handleGetTenantRetention(w http.ResponseWriter, r *http.Request) error {
-	tenant := api.Tenant(r.Context())
-	if tenant == "" {
-		return api.Unauthorized("the request has no authenticated tenant")
+	tenant, err := tenantOf(r)
+	if err != nil {
+		return err
 	}
 	days, err := c.TenantRetention(r.Context(), tenant)
 	if err != nil {
@@ -264,9 +255,9 @@ func (c *Chats) handleGetTenantRetention(w http.ResponseWriter, r *http.Request)
 }
 
 func (c *Chats) handlePutTenantRetention(w http.ResponseWriter, r *http.Request) error {
-	tenant := api.Tenant(r.Context())
-	if tenant == "" {
-		return api.Unauthorized("the request has no authenticated tenant")
+	tenant, err := tenantOf(r)
+	if err != nil {
+		return err
 	}
 	days, err := decodeDays(r, false)
 	if err != nil {

@@ -13,10 +13,19 @@ import (
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
-	"github.com/durachat/durachat/shared/memory/status"
+	"github.com/durachat/durachat/shared/lifecycle/wire"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/transcript"
+)
+
+// The routes' answers, shared with the client.
+type (
+	ChatInfo     = wire.ChatInfo
+	ChatList     = wire.ChatList
+	Progress     = wire.Progress
+	ImportResult = wire.ImportResult
+	Retention    = wire.Retention
 )
 
 // LinkTTL is how long a signed image link of a read-back message works.
@@ -38,20 +47,27 @@ func (c *Chats) Register(mux *http.ServeMux) {
 	api.Handle(mux, "PUT /v1/chats/{chat}/retention", c.handlePutChatRetention)
 }
 
-// ChatInfo is one chat as GET /v1/chats lists it.
-type ChatInfo struct {
-	Chat         string        `json:"chat"`
-	Messages     int64         `json:"messages"`
-	LastActivity time.Time     `json:"lastActivity"`
-	Memory       status.Glance `json:"memory"`
-	// Deleting is the progress of a deletion under way.
-	Deleting *Progress `json:"deleting,omitempty"`
+// fromSeq reads the after parameter of a route paging by seq: the seq to
+// start from, 0 when absent.
+func fromSeq(r *http.Request) (int64, error) {
+	a := r.URL.Query().Get("after")
+	if a == "" {
+		return 0, nil
+	}
+	seq, err := strconv.ParseInt(a, 10, 64)
+	if err != nil || seq < 0 {
+		return 0, api.BadRequest("after", "after must be a message seq (a whole number), not %q", a)
+	}
+	return seq + 1, nil
 }
 
-// ChatList is a page of chats.
-type ChatList struct {
-	Chats []ChatInfo `json:"chats"`
-	Next  string     `json:"next"`
+// tenantOf is the caller's tenant, for routes not under a chat.
+func tenantOf(r *http.Request) (string, error) {
+	tenant := api.Tenant(r.Context())
+	if tenant == "" {
+		return "", api.Unauthorized("the request has no authenticated tenant")
+	}
+	return tenant, nil
 }
 
 // limit reads the limit parameter: def when absent, at most MaxListLimit.
@@ -109,9 +125,9 @@ func (c *Chats) List(ctx context.Context, tenant, after string, n int) (ChatList
 }
 
 func (c *Chats) handleList(w http.ResponseWriter, r *http.Request) error {
-	tenant := api.Tenant(r.Context())
-	if tenant == "" {
-		return api.Unauthorized("the request has no authenticated tenant")
+	tenant, err := tenantOf(r)
+	if err != nil {
+		return err
 	}
 	n, err := limit(r, 50)
 	if err != nil {
@@ -310,13 +326,9 @@ func (c *Chats) handleMessages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var from int64
-	if a := q.Get("after"); a != "" {
-		seq, err := strconv.ParseInt(a, 10, 64)
-		if err != nil || seq < 0 {
-			return api.BadRequest("after", "after must be a message seq (a whole number), not %q", a)
-		}
-		from = seq + 1
+	from, err := fromSeq(r)
+	if err != nil {
+		return err
 	}
 	links := false
 	switch v := q.Get("images"); v {
