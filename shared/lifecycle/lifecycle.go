@@ -68,6 +68,9 @@ const (
 	MaxListLimit = 100
 	// indexRetries bounds the optimistic-locking loop on an index item.
 	indexRetries = 16
+	// ActivityStep is the precision of a chat's last activity: an append
+	// within it of the last one recorded writes no index item.
+	ActivityStep = time.Minute
 	// leaseWait is how long an append waits for an image's lease, polling.
 	leaseWait = Lease + 5*time.Second
 )
@@ -213,6 +216,9 @@ func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []stri
 		if e.Deleting != 0 {
 			return deletingError(chat)
 		}
+		if e.Activity != 0 && now-e.Activity < ActivityStep.Milliseconds() {
+			return errNoChange // recent enough: no write
+		}
 		e.Activity = max(e.Activity, now)
 		return nil
 	})
@@ -222,12 +228,8 @@ func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []stri
 	names = uniq(names)
 	var missing []string
 	for _, name := range names {
-		// The chat's side first: a deletion of this chat that finds it
-		// removes the image's side too, even if this append dies here.
-		for _, k := range []store.Key{{PK: store.ChatPK(tenant, chat), SK: chatRefs + name}, {PK: RefPK(tenant, name), SK: refPrefix + chat}} {
-			if err := c.table.Create(ctx, store.Item{Key: k, Body: []byte("{}")}); err != nil && !errors.Is(err, store.ErrConditionFailed) {
-				return nil, fmt.Errorf("lifecycle: recording image %s: %w", name, err)
-			}
+		if err := c.reference(ctx, tenant, chat, name); err != nil {
+			return nil, err
 		}
 		if err := c.awaitLease(ctx, tenant, name); err != nil {
 			return nil, err
@@ -243,6 +245,26 @@ func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []stri
 		}
 	}
 	return missing, nil
+}
+
+// reference records that the chat names the image, unless it did before:
+// the image's side first, then the chat's, so the chat's side is never
+// there without the image's. (An append cut off between the two leaves a
+// reference that keeps the image until the chat names it again and is
+// deleted: the safe side.)
+func (c *Chats) reference(ctx context.Context, tenant, chat, name string) error {
+	mine := store.Key{PK: store.ChatPK(tenant, chat), SK: chatRefs + name}
+	if _, err := c.table.Get(ctx, mine); err == nil {
+		return nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("lifecycle: reading the reference to image %s: %w", name, err)
+	}
+	for _, k := range []store.Key{{PK: RefPK(tenant, name), SK: refPrefix + chat}, mine} {
+		if err := c.table.Create(ctx, store.Item{Key: k, Body: []byte("{}")}); err != nil && !errors.Is(err, store.ErrConditionFailed) {
+			return fmt.Errorf("lifecycle: recording image %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // lease is an image deletion's lease.

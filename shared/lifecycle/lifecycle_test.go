@@ -140,7 +140,7 @@ func withImage(text, b64 string) map[string]any {
 }
 
 // pngB64 is a small PNG of one colour, base64.
-func pngB64(t *testing.T, c color.Color) string {
+func pngB64(t testing.TB, c color.Color) string {
 	t.Helper()
 	img := image.NewRGBA(image.Rect(0, 0, 4, 4))
 	for x := range 4 {
