@@ -34,6 +34,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/memory/status"
 	"github.com/durachat/durachat/shared/store"
@@ -64,6 +66,11 @@ const (
 	// StepsPerCall bounds the steps one call (a request, a queue message)
 	// runs before it hands the rest to the queue.
 	StepsPerCall = 20
+	// CallBudget bounds the time one call spends deleting before it hands
+	// the rest on, well inside API Gateway's 30 s and Lambda's timeout.
+	CallBudget = 10 * time.Second
+	// deleteConcurrency bounds the parallel item deletions of one batch.
+	deleteConcurrency = 8
 	// MaxListLimit bounds a page of chats or messages.
 	MaxListLimit = 100
 	// indexRetries bounds the optimistic-locking loop on an index item.
@@ -394,7 +401,8 @@ func (c *Chats) Delete(ctx context.Context, tenant, chat string, steps int) (Pro
 	}
 	p := Progress{Removed: e.Removed, Images: e.Images}
 	pk := store.ChatPK(tenant, chat)
-	for step := 0; step < steps; step++ {
+	start := time.Now()
+	for step := 0; step < steps && time.Since(start) < CallBudget; step++ {
 		removed, images, more, err := c.step(ctx, tenant, chat, pk)
 		p.Removed += removed
 		p.Images += images
@@ -439,13 +447,22 @@ func (c *Chats) step(ctx context.Context, tenant, chat, pk string) (removed, ima
 		own = rest.Items
 	}
 	if len(own) > 0 {
-		for _, it := range own[:min(len(own), BatchItems)] {
-			if err := c.table.Delete(ctx, it.Key, 0); err != nil {
-				return removed, 0, true, fmt.Errorf("lifecycle: deleting %s of chat %s: %w", it.SK, chat, err)
-			}
-			removed++
+		own = own[:min(len(own), BatchItems)]
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(deleteConcurrency)
+		for _, it := range own {
+			g.Go(func() error {
+				if err := c.table.Delete(gctx, it.Key, 0); err != nil {
+					return fmt.Errorf("lifecycle: deleting %s of chat %s: %w", it.SK, chat, err)
+				}
+				return nil
+			})
 		}
-		return removed, 0, true, nil
+		if err := g.Wait(); err != nil {
+			// Some of the batch may be gone; the next call counts what is left.
+			return 0, 0, true, err
+		}
+		return int64(len(own)), 0, true, nil
 	}
 	for _, it := range named[:min(len(named), BatchItems)] {
 		name := strings.TrimPrefix(it.SK, chatRefs)
