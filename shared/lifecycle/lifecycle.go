@@ -58,8 +58,8 @@ func RefPK(tenant, name string) string { return "imgrefs/" + url.PathEscape(tena
 
 // Tunables.
 const (
-	// Lease is how long an image deletion holds its lease; appends naming
-	// the image wait at most this long.
+	// Lease is how long an image deletion may hold its lease; appends naming
+	// the image wait for it.
 	Lease = 30 * time.Second
 	// BatchItems is how many items one deletion step removes.
 	BatchItems = 100
@@ -78,8 +78,10 @@ const (
 	// ActivityStep is the precision of a chat's last activity: an append
 	// within it of the last one recorded writes no index item.
 	ActivityStep = time.Minute
-	// leaseWait is how long an append waits for an image's lease, polling.
-	leaseWait = Lease + 5*time.Second
+	// leaseWait is how long an append waits for an image's lease, polling,
+	// before it answers 503 (a lease lasts one object deletion, or Lease
+	// when its holder died).
+	leaseWait = 10 * time.Second
 )
 
 // ErrDeleting: the chat is being deleted; appends are refused until the
