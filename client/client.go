@@ -148,6 +148,8 @@ type call struct {
 	path   string // already escaped
 	query  url.Values
 	body   any // marshalled as JSON when not nil
+	// raw, when set, is the body as it is (JSONL), sent instead of body.
+	raw []byte
 	// retry marks a call that is safe to repeat after a 503.
 	retry bool
 	// accept404 takes a 404 that carries a tool result as the answer (a
@@ -185,8 +187,8 @@ func (c *Client) call(ctx context.Context, k call, out any) error {
 // first answer that is not a retried 503. The caller closes its body; a
 // non-2xx answer is left for the caller to turn into an *Error.
 func (c *Client) send(ctx context.Context, k call) (*http.Response, error) {
-	var body []byte
-	if k.body != nil {
+	body := k.raw
+	if body == nil && k.body != nil {
 		var err error
 		if body, err = marshal(k.body); err != nil {
 			return nil, fmt.Errorf("durachat: %s %s: encoding the body: %w", k.method, k.path, err)
@@ -205,7 +207,10 @@ func (c *Client) send(ctx context.Context, k call) (*http.Response, error) {
 		if err != nil {
 			return nil, fmt.Errorf("durachat: %s %s: %w", k.method, k.path, err)
 		}
-		if body != nil {
+		switch {
+		case k.raw != nil:
+			req.Header.Set("Content-Type", "application/x-ndjson")
+		case body != nil:
 			req.Header.Set("Content-Type", "application/json")
 		}
 		if c.token != "" {

@@ -26,6 +26,9 @@ type Block struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	// Thinking of a thinking block.
 	Thinking string `json:"thinking,omitempty"`
+	// URL is a signed link to the image of a ref block, in messages read
+	// back with links (Chat.Messages); it works for minutes.
+	URL string `json:"url,omitempty"`
 }
 
 // MarshalJSON keeps the text of a text block even when it is empty.

@@ -473,14 +473,17 @@ var allowed = map[string]map[string][]string{
 		"s3:DeleteObject": {"arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*"},
 	},
 	"MemoryFunction": {
-		"s3:ListBucket":    {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
-		"s3:GetObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*"},
-		"s3:PutObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
-		"s3:DeleteObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*"}, // claiming a staged upload
+		"s3:ListBucket": {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
+		"s3:GetObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*"},
+		"s3:PutObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
+		// Claiming a staged upload; deleting a chat's images.
+		"s3:DeleteObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
 		"dynamodb:GetItem": {"GetAtt:Table.Arn"}, "dynamodb:PutItem": {"GetAtt:Table.Arn"},
 		"dynamodb:UpdateItem": {"GetAtt:Table.Arn"}, "dynamodb:Query": {"GetAtt:Table.Arn"},
 		"dynamodb:BatchGetItem": {"GetAtt:Table.Arn"},
 		"sqs:SendMessage":       {"GetAtt:BuildQueue.Arn"},
+		// Deleting a chat: its rows, and the images only it named.
+		"dynamodb:DeleteItem": {"GetAtt:Table.Arn"},
 	},
 	"CompactFunction": {
 		"s3:ListBucket":    {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
@@ -492,6 +495,9 @@ var allowed = map[string]map[string][]string{
 		"sqs:ReceiveMessage":    {"GetAtt:BuildQueue.Arn"}, "sqs:DeleteMessage": {"GetAtt:BuildQueue.Arn"},
 		"sqs:ChangeMessageVisibility": {"GetAtt:BuildQueue.Arn"}, "sqs:GetQueueAttributes": {"GetAtt:BuildQueue.Arn"},
 		"sqs:SendMessage": {"GetAtt:BuildQueue.Arn"},
+		// Continuing a large chat deletion from the queue.
+		"dynamodb:DeleteItem": {"GetAtt:Table.Arn"},
+		"s3:DeleteObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
 		"bedrock:InvokeModel": {
 			"arn:{AWS::Partition}:bedrock:{AWS::Region}:{AWS::AccountId}:inference-profile/us.anthropic.claude-haiku-4-5-20251001-v1:0",
 			"arn:{AWS::Partition}:bedrock:{AWS::Region}:{AWS::AccountId}:inference-profile/global.anthropic.claude-haiku-4-5-20251001-v1:0",
@@ -858,5 +864,28 @@ func TestEveryFunctionHasAReservedConcurrencyParameter(t *testing.T) {
 		if got, ok := props["ReservedConcurrentExecutions"]; ok {
 			t.Errorf("%s: reserved concurrency %v with the parameter 0, want none", fn, got)
 		}
+	}
+}
+
+// Retention deletes idle chats hourly: a schedule puts the sweep message on
+// the build queue (the compact function consumes it), through a role that
+// may send to that queue and nothing else.
+func TestRetentionSweepIsScheduledOntoTheBuildQueue(t *testing.T) {
+	s := load(t, defaults)
+	sch, err := s.GetSchedulerScheduleWithName("RetentionSchedule")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sch.ScheduleExpression != "rate(1 hour)" || sch.Target == nil || sch.Target.Arn != "GetAtt:BuildQueue.Arn" ||
+		deref(sch.Target.Input) != `{"op":"expire"}` || sch.Target.RoleArn != "GetAtt:RetentionScheduleRole.Arn" {
+		t.Fatalf("schedule %+v (target %+v), want the expire message hourly on the build queue", sch, sch.Target)
+	}
+	role, err := s.GetIAMRoleWithName("RetentionScheduleRole")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := json.Marshal(role.Policies)
+	if !strings.Contains(string(doc), `"Action":"sqs:SendMessage"`) || !strings.Contains(string(doc), `"Resource":"GetAtt:BuildQueue.Arn"`) || strings.Count(string(doc), `"Action"`) != 1 {
+		t.Fatalf("the schedule's role may %s, want only sqs:SendMessage on the build queue", doc)
 	}
 }

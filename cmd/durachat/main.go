@@ -3,6 +3,7 @@
 // Docker, no network.
 //
 //	durachat [serve]   serve the API (the default)
+//	durachat import    load an export or a pi session file into a chat
 //	durachat help      print usage and the configuration variables
 package main
 
@@ -50,9 +51,11 @@ type usageError string
 
 func (e usageError) Error() string { return string(e) }
 
-const usageText = `usage: durachat [serve | help]
+const usageText = `usage: durachat [serve | import | help]
 
 serve (the default) runs the whole API locally on embedded stores.
+import loads an export or a pi session file into a chat ("durachat import
+-h" tells how).
 
 Configuration (environment variables):
   DURACHAT_ADDR          listen address (default 127.0.0.1:8080)
@@ -78,6 +81,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	switch {
 	case cmd == "serve" && len(args) <= 1:
 		return serve(ctx, lookup, stdout, ready)
+	case cmd == "import":
+		return importCmd(ctx, args[1:], lookup, stdout)
 	case cmd == "help" || cmd == "-h" || cmd == "--help":
 		_, err := fmt.Fprint(stdout, usageText)
 		return err

@@ -369,6 +369,56 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("AChatIsListedReadBackAndDeletedWithTheImagesOnlyItNamed", func(t *testing.T) {
+		host := host
+		host.t = t
+		shot := pngBase64(t, 77)
+		host.ok(http.MethodPost, "/v1/chats/life/messages", map[string]any{"receipt": "life-1", "messages": []any{
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "see"},
+				map[string]any{"type": "image", "data": shot, "mimeType": "image/png"}}}}}, nil)
+		var list struct {
+			Chats []struct {
+				Chat     string `json:"chat"`
+				Messages int64  `json:"messages"`
+			} `json:"chats"`
+		}
+		host.ok(http.MethodGet, "/v1/chats?limit=100", nil, &list)
+		if !slices.ContainsFunc(list.Chats, func(c struct {
+			Chat     string `json:"chat"`
+			Messages int64  `json:"messages"`
+		}) bool {
+			return c.Chat == "life" && c.Messages == 1
+		}) {
+			t.Fatalf("the list %+v lacks chat life with its message", list.Chats)
+		}
+		var page struct {
+			Messages []struct {
+				Seq     int64 `json:"seq"`
+				Message struct {
+					Content []struct{ Type, Text, URL string } `json:"content"`
+				} `json:"message"`
+			} `json:"messages"`
+		}
+		host.ok(http.MethodGet, "/v1/chats/life/messages?images=links", nil, &page)
+		if len(page.Messages) != 1 || len(page.Messages[0].Message.Content) != 2 || page.Messages[0].Message.Content[1].URL == "" {
+			t.Fatalf("read back %+v, want the message with a linked ref", page.Messages)
+		}
+		var del struct {
+			Deleted  bool `json:"deleted"`
+			Progress struct {
+				Images int `json:"images"`
+			} `json:"progress"`
+		}
+		host.ok(http.MethodDelete, "/v1/chats/life", nil, &del)
+		if !del.Deleted || del.Progress.Images != 1 {
+			t.Fatalf("delete = %+v, want done with its image", del)
+		}
+		host.ok(http.MethodGet, "/v1/chats/life/messages", nil, &page)
+		if len(page.Messages) != 0 {
+			t.Fatalf("the deleted chat reads %+v", page.Messages)
+		}
+	})
+
 	t.Run("AHostTurnWithImagesRestoresThemInEveryFormat", func(t *testing.T) {
 		host := host
 		host.t = t

@@ -187,6 +187,9 @@ func Chat(r *http.Request) (string, error) {
 	return c, nil
 }
 
+// ValidChat reports whether s is a well-formed chat id.
+func ValidChat(s string) bool { return chatID.MatchString(s) }
+
 // TenantChat returns the authenticated caller's tenant and the request's
 // {chat}. The server's auth layer sets the tenant; a handler mounted without
 // it answers 401 rather than act for no one.

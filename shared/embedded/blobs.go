@@ -128,3 +128,16 @@ func decodeBlob(key string, v []byte) (contentType string, data []byte, err erro
 	start := 1 + w
 	return string(v[start : start+int(n)]), v[start+int(n):], nil
 }
+
+// Delete removes the object at key; a missing key is no error.
+func (s *Blobs) Delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkBlobKey(key); err != nil {
+		return fmt.Errorf("delete blob: %w", err)
+	}
+	return s.db.update("delete blob", func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBlobs).Delete([]byte(key))
+	})
+}

@@ -383,3 +383,33 @@ func decodeItem(k store.Key, v []byte) (store.Item, error) {
 	rest = rest[n:]
 	return store.Item{Key: k, Version: int64(version), Expires: exp, Body: bytes.Clone(rest)}, nil
 }
+
+// Delete removes the item at k: unconditionally with version 0, else only
+// when the stored, unexpired item has that version.
+func (t *Table) Delete(ctx context.Context, k store.Key, version int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkPK(k.PK); err != nil || k.SK == "" {
+		return fmt.Errorf("delete %q/%q: partition and sort key must not be empty", k.PK, k.SK)
+	}
+	now := time.Now().Unix()
+	return t.db.update("delete", func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketTable)
+		key := tableKey(k)
+		if version != 0 {
+			v := b.Get(key)
+			if v == nil {
+				return fmt.Errorf("delete %s/%s: missing: %w", k.PK, k.SK, store.ErrConditionFailed)
+			}
+			old, err := decodeItem(k, v)
+			if err != nil {
+				return err
+			}
+			if expired(old, now) || old.Version != version {
+				return fmt.Errorf("delete %s/%s: stored version %d, not %d: %w", k.PK, k.SK, old.Version, version, store.ErrConditionFailed)
+			}
+		}
+		return b.Delete(key)
+	})
+}

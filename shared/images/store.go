@@ -114,6 +114,11 @@ const MaxDescription = 300
 // function may read.
 const descriptionSuffix = ".description"
 
+// DescriptionKey is the key of the description of an image of tenant.
+func DescriptionKey(tenant, name string) string {
+	return store.ImageKey(tenant, name) + descriptionSuffix
+}
+
 // PutDescription stores the description of an image of tenant, once: an
 // image described already keeps its first description, so an image that
 // several chats name is described once. The text is made one line of at

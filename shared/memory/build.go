@@ -517,6 +517,10 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 	first := false
 	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
 		sends, first = nil, false
+		if !n.Complete(st.T) {
+			// The chat was deleted under this build: it records nothing.
+			return errNoChange
+		}
 		st.dropRetry(n)
 		if st.markBuilt(n) {
 			first = true

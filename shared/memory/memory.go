@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durachat/durachat/shared/memory/status"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/transcript"
@@ -91,6 +92,23 @@ type Config struct {
 	// MetricsFunction is the metrics' FunctionName dimension (Lambda:
 	// the function's name); empty writes them without a dimension.
 	MetricsFunction string
+	// Tasks, when set, is offered each queue message first: other work
+	// that shares the build queue (a chat deletion's next steps).
+	Tasks Tasks
+	// Deletions, when set, tells status how far a chat's deletion came.
+	Deletions Deletions
+}
+
+// Deletions tells whether a chat is being deleted, and how far it came
+// (nil when it is not).
+type Deletions interface {
+	Deletion(ctx context.Context, tenant, chat string) (*status.Deletion, error)
+}
+
+// Tasks handles queue messages that are not builds. Task reports whether
+// body was its own; its error asks for the message again.
+type Tasks interface {
+	Task(ctx context.Context, body string) (handled bool, err error)
 }
 
 // Memory builds and serves the summary trees of all chats. It holds no
@@ -103,6 +121,8 @@ type Memory struct {
 	queue     store.Queue
 	compactor Compactor
 	retrier   Retrier
+	tasks     Tasks
+	deletions Deletions
 	now       func() time.Time
 	search    bool
 	lease     time.Duration
@@ -139,6 +159,8 @@ func New(cfg Config) (*Memory, error) {
 		queue:     cfg.Queue,
 		compactor: cfg.Compactor,
 		retrier:   cfg.Retrier,
+		tasks:     cfg.Tasks,
+		deletions: cfg.Deletions,
 		now:       cfg.Now,
 		search:    cfg.Search,
 		lease:     cfg.Lease,

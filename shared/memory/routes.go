@@ -230,10 +230,7 @@ func (m *Memory) Status(ctx context.Context, tenant, chat string) (status.Chat, 
 	if err != nil {
 		return status.Chat{}, err
 	}
-	var nodes int64
-	for l := 0; int64(1)<<l <= st.T && l < 63; l++ {
-		nodes += st.T >> l
-	}
+	nodes := st.nodes()
 	s := status.Chat{
 		Entries: st.T, Nodes: nodes, Built: st.Built, Unbuilt: nodes - st.Built,
 		UnbuiltLines: st.unbuiltLeaves(), Retrying: st.waiting(), InFlight: len(st.Claims),
@@ -247,6 +244,11 @@ func (m *Memory) Status(ctx context.Context, tenant, chat string) (status.Chat, 
 			Recent: []status.LeafImages{}},
 		Mechanical: []status.Mechanical{},
 		Search:     m.searchOn(st),
+	}
+	if m.deletions != nil {
+		if s.Deleting, err = m.deletions.Deletion(ctx, tenant, chat); err != nil {
+			return status.Chat{}, err
+		}
 	}
 	if st.LastErrorAt != 0 {
 		at := time.UnixMilli(st.LastErrorAt).UTC()
@@ -271,4 +273,13 @@ func (m *Memory) Status(ctx context.Context, tenant, chat string) (status.Chat, 
 		}
 	}
 	return s, nil
+}
+
+// Glance is a chat's memory at a glance, from its state alone: one read.
+func (m *Memory) Glance(ctx context.Context, tenant, chat string) (status.Glance, error) {
+	st, _, err := m.states.get(ctx, tenant, chat)
+	if err != nil {
+		return status.Glance{}, err
+	}
+	return status.Glance{Nodes: st.nodes(), Built: st.Built, Retrying: st.waiting(), Stalled: st.stalled()}, nil
 }

@@ -141,12 +141,17 @@ func (m *Memory) consume(ctx context.Context, src source, n int) {
 // under sctx. A malformed message has nothing to build; retrying cannot
 // help, so it is dropped.
 func (m *Memory) deliver(ctx, bctx, sctx context.Context, src source, d store.Delivery) {
-	msg, err := parseMessage(d.Body)
-	if err == nil {
+	handled, err := false, error(nil)
+	if m.tasks != nil {
+		handled, err = m.tasks.Task(bctx, d.Body)
+	}
+	msg, perr := parseMessage(d.Body)
+	switch {
+	case handled:
+	case perr == nil:
 		err = m.buildOne(bctx, msg)
-	} else {
-		m.logger.ErrorContext(ctx, "memory: dropping a malformed build message", "messageId", d.ID, "err", err)
-		err = nil
+	default:
+		m.logger.ErrorContext(ctx, "memory: dropping a malformed build message", "messageId", d.ID, "err", perr)
 	}
 	if err == nil {
 		if aerr := src.ack(sctx, d); aerr != nil {

@@ -125,6 +125,15 @@ func (st *chatState) level(l int) *level {
 	return &st.Levels[l]
 }
 
+// nodes counts the complete nodes of the tree over st.T entries.
+func (st *chatState) nodes() int64 {
+	var n int64
+	for l := 0; int64(1)<<l <= st.T && l < 63; l++ {
+		n += st.T >> l
+	}
+	return n
+}
+
 // built reports whether node n is built.
 func (st *chatState) built(n Node) bool {
 	if n.L >= len(st.Levels) || n.L < 0 {

@@ -129,6 +129,10 @@ type Table interface {
 	// BatchGet returns the items that exist, in the order of keys; missing
 	// ones are left out.
 	BatchGet(ctx context.Context, keys []Key) ([]Item, error)
+	// Delete removes the item at k. With version 0 it is unconditional and
+	// succeeds when nothing is stored; otherwise it removes the item only
+	// when its stored version is version, else ErrConditionFailed.
+	Delete(ctx context.Context, k Key, version int64) error
 }
 
 // Blob is a stored object and its content type.
@@ -152,6 +156,8 @@ type Blobs interface {
 	Get(ctx context.Context, key string) (Blob, error)
 	// Head returns the object's info or ErrNotFound.
 	Head(ctx context.Context, key string) (BlobInfo, error)
+	// Delete removes the object at key; deleting a missing key succeeds.
+	Delete(ctx context.Context, key string) error
 }
 
 // Linker makes short-lived URLs that fetch a blob without credentials.

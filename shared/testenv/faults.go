@@ -30,6 +30,7 @@ type FailingTable struct {
 	FailUpdate   func(k store.Key) error
 	FailQuery    func(q store.Query) error
 	FailBatchGet func(keys []store.Key) error
+	FailDelete   func(k store.Key) error
 }
 
 var _ store.Table = (*FailingTable)(nil)
@@ -79,13 +80,23 @@ func (f *FailingTable) BatchGet(ctx context.Context, keys []store.Key) ([]store.
 	return f.Table.BatchGet(ctx, keys)
 }
 
+func (f *FailingTable) Delete(ctx context.Context, k store.Key, version int64) error {
+	if f.FailDelete != nil {
+		if err := f.FailDelete(k); err != nil {
+			return err
+		}
+	}
+	return f.Table.Delete(ctx, k, version)
+}
+
 // FailingBlobs passes calls on to Blobs unless the Fail function for the
 // call returns an error for the key.
 type FailingBlobs struct {
 	store.Blobs
-	FailPut  func(key string) error
-	FailGet  func(key string) error
-	FailHead func(key string) error
+	FailPut    func(key string) error
+	FailGet    func(key string) error
+	FailHead   func(key string) error
+	FailDelete func(key string) error
 }
 
 var _ store.Blobs = (*FailingBlobs)(nil)
@@ -115,6 +126,15 @@ func (f *FailingBlobs) Head(ctx context.Context, key string) (store.BlobInfo, er
 		}
 	}
 	return f.Blobs.Head(ctx, key)
+}
+
+func (f *FailingBlobs) Delete(ctx context.Context, key string) error {
+	if f.FailDelete != nil {
+		if err := f.FailDelete(key); err != nil {
+			return err
+		}
+	}
+	return f.Blobs.Delete(ctx, key)
 }
 
 // FailingQueue passes sends on to Queue unless FailSend returns an error

@@ -291,3 +291,17 @@ func texts(es []Entry) []string {
 	}
 	return out
 }
+
+func (f *faultBlobs) Delete(ctx context.Context, key string) error {
+	if err := f.check("delete", key); err != nil {
+		return err
+	}
+	return f.next.Delete(ctx, key)
+}
+
+func (f *faultTable) Delete(ctx context.Context, k store.Key, version int64) error {
+	if err := f.check("delete", k); err != nil {
+		return err
+	}
+	return f.next.Delete(ctx, k, version)
+}

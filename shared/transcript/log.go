@@ -14,6 +14,7 @@ import (
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -39,12 +40,21 @@ var (
 	errCorrupt   = errors.New("log rows contradict each other")
 )
 
+// Chats hears of each append before its entries are written: it may
+// refuse it (a chat being deleted), and it records which images the
+// chat names. It returns the names whose images are not stored (deleted
+// while this append was under way), so the append stores them again.
+type Chats interface {
+	Appending(ctx context.Context, tenant, chat string, names []string) (missing []string, err error)
+}
+
 // Log is the transcript of every chat of every tenant over one table.
 type Log struct {
 	table store.Table
 	blobs store.Blobs
 	imgs  *images.Store
 	now   func() time.Time
+	chats Chats
 }
 
 // Option configures a Log.
@@ -52,6 +62,9 @@ type Option func(*Log)
 
 // WithClock sets the clock that dates entries whose message has no timestamp.
 func WithClock(now func() time.Time) Option { return func(l *Log) { l.now = now } }
+
+// WithChats has chats hear of every append before it writes entries.
+func WithChats(c Chats) Option { return func(l *Log) { l.chats = c } }
 
 // New returns the log kept in table, with oversized text in blobs and
 // images in imgs.
@@ -110,6 +123,23 @@ func (l *Log) Append(ctx context.Context, tenant, chat string, msgs []pi.Message
 	}
 	if len(drafts) == 0 {
 		return []int64{}, nil // only thinking: nothing to log
+	}
+	if l.chats != nil {
+		var names []string
+		for _, d := range drafts {
+			names = append(names, refs.Names(d.Text)...)
+		}
+		missing, err := l.chats.Appending(ctx, tenant, chat, names)
+		if err != nil {
+			return nil, err
+		}
+		if len(missing) > 0 {
+			// Deleted under this append: its inline images are stored
+			// again (a put of a stored one is a no-op).
+			if _, err := l.putImages(ctx, tenant, msgs); err != nil {
+				return nil, err
+			}
+		}
 	}
 	sum := digest(drafts)
 	if !found {

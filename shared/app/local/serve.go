@@ -15,6 +15,7 @@ import (
 	"github.com/durachat/durachat/shared/compactor"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/hooks"
+	"github.com/durachat/durachat/shared/lifecycle"
 )
 
 // Server timeouts. The longest request is a view wait, bounded well under
@@ -26,6 +27,8 @@ const (
 	idleTimeout       = 2 * time.Minute
 	shutdownTimeout   = 20 * time.Second
 	purgeEvery        = time.Hour
+	// expireEvery is how often chats idle past their retention are looked for.
+	expireEvery = time.Hour
 )
 
 // Serve runs the local server (durachat serve): every route of every
@@ -97,6 +100,11 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 		defer close(done)
 		purgeExpired(workCtx, data, logger)
 	}()
+	expired := make(chan struct{})
+	go func() {
+		defer close(expired)
+		expireIdle(workCtx, mem.Chats, logger)
+	}()
 	// The in-process stand-in for the compact function.
 	worked := make(chan struct{})
 	go func() {
@@ -121,6 +129,7 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 	case err := <-served:
 		stopWork()
 		<-done
+		<-expired
 		<-worked
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
@@ -131,6 +140,7 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 	err = srv.Shutdown(sctx)
 	stopWork()
 	<-done
+	<-expired
 	<-worked
 	if err != nil {
 		return fmt.Errorf("shutting down: %w", err)
@@ -151,6 +161,27 @@ func purgeExpired(ctx context.Context, data *Data, logger *slog.Logger) {
 			logger.Warn("purging expired items", "err", err.Error())
 		case n > 0:
 			logger.Info("purged expired items", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// expireIdle deletes chats idle past their retention, as the hourly
+// schedule does in AWS: at start and then every expireEvery.
+func expireIdle(ctx context.Context, chats *lifecycle.Chats, logger *slog.Logger) {
+	t := time.NewTicker(expireEvery)
+	defer t.Stop()
+	for {
+		n, err := chats.ExpireAll(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			logger.Warn("deleting chats past their retention", "err", err.Error())
+		case n > 0:
+			logger.Info("deleting chats past their retention", "count", n)
 		}
 		select {
 		case <-ctx.Done():

@@ -18,6 +18,7 @@ import (
 	"github.com/durachat/durachat/shared/aws/sqsqueue"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/transcript"
 )
@@ -28,6 +29,7 @@ type API struct {
 	Images     *images.Store
 	Transcript *transcript.Log
 	Memory     *memory.Memory
+	Chats      *lifecycle.Chats
 }
 
 // New wires the transcript and memory over stores. compactor may be nil
@@ -35,7 +37,8 @@ type API struct {
 // when set, receives Embedded Metric Format lines.
 func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logger *slog.Logger, metrics io.Writer) (*API, error) {
 	imgs := stores.Images()
-	tl := transcript.New(stores.Table, stores.Blobs, imgs)
+	chats := lifecycle.New(lifecycle.Config{Table: stores.Table, Blobs: stores.Blobs, Linker: stores.Linker, Queue: stores.Queue})
+	tl := transcript.New(stores.Table, stores.Blobs, imgs, transcript.WithChats(chats))
 	m, err := memory.New(memory.Config{
 		Table:        stores.Table,
 		Log:          tl,
@@ -44,6 +47,8 @@ func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logge
 		Queue:        stores.Queue,
 		Retrier:      stores.Receiver,
 		Compactor:    compactor,
+		Tasks:        chats,
+		Deletions:    chats,
 		Search:       cfg.Search,
 		Logger:       logger,
 		Metrics:      metrics,
@@ -53,7 +58,9 @@ func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logge
 	if err != nil {
 		return nil, err
 	}
-	return &API{Images: imgs, Transcript: tl, Memory: m}, nil
+	chats.SetLog(tl)
+	chats.SetMemory(m)
+	return &API{Images: imgs, Transcript: tl, Memory: m, Chats: chats}, nil
 }
 
 // NewLambda wires the transcript and memory of a Lambda function: f's
@@ -66,7 +73,8 @@ func NewLambda(f lambdafn.Function, compactor memory.Compactor, metrics io.Write
 	return New(f.Config, f.Stores, compactor, f.Log, metrics)
 }
 
-// Routes are the memory API's routes: messages, images, view, tools, status.
+// Routes are the memory API's routes: messages, images, view, tools,
+// status, and the chat lifecycle (list, read back, delete).
 func (a *API) Routes() []api.Routes {
-	return []api.Routes{transcript.NewRoutes(a.Transcript, a.Images, a.Memory), a.Memory}
+	return []api.Routes{transcript.NewRoutes(a.Transcript, a.Images, a.Memory), a.Memory, a.Chats}
 }

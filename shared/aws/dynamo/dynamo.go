@@ -363,3 +363,31 @@ func mapError(op string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
+
+// Delete removes the item at k: unconditionally with version 0, else only
+// when the stored version is version (store.ErrConditionFailed otherwise).
+func (t *Table) Delete(ctx context.Context, k store.Key, version int64) error {
+	op := "delete " + k.PK + "/" + k.SK
+	if err := checkKey(k); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	key, err := keyAttrs(k)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	in := &dynamodb.DeleteItemInput{TableName: aws.String(t.name), Key: key}
+	if version != 0 {
+		expr, err := expression.NewBuilder().WithCondition(
+			expression.Name(store.AttrVersion).Equal(expression.Value(version))).Build()
+		if err != nil {
+			return fmt.Errorf("%s: condition: %w", op, err)
+		}
+		in.ConditionExpression = expr.Condition()
+		in.ExpressionAttributeNames = expr.Names()
+		in.ExpressionAttributeValues = expr.Values()
+	}
+	if _, err := t.client.DeleteItem(ctx, in); err != nil {
+		return mapError(op, err)
+	}
+	return nil
+}

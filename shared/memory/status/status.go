@@ -32,6 +32,15 @@ type Chat struct {
 	CompactionView  View         `json:"compactionView"`
 	Images          Images       `json:"images"`
 	Search          bool         `json:"search"`
+	// Deleting is set while the chat is being deleted: how far it came.
+	Deleting *Deletion `json:"deleting,omitempty"`
+}
+
+// Deletion is a chat deletion's progress: the chat's stored items removed,
+// and the images deleted with it.
+type Deletion struct {
+	Removed int64 `json:"removed"`
+	Images  int64 `json:"images"`
 }
 
 // Retry is one node waiting on a retry.
@@ -93,4 +102,12 @@ type LeafImages struct {
 	Described       int `json:"described"`
 	DescribeFailed  int `json:"describeFailed"`
 	DescribePending int `json:"describePending"`
+}
+
+// Glance is a chat's memory in four numbers, as GET /v1/chats lists it.
+type Glance struct {
+	Nodes    int64 `json:"nodes"`
+	Built    int64 `json:"built"`
+	Retrying int   `json:"retrying"`
+	Stalled  bool  `json:"stalled"`
 }

@@ -131,6 +131,22 @@ func (t *Table) BatchGet(ctx context.Context, keys []store.Key) ([]store.Item, e
 	return out, nil
 }
 
+// Delete removes the item at k: unconditionally with version 0, else only
+// when its stored version is version.
+func (t *Table) Delete(ctx context.Context, k store.Key, version int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old, ok := t.parts[k.PK][k.SK]
+	if version != 0 && (!ok || old.Version != version) {
+		return fmt.Errorf("delete %s/%s at version %d: %w", k.PK, k.SK, version, store.ErrConditionFailed)
+	}
+	delete(t.parts[k.PK], k.SK)
+	return nil
+}
+
 // Blobs is an in-memory store.Blobs.
 type Blobs struct {
 	mu    sync.Mutex
@@ -178,6 +194,17 @@ func (s *Blobs) Head(ctx context.Context, key string) (store.BlobInfo, error) {
 		return store.BlobInfo{}, err
 	}
 	return store.BlobInfo{ContentType: b.ContentType, Size: int64(len(b.Data))}, nil
+}
+
+// Delete removes the object at key, if any.
+func (s *Blobs) Delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.blobs, key)
+	return nil
 }
 
 // Puts is the number of Put calls, including those that stored nothing.

@@ -103,6 +103,23 @@ func TestBlobs(t *testing.T, newBlobs func(t *testing.T) store.Blobs) {
 		}
 	})
 
+	t.Run("DeleteRemovesAndAllowsPutAgain", func(t *testing.T) {
+		ctx, blobs := testContext(t), newBlobs(t)
+		key := blobKey("deleted")
+		must(t, blobs.Put(ctx, key, store.Blob{ContentType: "text/plain", Data: []byte("old")}))
+		must(t, blobs.Delete(ctx, key))
+		if _, err := blobs.Head(ctx, key); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Head after Delete = %v, want ErrNotFound", err)
+		}
+		must(t, blobs.Delete(ctx, key)) // deleting nothing is no error
+		must(t, blobs.Put(ctx, key, store.Blob{ContentType: "text/plain", Data: []byte("new")}))
+		got, err := blobs.Get(ctx, key)
+		must(t, err)
+		if string(got.Data) != "new" {
+			t.Fatalf("Get after a put following Delete = %q, want the new bytes", got.Data)
+		}
+	})
+
 	t.Run("KeysAreExact", func(t *testing.T) {
 		ctx, blobs := testContext(t), newBlobs(t)
 		// An escaped and an unescaped spelling are two keys, not one.

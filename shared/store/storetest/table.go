@@ -83,6 +83,43 @@ func TestTable(t *testing.T, newTable func(t *testing.T) store.Table) {
 		}
 	})
 
+	t.Run("DeleteRemovesAndAllowsCreateAgain", func(t *testing.T) {
+		ctx, tbl, pk := testContext(t), newTable(t), partition(t)
+		k := store.Key{PK: pk, SK: "e/1"}
+		must(t, tbl.Create(ctx, store.Item{Key: k, Body: []byte(`"old"`)}))
+		must(t, tbl.Delete(ctx, k, 0))
+		if _, err := tbl.Get(ctx, k); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Get after Delete = %v, want ErrNotFound", err)
+		}
+		must(t, tbl.Delete(ctx, k, 0)) // deleting nothing is no error
+		must(t, tbl.Create(ctx, store.Item{Key: k, Body: []byte(`"new"`)}))
+		got, err := tbl.Get(ctx, k)
+		must(t, err)
+		if got.Version != 1 || string(got.Body) != `"new"` {
+			t.Fatalf("recreated item: version %d body %q, want version 1 and the new body", got.Version, got.Body)
+		}
+	})
+
+	t.Run("DeleteWithVersionIsConditional", func(t *testing.T) {
+		ctx, tbl, pk := testContext(t), newTable(t), partition(t)
+		k := store.Key{PK: pk, SK: "state"}
+		must(t, tbl.Create(ctx, store.Item{Key: k, Body: []byte(`1`)}))
+		must(t, tbl.Update(ctx, store.Item{Key: k, Version: 2, Body: []byte(`2`)}))
+		if err := tbl.Delete(ctx, k, 1); !errors.Is(err, store.ErrConditionFailed) {
+			t.Fatalf("Delete at a stale version = %v, want ErrConditionFailed", err)
+		}
+		if _, err := tbl.Get(ctx, k); err != nil {
+			t.Fatalf("a refused Delete removed the item: %v", err)
+		}
+		must(t, tbl.Delete(ctx, k, 2))
+		if _, err := tbl.Get(ctx, k); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Get after Delete = %v, want ErrNotFound", err)
+		}
+		if err := tbl.Delete(ctx, k, 2); !errors.Is(err, store.ErrConditionFailed) {
+			t.Fatalf("versioned Delete of a missing item = %v, want ErrConditionFailed", err)
+		}
+	})
+
 	t.Run("UpdateWithNextVersionWrites", func(t *testing.T) {
 		ctx, tbl, pk := testContext(t), newTable(t), partition(t)
 		k := store.Key{PK: pk, SK: "state"}

@@ -1,0 +1,227 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/durachat/durachat/shared/importfile"
+	"github.com/durachat/durachat/shared/lifecycle/wire"
+)
+
+// Chats lists the tenant's chats in id order with GET /v1/chats: those
+// after the chat id after ("" from the start), at most limit (1-100; 0
+// lets the server choose).
+func (c *Client) Chats(ctx context.Context, after string, limit int) (*ChatList, error) {
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out ChatList
+	if err := c.call(ctx, call{method: http.MethodGet, path: "/v1/chats", query: q, retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// The lifecycle routes' answers, as the server defines them.
+type (
+	ChatInfo       = wire.ChatInfo
+	ChatList       = wire.ChatList
+	DeleteProgress = wire.Progress
+	ImportResult   = wire.ImportResult
+	Retention      = wire.Retention
+)
+
+// StoredMessage is one logged entry read back as a pi message: image refs
+// stay refs (text blocks "[image <name>]"), carrying a signed URL when
+// read with links.
+type StoredMessage struct {
+	Seq     int64   `json:"seq"`
+	Message Message `json:"message"`
+}
+
+// MessagePage is a page of a chat's messages; Next is "" on the last page.
+type MessagePage struct {
+	Messages []StoredMessage `json:"messages"`
+	Next     string          `json:"next"`
+}
+
+// ReadOptions page through a chat with Messages.
+type ReadOptions struct {
+	// After is the Next of the previous page ("" from the start).
+	After string
+	// Limit is at most 100; 0 lets the server choose.
+	Limit int
+	// Links gives each image ref a signed URL.
+	Links bool
+}
+
+// Messages reads the chat back in order with GET .../messages. Pages
+// stay stable while the chat is appended to: seqs never move.
+func (ch *Chat) Messages(ctx context.Context, o ReadOptions) (*MessagePage, error) {
+	q := url.Values{}
+	if o.After != "" {
+		q.Set("after", o.After)
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Links {
+		q.Set("images", "links")
+	}
+	var out MessagePage
+	if err := ch.c.call(ctx, call{method: http.MethodGet, path: ch.path("/messages"), query: q, retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Deletion is the answer of Delete.
+type Deletion struct {
+	Chat    string `json:"chat"`
+	Deleted bool   `json:"deleted"`
+	// Accepted is set when the server answered 202: the deletion goes on
+	// in the background; Chats shows its progress, and Delete may be
+	// called again (it resumes).
+	Accepted bool           `json:"-"`
+	Progress DeleteProgress `json:"progress"`
+}
+
+// Delete deletes the chat with DELETE /v1/chats/{chat}: its messages,
+// memory and state, and the images no other chat of the tenant names. It
+// is idempotent; once done, the id names a new, empty chat.
+func (ch *Chat) Delete(ctx context.Context) (*Deletion, error) {
+	var out Deletion
+	if err := ch.c.call(ctx, call{method: http.MethodDelete, path: ch.path(""), retry: true}, &out); err != nil {
+		return nil, err
+	}
+	out.Accepted = !out.Deleted
+	return &out, nil
+}
+
+// Export writes the chat's export to w: JSONL, one line per log entry,
+// {"seq", "message"}, images inline (an image block with its data, MIME
+// type and stored name). It follows the export's parts (GET .../export)
+// until the last.
+func (ch *Chat) Export(ctx context.Context, w io.Writer) error {
+	after := ""
+	for {
+		q := url.Values{}
+		if after != "" {
+			q.Set("after", after)
+		}
+		resp, err := ch.c.send(ctx, call{method: http.MethodGet, path: ch.path("/export"), query: q, retry: true})
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			data, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+			resp.Body.Close()
+			return apiError(resp, data)
+		}
+		_, err = io.Copy(w, resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return fmt.Errorf("durachat: exporting %s: %w", ch.id, err)
+		}
+		if after = resp.Header.Get("Durachat-Export-Next"); after == "" {
+			return nil
+		}
+	}
+}
+
+// importPart bounds the body of one import request, under Lambda's 6 MB.
+const importPart = 4 << 20
+
+// Import loads an export, or a pi coding-agent session file, into the
+// chat with POST .../import: the file is read here (a session's last
+// branch) and sent in parts of whole messages. Order and timestamps are
+// kept, images are stored as they go, and importing the same file again
+// logs nothing twice.
+func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) {
+	msgs, skipped, err := importfile.Parse(r)
+	if err != nil {
+		return nil, fmt.Errorf("durachat: import: %w", err)
+	}
+	total := &ImportResult{Skipped: skipped}
+	var part bytes.Buffer
+	send := func() error {
+		if part.Len() == 0 {
+			return nil
+		}
+		var got ImportResult
+		err := ch.c.call(ctx, call{method: http.MethodPost, path: ch.path("/import"), raw: part.Bytes(), retry: true}, &got)
+		if err != nil {
+			return err
+		}
+		total.Messages += got.Messages
+		total.Entries += got.Entries
+		total.Skipped += got.Skipped
+		part.Reset()
+		return nil
+	}
+	for _, m := range msgs {
+		line, err := json.Marshal(struct {
+			Type    string          `json:"type"`
+			Message json.RawMessage `json:"message"`
+		}{"message", m})
+		if err != nil {
+			return nil, err
+		}
+		if part.Len() > 0 && part.Len()+len(line)+1 > importPart {
+			if err := send(); err != nil {
+				return total, err
+			}
+		}
+		part.Write(line)
+		part.WriteByte('\n')
+	}
+	return total, send()
+}
+
+// Retention reads the tenant's default retention (GET /v1/retention).
+func (c *Client) Retention(ctx context.Context) (*Retention, error) {
+	var out Retention
+	if err := c.call(ctx, call{method: http.MethodGet, path: "/v1/retention", retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SetRetention sets the tenant's default retention in days (0: keep).
+func (c *Client) SetRetention(ctx context.Context, days int) (*Retention, error) {
+	var out Retention
+	if err := c.call(ctx, call{method: http.MethodPut, path: "/v1/retention", body: map[string]int{"days": days}, retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Retention reads the chat's retention: its own, or its tenant's.
+func (ch *Chat) Retention(ctx context.Context) (*Retention, error) {
+	var out Retention
+	if err := ch.c.call(ctx, call{method: http.MethodGet, path: ch.path("/retention"), retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SetRetention sets the chat's own retention in days (0 keeps the chat);
+// nil returns it to its tenant's default.
+func (ch *Chat) SetRetention(ctx context.Context, days *int) (*Retention, error) {
+	var out Retention
+	body := map[string]*int{"days": days}
+	if err := ch.c.call(ctx, call{method: http.MethodPut, path: ch.path("/retention"), body: body, retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/durachat/durachat/client"
+	"github.com/durachat/durachat/shared/app/local"
+	"github.com/durachat/durachat/shared/app/memoryapi"
+	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/importfile"
+)
+
+const importUsage = `usage: durachat import -chat ID [-url URL [-token TOKEN] | -tenant TENANT] FILE
+
+Loads FILE ("-" for standard input) into the chat: a durachat export
+(GET /v1/chats/{chat}/export) or a pi coding-agent session file (the branch
+the session ended on). Order and timestamps are kept, images are stored as
+they go, and importing the same file again logs nothing twice.
+
+With -url it imports through a server (-token, or DURACHAT_TOKEN, is its
+bearer token); without, into the data directory DURACHAT_DATA of a local
+server that is not running, as tenant -tenant (default "local").
+`
+
+// importCmd is `durachat import`.
+func importCmd(ctx context.Context, args []string, lookup func(string) (string, bool), stdout io.Writer) error {
+	fs := flag.NewFlagSet("import", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	chat := fs.String("chat", "", "the chat to import into")
+	url := fs.String("url", "", "a durachat server's base URL")
+	token := fs.String("token", "", "the server's bearer token")
+	tenant := fs.String("tenant", config.LocalTenant, "the tenant, importing into the data directory")
+	if err := fs.Parse(args); err != nil {
+		return usageError(err.Error() + "\n" + importUsage)
+	}
+	if *chat == "" || fs.NArg() != 1 {
+		return usageError("import needs -chat and one FILE\n" + importUsage)
+	}
+	in, closeIn, err := openInput(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer closeIn()
+
+	var res *client.ImportResult
+	if *url != "" {
+		tok := *token
+		if tok == "" {
+			tok, _ = lookup("DURACHAT_TOKEN")
+		}
+		c, err := client.New(*url, client.WithToken(tok))
+		if err != nil {
+			return err
+		}
+		if res, err = c.Chat(*chat).Import(ctx, in); err != nil {
+			return err
+		}
+	} else if res, err = importLocal(ctx, lookup, *tenant, *chat, in); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "imported %d messages into %s as %d entries (%d lines skipped)\n", res.Messages, *chat, res.Entries, res.Skipped)
+	return err
+}
+
+func openInput(name string) (io.Reader, func(), error) {
+	if name == "-" {
+		return os.Stdin, func() {}, nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, func() { f.Close() }, nil
+}
+
+// importLocal imports into the local server's data directory directly.
+func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant, chat string, in io.Reader) (*client.ImportResult, error) {
+	cfg, err := config.Load(config.Serve, lookup)
+	if err != nil {
+		return nil, err
+	}
+	msgs, skipped, err := importfile.Parse(in)
+	if err != nil {
+		return nil, err
+	}
+	data, err := local.Open(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening the data directory (is the server running? import through it with -url): %w", err)
+	}
+	mem, err := memoryapi.New(cfg, data.Stores, nil, cfg.Logger(io.Discard), nil)
+	if err != nil {
+		return nil, errors.Join(err, data.Close())
+	}
+	res, err := mem.Chats.Import(ctx, tenant, chat, msgs)
+	if cerr := data.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &client.ImportResult{Messages: res.Messages, Entries: res.Entries, Skipped: res.Skipped + skipped}, nil
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/durachat/durachat/shared/config"
+)
+
+const piSession = `{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}
+{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"fix the login","timestamp":1767225601000}}
+{"type":"message","id":"b","parentId":"a","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"done"}],"timestamp":1767225602000}}
+`
+
+// messagesOf reads a chat back from a running server.
+func messagesOf(t *testing.T, base, chat string) []string {
+	t.Helper()
+	res, err := http.Get(base + "/v1/chats/" + chat + "/messages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var page struct {
+		Messages []struct {
+			Message json.RawMessage `json:"message"`
+		} `json:"messages"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&page); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range page.Messages {
+		out = append(out, string(m.Message))
+	}
+	return out
+}
+
+func TestImportLoadsAPiSessionIntoADataDirOrThroughAServerOnce(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "session.jsonl")
+	if err := os.WriteFile(file, []byte(piSession), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"role":"user","content":[{"type":"text","text":"fix the login"}],"timestamp":1767225601000}` + "\n" +
+		`{"role":"assistant","content":[{"type":"text","text":"done"}],"timestamp":1767225602000}`
+
+	// Into the data directory of a server that is not running.
+	dir := t.TempDir()
+	env := map[string]string{config.EnvData: dir, config.EnvAddr: "127.0.0.1:0"}
+	for range 2 {
+		var out bytes.Buffer
+		if err := run(t.Context(), []string{"import", "-chat", "s1", file}, lookup(env), &out, nil); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "imported 2 messages into s1 as 2 entries (0 lines skipped)") {
+			t.Fatalf("import said %q", out.String())
+		}
+	}
+	base, stop := start(t, env)
+	if got := strings.Join(messagesOf(t, base, "s1"), "\n"); got != want {
+		t.Fatalf("after importing twice into the data directory:\n%s\nwant\n%s", got, want)
+	}
+
+	// Through the server.
+	for range 2 {
+		var out bytes.Buffer
+		if err := run(t.Context(), []string{"import", "-chat", "s2", "-url", base, file}, lookup(nil), &out, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.Join(messagesOf(t, base, "s2"), "\n"); got != want {
+		t.Fatalf("after importing twice through the server:\n%s\nwant\n%s", got, want)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"import", file}, lookup(env), &out, nil)
+	var usage usageError
+	if !errors.As(err, &usage) {
+		t.Fatalf("import without -chat = %v, want a usage error", err)
+	}
+}

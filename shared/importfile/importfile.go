@@ -1,0 +1,102 @@
+// Package importfile reads the files durachat imports into a chat: its
+// own exports (JSONL of {"seq", "message"}) and pi coding-agent session
+// files (JSONL of typed entries, a tree since version 2). It depends on the
+// standard library only, so the Go client shares it.
+package importfile
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// Parse reads an export, or a pi coding-agent session file, into the
+// pi messages to log, in order. A session is a tree (v2 and later: each
+// entry names its parent); its messages are those on the path to its last
+// entry, the branch the session ended on. Lines of other types are counted
+// as skipped.
+func Parse(r io.Reader) (msgs []json.RawMessage, skipped int, err error) {
+	type line struct {
+		Type     string          `json:"type"`
+		ID       string          `json:"id"`
+		ParentID *string         `json:"parentId"`
+		Seq      *int64          `json:"seq"`
+		Message  json.RawMessage `json:"message"`
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
+	var lines []line
+	tree := false
+	n := 0
+	for sc.Scan() {
+		n++
+		raw := bytes.TrimSpace(sc.Bytes())
+		if len(raw) == 0 {
+			continue
+		}
+		var l line
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return nil, 0, fmt.Errorf("line %d is not a JSON object: %w", n, err)
+		}
+		l.Message = append(json.RawMessage(nil), l.Message...)
+		if l.ParentID != nil || (l.ID != "" && l.Type != "session") {
+			tree = true
+		}
+		lines = append(lines, l)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, 0, fmt.Errorf("reading line %d: %w", n+1, err)
+	}
+	keep := func(l line) bool {
+		return (l.Seq != nil || l.Type == "message") && len(l.Message) > 0
+	}
+	if tree {
+		byID := map[string]int{}
+		for i, l := range lines {
+			if l.ID != "" {
+				byID[l.ID] = i
+			}
+		}
+		var path []line
+		for i := len(lines) - 1; i >= 0; {
+			l := lines[i]
+			path = append(path, l)
+			if l.ParentID == nil || *l.ParentID == "" {
+				break
+			}
+			p, ok := byID[*l.ParentID]
+			if !ok || p >= i {
+				return nil, 0, fmt.Errorf("session entry %q names a parent %q that does not come before it", l.ID, *l.ParentID)
+			}
+			i = p
+		}
+		on := map[string]bool{}
+		for _, l := range path {
+			on[l.ID] = true
+		}
+		for _, l := range lines {
+			if !on[l.ID] && l.Type != "session" {
+				skipped++ // another branch
+			}
+		}
+		for i := len(path) - 1; i >= 0; i-- {
+			if keep(path[i]) {
+				msgs = append(msgs, path[i].Message)
+			} else if path[i].Type != "session" {
+				skipped++
+			}
+		}
+		return msgs, skipped, nil
+	}
+	for _, l := range lines {
+		switch {
+		case keep(l):
+			msgs = append(msgs, l.Message)
+		case l.Type != "session":
+			skipped++
+		}
+	}
+	return msgs, skipped, nil
+}

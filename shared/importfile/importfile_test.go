@@ -1,0 +1,62 @@
+package importfile_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/durachat/durachat/shared/importfile"
+)
+
+func TestParseKeepsMessagesInOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		file    string
+		want    []string
+		skipped int
+		err     bool
+	}{
+		{name: "export", file: `{"seq":0,"message":{"role":"user","content":"a"}}` + "\n\n" + `{"seq":1,"message":{"role":"user","content":"b"}}`,
+			want: []string{`{"role":"user","content":"a"}`, `{"role":"user","content":"b"}`}},
+		{name: "linear session", file: `{"type":"session","version":1}` + "\n" + `{"type":"message","message":{"role":"user","content":"a"}}` + "\n" + `{"type":"thinking_level_change","level":"high"}`,
+			want: []string{`{"role":"user","content":"a"}`}, skipped: 1},
+		{name: "tree takes the last branch", file: `{"type":"session","id":"s"}
+{"type":"message","id":"1","parentId":null,"message":{"role":"user","content":"root"}}
+{"type":"message","id":"2","parentId":"1","message":{"role":"user","content":"left"}}
+{"type":"message","id":"3","parentId":"1","message":{"role":"user","content":"right"}}`,
+			want: []string{`{"role":"user","content":"root"}`, `{"role":"user","content":"right"}`}, skipped: 1},
+		{name: "a missing parent is refused", file: `{"type":"message","id":"1","parentId":null,"message":{}}
+{"type":"message","id":"2","parentId":"9","message":{}}`, err: true},
+		{name: "not JSON is refused", file: "nope", err: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, skipped, err := importfile.Parse(strings.NewReader(tc.file))
+			if tc.err {
+				if err == nil {
+					t.Fatal("want an error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s []string
+			for _, m := range got {
+				s = append(s, string(m))
+			}
+			if strings.Join(s, "\n") != strings.Join(tc.want, "\n") || skipped != tc.skipped {
+				t.Fatalf("Parse = %v, %d skipped; want %v, %d", s, skipped, tc.want, tc.skipped)
+			}
+		})
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(`{"type":"message","id":"1","parentId":null,"message":{"role":"user"}}`)
+	f.Add(`{"seq":0,"message":{}}`)
+	f.Fuzz(func(t *testing.T, file string) {
+		msgs, skipped, err := importfile.Parse(strings.NewReader(file))
+		if err == nil && (skipped < 0 || len(msgs) > strings.Count(file, "\n")+1) {
+			t.Fatalf("%d messages, %d skipped from %d lines", len(msgs), skipped, strings.Count(file, "\n")+1)
+		}
+	})
+}

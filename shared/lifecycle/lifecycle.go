@@ -1,0 +1,520 @@
+// Package lifecycle is what a tenant does with whole chats: list them,
+// read one back, and delete one with the images only it used.
+//
+// Three kinds of items, besides the chat's own partition, keep it:
+//
+//   - the tenant's chat index, one partition per tenant (IndexPK): an item
+//     per chat with its last activity and, while it is being deleted, the
+//     deletion's progress. Listing reads only this partition.
+//   - image references: for each image a chat names, an item in the chat's
+//     partition (i/<name>) and one in the image's partition (RefPK: c/<chat>).
+//     The first tells a deletion which images the chat used, the second
+//     whether any other chat still names one.
+//   - an image's deletion lease (RefPK: lock), held while its blob is
+//     deleted.
+//
+// An append records its references before it writes an entry, then waits
+// out any deletion lease of the images it names, then checks the images
+// are stored (and stores its inline ones again if not). A deletion takes
+// the lease first, then looks for references, and deletes the blob only
+// when there are none. So either the deletion sees the new reference and
+// keeps the image, or the append sees the lease and stores the image after
+// the deletion is done: an image named again while it is being deleted
+// survives.
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/memory/status"
+	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/transcript"
+)
+
+// Sort keys and partitions this package owns.
+const (
+	indexPrefix = "c/"
+	chatRefs    = "i/"
+	refPrefix   = "c/"
+	lockSK      = "lock"
+)
+
+// IndexPK is the partition of a tenant's chat index.
+func IndexPK(tenant string) string { return "chats/" + url.PathEscape(tenant) }
+
+// RefPK is the partition of the references to one image of a tenant.
+func RefPK(tenant, name string) string { return "imgrefs/" + url.PathEscape(tenant) + "/" + name }
+
+// Tunables.
+const (
+	// Lease is how long an image deletion may hold its lease; appends naming
+	// the image wait for it.
+	Lease = 30 * time.Second
+	// BatchItems is how many items one deletion step removes.
+	BatchItems = 100
+	// StepsPerCall bounds the steps one call (a request, a queue message)
+	// runs before it hands the rest to the queue.
+	StepsPerCall = 20
+	// CallBudget bounds the time one call spends deleting before it hands
+	// the rest on, well inside API Gateway's 30 s and Lambda's timeout.
+	CallBudget = 10 * time.Second
+	// deleteConcurrency bounds the parallel item deletions of one batch.
+	deleteConcurrency = 8
+	// MaxListLimit bounds a page of chats or messages.
+	MaxListLimit = 100
+	// indexRetries bounds the optimistic-locking loop on an index item.
+	indexRetries = 16
+	// ActivityStep is the precision of a chat's last activity: an append
+	// within it of the last one recorded writes no index item.
+	ActivityStep = time.Minute
+	// leaseWait is how long an append waits for an image's lease, polling,
+	// before it answers 503 (a lease lasts one object deletion, or Lease
+	// when its holder died).
+	leaseWait = 10 * time.Second
+)
+
+// ErrDeleting: the chat is being deleted; appends are refused until the
+// deletion finishes, after which the id names a new, empty chat.
+var ErrDeleting = errors.New("chat is being deleted")
+
+// Memory is what the lifecycle needs of the summary memory: a glance for
+// listing, and the notice of an import's entries.
+type Memory interface {
+	Glance(ctx context.Context, tenant, chat string) (status.Glance, error)
+	transcript.Notifier
+}
+
+// Config wires Chats.
+type Config struct {
+	Table  store.Table
+	Blobs  store.Blobs
+	Log    *transcript.Log
+	Memory Memory
+	Linker store.Linker
+	// Queue carries the rest of a large deletion ({"op":"delete",...});
+	// nil runs every deletion to its end in the call.
+	Queue store.Queue
+	// Steps bounds the batches of one call (StepsPerCall when 0).
+	Steps int
+	Now   func() time.Time
+}
+
+// Chats keeps the tenant's chat index and image references and deletes
+// chats.
+type Chats struct {
+	table  store.Table
+	blobs  store.Blobs
+	log    *transcript.Log
+	memory Memory
+	linker store.Linker
+	queue  store.Queue
+	steps  int
+	now    func() time.Time
+}
+
+// New returns Chats over cfg; Table and Blobs are required.
+func New(cfg Config) *Chats {
+	c := &Chats{table: cfg.Table, blobs: cfg.Blobs, log: cfg.Log, memory: cfg.Memory, linker: cfg.Linker, queue: cfg.Queue, steps: cfg.Steps, now: cfg.Now}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.steps <= 0 {
+		c.steps = StepsPerCall
+	}
+	return c
+}
+
+// SetLog sets the log read back, and SetMemory the memory listed: both
+// are built with these Chats as a hook, so they come second.
+func (c *Chats) SetLog(l *transcript.Log) { c.log = l }
+
+// SetMemory: see SetLog.
+func (c *Chats) SetMemory(m Memory) { c.memory = m }
+
+// indexEntry is a chat's item in its tenant's index.
+type indexEntry struct {
+	// Activity is the last append's time, Unix ms.
+	Activity int64 `json:"a"`
+	// Deleting is when the deletion started, Unix ms; 0 when none.
+	Deleting int64 `json:"x,omitempty"`
+	// Removed and Images count what the deletion removed so far.
+	Removed int64 `json:"dn,omitempty"`
+	Images  int64 `json:"di,omitempty"`
+	// Retention is the chat's own retention in days; nil: its tenant's.
+	Retention *int `json:"rd,omitempty"`
+}
+
+func indexKey(tenant, chat string) store.Key {
+	return store.Key{PK: IndexPK(tenant), SK: indexPrefix + chat}
+}
+
+func (c *Chats) getIndex(ctx context.Context, tenant, chat string) (indexEntry, int64, error) {
+	it, err := c.table.Get(ctx, indexKey(tenant, chat))
+	if errors.Is(err, store.ErrNotFound) {
+		return indexEntry{}, 0, nil
+	}
+	if err != nil {
+		return indexEntry{}, 0, fmt.Errorf("lifecycle: reading the index of %s: %w", chat, err)
+	}
+	var e indexEntry
+	if err := json.Unmarshal(it.Body, &e); err != nil {
+		return indexEntry{}, 0, fmt.Errorf("lifecycle: index item of %s is corrupt: %w", chat, err)
+	}
+	return e, it.Version, nil
+}
+
+// updateIndex applies fn to the chat's index item and writes it under
+// optimistic locking. fn returning errNoChange writes nothing.
+func (c *Chats) updateIndex(ctx context.Context, tenant, chat string, fn func(e *indexEntry) error) (indexEntry, int64, error) {
+	for range indexRetries {
+		e, v, err := c.getIndex(ctx, tenant, chat)
+		if err != nil {
+			return indexEntry{}, 0, err
+		}
+		if err := fn(&e); errors.Is(err, errNoChange) {
+			return e, v, nil
+		} else if err != nil {
+			return indexEntry{}, 0, err
+		}
+		body, err := api.Marshal(e)
+		if err != nil {
+			return indexEntry{}, 0, err
+		}
+		it := store.Item{Key: indexKey(tenant, chat), Body: body, Version: v + 1}
+		if v == 0 {
+			err = c.table.Create(ctx, it)
+		} else {
+			err = c.table.Update(ctx, it)
+		}
+		if err == nil {
+			return e, v + 1, nil
+		}
+		if !errors.Is(err, store.ErrConditionFailed) {
+			return indexEntry{}, 0, fmt.Errorf("lifecycle: writing the index of %s: %w", chat, err)
+		}
+	}
+	return indexEntry{}, 0, store.Unavailable("lifecycle index", fmt.Errorf("chat %s: too many concurrent writers", chat))
+}
+
+var errNoChange = errors.New("no change")
+
+// deletingError is the answer to an append or delete that finds the chat
+// being deleted.
+func deletingError(chat string) error {
+	return &api.Error{Status: http.StatusConflict, Code: "deleting", RetryAfter: 5 * time.Second,
+		Message: fmt.Sprintf("chat %s is being deleted; once that finishes its id names a new, empty chat", chat), Err: ErrDeleting}
+}
+
+// Appending is transcript.Chats: it records the chat's activity in the
+// index (refusing while the chat is being deleted) and the images it
+// names, waits out their deletion leases and returns those not stored.
+func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []string) ([]string, error) {
+	now := c.now().UnixMilli()
+	_, _, err := c.updateIndex(ctx, tenant, chat, func(e *indexEntry) error {
+		if e.Deleting != 0 {
+			return deletingError(chat)
+		}
+		if e.Activity != 0 && now-e.Activity < ActivityStep.Milliseconds() {
+			return errNoChange // recent enough: no write
+		}
+		e.Activity = max(e.Activity, now)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	names = uniq(names)
+	var missing []string
+	for _, name := range names {
+		if err := c.reference(ctx, tenant, chat, name); err != nil {
+			return nil, err
+		}
+		if err := c.awaitLease(ctx, tenant, name); err != nil {
+			return nil, err
+		}
+		if _, err := c.blobs.Head(ctx, store.ImageKey(tenant, name)); errors.Is(err, store.ErrNotFound) {
+			missing = append(missing, name)
+		} else if err != nil && !store.IsOutage(err) {
+			// S3 may answer a HEAD with 403; the image is then treated as
+			// stored, as every other reader does.
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return missing, nil
+}
+
+// reference records that the chat names the image, unless it did before:
+// the image's side first, then the chat's, so the chat's side is never
+// there without the image's. (An append cut off between the two leaves a
+// reference that keeps the image until the chat names it again and is
+// deleted: the safe side.)
+func (c *Chats) reference(ctx context.Context, tenant, chat, name string) error {
+	mine := store.Key{PK: store.ChatPK(tenant, chat), SK: chatRefs + name}
+	if _, err := c.table.Get(ctx, mine); err == nil {
+		return nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("lifecycle: reading the reference to image %s: %w", name, err)
+	}
+	for _, k := range []store.Key{{PK: RefPK(tenant, name), SK: refPrefix + chat}, mine} {
+		if err := c.table.Create(ctx, store.Item{Key: k, Body: []byte("{}")}); err != nil && !errors.Is(err, store.ErrConditionFailed) {
+			return fmt.Errorf("lifecycle: recording image %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// lease is an image deletion's lease.
+type lease struct {
+	Until int64 `json:"u"` // Unix ms
+	// Chat is the chat whose deletion holds it: a resumed deletion of the
+	// same chat takes its own lease over.
+	Chat string `json:"c"`
+}
+
+func lockKey(tenant, name string) store.Key { return store.Key{PK: RefPK(tenant, name), SK: lockSK} }
+
+// awaitLease returns once no live deletion lease is held on the image.
+func (c *Chats) awaitLease(ctx context.Context, tenant, name string) error {
+	deadline := time.Now().Add(leaseWait)
+	for {
+		it, err := c.table.Get(ctx, lockKey(tenant, name))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("lifecycle: reading the lease of image %s: %w", name, err)
+		}
+		var l lease
+		if json.Unmarshal(it.Body, &l) != nil || l.Until <= c.now().UnixMilli() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return store.Unavailable("lifecycle lease", fmt.Errorf("image %s is being deleted", name))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func uniq(names []string) []string {
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// releaseImage removes the chat's reference to an image and deletes the
+// image when no other chat names it. It reports whether it deleted it.
+func (c *Chats) releaseImage(ctx context.Context, tenant, chat, name string) (bool, error) {
+	if err := c.table.Delete(ctx, store.Key{PK: RefPK(tenant, name), SK: refPrefix + chat}, 0); err != nil {
+		return false, fmt.Errorf("lifecycle: removing the reference to image %s: %w", name, err)
+	}
+	if named, err := c.named(ctx, tenant, name); err != nil || named {
+		return false, err
+	}
+	// Take the lease: a fresh item, or one whose time has passed.
+	lk := lockKey(tenant, name)
+	until := c.now().Add(Lease).UnixMilli()
+	body, _ := json.Marshal(lease{Until: until, Chat: chat})
+	var version int64 = 1
+	err := c.table.Create(ctx, store.Item{Key: lk, Body: body})
+	if errors.Is(err, store.ErrConditionFailed) {
+		it, gerr := c.table.Get(ctx, lk)
+		if gerr != nil {
+			if errors.Is(gerr, store.ErrNotFound) {
+				return false, store.Unavailable("lifecycle lease", fmt.Errorf("image %s: lease changed hands", name))
+			}
+			return false, gerr
+		}
+		var l lease
+		if json.Unmarshal(it.Body, &l) == nil && l.Until > c.now().UnixMilli() && l.Chat != chat {
+			// Another chat's deletion holds it; it finds no reference
+			// either, and deletes the image (or its resumption does).
+			return false, nil
+		}
+		version = it.Version + 1
+		err = c.table.Update(ctx, store.Item{Key: lk, Body: body, Version: version})
+	}
+	if errors.Is(err, store.ErrConditionFailed) {
+		return false, nil // another deletion took it first
+	}
+	if err != nil {
+		return false, fmt.Errorf("lifecycle: taking the lease of image %s: %w", name, err)
+	}
+	defer func() {
+		_ = c.table.Delete(context.WithoutCancel(ctx), lk, version)
+	}()
+	// Under the lease: a reference made from here on waits for it.
+	if named, err := c.named(ctx, tenant, name); err != nil || named {
+		return false, err
+	}
+	dctx, cancel := context.WithDeadline(ctx, time.UnixMilli(until).Add(-5*time.Second))
+	defer cancel()
+	// The description goes first: what the image showed leaves with it,
+	// and a retry after a failure between the two finds the image still
+	// there to delete.
+	if err := c.blobs.Delete(dctx, images.DescriptionKey(tenant, name)); err != nil {
+		return false, fmt.Errorf("lifecycle: deleting the description of image %s: %w", name, err)
+	}
+	if err := c.blobs.Delete(dctx, store.ImageKey(tenant, name)); err != nil {
+		return false, fmt.Errorf("lifecycle: deleting image %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// named reports whether any chat references the image.
+func (c *Chats) named(ctx context.Context, tenant, name string) (bool, error) {
+	page, err := c.table.Query(ctx, store.Query{PK: RefPK(tenant, name), Prefix: refPrefix, Limit: 1})
+	if err != nil {
+		return false, fmt.Errorf("lifecycle: reading the references to image %s: %w", name, err)
+	}
+	return len(page.Items) > 0, nil
+}
+
+// Delete deletes the chat: it marks it deleting in the index (appends are
+// refused from then on), removes its items in batches of BatchItems,
+// releases the images it named, and removes its index item last. One call
+// runs at most steps batches (Config.Steps when 0) and returns what is
+// left to the next call; any call resumes where the last stopped, so a
+// crash midway loses nothing. Deleting a chat that does not exist is done
+// at once.
+func (c *Chats) Delete(ctx context.Context, tenant, chat string, steps int) (Progress, error) {
+	if steps <= 0 {
+		steps = c.steps
+	}
+	now := c.now().UnixMilli()
+	e, _, err := c.updateIndex(ctx, tenant, chat, func(e *indexEntry) error {
+		if e.Deleting != 0 {
+			return errNoChange
+		}
+		e.Deleting = now
+		return nil
+	})
+	if err != nil {
+		return Progress{}, err
+	}
+	p := Progress{Removed: e.Removed, Images: e.Images}
+	pk := store.ChatPK(tenant, chat)
+	start := time.Now()
+	for step := 0; step < steps && time.Since(start) < CallBudget; step++ {
+		removed, images, more, err := c.step(ctx, tenant, chat, pk)
+		p.Removed += removed
+		p.Images += images
+		if err != nil {
+			c.record(ctx, tenant, chat, p)
+			return p, err
+		}
+		if !more {
+			if err := c.finish(ctx, tenant, chat); err != nil {
+				return p, err
+			}
+			p.Done = true
+			return p, nil
+		}
+	}
+	c.record(ctx, tenant, chat, p)
+	return p, nil
+}
+
+// step removes one batch: items of the chat other than its image
+// references first, then the references (each image released before its
+// reference item goes). It reports whether anything is left.
+func (c *Chats) step(ctx context.Context, tenant, chat, pk string) (removed, images int64, more bool, err error) {
+	page, err := c.table.Query(ctx, store.Query{PK: pk, Limit: BatchItems + 1})
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("lifecycle: reading chat %s: %w", chat, err)
+	}
+	var own, named []store.Item
+	for _, it := range page.Items {
+		if strings.HasPrefix(it.SK, chatRefs) {
+			named = append(named, it)
+		} else {
+			own = append(own, it)
+		}
+	}
+	if len(own) == 0 && page.Next != "" {
+		// Only references on this page: look past them for the rest.
+		rest, err := c.table.Query(ctx, store.Query{PK: pk, After: chatRefs + "\xff", Limit: BatchItems})
+		if err != nil {
+			return 0, 0, false, fmt.Errorf("lifecycle: reading chat %s: %w", chat, err)
+		}
+		own = rest.Items
+	}
+	if len(own) > 0 {
+		own = own[:min(len(own), BatchItems)]
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(deleteConcurrency)
+		for _, it := range own {
+			g.Go(func() error {
+				if err := c.table.Delete(gctx, it.Key, 0); err != nil {
+					return fmt.Errorf("lifecycle: deleting %s of chat %s: %w", it.SK, chat, err)
+				}
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			// Some of the batch may be gone; the next call counts what is left.
+			return 0, 0, true, err
+		}
+		return int64(len(own)), 0, true, nil
+	}
+	for _, it := range named[:min(len(named), BatchItems)] {
+		name := strings.TrimPrefix(it.SK, chatRefs)
+		gone, err := c.releaseImage(ctx, tenant, chat, name)
+		if err != nil {
+			return removed, images, true, err
+		}
+		if gone {
+			images++
+		}
+		if err := c.table.Delete(ctx, it.Key, 0); err != nil {
+			return removed, images, true, fmt.Errorf("lifecycle: deleting %s of chat %s: %w", it.SK, chat, err)
+		}
+		removed++
+	}
+	return removed, images, len(named) > 0, nil
+}
+
+// finish removes the index item: the chat is gone.
+func (c *Chats) finish(ctx context.Context, tenant, chat string) error {
+	if err := c.table.Delete(ctx, indexKey(tenant, chat), 0); err != nil {
+		return fmt.Errorf("lifecycle: removing chat %s from the index: %w", chat, err)
+	}
+	return nil
+}
+
+// record keeps a deletion's progress in the index, best effort.
+func (c *Chats) record(ctx context.Context, tenant, chat string, p Progress) {
+	_, _, _ = c.updateIndex(context.WithoutCancel(ctx), tenant, chat, func(e *indexEntry) error {
+		if e.Deleting == 0 {
+			return errNoChange
+		}
+		e.Removed, e.Images = p.Removed, p.Images
+		return nil
+	})
+}
+
+// Deletion is memory.Deletions: the progress of the chat's deletion, or
+// nil when it is not being deleted.
+func (c *Chats) Deletion(ctx context.Context, tenant, chat string) (*status.Deletion, error) {
+	e, _, err := c.getIndex(ctx, tenant, chat)
+	if err != nil || e.Deleting == 0 {
+		return nil, err
+	}
+	return &status.Deletion{Removed: e.Removed, Images: e.Images}, nil
+}

@@ -1,0 +1,304 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/store"
+)
+
+// Retention deletes idle chats: a chat whose last append is older than its
+// retention (its own setting, else its tenant's default) is deleted, with
+// its images, as DELETE deletes it. A sweep finds them: the local server
+// runs one every hour, and in AWS a schedule puts {"op":"expire"} on the
+// build queue every hour. DynamoDB's TTL does not fit here: it drops one
+// item and tells no one, while a chat is many items and its images; it
+// does expire the receipt records.
+
+// MaxRetentionDays bounds a retention setting (100 years).
+const MaxRetentionDays = 36500
+
+// expirePage is how many tenants, and chats of one tenant, a sweep step
+// reads at once.
+const expirePage = 100
+
+// retentionPK lists the tenants that set a retention anywhere: only their
+// chats can expire, so a sweep reads nothing of the others.
+const retentionPK = "retention"
+
+func settingsKey(tenant string) store.Key { return store.Key{PK: IndexPK(tenant), SK: "settings"} }
+
+// tenantSettings is a tenant's defaults.
+type tenantSettings struct {
+	RetentionDays int `json:"rd"`
+}
+
+// TenantRetention returns the tenant's default retention in days (0: none).
+func (c *Chats) TenantRetention(ctx context.Context, tenant string) (int, error) {
+	it, err := c.table.Get(ctx, settingsKey(tenant))
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("lifecycle: reading the settings of tenant: %w", err)
+	}
+	var s tenantSettings
+	if err := json.Unmarshal(it.Body, &s); err != nil {
+		return 0, fmt.Errorf("lifecycle: tenant settings are corrupt: %w", err)
+	}
+	return s.RetentionDays, nil
+}
+
+// SetTenantRetention sets the tenant's default retention (0: none).
+func (c *Chats) SetTenantRetention(ctx context.Context, tenant string, days int) error {
+	if err := c.enroll(ctx, tenant); err != nil {
+		return err
+	}
+	body, err := api.Marshal(tenantSettings{RetentionDays: days})
+	if err != nil {
+		return err
+	}
+	for range indexRetries {
+		it, err := c.table.Get(ctx, settingsKey(tenant))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			err = c.table.Create(ctx, store.Item{Key: settingsKey(tenant), Body: body})
+		case err == nil:
+			err = c.table.Update(ctx, store.Item{Key: settingsKey(tenant), Body: body, Version: it.Version + 1})
+		}
+		if !errors.Is(err, store.ErrConditionFailed) {
+			if err != nil {
+				return fmt.Errorf("lifecycle: writing the tenant's retention: %w", err)
+			}
+			return nil
+		}
+	}
+	return store.Unavailable("lifecycle settings", errors.New("too many concurrent writers"))
+}
+
+// enroll lists the tenant among those a sweep visits.
+func (c *Chats) enroll(ctx context.Context, tenant string) error {
+	err := c.table.Create(ctx, store.Item{Key: store.Key{PK: retentionPK, SK: url.PathEscape(tenant)}, Body: []byte("{}")})
+	if err != nil && !errors.Is(err, store.ErrConditionFailed) {
+		return fmt.Errorf("lifecycle: enrolling the tenant for retention: %w", err)
+	}
+	return nil
+}
+
+// ChatRetention returns the chat's retention: its own, else its tenant's.
+func (c *Chats) ChatRetention(ctx context.Context, tenant, chat string) (Retention, error) {
+	e, _, err := c.getIndex(ctx, tenant, chat)
+	if err != nil {
+		return Retention{}, err
+	}
+	if e.Retention != nil {
+		return Retention{Days: *e.Retention}, nil
+	}
+	days, err := c.TenantRetention(ctx, tenant)
+	return Retention{Days: days, Inherited: true}, err
+}
+
+// SetChatRetention sets the chat's own retention; nil falls back to its
+// tenant's default.
+func (c *Chats) SetChatRetention(ctx context.Context, tenant, chat string, days *int) error {
+	if days != nil {
+		if err := c.enroll(ctx, tenant); err != nil {
+			return err
+		}
+	}
+	now := c.now().UnixMilli()
+	_, _, err := c.updateIndex(ctx, tenant, chat, func(e *indexEntry) error {
+		if e.Deleting != 0 {
+			return deletingError(chat)
+		}
+		if e.Activity == 0 {
+			e.Activity = now // a chat set up before its first append
+		}
+		e.Retention = days
+		return nil
+	})
+	return err
+}
+
+// Expire runs one step of a sweep: it reads a page of the tenants that set
+// a retention, from the tenant after, deletes their chats idle past their
+// retention (deletions that do not finish in the call go on through the
+// queue), and returns the tenant to continue after ("" when done).
+func (c *Chats) Expire(ctx context.Context, after string) (next string, expired int, err error) {
+	page, err := c.table.Query(ctx, store.Query{PK: retentionPK, After: after, Limit: expirePage})
+	if err != nil {
+		return after, 0, fmt.Errorf("lifecycle: reading the tenants with retention: %w", err)
+	}
+	now := c.now()
+	for _, it := range page.Items {
+		tenant, err := url.PathUnescape(it.SK)
+		if err != nil {
+			continue
+		}
+		n, err := c.expireTenant(ctx, tenant, now)
+		expired += n
+		if err != nil {
+			return after, expired, err
+		}
+		after = it.SK
+	}
+	return page.Next, expired, nil
+}
+
+// expireTenant deletes the tenant's chats idle past their retention.
+func (c *Chats) expireTenant(ctx context.Context, tenant string, now time.Time) (int, error) {
+	def, err := c.TenantRetention(ctx, tenant)
+	if err != nil {
+		return 0, err
+	}
+	expired := 0
+	q := store.Query{PK: IndexPK(tenant), Prefix: indexPrefix, Limit: expirePage}
+	for {
+		page, err := c.table.Query(ctx, q)
+		if err != nil {
+			return expired, fmt.Errorf("lifecycle: reading the chats of a tenant: %w", err)
+		}
+		for _, it := range page.Items {
+			var e indexEntry
+			if json.Unmarshal(it.Body, &e) != nil {
+				continue
+			}
+			days := def
+			if e.Retention != nil {
+				days = *e.Retention
+			}
+			idle := e.Deleting == 0 && days > 0 && now.Sub(time.UnixMilli(e.Activity)) > time.Duration(days)*24*time.Hour
+			if !idle && e.Deleting == 0 {
+				continue
+			}
+			chat := strings.TrimPrefix(it.SK, indexPrefix)
+			// A deletion left unfinished is resumed here too.
+			if err := c.deleteOrQueue(ctx, tenant, chat); err != nil {
+				return expired, err
+			}
+			expired++
+		}
+		if page.Next == "" {
+			return expired, nil
+		}
+		q.After = page.Next
+	}
+}
+
+// deleteOrQueue runs one call's worth of a deletion and queues the rest.
+func (c *Chats) deleteOrQueue(ctx context.Context, tenant, chat string) error {
+	p, err := c.Delete(ctx, tenant, chat, 1)
+	if err != nil || p.Done {
+		return err
+	}
+	if c.queue == nil {
+		for !p.Done && err == nil {
+			p, err = c.Delete(ctx, tenant, chat, 0)
+		}
+		return err
+	}
+	return c.queue.Send(ctx, deleteBody(tenant, chat), 0)
+}
+
+// ExpireAll runs a whole sweep (the local server's hourly one).
+func (c *Chats) ExpireAll(ctx context.Context) (int, error) {
+	total, next := 0, ""
+	for {
+		n, err := 0, error(nil)
+		next, n, err = c.Expire(ctx, next)
+		total += n
+		if err != nil || next == "" {
+			return total, err
+		}
+	}
+}
+
+func decodeDays(r *http.Request, allowNull bool) (*int, error) {
+	var body struct {
+		Days *json.Number `json:"days"`
+	}
+	if err := api.DecodeJSON(r, &body); err != nil {
+		return nil, err
+	}
+	if body.Days == nil {
+		if allowNull {
+			return nil, nil
+		}
+		return nil, api.BadRequest("days", "days is required: a whole number of days, 0 to keep chats forever")
+	}
+	n, err := body.Days.Int64()
+	if err != nil || n < 0 || n > MaxRetentionDays {
+		return nil, api.BadRequest("days", "days must be a whole number from 0 to %d, not %s", MaxRetentionDays, body.Days.String())
+	}
+	d := int(n)
+	return &d, nil
+}
+
+func (c *Chats) handleGetTenantRetention(w http.ResponseWriter, r *http.Request) error {
+	tenant, err := tenantOf(r)
+	if err != nil {
+		return err
+	}
+	days, err := c.TenantRetention(r.Context(), tenant)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, Retention{Days: days})
+	return nil
+}
+
+func (c *Chats) handlePutTenantRetention(w http.ResponseWriter, r *http.Request) error {
+	tenant, err := tenantOf(r)
+	if err != nil {
+		return err
+	}
+	days, err := decodeDays(r, false)
+	if err != nil {
+		return err
+	}
+	if err := c.SetTenantRetention(r.Context(), tenant, *days); err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, Retention{Days: *days})
+	return nil
+}
+
+func (c *Chats) handleGetChatRetention(w http.ResponseWriter, r *http.Request) error {
+	tenant, chat, err := api.TenantChat(r)
+	if err != nil {
+		return err
+	}
+	ret, err := c.ChatRetention(r.Context(), tenant, chat)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, ret)
+	return nil
+}
+
+func (c *Chats) handlePutChatRetention(w http.ResponseWriter, r *http.Request) error {
+	tenant, chat, err := api.TenantChat(r)
+	if err != nil {
+		return err
+	}
+	days, err := decodeDays(r, true)
+	if err != nil {
+		return err
+	}
+	if err := c.SetChatRetention(r.Context(), tenant, chat, days); err != nil {
+		return err
+	}
+	ret, err := c.ChatRetention(r.Context(), tenant, chat)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, ret)
+	return nil
+}

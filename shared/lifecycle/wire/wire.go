@@ -1,0 +1,60 @@
+// Package wire holds the answers of the chat lifecycle routes: the types
+// the lifecycle writes and every client reads, so that both decode one
+// definition. It depends on nothing but the standard library and the
+// memory's status types.
+package wire
+
+import (
+	"time"
+
+	"github.com/durachat/durachat/shared/memory/status"
+)
+
+// ChatInfo is one chat as GET /v1/chats lists it.
+type ChatInfo struct {
+	Chat         string    `json:"chat"`
+	Messages     int64     `json:"messages"`
+	LastActivity time.Time `json:"lastActivity"`
+	// Memory is the chat's summary memory at a glance.
+	Memory status.Glance `json:"memory"`
+	// Deleting is the progress of a deletion under way.
+	Deleting *Progress `json:"deleting,omitempty"`
+}
+
+// ChatList is a page of the tenant's chats; Next is "" on the last page,
+// else the after of the next.
+type ChatList struct {
+	Chats []ChatInfo `json:"chats"`
+	Next  string     `json:"next"`
+}
+
+// Progress is how far a chat's deletion has come.
+type Progress struct {
+	// Removed counts the chat's stored items removed (entries, memory
+	// nodes, receipts, state), Images the images deleted with it (those no
+	// other chat of the tenant names).
+	Removed int64 `json:"removed"`
+	Images  int64 `json:"images"`
+	// Done says the chat is gone; its id now names a new, empty chat.
+	Done bool `json:"done"`
+}
+
+// ImportResult says what an import logged.
+type ImportResult struct {
+	// Messages counts the messages read, Entries the entries they are
+	// logged as (a repeat of an import answers the same entries and logs
+	// nothing new), Skipped the session lines durachat does not log
+	// (another branch, model changes, custom entries).
+	Messages int `json:"messages"`
+	Entries  int `json:"entries"`
+	Skipped  int `json:"skipped"`
+}
+
+// Retention is a retention setting: chats idle longer than Days days are
+// deleted (0 keeps them).
+type Retention struct {
+	Days int `json:"days"`
+	// Inherited says a chat has no setting of its own: Days is its
+	// tenant's default.
+	Inherited bool `json:"inherited,omitempty"`
+}
