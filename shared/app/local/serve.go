@@ -15,6 +15,7 @@ import (
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/ui"
 )
 
 // Server timeouts. The longest request is a view wait, bounded well under
@@ -63,7 +64,7 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 	}
 	routes = append(routes, mem.Routes()...) // functions/memory
 
-	h, err := app.Handler(logger, Auth(cfg), stores, routes, data.LinkRoutes())
+	h, err := app.Handler(logger, Auth(cfg), stores, routes, data.LinkRoutes(), ui.New())
 	if err != nil {
 		return err
 	}
