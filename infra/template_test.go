@@ -728,6 +728,8 @@ var routes = map[string]routeAuth{
 	"AfterToolRoute":     {"POST /v1/chats/{chat}/hooks/after-tool", "OffloadIntegration", false},
 	"OffloadInputRoute":  {"POST /v1/chats/{chat}/hooks/offload-input", "OffloadIntegration", false},
 	"HealthRoute":        {"GET /healthz", "MemoryIntegration", true},
+	"UIRoute":            {"GET /ui", "MemoryIntegration", true},
+	"UIFilesRoute":       {"GET /ui/{proxy+}", "MemoryIntegration", true},
 	"DefaultRoute":       {"$default", "MemoryIntegration", false},
 }
 

@@ -19,7 +19,7 @@ import (
 	"github.com/durachat/durachat/shared/api"
 )
 
-// Prefix is where the browser is served; GET /ui redirects to it.
+// Prefix is where the browser is served; GET /ui redirects into it.
 const Prefix = "/ui/"
 
 //go:embed assets
@@ -63,10 +63,12 @@ func New() *Routes {
 	return rt
 }
 
-// Register adds GET /ui (a redirect) and GET /ui/{file...}.
+// Register adds GET /ui, a redirect to the index (a path API Gateway
+// routes whether or not it matches "/ui/" to a greedy variable), and
+// GET /ui/{file...}.
 func (rt *Routes) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, Prefix, http.StatusMovedPermanently)
+		http.Redirect(w, r, Prefix+"index.html", http.StatusFound)
 	})
 	api.Handle(mux, "GET "+Prefix+"{file...}", rt.serve)
 }
