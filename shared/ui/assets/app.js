@@ -4,8 +4,8 @@
 "use strict";
 
 const TOKEN_KEY = "durachat.token";
-const POLL_BUSY_MS = 2000; // while builds are pending
-const POLL_IDLE_MS = 10000;
+const POLL_BUSY_MS = 1000; // while builds are pending
+const POLL_IDLE_MS = 3000;
 const REF = /\[image ([0-9a-f]{16})\]/g;
 
 const main = document.getElementById("main");
@@ -125,6 +125,10 @@ function when(iso) {
   return isNaN(d) ? iso : d.toLocaleString();
 }
 
+function failures(n, refusals) {
+  return n + (n === 1 ? " failure" : " failures") + (refusals ? ", " + refusals + (refusals === 1 ? " refusal" : " refusals") : "");
+}
+
 function failure(where, e) {
   if (e instanceof APIError && e.status === 401) return; // the token form says it
   showNote(where + ": " + e.message, true);
@@ -210,7 +214,7 @@ function listPage() {
     } catch (e) {
       if (mine !== page) return;
       table.hidden = true;
-      if (e.status === 404 && e.code === "not_found") {
+      if (e.status === 404 || e.status === 405) {
         status.textContent = "This server does not list chats: its API has no GET /v1/chats. Open a chat by its id above.";
         return;
       }
@@ -352,7 +356,7 @@ function chatPage(chat) {
     if (s.retries && s.retries.length) {
       parts.push(el("h3", { text: "Waiting to retry" }), el("ul", { class: "lines" }, s.retries.map((r) => el("li", {},
         el("span", { class: "label", text: r.node }),
-        el("span", { text: r.failures + " failures" + (r.refusals ? ", " + r.refusals + " refusals" : "") + "; next try " + when(r.next) }),
+        el("span", { text: failures(r.failures, r.refusals) + "; next try " + when(r.next) }),
         el("span", { class: "err", text: r.error })))));
     }
     progress.replaceChildren(...parts);
@@ -397,7 +401,7 @@ function chatPage(chat) {
         el("span", { class: "badge s-" + n.status, text: n.status }),
         lineButton(chat, n.start, n.count, text, zoom));
       if (n.failures || n.error) {
-        li.append(el("span", { class: "err", text: n.failures + " failures" + (n.refusals ? ", " + n.refusals + " refusals" : "") +
+        li.append(el("span", { class: "err", text: failures(n.failures, n.refusals) +
           (n.next ? "; next try " + when(n.next) : "") + (n.error ? ". Last error: " + n.error : "") }));
       }
       const th = thumbsFor(chat, n.line, n.images);
@@ -424,7 +428,7 @@ function chatPage(chat) {
       res = await api(chatPath(chat) + "/messages?images=links&limit=20" + (msgAfter ? "&after=" + encodeURIComponent(msgAfter) : ""));
     } catch (e) {
       if (mine !== page) return;
-      if (e.status === 404 && e.code === "not_found") {
+      if (e.status === 404 || e.status === 405) {
         msgStatus.textContent = "This server does not serve the message log: its API has no GET " + chatPath(chat) + "/messages. The view and the tree show what the memory holds.";
         return;
       }
