@@ -416,9 +416,9 @@ func chatURL(s *server, chat string) string { return s.url + "/ui/#/chat/" + cha
 
 func TestPagesLoadWithNoConsoleErrors(t *testing.T) {
 	t.Parallel()
+	ctx, console := tab(t)
 	s := sharedServer(t)
 	chatWithImages(t, s, "load")
-	ctx, console := tab(t)
 
 	do(t, ctx, "the chat list", chromedp.Navigate(s.url+"/ui"))
 	waitFor(t, ctx, "the list to load", `(() => { const s = document.querySelector("main [role=status]"); return !!s && !/Loading/.test(s.textContent); })()`)
@@ -434,9 +434,9 @@ func TestPagesLoadWithNoConsoleErrors(t *testing.T) {
 
 func TestAChatWithImagesShowsTheirThumbnails(t *testing.T) {
 	t.Parallel()
+	ctx, console := tab(t)
 	s := sharedServer(t)
 	chatWithImages(t, s, "images")
-	ctx, console := tab(t)
 	do(t, ctx, "the chat page", chromedp.Navigate(chatURL(s, "images")))
 	// The tree's leaf names the image; the page fetches it with the token
 	// and shows it: a loaded image has a natural size.
@@ -463,9 +463,9 @@ func TestAChatWithImagesShowsTheirThumbnails(t *testing.T) {
 
 func TestClickingALineZooms(t *testing.T) {
 	t.Parallel()
+	ctx, console := tab(t)
 	s := sharedServer(t)
 	chatWithImages(t, s, "zoom")
-	ctx, console := tab(t)
 	do(t, ctx, "the chat page", chromedp.Navigate(chatURL(s, "zoom")))
 	waitFor(t, ctx, "the view", `document.querySelectorAll("#view button.line").length > 0`)
 
@@ -496,10 +496,10 @@ func TestClickingALineZooms(t *testing.T) {
 
 func TestARetryingNodeShowsItsErrorAndProgressIsLive(t *testing.T) {
 	t.Parallel()
+	ctx, console := tab(t)
 	s := sharedServer(t)
 	s.logMessages(t, "retry", user(text("first message, summarized at once")))
 	s.waitStatus(t, "retry", builtAll)
-	ctx, console := tab(t)
 	do(t, ctx, "the chat page", chromedp.Navigate(chatURL(s, "retry")))
 	waitFor(t, ctx, "one entry built", `/Summaries built: 100%/.test(document.querySelector("#progress").textContent)`)
 
@@ -523,9 +523,9 @@ func TestARetryingNodeShowsItsErrorAndProgressIsLive(t *testing.T) {
 
 func TestPagesAreUsableAtPhoneWidthAndByKeyboard(t *testing.T) {
 	t.Parallel()
+	ctx, console := tab(t)
 	s := sharedServer(t)
 	chatWithImages(t, s, "phone")
-	ctx, console := tab(t)
 	do(t, ctx, "a phone's viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
 	for _, page := range []struct{ name, url, ready string }{
 		{"chat-list-phone", s.url + "/ui/", `!/Loading/.test(document.querySelector("main [role=status]").textContent)`},
@@ -570,9 +570,9 @@ func TestPagesAreUsableAtPhoneWidthAndByKeyboard(t *testing.T) {
 
 func TestTheTokenIsAskedForAndKeptInTheTab(t *testing.T) {
 	t.Parallel()
+	ctx, console := tab(t)
 	s := startServer(t, map[string]string{"secret-token-1": "tenant-a"})
 	chatWithImages(t, s, "private")
-	ctx, console := tab(t)
 	do(t, ctx, "the chat page", chromedp.Navigate(chatURL(s, "private")))
 	waitFor(t, ctx, "the token form", `!document.querySelector("#token-form").hidden && document.activeElement.id === "token-input"`)
 	do(t, ctx, "entering the token",
@@ -595,9 +595,9 @@ func TestTheTokenIsAskedForAndKeptInTheTab(t *testing.T) {
 
 func TestTheChatListShowsEveryChat(t *testing.T) {
 	t.Parallel()
+	ctx, console := tab(t)
 	s := sharedServer(t)
 	chatWithImages(t, s, "listed")
-	ctx, console := tab(t)
 	do(t, ctx, "the chat list", chromedp.Navigate(s.url+"/ui/"))
 	if s.missing(t, "/v1/chats") {
 		waitFor(t, ctx, "the note on the missing list", `/does not list chats/.test(document.querySelector("main").textContent) && !!document.querySelector("#open-chat")`)
