@@ -418,7 +418,11 @@ func TestPagesLoadWithNoConsoleErrors(t *testing.T) {
 	t.Parallel()
 	ctx, console := tab(t)
 	s := sharedServer(t)
+	// A chat with an image and a leaf the compactor keeps failing: the
+	// screenshot of this page is the README's.
 	chatWithImages(t, s, "load")
+	s.logMessages(t, "load", user(text(failMarker+" "+strings.Repeat("a long message the compactor must summarize ", 20))))
+	s.waitStatus(t, "load", func(st status.Chat) bool { return st.Retrying > 0 })
 
 	do(t, ctx, "the chat list", chromedp.Navigate(s.url+"/ui"))
 	waitFor(t, ctx, "the list to load", `(() => { const s = document.querySelector("main [role=status]"); return !!s && !/Loading/.test(s.textContent); })()`)
@@ -428,6 +432,9 @@ func TestPagesLoadWithNoConsoleErrors(t *testing.T) {
 	waitFor(t, ctx, "the view, the tree and the progress", `document.querySelectorAll("#view button.line").length > 0 &&
 		document.querySelectorAll("#tree-nodes li").length > 0 && !!document.querySelector("#build-progress")`)
 	waitFor(t, ctx, "the messages section to settle", `!/Loading/.test(document.querySelector("#messages").textContent)`)
+	do(t, ctx, "zooming into the image's entry", chromedp.Click(chromedp.CSS(`#view button.line[data-node="0+1"]`)))
+	waitFor(t, ctx, "the zoom", `[...document.querySelectorAll("#zoom img.thumb")].some((i) => i.complete && i.naturalWidth > 0) &&
+		document.querySelectorAll("#view img.thumb").length > 0`)
 	screenshot(t, ctx, "chat")
 	console.check(t, s.missingRoutes(t))
 }

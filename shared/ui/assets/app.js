@@ -199,7 +199,7 @@ function listPage() {
   document.title = "Chats · durachat memory";
   const body = el("tbody");
   const table = el("table", { class: "chats" },
-    el("caption", { class: "muted", text: "Chats, most recent activity first" }),
+    el("caption", { class: "muted", text: "Chats, with their message counts and memory builds" }),
     el("thead", {}, el("tr", {}, ["Chat", "Messages", "Last activity", "Summaries built", "Retrying", "Stalled"].map((h) => el("th", { scope: "col", text: h })))),
     body);
   const more = el("button", { type: "button", hidden: true, text: "More chats" });
