@@ -95,3 +95,23 @@ func TestTreeRouteRefusesBadArgumentsNamingThem(t *testing.T) {
 		t.Errorf("empty chat: %d %v", rec.Code, out)
 	}
 }
+
+func TestTreeRouteMarksAMechanicalLine(t *testing.T) {
+	f := newFixture(t)
+	f.comp.script = func(Compaction) (Compacted, error) {
+		return Compacted{Attempts: 1}, model.RefusedError(model.ErrRefused)
+	}
+	f.append(t, "user", long(0))
+	f.queue.take()
+	for k := 0; k < RefusalLimit; k++ {
+		_ = build(t, f, Node{0, 0})
+		f.clock.Add(DefaultRetry)
+	}
+	tree, err := f.m.Tree(t.Context(), f.tenant, f.chat, TreeArgs{Level: 0, Limit: TreePage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tree.Nodes) != 1 || tree.Nodes[0].Status != status.NodeMechanical || !strings.HasPrefix(tree.Nodes[0].Line, "[mechanical") {
+		t.Fatalf("nodes %+v, want one mechanical line", tree.Nodes)
+	}
+}
