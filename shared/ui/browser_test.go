@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"image/draw"
 	"image/png"
 	"io"
 	"log/slog"
@@ -318,11 +319,7 @@ func user(blocks ...map[string]any) map[string]any {
 func pngBlock(t *testing.T, w, h int, c color.Color) map[string]any {
 	t.Helper()
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	for y := 0; y < h; y++ {
-		for x := 0; x < w; x++ {
-			img.Set(x, y, c)
-		}
-	}
+	draw.Draw(img, img.Bounds(), image.NewUniform(c), image.Point{}, draw.Src)
 	var buf bytes.Buffer
 	if err := png.Encode(&buf, img); err != nil {
 		t.Fatal(err)
@@ -414,6 +411,17 @@ func waitFor(t *testing.T, ctx context.Context, what, js string) {
 
 func chatURL(s *server, chat string) string { return s.url + "/ui/#/chat/" + chat }
 
+// chatTab opens a new tab on the page of a new chat with images (on the
+// shared server).
+func chatTab(t *testing.T, chat string) (context.Context, *consoleLog, *server) {
+	t.Helper()
+	ctx, console := tab(t)
+	s := sharedServer(t)
+	chatWithImages(t, s, chat)
+	do(t, ctx, "the chat page", chromedp.Navigate(chatURL(s, chat)))
+	return ctx, console, s
+}
+
 func TestPagesLoadWithNoConsoleErrors(t *testing.T) {
 	t.Parallel()
 	ctx, console := tab(t)
@@ -441,10 +449,7 @@ func TestPagesLoadWithNoConsoleErrors(t *testing.T) {
 
 func TestAChatWithImagesShowsTheirThumbnails(t *testing.T) {
 	t.Parallel()
-	ctx, console := tab(t)
-	s := sharedServer(t)
-	chatWithImages(t, s, "images")
-	do(t, ctx, "the chat page", chromedp.Navigate(chatURL(s, "images")))
+	ctx, console, s := chatTab(t, "images")
 	// The tree's leaf names the image; the page fetches it with the token
 	// and shows it: a loaded image has a natural size.
 	loaded := `[...document.querySelectorAll("%s img.thumb")].some((i) => i.complete && i.naturalWidth === 120 && i.alt.startsWith("image "))`
@@ -470,10 +475,7 @@ func TestAChatWithImagesShowsTheirThumbnails(t *testing.T) {
 
 func TestClickingALineZooms(t *testing.T) {
 	t.Parallel()
-	ctx, console := tab(t)
-	s := sharedServer(t)
-	chatWithImages(t, s, "zoom")
-	do(t, ctx, "the chat page", chromedp.Navigate(chatURL(s, "zoom")))
+	ctx, console, s := chatTab(t, "zoom")
 	waitFor(t, ctx, "the view", `document.querySelectorAll("#view button.line").length > 0`)
 
 	// The tree's top node covers the 4 entries: clicking its line opens
