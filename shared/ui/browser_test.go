@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -242,14 +243,26 @@ var refPattern = regexp.MustCompile(`\[image [0-9a-f]{16}\]`)
 // call sends one API request with the server's first token, if any.
 func (s *server) call(t *testing.T, method, path string, body any) (int, []byte) {
 	t.Helper()
+	code, out, err := s.request(method, path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, out
+}
+
+// request is call for code that may not stop the test (a handler).
+func (s *server) request(method, path string, body any) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
-		b, _ := json.Marshal(body)
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequest(method, s.url+path, rd)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, err
 	}
 	for tok := range s.tokens {
 		req.Header.Set("Authorization", "Bearer "+tok)
@@ -257,11 +270,11 @@ func (s *server) call(t *testing.T, method, path string, body any) (int, []byte)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, out
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
 }
 
 // missing reports whether the server answers GET path with 404 or 405: a
@@ -623,5 +636,97 @@ func TestTheChatListShowsEveryChat(t *testing.T) {
 	}
 	do(t, ctx, "opening the chat", chromedp.Click(chromedp.CSS(`table.chats a[href="#/chat/listed"]`)))
 	waitFor(t, ctx, "the chat", `document.querySelectorAll("#view button.line").length > 0`)
+	console.check(t, s.missingRoutes(t))
+}
+
+// standIn serves the chat list and the message log as their contract
+// (issue: the chat lifecycle) describes them, over a real server that does
+// not have them yet: the page's rendering of both is tested before they
+// land, and against the routes themselves once they do (the tests above).
+// It knows one chat, logged by chatWithImages.
+func standIn(t *testing.T, s *server, chat string) *httptest.Server {
+	t.Helper()
+	code, body := s.call(t, "GET", "/v1/chats/"+chat+"/tree?level=0", nil)
+	var tree status.Tree
+	if err := json.Unmarshal(body, &tree); code != 200 || err != nil || len(tree.Nodes) == 0 || len(tree.Nodes[0].Images) != 1 {
+		t.Fatalf("tree of %s: %d %s", chat, code, body)
+	}
+	image := tree.Nodes[0].Images[0]
+	real, err := url.Parse(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(real)
+	var self string
+	h := http.NewServeMux()
+	h.Handle("/", proxy)
+	h.HandleFunc("GET /v1/chats", func(w http.ResponseWriter, r *http.Request) {
+		var st status.Chat
+		code, body, err := s.request("GET", "/v1/chats/"+chat+"/status", nil)
+		if err == nil && code == 200 {
+			err = json.Unmarshal(body, &st)
+		}
+		if err != nil || code != 200 {
+			http.Error(w, fmt.Sprintf("status: %d %v", code, err), http.StatusBadGateway)
+			return
+		}
+		writeJSON(w, map[string]any{"chats": []any{map[string]any{
+			"chat": chat, "messages": 4, "lastActivity": time.Now().UTC().Format(time.RFC3339),
+			"memory": map[string]any{"nodes": st.Nodes, "built": st.Built, "retrying": st.Retrying, "stalled": st.Stalled},
+		}}, "next": ""})
+	})
+	h.HandleFunc("GET /v1/chats/{chat}/messages", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("images") != "links" {
+			http.Error(w, "the page must ask for links", http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, map[string]any{"messages": []any{
+			map[string]any{"seq": 0, "message": user(text("here is the chart of the quarter"),
+				map[string]any{"type": "image", "name": image, "mimeType": "image/png", "url": self + "/signed/" + image + "?sig=x"})},
+			map[string]any{"seq": 1, "message": map[string]any{"role": "assistant", "content": []any{text("The chart shows sales rising in March.")}}},
+		}, "next": ""})
+	})
+	// The stand-in's signed links: the image, read through the API.
+	h.HandleFunc("GET /signed/{name}", func(w http.ResponseWriter, r *http.Request) {
+		code, body, err := s.request("GET", "/v1/chats/"+chat+"/images/"+r.PathValue("name"), nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "image/png")
+		w.WriteHeader(code)
+		_, _ = w.Write(body)
+	})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	self = srv.URL
+	return srv
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func TestTheListAndTheMessagesFollowTheirContract(t *testing.T) {
+	t.Parallel()
+	ctx, console := tab(t)
+	s := sharedServer(t)
+	chatWithImages(t, s, "contract")
+	front := standIn(t, s, "contract")
+
+	do(t, ctx, "the chat list", chromedp.Navigate(front.URL+"/ui/"))
+	waitFor(t, ctx, "the chat in the list", `[...document.querySelectorAll("table.chats a")].some((a) => a.textContent === "contract")`)
+	row := eval[string](t, ctx, `document.querySelector("table.chats tbody tr").innerText`)
+	if !strings.Contains(row, "4") || !strings.Contains(row, "7 of 7") {
+		t.Errorf("the row: %q, want 4 messages and 7 of 7 built", row)
+	}
+	screenshot(t, ctx, "chat-list-contract")
+	do(t, ctx, "opening the chat", chromedp.Click(chromedp.CSS(`table.chats a[href="#/chat/contract"]`)))
+	waitFor(t, ctx, "the messages with a thumbnail from its signed link", `document.querySelectorAll("#messages li").length === 2 &&
+		[...document.querySelectorAll("#messages img.thumb")].some((i) => i.complete && i.naturalWidth === 120 && i.src.includes("/signed/"))`)
+	if got := eval[string](t, ctx, `document.querySelector("#messages li").innerText`); !strings.Contains(got, "chart of the quarter") {
+		t.Errorf("the first message: %q", got)
+	}
 	console.check(t, s.missingRoutes(t))
 }

@@ -333,7 +333,7 @@ function chatPage(chat) {
       // Something was logged, built or failed: the view and the tree changed.
       seen = sig;
       loadView();
-      loadTree(treeLevel);
+      loadTree(treeLevel, treeFrom);
     }
     setTimeout(poll, busy ? POLL_BUSY_MS : POLL_IDLE_MS);
   }
@@ -380,6 +380,7 @@ function chatPage(chat) {
   }
 
   let treeLevel = -1;
+  let treeFrom = 0;
   async function loadTree(level, from) {
     let t;
     const q = (level >= 0 ? "level=" + level + "&" : "") + "from=" + (from || 0) + "&limit=64";
@@ -391,6 +392,7 @@ function chatPage(chat) {
     }
     if (mine !== page) return;
     treeLevel = level;
+    treeFrom = from || 0;
     const levels = el("div", { class: "levels", role: "group", "aria-label": "Tree levels" }, t.levels.slice().reverse().map((l) =>
       el("button", { type: "button", "aria-pressed": String(l.level === t.level), onclick: () => loadTree(l.level),
         text: "Level " + l.level + " (" + l.built + "/" + l.nodes + ")" })));
