@@ -639,9 +639,8 @@ func TestTheChatListShowsEveryChat(t *testing.T) {
 	console.check(t, s.missingRoutes(t))
 }
 
-// standIn serves the chat list and the message log as their contract
-// (issue: the chat lifecycle) describes them, over a real server that does
-// not have them yet: the page's rendering of both is tested before they
+// standIn serves the chat list and the message log in the shape their
+// routes answer, over a real server that may not have them yet: the page's rendering of both is tested before they
 // land, and against the routes themselves once they do (the tests above).
 // It knows one chat, logged by chatWithImages.
 func standIn(t *testing.T, s *server, chat string) *httptest.Server {
