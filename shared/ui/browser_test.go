@@ -640,9 +640,10 @@ func TestTheChatListShowsEveryChat(t *testing.T) {
 }
 
 // standIn serves the chat list and the message log in the shape their
-// routes answer, over a real server that may not have them yet: the page's rendering of both is tested before they
-// land, and against the routes themselves once they do (the tests above).
-// It knows one chat, logged by chatWithImages.
+// routes answer, in front of a real server that may not have them yet: the
+// page's rendering of both is tested before they land, and against the
+// routes themselves once they do (the tests above). It knows one chat,
+// logged by chatWithImages.
 func standIn(t *testing.T, s *server, chat string) *httptest.Server {
 	t.Helper()
 	code, body := s.call(t, "GET", "/v1/chats/"+chat+"/tree?level=0", nil)
