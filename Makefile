@@ -57,9 +57,15 @@ build:
 
 # tools installs the pinned test tools: the Node modules of the local SQS
 # and DynamoDB servers (infra/sqs and infra/dynalite, package-lock.json),
-# the Runtime Interface Emulator, and cfn-lint (with pip, from PyPI) unless
-# that version is on PATH already.
+# the Runtime Interface Emulator, cfn-lint (with pip, from PyPI) unless
+# that version is on PATH already, and Debian's chromium package for the
+# memory browser's tests (shared/ui) unless a chromium is on PATH.
 tools:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		echo "installing chromium (apt) for the browser tests"; \
+		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		$$sudo apt-get update -q && $$sudo apt-get install -y -q chromium; \
+	fi
 	npm ci --prefix infra/sqs --no-audit --no-fund
 	npm ci --prefix infra/dynalite --no-audit --no-fund
 	GOBIN=$(TOOLS_BIN) $(GO) install $(RIE_MODULE)@$(RIE_VERSION)

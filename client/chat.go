@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 
 	"github.com/durachat/durachat/shared/memory/status"
 )
@@ -233,6 +234,41 @@ func (ch *Chat) Status(ctx context.Context) (*Status, error) {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// Tree is a page of one level of the chat's summary tree, as GET .../tree
+// answers it: each node's state, line and last error.
+type Tree = status.Tree
+
+// TreePage chooses a page of the tree: a level (nil: the top one), the
+// first node's index, and at most Limit nodes (0: the server's default).
+type TreePage struct {
+	Level *int
+	From  int64
+	Limit int
+}
+
+// Tree reads a page of one level of the chat's summary tree.
+func (ch *Chat) Tree(ctx context.Context, p TreePage) (*Tree, error) {
+	q := url.Values{}
+	if p.Level != nil {
+		q.Set("level", strconv.Itoa(*p.Level))
+	}
+	if p.From > 0 {
+		q.Set("from", strconv.FormatInt(p.From, 10))
+	}
+	if p.Limit > 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	path := ch.path("/tree")
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var t Tree
+	if err := ch.c.call(ctx, call{method: http.MethodGet, path: path, retry: true}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
 }
 
 // MemorySettings are a chat's memory settings.

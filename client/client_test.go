@@ -423,6 +423,33 @@ func TestStatusCountsTheEntries(t *testing.T) {
 	}
 }
 
+func TestTreeShowsEachLevelAndPagesItsNodes(t *testing.T) {
+	chat := chatFor(t)
+	ctx := testCtx(t)
+	if _, err := chat.Append(ctx, "", client.UserText("a"), client.UserText("b"), client.UserText("c")); err != nil {
+		t.Fatal(err)
+	}
+	top, err := chat.Tree(ctx, client.TreePage{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top.Entries != 3 || len(top.Levels) != 2 || top.Level != 1 || len(top.Nodes) != 1 || top.Nodes[0].Node != "0+2" {
+		t.Fatalf("top of the tree = %+v", top)
+	}
+	level := 0
+	page, err := chat.Tree(ctx, client.TreePage{Level: &level, From: 1, Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Nodes) != 1 || page.Nodes[0].Node != "1+1" || page.Next == nil || *page.Next != 2 {
+		t.Fatalf("page = %+v", page)
+	}
+	level = 5
+	if _, err := chat.Tree(ctx, client.TreePage{Level: &level}); asAPIError(t, err).Field != "level" {
+		t.Fatalf("a level past the top: %v", err)
+	}
+}
+
 func TestSetMemorySettingsTurnsSearchOffAgain(t *testing.T) {
 	chat := chatFor(t)
 	ctx := testCtx(t)

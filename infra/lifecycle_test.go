@@ -41,7 +41,7 @@ func TestEveryFunctionLogsToItsOwnGroupThroughLoggingConfig(t *testing.T) {
 	}
 }
 
-func TestAPIStageWritesAccessLogsAndThrottlesTheHealthCheck(t *testing.T) {
+func TestAPIStageWritesAccessLogsAndThrottlesThePublicRoutes(t *testing.T) {
 	s := load(t, defaults)
 	st, err := s.GetApiGatewayV2StageWithName("HttpApiStage")
 	if err != nil {
@@ -61,20 +61,23 @@ func TestAPIStageWritesAccessLogsAndThrottlesTheHealthCheck(t *testing.T) {
 		}
 	}
 
-	health, err := s.GetApiGatewayV2RouteWithName("HealthRoute")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Every route without the authorizer gets a small share of its own.
 	settings, _ := st.RouteSettings.(map[string]any)
-	h, _ := settings[health.RouteKey].(map[string]any)
-	rate, _ := h["ThrottlingRateLimit"].(float64)
-	burst, _ := h["ThrottlingBurstLimit"].(float64)
 	def := st.DefaultRouteSettings
-	if rate <= 0 || burst <= 0 || def == nil || rate >= *def.ThrottlingRateLimit || burst >= float64(*def.ThrottlingBurstLimit) {
-		t.Errorf("%s throttled at %v/s, burst %v; want its own limits under the default's", health.RouteKey, rate, burst)
-	}
-	if !slices.Contains(st.AWSCloudFormationDependsOn, "HealthRoute") {
-		t.Error("the stage's route settings name HealthRoute, but the stage may be created before it")
+	for _, name := range []string{"HealthRoute", "UIRoute", "UIFilesRoute"} {
+		route, err := s.GetApiGatewayV2RouteWithName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := settings[route.RouteKey].(map[string]any)
+		rate, _ := h["ThrottlingRateLimit"].(float64)
+		burst, _ := h["ThrottlingBurstLimit"].(float64)
+		if rate <= 0 || burst <= 0 || def == nil || rate >= *def.ThrottlingRateLimit || burst >= float64(*def.ThrottlingBurstLimit) {
+			t.Errorf("%s throttled at %v/s, burst %v; want its own limits under the default's", route.RouteKey, rate, burst)
+		}
+		if !slices.Contains(st.AWSCloudFormationDependsOn, name) {
+			t.Errorf("the stage's route settings name %s, but the stage may be created before it", name)
+		}
 	}
 }
 

@@ -1,13 +1,15 @@
 // Command memory is the memory API as a Lambda function behind API Gateway:
-// appending messages, the view, the memory tools, images and status. It
-// schedules builds on the queue the compact function consumes; it builds
-// nothing itself, and links no model.
+// appending messages, the view, the memory tools, images, status and the
+// tree, and the memory browser's pages (GET /ui/). It schedules builds on
+// the queue the compact function consumes; it builds nothing itself, and
+// links no model.
 package main
 
 import (
 	"github.com/durachat/durachat/shared/app/lambdafn"
 	"github.com/durachat/durachat/shared/app/memoryapi"
 	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/ui"
 )
 
 func main() {
@@ -16,5 +18,8 @@ func main() {
 	if err != nil {
 		f.Fatal("memory", err)
 	}
+	// The memory browser's pages: public, they read the API with the
+	// caller's token.
+	f.Public = append(f.Public, ui.New())
 	f.StartHTTP(m.Routes()...)
 }

@@ -223,11 +223,15 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 	anon := api{t: t, base: s.URL}
 	host := api{t: t, base: s.URL, token: s.DevToken}
 
-	t.Run("TheHealthRouteIsPublicAndEveryOtherNeedsAValidJWT", func(t *testing.T) {
+	t.Run("TheHealthRouteAndTheBrowserArePublicAndEveryOtherNeedsAValidJWT", func(t *testing.T) {
 		anon, host := anon, host
 		anon.t, host.t = t, t
 		if status, raw := anon.do(http.MethodGet, "/healthz", nil); status != http.StatusOK || string(raw) != "{\"ok\":true}\n" {
 			t.Fatalf("healthz: %d %s", status, raw)
+		}
+		// The memory browser's pages are public; the data they read is not.
+		if status, raw := anon.do(http.MethodGet, "/ui/index.html", nil); status != http.StatusOK || !strings.Contains(string(raw), "<title>durachat memory</title>") {
+			t.Fatalf("the memory browser: %d %.200s", status, raw)
 		}
 		if status, raw := anon.do(http.MethodGet, "/v1/chats/demo/status", nil); status != http.StatusUnauthorized || !strings.Contains(string(raw), `"Unauthorized"`) {
 			t.Fatalf("no token: %d %s", status, raw)

@@ -511,7 +511,7 @@ func renderLines(nodes []Node, line func(Node) (string, bool)) string {
 func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error {
 	m, tenant, chat, n := b.m, b.tenant, b.chat, b.n
 	line := Line(row.Text)
-	m.lines.put(store.ChatPK(tenant, chat), n, nodeInfo{line: line, child: row.Child, verbatim: row.Verbatim})
+	m.lines.put(store.ChatPK(tenant, chat), n, nodeInfo{line: line, child: row.Child, verbatim: row.Verbatim, mechanical: row.Mechanical, images: row.Images})
 	sizes := m.mergeSizes(ctx, tenant, chat)
 	var sends []Node
 	first := false

@@ -375,9 +375,11 @@ type nodeRow struct {
 
 // nodeInfo is what readers need from a row.
 type nodeInfo struct {
-	line     string
-	child    [2]int
-	verbatim bool
+	line       string
+	child      [2]int
+	verbatim   bool
+	mechanical bool
+	images     []string
 }
 
 func nodeKey(tenant, chat string, n Node) store.Key {
@@ -422,7 +424,7 @@ func (m *Memory) rows(ctx context.Context, tenant, chat string, nodes []Node) (m
 			if err := json.Unmarshal(it.Body, &r); err != nil {
 				return nil, fmt.Errorf("node %s of %s is corrupt: %w", n.Label(), chat, err)
 			}
-			info := nodeInfo{line: Line(r.Text), child: r.Child, verbatim: r.Verbatim}
+			info := nodeInfo{line: Line(r.Text), child: r.Child, verbatim: r.Verbatim, mechanical: r.Mechanical, images: r.Images}
 			m.lines.put(pk, n, info)
 			out[n] = info
 		}

@@ -11,7 +11,7 @@ import (
 )
 
 // Register adds memory's routes: the view, the tools and their
-// definitions, the status, and the chat's memory settings.
+// definitions, the status, the tree, and the chat's memory settings.
 func (m *Memory) Register(mux *http.ServeMux) {
 	api.Handle(mux, "GET /v1/chats/{chat}/view", m.handleView)
 	api.Handle(mux, "POST /v1/chats/{chat}/tools/zoom", m.handleZoom)
@@ -19,6 +19,7 @@ func (m *Memory) Register(mux *http.ServeMux) {
 	api.Handle(mux, "POST /v1/chats/{chat}/tools/search", m.handleSearch)
 	api.Handle(mux, "GET /v1/chats/{chat}/tools", m.handleTools)
 	api.Handle(mux, "GET /v1/chats/{chat}/status", m.handleStatus)
+	api.Handle(mux, "GET /v1/chats/{chat}/tree", m.handleTree)
 	api.Handle(mux, "PUT /v1/chats/{chat}/memory/settings", m.handleSettings)
 }
 

@@ -39,6 +39,9 @@ type Function struct {
 	// Stores has the bucket's Blobs, Linker, Uploader and Staging; a main
 	// adds what else it uses before serving.
 	Stores app.Stores
+	// Public are routes StartHTTP serves without credentials (the memory
+	// browser's pages); the template routes them without the authorizer.
+	Public []api.Routes
 }
 
 // Init loads p's configuration and the AWS configuration, and builds the S3
@@ -96,7 +99,7 @@ func memoryLimit(lookup func(string) (string, bool)) int64 {
 // StartHTTP serves routes (built by the function's main from f) as an API
 // Gateway HTTP API function. It does not return.
 func (f Function) StartHTTP(routes ...api.Routes) {
-	h, err := app.Handler(f.Log, Auth(f.Config), f.Stores, routes)
+	h, err := app.Handler(f.Log, Auth(f.Config), f.Stores, routes, f.Public...)
 	if err != nil {
 		fatal(f.Log, "handler", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/lifecycle"
+	"github.com/durachat/durachat/shared/ui"
 )
 
 // Server timeouts. The longest request is a view wait, bounded well under
@@ -78,7 +79,7 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 	}
 	routes = append(routes, mem.Routes()...) // functions/memory
 
-	h, err := app.Handler(logger, Auth(cfg), stores, routes, data.LinkRoutes(), data.UploadRoutes(uploads.Accept))
+	h, err := app.Handler(logger, Auth(cfg), stores, routes, data.LinkRoutes(), data.UploadRoutes(uploads.Accept), ui.New())
 	if err != nil {
 		return err
 	}

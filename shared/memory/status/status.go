@@ -111,3 +111,52 @@ type Glance struct {
 	Retrying int   `json:"retrying"`
 	Stalled  bool  `json:"stalled"`
 }
+
+// Tree is a page of one level of a chat's summary tree, as
+// GET .../tree answers it.
+type Tree struct {
+	Entries int64 `json:"entries"`
+	// Levels lists every level that has a complete node, leaves first.
+	Levels []TreeLevel `json:"levels"`
+	// Level is the level of Nodes.
+	Level int        `json:"level"`
+	Nodes []TreeNode `json:"nodes"`
+	// Next is the index to ask for the next page, absent at the end.
+	Next *int64 `json:"next,omitempty"`
+}
+
+// TreeLevel counts one level's complete nodes and those built.
+type TreeLevel struct {
+	Level int   `json:"level"`
+	Nodes int64 `json:"nodes"`
+	Built int64 `json:"built"`
+}
+
+// The states of a tree node.
+const (
+	NodeBuilt      = "built"      // its line is written
+	NodeVerbatim   = "verbatim"   // built, its source short enough to keep word for word
+	NodeMechanical = "mechanical" // built as a marked cut after repeated refusals
+	NodeBuilding   = "building"   // a build is in flight
+	NodeRetrying   = "retrying"   // a build failed; waiting out the retry delay
+	NodeRefused    = "refused"    // the model refused it; waiting to try again
+	NodeUnbuilt    = "unbuilt"    // not started yet
+)
+
+// TreeNode is one node: its label ("<start>+<count>"), its state, its line
+// when built, the images its line was written with, and for a node that
+// failed, its failures, refusals, last error and next try.
+type TreeNode struct {
+	Node     string     `json:"node"`
+	Level    int        `json:"level"`
+	Index    int64      `json:"index"`
+	Start    int64      `json:"start"`
+	Count    int64      `json:"count"`
+	Status   string     `json:"status"`
+	Line     string     `json:"line,omitempty"`
+	Images   []string   `json:"images,omitempty"`
+	Failures int        `json:"failures,omitempty"`
+	Refusals int        `json:"refusals,omitempty"`
+	Error    string     `json:"error,omitempty"`
+	Next     *time.Time `json:"next,omitempty"`
+}

@@ -1,0 +1,154 @@
+package memory
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/memory/status"
+)
+
+// Tree pages: TreePage nodes by default, at most MaxTreePage.
+const (
+	TreePage    = 64
+	MaxTreePage = 256
+)
+
+// TreeArgs choose a page of one level: Level (-1: the top level), the
+// first node's index From, and at most Limit nodes.
+type TreeArgs struct {
+	Level int
+	From  int64
+	Limit int
+}
+
+// Tree reads a page of one level of a chat's summary tree: each complete
+// node's state and, when built, its line.
+func (m *Memory) Tree(ctx context.Context, tenant, chat string, a TreeArgs) (status.Tree, error) {
+	st, _, err := m.states.get(ctx, tenant, chat)
+	if err != nil {
+		return status.Tree{}, err
+	}
+	out := status.Tree{Entries: st.T, Levels: []status.TreeLevel{}, Nodes: []status.TreeNode{}}
+	for l := 0; l < 63 && st.T>>l > 0; l++ {
+		var built int64
+		if l < len(st.Levels) {
+			built = st.Levels[l].Done + int64(len(st.Levels[l].More))
+		}
+		out.Levels = append(out.Levels, status.TreeLevel{Level: l, Nodes: st.T >> l, Built: built})
+	}
+	level := a.Level
+	if level < 0 {
+		level = max(len(out.Levels)-1, 0)
+	}
+	out.Level = level
+	if level >= len(out.Levels) {
+		if a.Level >= 0 && st.T > 0 {
+			return status.Tree{}, api.BadRequest("level", "level %d has no complete node: the chat's %d entries make levels 0 to %d", a.Level, st.T, len(out.Levels)-1)
+		}
+		return out, nil
+	}
+	count := st.T >> level
+	if a.From >= count && a.From > 0 {
+		return status.Tree{}, api.BadRequest("from", "from %d is past level %d, which has %d nodes", a.From, level, count)
+	}
+	to := min(count, a.From+int64(a.Limit))
+	nodes := make([]Node, 0, to-a.From)
+	var toRead []Node
+	for i := a.From; i < to; i++ {
+		n := Node{L: level, I: i}
+		nodes = append(nodes, n)
+		if st.built(n) {
+			toRead = append(toRead, n)
+		}
+	}
+	rows, err := m.rows(ctx, tenant, chat, toRead)
+	if err != nil {
+		return status.Tree{}, err
+	}
+	for _, n := range nodes {
+		out.Nodes = append(out.Nodes, treeNode(st, n, rows))
+	}
+	if to < count {
+		out.Next = &to
+	}
+	return out, nil
+}
+
+// treeNode is n's state as the tree route shows it.
+func treeNode(st *chatState, n Node, rows map[Node]nodeInfo) status.TreeNode {
+	tn := status.TreeNode{Node: n.Label(), Level: n.L, Index: n.I, Start: n.Start(), Count: n.Count(), Status: status.NodeUnbuilt}
+	if info, ok := rows[n]; ok {
+		tn.Line, tn.Images = info.line, info.images
+		switch {
+		case info.mechanical:
+			tn.Status = status.NodeMechanical
+		case info.verbatim:
+			tn.Status = status.NodeVerbatim
+		default:
+			tn.Status = status.NodeBuilt
+		}
+		return tn
+	}
+	if k, ok := st.retryOf(n); ok {
+		r := st.Retries[k]
+		next := time.UnixMilli(r.At).UTC()
+		tn.Failures, tn.Refusals, tn.Error, tn.Next = r.Failures, r.Refusals, r.Err, &next
+		tn.Status = status.NodeRetrying
+		if r.Refusals > 0 {
+			tn.Status = status.NodeRefused
+		}
+	}
+	if _, ok := st.claimOf(n); ok {
+		tn.Status = status.NodeBuilding
+	}
+	return tn
+}
+
+func (m *Memory) handleTree(w http.ResponseWriter, r *http.Request) error {
+	tenant, chat, err := api.TenantChat(r)
+	if err != nil {
+		return err
+	}
+	a, err := treeArgs(r)
+	if err != nil {
+		return err
+	}
+	m.pumpQuietly(r.Context(), tenant, chat)
+	t, err := m.Tree(r.Context(), tenant, chat, a)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, t)
+	return nil
+}
+
+// treeArgs reads ?level=&from=&limit=.
+func treeArgs(r *http.Request) (TreeArgs, error) {
+	q := r.URL.Query()
+	a := TreeArgs{Level: -1, Limit: TreePage}
+	if v := q.Get("level"); v != "" {
+		l, err := strconv.Atoi(v)
+		if err != nil || l < 0 || l > 62 {
+			return a, api.BadRequest("level", "level must be a whole number from 0 to 62, not %q", v)
+		}
+		a.Level = l
+	}
+	if v := q.Get("from"); v != "" {
+		f, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || f < 0 {
+			return a, api.BadRequest("from", "from must be a node index (0 or more), not %q", v)
+		}
+		a.From = f
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxTreePage {
+			return a, api.BadRequest("limit", "limit must be from 1 to %d, not %q", MaxTreePage, v)
+		}
+		a.Limit = n
+	}
+	return a, nil
+}
