@@ -6,19 +6,22 @@
 //     model sees the images again;
 //   - the memory view goes into the system prompt;
 //   - zoom, date and search are pi tools that durachat answers;
-//   - every message is logged with a receipt.
+//   - every message is logged with a receipt;
+//   - past the body limit (AWS takes about 6 MB a request), images are
+//     uploaded first and sent as refs;
+//   - a model that takes no images gets the images' descriptions.
 //
 // Configured by environment: DURACHAT_URL, DURACHAT_TOKEN, DURACHAT_CHAT
-// (default: one chat per pi session, pi-<session id>). When durachat cannot
-// be reached the session goes on as pi would have it, and the extension
-// says so once.
+// (default: one chat per pi session, pi-<session id>), DURACHAT_BODY_LIMIT
+// and DURACHAT_DESCRIBE. When durachat cannot be reached the session goes on
+// as pi would have it, and the extension says so once.
 
 import { createHash } from "node:crypto";
 import type { ExtensionAPI, ExtensionContext, ToolResultEvent } from "@mariozechner/pi-coding-agent";
-import { type Block, Client, type ToolDef, type ToolResult } from "./client.js";
+import { type Block, Client, defaultBodyLimit, type ToolDef, type ToolResult } from "./client.js";
 
-export { Client, DurachatError } from "./client.js";
-export type { Block, ToolDef, ToolResult, View } from "./client.js";
+export { Client, DurachatError, defaultBodyLimit, describeImage, refBlock } from "./client.js";
+export type { Block, ToolDef, ToolResult, UploadAnswer, View } from "./client.js";
 
 export interface DurachatOptions {
   /** The server (DURACHAT_URL; default http://127.0.0.1:8080). */
@@ -27,6 +30,17 @@ export interface DurachatOptions {
   token?: string;
   /** The chat (DURACHAT_CHAT); default pi-<session id>, so a resumed session keeps its memory. */
   chat?: string;
+  /**
+   * The body size in bytes past which a tool result's or a logged message's
+   * images are uploaded first and sent as refs (DURACHAT_BODY_LIMIT; default
+   * defaultBodyLimit, within AWS's limit); 0 never uploads.
+   */
+  bodyLimit?: number;
+  /**
+   * Whether the model gets the images' descriptions instead of the images
+   * (DURACHAT_DESCRIBE=1 or 0); by default when pi's model takes no images.
+   */
+  describe?: boolean;
   /** Says that durachat cannot be reached (default: the UI's notify, else stderr). */
   warn?: (message: string, ctx: ExtensionContext) => void;
   /** Replaces the global fetch. */
@@ -68,13 +82,23 @@ export function receiptOf(chat: string, message: unknown): string {
   return "pi-" + createHash("sha256").update(chat).update("\n").update(JSON.stringify(message)).digest("hex").slice(0, 40);
 }
 
+/** An on/off setting: 1 or true, 0 or false; anything else leaves the default. */
+function flag(value: string | undefined): boolean | undefined {
+  if (value === "1" || value === "true") return true;
+  if (value === "0" || value === "false") return false;
+  return undefined;
+}
+
 /** Builds the extension with explicit options; the default export reads them from the environment. */
 export function durachat(options: DurachatOptions = {}) {
   return function durachatExtension(pi: ExtensionAPI): void {
     const env = process.env;
     const url = options.url ?? env.DURACHAT_URL ?? "http://127.0.0.1:8080";
-    const client = new Client({ url, token: options.token ?? env.DURACHAT_TOKEN, fetch: options.fetch });
+    const envLimit = Number(env.DURACHAT_BODY_LIMIT || NaN); // unset or not a number: the default
+    const bodyLimit = options.bodyLimit ?? (Number.isFinite(envLimit) ? envLimit : defaultBodyLimit);
+    const client = new Client({ url, token: options.token ?? env.DURACHAT_TOKEN, bodyLimit, fetch: options.fetch });
     const fixedChat = options.chat ?? env.DURACHAT_CHAT;
+    const describe = options.describe ?? flag(env.DURACHAT_DESCRIBE);
 
     let chat = "";
     let failing = false; // said so already, until a call works again
@@ -185,8 +209,11 @@ export function durachat(options: DurachatOptions = {}) {
         if (hasRefs(m)) at.push(i);
       });
       if (at.length === 0) return; // nothing to restore: sent as it is
+      // A model that takes no images gets their descriptions.
+      const input = ctx.model?.input;
+      const mode = (describe ?? (Array.isArray(input) && !input.includes("image"))) ? "describe" : undefined;
       const r = await guarded(ctx, "restoring images", () =>
-        client.beforeRequest(chat, { messages: at.map((i) => event.messages[i]) }, ctx.signal));
+        client.beforeRequest(chat, { messages: at.map((i) => event.messages[i]) }, ctx.signal, mode));
       if (!r) return;
       const messages = event.messages.slice();
       at.forEach((i, k) => {
@@ -209,5 +236,5 @@ export function durachat(options: DurachatOptions = {}) {
   };
 }
 
-/** The extension, configured by DURACHAT_URL, DURACHAT_TOKEN and DURACHAT_CHAT. */
+/** The extension, configured by DURACHAT_URL, DURACHAT_TOKEN, DURACHAT_CHAT, DURACHAT_BODY_LIMIT and DURACHAT_DESCRIBE. */
 export default durachat();

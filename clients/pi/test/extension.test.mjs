@@ -2,6 +2,7 @@
 // provider as the model and the real durachat server.
 
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
@@ -15,18 +16,24 @@ import {
   SessionManager,
   SettingsManager,
 } from "@mariozechner/pi-coding-agent";
-import { buildServer, freePort, png, startServer, tempDir } from "./server.mjs";
+import { buildServer, freePort, noisyPng, png, startServer, tempDir } from "./server.mjs";
 
 const pkgDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const refText = /^\[image [0-9a-f]{16}\]$/;
 const shot = png(64, 48, [200, 30, 30]);
+const realFetch = globalThis.fetch;
 
 let tmp, bin, faux;
 
 before(() => {
   tmp = tempDir("durachat-pi-");
   bin = buildServer(tmp.dir);
-  faux = registerFauxProvider({ models: [{ id: "faux-vision", input: ["text", "image"] }] });
+  faux = registerFauxProvider({
+    models: [
+      { id: "faux-vision", input: ["text", "image"] },
+      { id: "faux-text", input: ["text"] },
+    ],
+  });
 });
 
 after(() => {
@@ -34,28 +41,39 @@ after(() => {
   tmp?.remove();
 });
 
-/** The screenshot tool of the host: a PNG in its result. */
-const screenshotTool = {
-  name: "screenshot",
-  label: "Screenshot",
-  description: "Take a screenshot of the screen.",
-  parameters: { type: "object", properties: {} },
-  async execute() {
-    return {
-      content: [
-        { type: "text", text: "Captured the login page." },
-        { type: "image", data: shot, mimeType: "image/png" },
-      ],
-      details: {},
-    };
-  },
-};
+/** The screenshot tool of the host: a PNG (base64) in its result. */
+function screenshotTool(data = shot) {
+  return {
+    name: "screenshot",
+    label: "Screenshot",
+    description: "Take a screenshot of the screen.",
+    parameters: { type: "object", properties: {} },
+    async execute() {
+      return {
+        content: [
+          { type: "text", text: "Captured the login page." },
+          { type: "image", data, mimeType: "image/png" },
+        ],
+        details: {},
+      };
+    },
+  };
+}
 
-/** A pi session as the pi CLI makes one, with the extension installed from this package. */
-async function openSession({ url, sessionManager, cwd, warnings }) {
+/** The name durachat gives an image: the first 16 hex digits of the SHA-256 of its base64. */
+function nameOf(base64) {
+  return createHash("sha256").update(base64).digest("hex").slice(0, 16);
+}
+
+/**
+ * A pi session as the pi CLI makes one, with the extension installed from
+ * this package, configured by env (the extension's variables not in env
+ * are unset).
+ */
+async function openSession({ url, sessionManager, cwd, warnings, model = faux.getModel(), tool = screenshotTool(), env = {} }) {
   process.env.DURACHAT_URL = url;
-  delete process.env.DURACHAT_CHAT;
-  delete process.env.DURACHAT_TOKEN;
+  for (const name of ["DURACHAT_CHAT", "DURACHAT_TOKEN", "DURACHAT_BODY_LIMIT", "DURACHAT_DESCRIBE"]) delete process.env[name];
+  Object.assign(process.env, env);
   const agentDir = path.join(cwd, ".agent");
   const settingsManager = SettingsManager.inMemory({ compaction: { enabled: false }, retry: { enabled: false } });
   const resourceLoader = new DefaultResourceLoader({
@@ -71,11 +89,11 @@ async function openSession({ url, sessionManager, cwd, warnings }) {
   });
   await resourceLoader.reload();
   const authStorage = AuthStorage.inMemory();
-  authStorage.setRuntimeApiKey(faux.getModel().provider, "faux-key");
+  authStorage.setRuntimeApiKey(model.provider, "faux-key");
   const { session, extensionsResult } = await createAgentSession({
     cwd,
     agentDir,
-    model: faux.getModel(),
+    model,
     thinkingLevel: "off",
     authStorage,
     modelRegistry: ModelRegistry.inMemory(authStorage),
@@ -83,7 +101,7 @@ async function openSession({ url, sessionManager, cwd, warnings }) {
     settingsManager,
     sessionManager,
     noTools: "builtin",
-    customTools: [screenshotTool],
+    customTools: [tool],
   });
   assert.deepEqual(extensionsResult.errors, [], "the extension loads");
   await session.bindExtensions({
@@ -103,21 +121,21 @@ function images(context) {
 }
 
 /** Prompts and waits until pi has handled every event of the run (and so persisted its messages). */
-async function run(session, text) {
+async function run(session, text, options) {
   let unsubscribe;
   const ended = new Promise((resolve) => {
     unsubscribe = session.subscribe((e) => e.type === "agent_end" && resolve());
   });
-  await session.prompt(text);
+  await session.prompt(text, options);
   await ended;
   unsubscribe();
 }
 
 /** Waits until durachat has logged n entries of chat. */
-async function logged(url, chat, n) {
+async function logged(url, chat, n, headers = {}) {
   const deadline = Date.now() + 10_000;
   for (;;) {
-    const r = await fetch(`${url}/v1/chats/${chat}/status`);
+    const r = await fetch(`${url}/v1/chats/${chat}/status`, { headers });
     assert.equal(r.status, 200);
     const { entries } = await r.json();
     if (entries === n) return;
@@ -138,6 +156,20 @@ function snapshot(context) {
 
 function lastToolResult(context) {
   return context.messages.filter((m) => m.role === "toolResult").at(-1);
+}
+
+/** The messages of a session file, by role. */
+function fileMessages(file, role) {
+  return readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l))
+    .filter((e) => e.type === "message" && e.message.role === role).map((e) => e.message);
+}
+
+/** Catches console.warn (where the extension says durachat failed, without a UI) until restored. */
+function catchWarnings() {
+  const warnings = [];
+  const warn = console.warn;
+  console.warn = (...args) => warnings.push(args.join(" "));
+  return { warnings, restore: () => (console.warn = warn) };
 }
 
 test("a screenshot session keeps refs, shows the model the image, zooms back to it, and resumes with its memory", async () => {
@@ -227,7 +259,8 @@ test("without a reachable server the session is pi's own, and the extension says
   const warn = console.warn;
   console.warn = (...args) => warnings.push(args.join(" "));
   try {
-    const session = await openSession({ url: `http://127.0.0.1:${port}`, sessionManager: SessionManager.inMemory(work.dir), cwd: work.dir, warnings });
+    // A small body limit: the screenshot's upload fails too, and is said with the rest.
+    const session = await openSession({ url: `http://127.0.0.1:${port}`, sessionManager: SessionManager.inMemory(work.dir), cwd: work.dir, warnings, env: { DURACHAT_BODY_LIMIT: "100" } });
     let context;
     faux.setResponses([
       fauxAssistantMessage(fauxToolCall("screenshot", {}, { id: "call_shot" }), { stopReason: "toolUse" }),
@@ -247,6 +280,124 @@ test("without a reachable server the session is pi's own, and the extension says
     session.dispose();
   } finally {
     console.warn = warn;
+    work.remove();
+  }
+});
+
+test("past the body limit, images are uploaded first: the session keeps refs, each image is stored once, and the model sees it", async () => {
+  const work = tempDir("durachat-pi-upload-");
+  const token = "pi-test-token-0123456789";
+  const auth = { authorization: `Bearer ${token}` };
+  const server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()), `${token}=pi-tenant`);
+  const big = noisyPng(96, 96, 1); // about 37 KB of base64
+  const attached = noisyPng(96, 96, 2);
+  const name = nameOf(big);
+  // Every call the extension makes; its client takes the global fetch when the session opens.
+  const calls = [];
+  globalThis.fetch = (input, init = {}) => {
+    calls.push({ method: init.method ?? "GET", url: String(input), authorization: new Headers(init.headers).get("authorization") });
+    return realFetch(input, init);
+  };
+  const caught = catchWarnings();
+  try {
+    const seen = [];
+    const session = await openSession({
+      url: server.url,
+      sessionManager: SessionManager.create(work.dir, path.join(work.dir, "sessions")),
+      cwd: work.dir,
+      tool: screenshotTool(big),
+      env: { DURACHAT_TOKEN: token, DURACHAT_BODY_LIMIT: "8192" },
+    });
+    globalThis.fetch = realFetch;
+    const chat = `pi-${session.sessionId}`;
+
+    // Two turns, each with a screenshot of the same page.
+    for (const turn of [1, 2]) {
+      faux.setResponses([
+        fauxAssistantMessage(fauxToolCall("screenshot", {}, { id: `call_shot${turn}` }), { stopReason: "toolUse" }),
+        (context) => {
+          seen.push(snapshot(context));
+          return fauxAssistantMessage(fauxText("A noisy page."));
+        },
+      ]);
+      await run(session, `Take screenshot ${turn}.`);
+      const result = lastToolResult(seen.at(-1));
+      assert.deepEqual(result.content.map((b) => b.type), ["text", "image"], `turn ${turn}: the model's request carries the image`);
+      assert.equal(result.content[1].data, big, `turn ${turn}: the image is the screenshot, byte for byte`);
+    }
+    const kept = fileMessages(session.sessionFile, "toolResult");
+    assert.deepEqual(kept.map((m) => m.content[1]), [1, 2].map(() => ({ type: "text", text: `[image ${name}]` })), "the session keeps both results as refs");
+    assert.ok(!readFileSync(session.sessionFile, "utf8").includes(big.slice(0, 200)), "no base64 in the session file");
+
+    // Turn 3: the user attaches an image; it is logged past the limit too.
+    faux.setResponses([fauxAssistantMessage(fauxText("I see it."))]);
+    await run(session, "Here is what I see.", { images: [{ type: "image", data: attached, mimeType: "image/png" }] });
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const r = await realFetch(`${server.url}/v1/chats/${chat}/messages`, { headers: auth });
+      assert.equal(r.status, 200);
+      const log = JSON.stringify((await r.json()).messages.slice(-2).map((e) => e.message.content));
+      if (log.includes(`[image ${nameOf(attached)}]`) && log.includes("I see it.")) break; // the last turn, logged
+      assert.ok(Date.now() < deadline, `the attached image is logged as its ref within 10 s: ${log}`);
+      await new Promise((res) => setTimeout(res, 50));
+    }
+
+    // Each image went up once, straight to its upload target; the second
+    // screenshot was stored already.
+    const uploads = calls.filter((c) => c.method === "POST" && c.url.endsWith(`/v1/chats/${chat}/uploads`));
+    const puts = calls.filter((c) => c.method === "PUT");
+    assert.equal(uploads.length, 3, "an upload asked for each image sent: two screenshots and the attachment");
+    assert.equal(puts.length, 2, "the bytes of each distinct image are put once");
+    assert.ok(puts.every((c) => c.url.startsWith(`${server.url}/v1/uploads/`) && c.authorization === null), "puts go to the target, without Authorization");
+    assert.ok(uploads.every((c) => c.authorization === `Bearer ${token}`));
+    for (const [data, what] of [[big, "the screenshot"], [attached, "the attachment"]]) {
+      const r = await realFetch(`${server.url}/v1/chats/${chat}/images/${nameOf(data)}`, { headers: auth });
+      assert.equal(r.status, 200, `${what} is stored`);
+      assert.equal(Buffer.from(await r.arrayBuffer()).toString("base64"), data, `${what} is stored byte for byte`);
+    }
+    assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
+    session.dispose();
+  } finally {
+    globalThis.fetch = realFetch;
+    caught.restore();
+    await server.stop();
+    work.remove();
+  }
+});
+
+test("a model that takes no images gets refs, never image blocks; DURACHAT_DESCRIBE=1 does the same for any model", async () => {
+  const work = tempDir("durachat-pi-describe-");
+  const server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
+  const caught = catchWarnings();
+  try {
+    for (const { model, env, why } of [
+      { model: faux.getModel("faux-text"), env: {}, why: "a model of text input only" },
+      { model: faux.getModel("faux-vision"), env: { DURACHAT_DESCRIBE: "1" }, why: "DURACHAT_DESCRIBE=1" },
+    ]) {
+      const session = await openSession({ url: server.url, sessionManager: SessionManager.inMemory(work.dir), cwd: work.dir, model, env });
+      let context;
+      faux.setResponses([
+        fauxAssistantMessage(fauxToolCall("screenshot", {}, { id: "call_shot" }), { stopReason: "toolUse" }),
+        (c) => {
+          context = snapshot(c);
+          return fauxAssistantMessage(fauxText("A login page, I read."));
+        },
+      ]);
+      await run(session, "Take a screenshot of the login page.");
+      const result = lastToolResult(context);
+      // The offline compactor writes no descriptions: the ref stays bare.
+      assert.deepEqual(result.content, [
+        { type: "text", text: "Captured the login page." },
+        { type: "text", text: `[image ${nameOf(shot)}]` },
+      ], `${why}: the ref goes as text`);
+      assert.deepEqual(images(context), [], `${why}: no image block in the model's request`);
+      await logged(server.url, `pi-${session.sessionId}`, 4);
+      session.dispose();
+    }
+    assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
+  } finally {
+    caught.restore();
+    await server.stop();
     work.remove();
   }
 });

@@ -31,12 +31,13 @@ export function freePort() {
   });
 }
 
-/** Starts `durachat serve` on data and waits until /healthz answers. */
-export async function startServer(bin, data) {
+/** Starts `durachat serve` on data (with tokens, when given) and waits until /healthz answers. */
+export async function startServer(bin, data, tokens) {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const env = { ...process.env, DURACHAT_ADDR: `127.0.0.1:${port}`, DURACHAT_DATA: data, DURACHAT_LOG_LEVEL: "warn" };
   delete env.DURACHAT_TOKENS;
+  if (tokens) env.DURACHAT_TOKENS = tokens;
   const child = spawn(bin, ["serve"], { env, stdio: ["ignore", "ignore", "inherit"] });
   const exited = new Promise((resolve) => child.on("exit", resolve));
   const deadline = Date.now() + 30_000;
@@ -63,8 +64,12 @@ export function tempDir(prefix) {
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** A w x h PNG of one colour, as a screenshot tool would return it (base64). */
-export function png(w, h, [r, g, b]) {
+/**
+ * A w x h PNG, as a screenshot tool would return it (base64): of one colour
+ * [r, g, b], or of the colour a function gives each pixel (x, y).
+ */
+export function png(w, h, colour) {
+  const at = typeof colour === "function" ? colour : () => colour;
   const chunk = (type, data) => {
     const len = Buffer.alloc(4);
     len.writeUInt32BE(data.length);
@@ -78,13 +83,23 @@ export function png(w, h, [r, g, b]) {
   ihdr.writeUInt32BE(h, 4);
   ihdr[8] = 8; // bit depth
   ihdr[9] = 2; // RGB
-  const row = Buffer.alloc(1 + 3 * w);
-  for (let x = 0; x < w; x++) row.set([r, g, b], 1 + 3 * x);
-  const raw = Buffer.concat(Array.from({ length: h }, () => row));
+  const rows = Array.from({ length: h }, (_, y) => {
+    const row = Buffer.alloc(1 + 3 * w);
+    for (let x = 0; x < w; x++) row.set(at(x, y), 1 + 3 * x);
+    return row;
+  });
+  const raw = Buffer.concat(rows);
   return Buffer.concat([
     Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
     chunk("IHDR", ihdr),
     chunk("IDAT", zlib.deflateSync(raw)),
     chunk("IEND", Buffer.alloc(0)),
   ]).toString("base64");
+}
+
+/** A w x h PNG of noise from seed, which compresses little: a large screenshot. */
+export function noisyPng(w, h, seed) {
+  let s = seed >>> 0;
+  const next = () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) >>> 24;
+  return png(w, h, () => [next(), next(), next()]);
 }
