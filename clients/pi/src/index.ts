@@ -18,7 +18,7 @@
 
 import { createHash } from "node:crypto";
 import type { ExtensionAPI, ExtensionContext, ToolResultEvent } from "@mariozechner/pi-coding-agent";
-import { type Block, Client, defaultBodyLimit, type ToolDef, type ToolResult } from "./client.js";
+import { type Block, Client, DurachatError, defaultBodyLimit, type ToolDef, type ToolResult } from "./client.js";
 
 export { Client, DurachatError, defaultBodyLimit, describeImage, refBlock } from "./client.js";
 export type { Block, ToolDef, ToolResult, UploadAnswer, View } from "./client.js";
@@ -148,8 +148,24 @@ export function durachat(options: DurachatOptions = {}) {
       flushing = flushing.then(async () => {
         while (pending.length > 0) {
           const next = pending[0];
-          const ok = await guarded(ctx, "logging a message", () => client.append(chat, [next.message], next.receipt));
+          let refused: DurachatError | undefined;
+          const ok = await guarded(ctx, "logging a message", async () => {
+            try {
+              return await client.append(chat, [next.message], next.receipt);
+            } catch (err) {
+              // A refusal of this message itself would refuse it on every
+              // try and hold back every message after it: it is dropped,
+              // and said. Anything else (the server down, a chat being
+              // deleted, a bad token) keeps it for the next try.
+              if (err instanceof DurachatError && (err.status === 400 || err.status === 413)) {
+                refused = err;
+                return null;
+              }
+              throw err;
+            }
+          });
           if (ok === undefined) return; // kept for the next try
+          if (refused) warn(`durachat refused a message, which is not logged (${refused.message}); the messages after it are.`, ctx);
           pending.shift();
         }
       });

@@ -401,3 +401,34 @@ test("a model that takes no images gets refs, never image blocks; DURACHAT_DESCR
     work.remove();
   }
 });
+
+test("a message the server refuses for good is dropped and said, and the messages after it are logged", async () => {
+  const work = tempDir("durachat-pi-refused-");
+  const server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
+  const caught = catchWarnings();
+  try {
+    const session = await openSession({ url: server.url, sessionManager: SessionManager.inMemory(work.dir), cwd: work.dir });
+    const chat = `pi-${session.sessionId}`;
+    // A PNG cut short: not an image, so the server refuses the user's
+    // message that carries it, on every try.
+    const broken = shot.slice(0, 64);
+    faux.setResponses([fauxAssistantMessage(fauxText("That image is broken."))]);
+    await run(session, "Here is a picture.", { images: [{ type: "image", data: broken, mimeType: "image/png" }] });
+    faux.setResponses([fauxAssistantMessage(fauxText("Still here."))]);
+    await run(session, "Are you there?");
+    await logged(server.url, chat, 3); // both replies and the second prompt; not the refused prompt
+    const r = await fetch(`${server.url}/v1/chats/${chat}/messages`);
+    const log = JSON.stringify((await r.json()).messages.map((e) => e.message.content));
+    assert.ok(!log.includes("Here is a picture."), `the refused message is not logged: ${log}`);
+    for (const want of ["That image is broken.", "Are you there?", "Still here."]) {
+      assert.ok(log.includes(want), `"${want}" is logged after the refused message: ${log}`);
+    }
+    const said = caught.warnings.filter((w) => w.includes("refused a message"));
+    assert.equal(said.length, 1, `the refusal is said once: ${JSON.stringify(caught.warnings)}`);
+    session.dispose();
+  } finally {
+    caught.restore();
+    await server.stop();
+    work.remove();
+  }
+});
