@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/textcut"
@@ -33,6 +34,9 @@ type CustomRequest struct {
 	Label   string        `json:"label"`
 	Kind    string        `json:"kind"`
 	Context string        `json:"context"`
+	// Describe names the images of Images that have no description yet,
+	// never null: a compactor may answer one for each (Descriptions).
+	Describe []string `json:"describe"`
 }
 
 // CustomImage is one image of a CustomRequest.
@@ -45,6 +49,9 @@ type CustomImage struct {
 // CustomReply is what a custom compactor answers.
 type CustomReply struct {
 	Line *string `json:"line"`
+	// Descriptions, optional, describe images named in Describe, by name,
+	// for a reader who cannot see them; others are ignored.
+	Descriptions map[string]string `json:"descriptions"`
 }
 
 // maxReply bounds a custom compactor's answer.
@@ -72,7 +79,7 @@ func (c custom) compact(ctx context.Context, in memory.Compaction) (memory.Compa
 		return out, nil
 	}
 	req := CustomRequest{
-		Source: in.Source, Images: make([]CustomImage, 0, len(in.Images)),
+		Source: in.Source, Images: make([]CustomImage, 0, len(in.Images)), Describe: []string{},
 		Level: in.Level, Index: in.Index, Label: in.Label, Kind: in.Kind, Context: in.Context,
 	}
 	mode := noImages
@@ -81,6 +88,7 @@ func (c custom) compact(ctx context.Context, in memory.Compaction) (memory.Compa
 		for _, img := range in.Images {
 			req.Images = append(req.Images, CustomImage{Name: img.Name, MimeType: img.MimeType, Data: img.Data})
 		}
+		req.Describe = append(req.Describe, in.Describe...)
 	}
 	if in.Level == 0 {
 		req.Task = leafTask(in.Index, in.Label, in.Kind, in.Source, limit, mode, nil)
@@ -105,6 +113,18 @@ func (c custom) compact(ctx context.Context, in memory.Compaction) (memory.Compa
 		// A malformed answer is the compactor's fault, not a verdict on
 		// this node: retry until it is fixed rather than count a refusal.
 		return out, fmt.Errorf("compactor: %s: node %s: %w", c.name, in.Label, &model.Error{Retryable: true, Err: err})
+	}
+	if rep.Descriptions != nil && len(req.Describe) > 0 {
+		// A compactor that answers descriptions was asked; one that never
+		// does is not counted as failing to describe.
+		out.DescribeAsked = len(req.Describe)
+		out.Descriptions = map[string]string{}
+		for _, name := range req.Describe {
+			// An empty one is none: the image waits for another leaf.
+			if d := images.CleanDescription(rep.Descriptions[name]); d != "" {
+				out.Descriptions[name] = d
+			}
+		}
 	}
 	if *rep.Line == in.Source {
 		out.Line, out.Verbatim = in.Source, true

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -220,5 +222,61 @@ func TestLambdaErrorsAreClassified(t *testing.T) {
 				t.Fatalf("err %v, retryable %v", err, model.IsRetryable(err))
 			}
 		})
+	}
+}
+
+func TestCustomCompactorDescribesTheImagesItIsAskedTo(t *testing.T) {
+	a, b := named("a", pngOf(t, 4, 4, red)), named("b", pngOf(t, 5, 5, red))
+	tests := []struct {
+		name      string
+		reply     map[string]any
+		wantDescs map[string]string
+		wantAsked int
+	}{
+		{"answered: kept for the named images only",
+			map[string]any{"line": "host line", "descriptions": map[string]string{a.Name: "a red\nsquare [x]", b.Name: "not asked", "other": "no such image"}},
+			map[string]string{a.Name: "a red square (x)"}, 1},
+		{"an empty description is none",
+			map[string]any{"line": "host line", "descriptions": map[string]string{a.Name: "  "}},
+			map[string]string{}, 1},
+		{"a compactor that never describes is not counted as failing to",
+			map[string]any{"line": "host line"},
+			nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got compactor.CustomRequest
+			srv := host(t, func(w http.ResponseWriter, req compactor.CustomRequest, raw map[string]any) {
+				got = req
+				json.NewEncoder(w).Encode(tt.reply)
+			})
+			in := leaf("user: see "+refOf(a)+" and "+refOf(b), a, b)
+			in.Describe = []string{a.Name} // b has a description already
+			out, err := (&compactor.HTTPCompactor{URL: srv.URL}).Compact(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.Describe, []string{a.Name}) {
+				t.Errorf("describe sent = %v, want [%s]", got.Describe, a.Name)
+			}
+			if !maps.Equal(out.Descriptions, tt.wantDescs) || out.DescribeAsked != tt.wantAsked {
+				t.Errorf("descriptions %v asked %d, want %v asked %d", out.Descriptions, out.DescribeAsked, tt.wantDescs, tt.wantAsked)
+			}
+		})
+	}
+}
+
+func TestCustomCompactorMergeAsksForNoDescriptions(t *testing.T) {
+	var raw map[string]any
+	srv := host(t, func(w http.ResponseWriter, req compactor.CustomRequest, r map[string]any) {
+		raw = r
+		lineReply(w, "merged")
+	})
+	in := memory.Compaction{Level: 1, Index: 2, Label: "4+2", Kind: "merge", Context: view, Source: long(600)}
+	if _, err := (&compactor.HTTPCompactor{URL: srv.URL}).Compact(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	if list, ok := raw["describe"].([]any); !ok || len(list) != 0 {
+		t.Errorf("describe = %v, want []", raw["describe"])
 	}
 }
