@@ -65,15 +65,17 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 		outcome startOutcome
 		dueAt   int64
 		sends   []Node
+		held    bool // another build holds a live claim on n
 	)
 	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
-		outcome, sends, b.snapshot = skipBuild, nil, nil
+		outcome, sends, b.snapshot, held = skipBuild, nil, nil, false
 		now := m.now()
 		if !n.Complete(st.T) || st.built(n) {
 			return errNoChange
 		}
 		if k, ok := st.claimOf(n); ok && st.Claims[k].Until > now.UnixMilli() {
 			if st.Claims[k].Owner != "" {
+				held = true
 				return errNoChange // a live build has it: this is a duplicate
 			}
 			st.Claims[k].Owner = b.owner
@@ -121,6 +123,9 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 	case notDue:
 		return &RetryError{After: max(time.Duration(dueAt-m.now().UnixMilli())*time.Millisecond, time.Second), Err: errNotDue}
 	case skipBuild:
+		if held {
+			return b.recordWritten(ctx)
+		}
 		return nil
 	}
 
@@ -139,6 +144,26 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 		return b.fail(rctx, res, buildErr)
 	}
 	return b.finish(rctx, res, row)
+}
+
+// recordWritten records n when a build that holds its claim wrote its row
+// but could not record it (a throttled or failed state write): that
+// build's message comes back, finds the claim still held, and would
+// otherwise leave the node unbuilt until the lease ran out. A row is the
+// node's final line, so any build may record it; a build that is still
+// running records nothing twice (finish marks a node built once). The
+// model call of that build is not counted in the chat's status. With no
+// row yet, the holder is still at work (or died, and the lease frees the
+// node): nothing to do.
+func (b *nodeBuild) recordWritten(ctx context.Context) error {
+	row, err := b.m.readRow(ctx, b.tenant, b.chat, b.n)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return &RetryError{After: b.m.retry, Err: fmt.Errorf("reading node %s: %w", b.n.Label(), err)}
+	}
+	return b.finish(ctx, produced{}, row)
 }
 
 // nodeBuild is one build of one node: what its steps share.

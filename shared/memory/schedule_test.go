@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -389,5 +390,42 @@ func TestSchedulerStateStaysSmallAsTheChatGrows(t *testing.T) {
 	}
 	if sizes[10000] > 4*sizes[1000]+2000 || sizes[10000] > 64<<10 {
 		t.Errorf("state item: %d bytes at 1,000 entries, %d at 10,000", sizes[1000], sizes[10000])
+	}
+}
+
+func TestARowWrittenButNotRecordedIsRecordedByTheNextDelivery(t *testing.T) {
+	f := newFixture(t)
+	f.append(t, "user", long(0))
+	f.queue.take()
+	// The build writes its row, then the state write that records it fails
+	// (DynamoDB throttling past the SDK's retries).
+	var rowWritten, failed atomic.Bool
+	f.table.setFail(func(op string, k store.Key) error {
+		switch {
+		case op == "create" && k == nodeKey(f.tenant, f.chat, Node{0, 0}):
+			rowWritten.Store(true)
+		case op == "update" && rowWritten.Load() && !failed.Swap(true):
+			return store.Unavailable("update", errors.New("ThrottlingException"))
+		}
+		return nil
+	})
+	var retry *RetryError
+	if err := build(t, f, Node{0, 0}); !errors.As(err, &retry) {
+		t.Fatalf("build whose record failed = %v, want a RetryError", err)
+	}
+	if _, ok := f.row(t, Node{0, 0}); !ok {
+		t.Fatal("the row was not written")
+	}
+	// Its message comes back while the claim it holds is live: the row is
+	// recorded, with no second model call and no wait for the lease.
+	if err := build(t, f, Node{0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := f.m.Status(context.Background(), f.tenant, f.chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Unbuilt != 0 || s.Built != 1 || f.comp.callsOf("0+1") != 1 {
+		t.Fatalf("after the redelivery: %d unbuilt, %d built, %d model calls; want the leaf built by one call", s.Unbuilt, s.Built, f.comp.callsOf("0+1"))
 	}
 }
