@@ -54,9 +54,12 @@ const (
 	// bare refs, counted as pending.
 	MaxDescribedRefs = 256
 	// describedRefBytes is what one described ref may add to the answer
-	// at most: the description, with every byte escaped as \u003c in the
-	// Lambda response, and the ": " it follows.
-	describedRefBytes = 6*images.MaxDescription + 8
+	// at most: the description and the ": " it follows, inside the Lambda
+	// response. A description has no control characters
+	// (images.CleanDescription) and nothing is HTML-escaped, so its worst
+	// byte is a quote or a backslash: escaped in the answer, and that
+	// escape escaped again in the response, four bytes.
+	describedRefBytes = 4*images.MaxDescription + 8
 )
 
 // Modes of before-request.

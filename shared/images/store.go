@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
@@ -162,6 +163,14 @@ func (s *Store) Description(ctx context.Context, tenant, name string) (string, e
 // MaxDescription bytes on a character boundary.
 func CleanDescription(text string) string {
 	text = strings.ToValidUTF8(text, "")
+	// Control characters go as whitespace does: JSON would carry each as
+	// a six-byte escape, and a reader sees nothing.
+	text = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, text)
 	text = strings.Join(strings.Fields(text), " ")
 	text = strings.NewReplacer("[", "(", "]", ")").Replace(text)
 	return strings.TrimSpace(textcut.Head(text, MaxDescription))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/durachat/durachat/shared/images"
@@ -333,9 +334,11 @@ func TestDescriptionIsWrittenOnceBesideTheImageAndCapped(t *testing.T) {
 func FuzzCleanDescription(f *testing.F) {
 	f.Add("a red [banner]\n\t\"Invalid token\"")
 	f.Add(strings.Repeat("日本", 200))
+	f.Add("a\x00b\x1bc\u0085d\x7f")
 	f.Fuzz(func(t *testing.T, s string) {
 		d := images.CleanDescription(s)
-		if len(d) > images.MaxDescription || !utf8.ValidString(d) || strings.ContainsAny(d, "[]\n\r\t") || d != strings.TrimSpace(d) {
+		if len(d) > images.MaxDescription || !utf8.ValidString(d) || strings.ContainsAny(d, "[]\n\r\t") || d != strings.TrimSpace(d) ||
+			strings.ContainsFunc(d, unicode.IsControl) {
 			t.Fatalf("CleanDescription(%q) = %q", s, d)
 		}
 		if images.CleanDescription(d) != d {
