@@ -162,12 +162,15 @@ type Unrestored struct {
 // BeforeRequestResult is before-request's answer.
 type BeforeRequestResult struct {
 	// Request is the request to send, in its format, with the images back.
-	Request              json.RawMessage `json:"request"`
-	Restored             []string        `json:"restored"`
-	Unrestored           []Unrestored    `json:"unrestored"`
-	InlineBytes          int64           `json:"inlineBytes"`
-	Images               int             `json:"images"`
-	EstimatedImageTokens int             `json:"estimatedImageTokens"`
+	Request    json.RawMessage `json:"request"`
+	Restored   []string        `json:"restored"`
+	Unrestored []Unrestored    `json:"unrestored"`
+	// UnrestoredOmitted counts the refs left as text past the first 1,000
+	// listed in Unrestored.
+	UnrestoredOmitted    int   `json:"unrestoredOmitted"`
+	InlineBytes          int64 `json:"inlineBytes"`
+	Images               int   `json:"images"`
+	EstimatedImageTokens int   `json:"estimatedImageTokens"`
 	// Described counts the refs left as text that carry their image's
 	// description ("[image <name>: <description>]"); PendingDescriptions
 	// the images whose refs stay bare, not described yet.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
@@ -218,4 +219,133 @@ func TestDefaultBudgetKeepsRoomForDescriptions(t *testing.T) {
 			t.Fatalf("%d restored, %d described, %d pending; want 2, %d, 2", len(got.Restored), got.Described, got.PendingDescriptions, MaxDescribedRefs-1)
 		}
 	})
+}
+
+// worstDescriptions describes every image with the text that grows most
+// inside a Lambda response: MaxDescription quotes.
+type worstDescriptions struct{}
+
+func (worstDescriptions) Description(context.Context, string, string) (string, error) {
+	return strings.Repeat(`"`, images.MaxDescription), nil
+}
+
+func TestDescribedRefsKeepTheDefaultAnswerWithinLambdasLimit(t *testing.T) {
+	// A large request (quotes, which double inside the Lambda response),
+	// stored images enough to fill any budget, and as many refs left as
+	// text as may be described, each with the worst description: the
+	// answer, as Lambda sends it, still fits.
+	mem := &memImages{m: map[string]images.Image{}}
+	var blocks []string
+	for i := range MaxDescribedRefs + 300 {
+		data := make([]byte, 64<<10)
+		copy(data, fmt.Sprintf("image %d", i))
+		name := fmt.Sprintf("%016x", i+1)
+		mem.m[tenantA+"/"+name] = images.Image{Name: name, MimeType: "image/png", Data: data}
+		blocks = append(blocks, fmt.Sprintf(`{"type":"text","text":%q}`, refs.Ref(name)))
+	}
+	padding := fmt.Sprintf(`{"type":"text","text":%q}`, strings.Repeat(`"`, 1<<20))
+	req := fmt.Sprintf(`{"messages":[{"role":"user","content":[%s,%s]}]}`, padding, strings.Join(blocks, ","))
+	rs := NewRestore(mem, nil)
+	rs.Descriptions = worstDescriptions{}
+	mux := http.NewServeMux()
+	rs.Register(mux)
+	w := serve(t, mux, "hooks/before-request", []byte(`{"format":"anthropic","request":`+req+`}`))
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body.String())
+	}
+	var a describedAnswer
+	if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil {
+		t.Fatal(err)
+	}
+	inLambda, err := json.Marshal(w.Body.String()) // the body, as a JSON string in the response
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d restored, %d described; answer %d bytes, %d inside the Lambda response", len(a.Restored), a.Described, w.Body.Len(), len(inLambda))
+	if a.Described != MaxDescribedRefs || len(a.Restored) == 0 || a.InlineBytes == 0 {
+		t.Fatalf("%d restored, %d described: the case does not reach the bound", len(a.Restored), a.Described)
+	}
+	if len(inLambda) > ResponseLimit {
+		t.Errorf("the answer takes %d bytes of the Lambda response, over %d", len(inLambda), ResponseLimit)
+	}
+}
+
+// longLinker makes links as long as S3 presigned URLs signed with a
+// Lambda role's session token.
+type longLinker struct{}
+
+func (longLinker) URL(_ context.Context, key string, _ time.Duration) (string, error) {
+	return "https://bucket.example/" + key + "?X-Amz-Security-Token=" + strings.Repeat("t", 1800), nil
+}
+
+func TestEveryAnswerFitsLambdasResponse(t *testing.T) {
+	// Each case is a request as large as the answer limit allows, with
+	// refs that would add more than fits: links past the budget, the
+	// list of refs left as text, descriptions in describe mode. What does
+	// not fit stays a ref.
+	ref := func(i int) string {
+		return fmt.Sprintf(`{"type":"text","text":%q}`, refs.Ref(fmt.Sprintf("%016x", i+1)))
+	}
+	cases := []struct {
+		name, format, mode string
+		refs, stored       int // refs in the request; the first stored are stored images
+		padding            int // bytes of quotes in the request
+		check              func(t *testing.T, a describedAnswer)
+	}{
+		{"links past the budget", FormatOpenAI, "", MaxImagesOpenAI, MaxImagesOpenAI, 300_000, func(t *testing.T, a describedAnswer) {
+			if len(a.Restored) == MaxImagesOpenAI {
+				t.Error("every image linked: the case does not reach the limit")
+			}
+		}},
+		{"many distinct refs left as text", FormatPi, "", 60_000, 0, 0, func(t *testing.T, a describedAnswer) {
+			if len(a.Unrestored) != MaxUnrestored || a.UnrestoredOmitted != 60_000-MaxUnrestored {
+				t.Errorf("%d unrestored listed, %d omitted; want %d and %d", len(a.Unrestored), a.UnrestoredOmitted, MaxUnrestored, 60_000-MaxUnrestored)
+			}
+		}},
+		{"describe mode", FormatAnthropic, ModeDescribe, MaxDescribedRefs, MaxDescribedRefs, 1_420_000, func(t *testing.T, a describedAnswer) {
+			if a.Described == 0 || a.Described == MaxDescribedRefs {
+				t.Errorf("%d described: want some, not all", a.Described)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			mem := &memImages{m: map[string]images.Image{}}
+			blocks := []string{fmt.Sprintf(`{"type":"text","text":%q}`, strings.Repeat(`"`, c.padding))}
+			for i := range c.refs {
+				if i < c.stored {
+					name := fmt.Sprintf("%016x", i+1)
+					mem.m[tenantA+"/"+name] = images.Image{Name: name, MimeType: "image/png", Data: make([]byte, 64<<10)}
+				}
+				blocks = append(blocks, ref(i))
+			}
+			req := fmt.Sprintf(`{"messages":[{"role":"user","content":[%s]}]}`, strings.Join(blocks, ","))
+			rs := NewRestore(mem, longLinker{})
+			rs.Descriptions = worstDescriptions{}
+			rs.AnswerLimit = ResponseLimit
+			mux := http.NewServeMux()
+			rs.Register(mux)
+			mode := ""
+			if c.mode != "" {
+				mode = fmt.Sprintf(`"mode":%q,`, c.mode)
+			}
+			w := serve(t, mux, "hooks/before-request", []byte(`{"format":"`+c.format+`",`+mode+`"request":`+req+`}`))
+			if w.Code != http.StatusOK {
+				t.Fatalf("status %d: %.300s", w.Code, w.Body.String())
+			}
+			var a describedAnswer
+			if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil {
+				t.Fatal(err)
+			}
+			inLambda, err := json.Marshal(w.Body.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("request %d bytes; %d restored, %d described; %d bytes inside the Lambda response", len(req), len(a.Restored), a.Described, len(inLambda))
+			if len(inLambda) > ResponseLimit {
+				t.Errorf("the answer takes %d bytes of the Lambda response, over %d", len(inLambda), ResponseLimit)
+			}
+			c.check(t, a)
+		})
+	}
 }

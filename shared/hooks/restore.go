@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -60,6 +61,16 @@ const (
 	// byte is a quote or a backslash: escaped in the answer, and that
 	// escape escaped again in the response, four bytes.
 	describedRefBytes = 4*images.MaxDescription + 8
+	// MaxUnrestored bounds the unrestored list of one answer; the entries
+	// past it are counted (unrestoredOmitted), so a request of many
+	// distinct refs cannot make an answer Lambda will not send.
+	MaxUnrestored = 1000
+	// unrestoredBytes bounds what one unrestored entry takes of the Lambda
+	// response (name, reason, quotes escaped); restoredBytes one restored
+	// name; blockBytes what an image block adds around its data or URL.
+	unrestoredBytes = 80
+	restoredBytes   = 24
+	blockBytes      = 160
 )
 
 // Modes of before-request.
@@ -117,6 +128,9 @@ type beforeRequestAnswer struct {
 	Request    rawjson.Value `json:"-"`
 	Restored   []string      `json:"restored"`
 	Unrestored []Unrestored  `json:"unrestored"`
+	// UnrestoredOmitted counts the entries past MaxUnrestored, left out of
+	// Unrestored.
+	UnrestoredOmitted int `json:"unrestoredOmitted,omitempty"`
 	// InlineBytes is the base64 restore added inline.
 	InlineBytes int64 `json:"inlineBytes"`
 	// Images counts the images the request now shows the model, every ref
@@ -174,6 +188,40 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 	return writeAnswer(w, "request", answer.Request, answer)
 }
 
+// spare is what restore may add to the answer to req and stay within the
+// response limit: what the request leaves, less room for the lists of
+// names the answer carries.
+func (rs *Restore) spare(req rawjson.Value, w *walk) int64 {
+	limit := int64(ResponseLimit)
+	if rs.AnswerLimit > 0 {
+		limit = min(limit, rs.AnswerLimit)
+	}
+	names := map[string]bool{}
+	for _, s := range w.slots {
+		if len(names) == MaxUnrestored {
+			break
+		}
+		names[s.name] = true
+	}
+	lists := int64(len(names))*unrestoredBytes + int64(MaxImagesOpenAI)*restoredBytes
+	return max(0, limit-answerSize(req)-lists)
+}
+
+// describable is how many refs left as text may get a description: at
+// most n, and no more than spare has room for.
+func describable(n int, spare int64) int {
+	return int(min(int64(n), spare/describedRefBytes))
+}
+
+// unrestored adds u to the answer's list, or counts it past MaxUnrestored.
+func (a *beforeRequestAnswer) unrestored(u Unrestored) {
+	if len(a.Unrestored) < MaxUnrestored {
+		a.Unrestored = append(a.Unrestored, u)
+		return
+	}
+	a.UnrestoredOmitted++
+}
+
 // defaultBudget is the inline budget of a request that names none: at most
 // DefaultBudget, and never more than leaves the answer, request included,
 // under Lambda's response limit.
@@ -210,26 +258,29 @@ func (f *fetched) size() int64 { return int64(len(f.b64)) }
 
 // restore swaps the ref blocks of req for images. Only a malformed request
 // fails it; every store problem leaves a ref as text, reported. A ref left
-// as text carries its image's description (describe). A budget that was
-// defaulted or clamped to the answer limit (keepRoom) keeps room for those
-// descriptions.
+// as text carries its image's description (describe). With keepRoom (a
+// default budget, or a deployment with an answer limit) everything restore
+// adds to the answer (inline images, links, descriptions, the lists of
+// names) fits in what the request leaves of Lambda's response: what does
+// not fit stays a ref, with reason budget.
 func (rs *Restore) restore(ctx context.Context, tenant string, f format, req rawjson.Value, mode string, budget int64, keepRoom bool) (beforeRequestAnswer, error) {
 	w, build, err := f.parse(req)
 	if err != nil {
 		return beforeRequestAnswer{}, err
 	}
-	if mode == ModeDescribe {
-		return rs.describeAll(ctx, tenant, w, build)
+	spare := int64(math.MaxInt64) // what restore may still add to the answer
+	if keepRoom {
+		spare = rs.spare(req, w)
 	}
-	if keepRoom && rs.Descriptions != nil {
-		// Room for the descriptions comes out of the response's slack
-		// first: the budget only shrinks for a request that is large.
-		reserve := int64(min(len(w.slots), MaxDescribedRefs)) * describedRefBytes
-		limit := int64(ResponseLimit)
-		if rs.AnswerLimit > 0 {
-			limit = min(limit, rs.AnswerLimit)
-		}
-		budget = min(budget, max(0, limit-answerSize(req)-reserve))
+	if mode == ModeDescribe {
+		return rs.describeAll(ctx, tenant, w, build, spare)
+	}
+	// Descriptions are given room first: the budget only shrinks for a
+	// request that is large.
+	describable := describable(min(len(w.slots), MaxDescribedRefs), spare)
+	if keepRoom {
+		spare -= int64(describable) * describedRefBytes
+		budget = min(budget, spare)
 	}
 	// Each distinct name is read once, and only names of this request's
 	// ref blocks are read at all. No more images are restored than the
@@ -258,12 +309,12 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 	answer := beforeRequestAnswer{Restored: []string{}, Unrestored: []Unrestored{}}
 	restored := map[string]bool{}
 	unrestored := map[Unrestored]bool{}
-	asText := newTextRefs()
+	asText := newTextRefs(describable)
 	leave := func(s *slot, reason string) {
 		u := Unrestored{Name: s.name, Reason: reason}
 		if !unrestored[u] {
 			unrestored[u] = true
-			answer.Unrestored = append(answer.Unrestored, u)
+			answer.unrestored(u)
 		}
 		asText.add(s)
 		answer.Images++
@@ -273,7 +324,7 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 	// that does not fit: every image after it is linked (or stays text),
 	// so what is inline depends only on the request, and a conversation
 	// that grows at its end keeps its inline prefix (and prompt cache).
-	var used int64
+	var used, added int64 // inline base64; everything added to the answer
 	over := false
 	filled := 0
 	linked := map[string]string{} // one link per name per request
@@ -293,9 +344,10 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 		}
 		p := picture{name: s.name, mimeType: g.mime}
 		switch {
-		case !allLinks && !over && g.read && used+g.size() <= budget:
+		case !allLinks && !over && g.read && used+g.size() <= budget && added+g.size()+blockBytes <= spare:
 			p.b64 = g.b64
 			used += g.size()
+			added += g.size() + blockBytes
 		default:
 			over = true
 			if !links || !g.exists {
@@ -313,6 +365,12 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 			}
 			if url == "" {
 				leave(s, ReasonUnavailable)
+				continue
+			}
+			if cost := int64(len(url)) + blockBytes; added+cost <= spare {
+				added += cost
+			} else {
+				leave(s, ReasonBudget) // no room left in the answer
 				continue
 			}
 			p.url = url
@@ -341,15 +399,15 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 // describeAll answers mode describe: every ref stays text, with its
 // image's description, reported with reason "describe"; no image is read.
 // Images the request already carries inline are left as they are.
-func (rs *Restore) describeAll(ctx context.Context, tenant string, w *walk, build func() (rawjson.Value, error)) (beforeRequestAnswer, error) {
+func (rs *Restore) describeAll(ctx context.Context, tenant string, w *walk, build func() (rawjson.Value, error), spare int64) (beforeRequestAnswer, error) {
 	answer := beforeRequestAnswer{Restored: []string{}, Unrestored: []Unrestored{}, Images: w.images,
 		EstimatedImageTokens: w.images * imageTokens(0, 0)}
-	asText := newTextRefs()
+	asText := newTextRefs(describable(MaxDescribedRefs, spare))
 	seen := map[string]bool{}
 	for _, s := range w.slots {
 		if !seen[s.name] {
 			seen[s.name] = true
-			answer.Unrestored = append(answer.Unrestored, Unrestored{Name: s.name, Reason: ReasonDescribe})
+			answer.unrestored(Unrestored{Name: s.name, Reason: ReasonDescribe})
 		}
 		asText.add(s)
 	}
@@ -362,20 +420,21 @@ func (rs *Restore) describeAll(ctx context.Context, tenant string, w *walk, buil
 	return answer, nil
 }
 
-// textRefs are the ref blocks left as text. Only the first
-// MaxDescribedRefs may get a description, so only those slots are kept;
-// of the rest, only their names, which count as pending. Keeping no more
-// lets the parsed blocks of a request of many refs go before its answer
-// is built.
+// textRefs are the ref blocks left as text. Only the first limit (at most
+// MaxDescribedRefs, and what the answer has room for) may get a
+// description, so only those slots are kept; of the rest, only their
+// names, which count as pending. Keeping no more lets the parsed blocks of
+// a request of many refs go before its answer is built.
 type textRefs struct {
+	limit int
 	slots []*slot
 	more  map[string]bool
 }
 
-func newTextRefs() *textRefs { return &textRefs{more: map[string]bool{}} }
+func newTextRefs(limit int) *textRefs { return &textRefs{limit: limit, more: map[string]bool{}} }
 
 func (t *textRefs) add(s *slot) {
-	if len(t.slots) < MaxDescribedRefs {
+	if len(t.slots) < t.limit {
 		t.slots = append(t.slots, s)
 		return
 	}

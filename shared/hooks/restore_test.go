@@ -19,6 +19,7 @@ type restoreAnswerT struct {
 	Request              json.RawMessage
 	Restored             []string
 	Unrestored           []Unrestored
+	UnrestoredOmitted    int
 	InlineBytes          int64
 	Images               int
 	EstimatedImageTokens int
