@@ -55,6 +55,11 @@ func (s *memImages) Description(ctx context.Context, tenant, name string) (strin
 	return `a "quoted" <tag> & \ backslash`, nil
 }
 
+// Locate finds stored images only: the fuzzed store has no uploads.
+func (s *memImages) Locate(ctx context.Context, tenant, name string) (bool, error) {
+	return true, s.Claim(ctx, tenant, name)
+}
+
 // Claim claims stored images only: the fuzzed store has no uploads.
 func (s *memImages) Claim(ctx context.Context, tenant, name string) error {
 	if _, err := s.Get(ctx, tenant, name); err != nil {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -326,5 +327,26 @@ func TestRefToAnUploadNeverCompletedIsRefused(t *testing.T) {
 		status, out = e.call(t, http.MethodPost, e.srv.URL+"/v1/chats/c1/hooks/offload-input", nil, body)
 		wantError(t, status, out, http.StatusBadRequest, "message.content[1]")
 		e.nothingLeft(t, d.Name)
+	})
+}
+
+func TestARequestWithARefToNothingClaimsNoneOfItsUploads(t *testing.T) {
+	eachUploadBackend(t, 0, func(t *testing.T, e *uploadEnv) {
+		data := pngBytes(t, 9, 12, 12, false)
+		d := describe(data)
+		a := e.ask(t, d)
+		if status, out := e.call(t, a.Upload.Method, a.Upload.URL, a.Upload.Header, data); status != http.StatusOK {
+			t.Fatalf("PUT: %d %s", status, out)
+		}
+		staged := e.left(t)
+		status, out := e.afterTool(t, textBlock(refs.Ref(d.Name)), textBlock(refs.Ref("0123456789abcdef")))
+		wantError(t, status, out, http.StatusBadRequest, "result.content[1]")
+		// Where uploads wait to be claimed (S3), this one still waits.
+		if left := e.left(t); !slices.Equal(left, staged) {
+			t.Fatalf("staged before %v, after the refused request %v: want it unclaimed", staged, left)
+		}
+		if status, out := e.afterTool(t, textBlock(refs.Ref(d.Name))); status != http.StatusOK || !e.stored(t, d.Name) {
+			t.Fatalf("the upload claimed alone: %d %s", status, out)
+		}
 	})
 }

@@ -27,6 +27,7 @@ var (
 // prefix in S3). A Store without one checks uploads as they arrive (the
 // local server does), so a ref names a stored image or nothing.
 type Staging interface {
+	Head(ctx context.Context, key string) (store.BlobInfo, error)
 	Get(ctx context.Context, key string) (store.Blob, error)
 	Delete(ctx context.Context, key string) error
 }
@@ -83,37 +84,79 @@ func (s *Store) Claim(ctx context.Context, tenant, name string) error {
 	return err
 }
 
-// Claimer claims the images refs name (Store.Claim).
+// Locate tells where the image name of tenant is, without claiming it:
+// stored (true), or waiting as an upload (false). A name with neither is
+// ErrNotUploaded; a store failure is wrapped.
+func (s *Store) Locate(ctx context.Context, tenant, name string) (stored bool, err error) {
+	_, err = s.Head(ctx, tenant, name)
+	if err == nil || !errors.Is(err, store.ErrNotFound) {
+		return err == nil, err
+	}
+	if s.Staging == nil {
+		return false, fmt.Errorf("images: %s: %w", name, ErrNotUploaded)
+	}
+	_, err = s.Staging.Head(ctx, store.UploadKey(tenant, name))
+	if errors.Is(err, store.ErrNotFound) {
+		return false, fmt.Errorf("images: %s: %w", name, ErrNotUploaded)
+	}
+	if err != nil {
+		return false, fmt.Errorf("images: looking for upload %s: %w", name, err)
+	}
+	return false, nil
+}
+
+// Claimer claims the images refs name (Store.Locate, Store.Claim).
 type Claimer interface {
+	Locate(ctx context.Context, tenant, name string) (stored bool, err error)
 	Claim(ctx context.Context, tenant, name string) error
 }
 
-// ClaimAll claims each distinct name of a request, Parallel at a time. When
-// any claim fails, it returns the index in names of the first that failed
+// ClaimAll claims each distinct name of a request, Parallel at a time:
+// first it locates them all, so a request naming nothing for one ref
+// claims none of its uploads; then it claims those waiting as uploads.
+// When any fails, it returns the index in names of the first that failed
 // and its error; else -1 and nil.
 func ClaimAll(ctx context.Context, c Claimer, tenant string, names []string) (int, error) {
-	errs := make([]error, len(names))
 	first := map[string]int{}
-	sem := make(chan struct{}, Parallel)
-	var wg sync.WaitGroup
+	var distinct []int
 	for i, name := range names {
-		if _, ok := first[name]; ok {
-			continue
-		}
-		first[name] = i
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			errs[i] = c.Claim(ctx, tenant, name)
-		})
-	}
-	wg.Wait()
-	for i, name := range names {
-		if err := errs[first[name]]; err != nil {
-			return i, err
+		if _, ok := first[name]; !ok {
+			first[name] = i
+			distinct = append(distinct, i)
 		}
 	}
-	return -1, nil
+	errs := make([]error, len(names))
+	stored := make([]bool, len(names))
+	each := func(fn func(i int)) {
+		sem := make(chan struct{}, Parallel)
+		var wg sync.WaitGroup
+		for _, i := range distinct {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				fn(i)
+			})
+		}
+		wg.Wait()
+	}
+	failed := func() (int, error) {
+		for i, name := range names {
+			if err := errs[first[name]]; err != nil {
+				return i, err
+			}
+		}
+		return -1, nil
+	}
+	each(func(i int) { stored[i], errs[i] = c.Locate(ctx, tenant, names[i]) })
+	if i, err := failed(); err != nil {
+		return i, err
+	}
+	each(func(i int) {
+		if !stored[i] {
+			errs[i] = c.Claim(ctx, tenant, names[i])
+		}
+	})
+	return failed()
 }
 
 // Refused reports whether err refuses an image for what it is (its bytes,
