@@ -207,9 +207,9 @@ func (rs *Restore) spare(req rawjson.Value, w *walk) int64 {
 	return max(0, limit-answerSize(req)-lists)
 }
 
-// describable is how many refs left as text may get a description: at
-// most n, and no more than spare has room for.
-func describable(n int, spare int64) int {
+// describableRefs is how many refs left as text may get a description:
+// at most n, and no more than spare has room for.
+func describableRefs(n int, spare int64) int {
 	return int(min(int64(n), spare/describedRefBytes))
 }
 
@@ -277,7 +277,10 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 	}
 	// Descriptions are given room first: the budget only shrinks for a
 	// request that is large.
-	describable := describable(min(len(w.slots), MaxDescribedRefs), spare)
+	describable := 0
+	if rs.Descriptions != nil {
+		describable = describableRefs(min(len(w.slots), MaxDescribedRefs), spare)
+	}
 	if keepRoom {
 		spare -= int64(describable) * describedRefBytes
 		budget = min(budget, spare)
@@ -402,7 +405,7 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 func (rs *Restore) describeAll(ctx context.Context, tenant string, w *walk, build func() (rawjson.Value, error), spare int64) (beforeRequestAnswer, error) {
 	answer := beforeRequestAnswer{Restored: []string{}, Unrestored: []Unrestored{}, Images: w.images,
 		EstimatedImageTokens: w.images * imageTokens(0, 0)}
-	asText := newTextRefs(describable(MaxDescribedRefs, spare))
+	asText := newTextRefs(describableRefs(MaxDescribedRefs, spare))
 	seen := map[string]bool{}
 	for _, s := range w.slots {
 		if !seen[s.name] {
