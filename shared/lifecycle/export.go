@@ -27,10 +27,6 @@ import (
 // into an empty chat logs the same entries, so exporting that chat gives
 // the same bytes.
 
-// ExportBudget bounds the bytes of one export answer, under Lambda's 6 MB
-// response limit; the rest follows from the ExportNextHeader's seq.
-const ExportBudget = 4 << 20
-
 // ExportNextHeader names the after of the export's next part; it is absent
 // on the last part.
 const ExportNextHeader = "Durachat-Export-Next"
@@ -48,38 +44,32 @@ type ExportLine struct {
 // most about budget bytes (at least one line), and returns the after of
 // the next part, or -1 when the chat ends.
 func (c *Chats) Export(ctx context.Context, tenant, chat string, from int64, w io.Writer, budget int) (int64, error) {
-	written := 0
-	for {
-		es, err := c.log.Entries(ctx, tenant, chat, from, from+queryPage)
+	written, next := 0, int64(-1)
+	err := c.eachEntry(ctx, tenant, chat, from, func(e transcript.Entry) (bool, error) {
+		m, err := c.render(ctx, tenant, e, asInline)
 		if err != nil {
-			return -1, err
+			return false, err
 		}
-		if len(es) == 0 {
-			return -1, nil
+		line, err := api.Marshal(ExportLine{Seq: e.I, Message: m})
+		if err != nil {
+			return false, err
 		}
-		for _, e := range es {
-			m, err := c.render(ctx, tenant, e, asInline)
-			if err != nil {
-				return -1, err
-			}
-			line, err := api.Marshal(ExportLine{Seq: e.I, Message: m})
-			if err != nil {
-				return -1, err
-			}
-			if written > 0 && written+len(line)+1 > budget {
-				return e.I - 1, nil
-			}
-			line = append(line, '\n')
-			if _, err := w.Write(line); err != nil {
-				return -1, err
-			}
-			written += len(line)
-			from = e.I + 1
+		if written > 0 && written+len(line)+1 > budget {
+			next = e.I - 1
+			return false, nil
 		}
+		line = append(line, '\n')
+		if _, err := w.Write(line); err != nil {
+			return false, err
+		}
+		written += len(line)
+		return true, nil
+	})
+	if err != nil {
+		return -1, err
 	}
+	return next, nil
 }
-
-const queryPage = 100
 
 func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
 	tenant, chat, err := api.TenantChat(r)
@@ -91,9 +81,9 @@ func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// Built in memory first: an error midway is still an error answer,
-	// and the part is bounded by ExportBudget.
+	// and the part is bounded by PageBudget.
 	var buf bytes.Buffer
-	next, err := c.Export(r.Context(), tenant, chat, from, &buf, ExportBudget)
+	next, err := c.Export(r.Context(), tenant, chat, from, &buf, PageBudget)
 	if err != nil {
 		return err
 	}

@@ -692,3 +692,48 @@ func TestImportOfAPiSessionLogsTheBranchItEndedOn(t *testing.T) {
 		t.Fatalf("import of a JSON string = %d %s, want 400", code, body)
 	}
 }
+
+func TestAPageOfMessagesStopsAtItsByteBudget(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			// Two messages of 1.25 M four-byte characters: 100 entries of
+			// 25,000 characters (100 KB each), 10 MB in all, more than a
+			// page may carry.
+			big := strings.Repeat("😀", 50*transcript.PieceChars)
+			e.append("alice", "wide", user(big))
+			e.append("alice", "wide", user(big))
+			seen := int64(0)
+			after := ""
+			for pages := 0; ; pages++ {
+				code, body := e.do("alice", "GET", "/v1/chats/wide/messages?limit=100"+after, nil)
+				if code != http.StatusOK {
+					t.Fatalf("page %d: %d %.200s", pages, code, body)
+				}
+				if len(body) > 4<<20+64<<10 {
+					t.Errorf("page %d is %d bytes, want about 4 MB at most", pages, len(body))
+				}
+				var p lifecycle.MessagePage
+				if err := json.Unmarshal(body, &p); err != nil {
+					t.Fatal(err)
+				}
+				for _, m := range p.Messages {
+					if m.Seq != seen {
+						t.Fatalf("page %d: seq %d, want %d", pages, m.Seq, seen)
+					}
+					seen++
+				}
+				if pages == 0 && len(p.Messages) == 100 {
+					t.Fatal("the first page holds 100 messages of 100 KB: no byte budget")
+				}
+				if p.Next == "" {
+					break
+				}
+				after = "&after=" + p.Next
+			}
+			if seen != 100 {
+				t.Fatalf("read %d messages back, want 100", seen)
+			}
+		})
+	}
+}

@@ -158,31 +158,65 @@ type MessagePage struct {
 }
 
 // Messages returns up to n entries of the chat from seq from, as pi
-// messages. With links, each image ref block carries a signed URL. Seqs
-// are entry ids: dense and fixed once written, so paging is stable while
-// the chat is appended to.
+// messages, and no more than fit PageBudget bytes (at least one). With
+// links, each image ref block carries a signed URL. Seqs are entry ids:
+// dense and fixed once written, so paging is stable while the chat is
+// appended to.
 func (c *Chats) Messages(ctx context.Context, tenant, chat string, from int64, n int, links bool) (MessagePage, error) {
-	es, err := c.log.Entries(ctx, tenant, chat, from, from+int64(n)+1)
-	if err != nil {
-		return MessagePage{}, err
+	mode := asRefs
+	if links {
+		mode = asLinks
 	}
-	out := MessagePage{Messages: make([]Message, 0, min(len(es), n))}
-	for k, e := range es {
-		if k == n {
-			out.Next = strconv.FormatInt(es[k-1].I, 10)
-			break
-		}
-		mode := asRefs
-		if links {
-			mode = asLinks
+	out := MessagePage{Messages: []Message{}}
+	size := 0
+	err := c.eachEntry(ctx, tenant, chat, from, func(e transcript.Entry) (bool, error) {
+		if len(out.Messages) == n {
+			out.Next = strconv.FormatInt(e.I-1, 10)
+			return false, nil
 		}
 		m, err := c.render(ctx, tenant, e, mode)
 		if err != nil {
-			return MessagePage{}, err
+			return false, err
+		}
+		if len(out.Messages) > 0 && size+len(m) > PageBudget {
+			out.Next = strconv.FormatInt(e.I-1, 10)
+			return false, nil
 		}
 		out.Messages = append(out.Messages, Message{Seq: e.I, Message: m})
+		size += len(m)
+		return true, nil
+	})
+	return out, err
+}
+
+// PageBudget bounds the bytes of the messages of one page, and of one
+// export part (the rest follows from its ExportNextHeader): under
+// Lambda's 6 MB answer, with room for JSON's escapes.
+const PageBudget = 4 << 20
+
+// readChunk is how many entries are read at once: an entry's text may be
+// megabytes, so a page reads a few at a time and stops at its budget.
+const readChunk = 8
+
+// eachEntry calls fn with the chat's entries from seq from, in order,
+// until fn answers false or the log ends.
+func (c *Chats) eachEntry(ctx context.Context, tenant, chat string, from int64, fn func(transcript.Entry) (bool, error)) error {
+	for {
+		es, err := c.log.Entries(ctx, tenant, chat, from, from+readChunk)
+		if err != nil {
+			return err
+		}
+		if len(es) == 0 {
+			return nil
+		}
+		for _, e := range es {
+			more, err := fn(e)
+			if err != nil || !more {
+				return err
+			}
+			from = e.I + 1
+		}
 	}
-	return out, nil
 }
 
 // block is a content block of a read-back message.
