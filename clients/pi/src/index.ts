@@ -6,7 +6,8 @@
 //     model sees the images again;
 //   - the memory view goes into the system prompt;
 //   - zoom, date and search are pi tools that durachat answers;
-//   - every message is logged with a receipt;
+//   - every message is logged with a receipt, and a marker in the session
+//     says which ones durachat has, so a resume logs the ones it has not;
 //   - past the body limit (AWS takes about 6 MB a request), images are
 //     uploaded first and sent as refs;
 //   - a model that takes no images gets the images' descriptions.
@@ -17,7 +18,7 @@
 // as pi would have it, and the extension says so once.
 
 import { createHash } from "node:crypto";
-import type { ExtensionAPI, ExtensionContext, ToolResultEvent } from "@mariozechner/pi-coding-agent";
+import type { ExtensionAPI, ExtensionContext, SessionEntry, SessionMessageEntry, ToolResultEvent } from "@mariozechner/pi-coding-agent";
 import { type Block, Client, DurachatError, defaultBodyLimit, type ToolDef, type ToolResult } from "./client.js";
 
 export { Client, DurachatError, defaultBodyLimit, describeImage, refBlock } from "./client.js";
@@ -77,6 +78,13 @@ function textOf(content: Block[]): string {
 /** The roles durachat logs; pi's own message kinds (bash runs, summaries) stay in pi. */
 const loggedRoles = new Set(["user", "assistant", "toolResult"]);
 
+/**
+ * The custom type of the session entries that say durachat has every
+ * message of a chat up to one: data { chat, id }, the id of that message's
+ * entry.
+ */
+export const markerType = "durachat";
+
 /** The receipt of one message of a chat: the same message always gets the same one. */
 export function receiptOf(chat: string, message: unknown): string {
   return "pi-" + createHash("sha256").update(chat).update("\n").update(JSON.stringify(message)).digest("hex").slice(0, 40);
@@ -104,8 +112,8 @@ export function durachat(options: DurachatOptions = {}) {
     let failing = false; // said so already, until a call works again
     const registered = new Set<string>();
     // Appends not yet accepted, in order; each carries its receipt, so a
-    // repeat is safe.
-    const pending: { message: unknown; receipt: string }[] = [];
+    // repeat is safe, and the id of its session entry once known.
+    const pending: { message: unknown; receipt: string; id?: string }[] = [];
     let flushing: Promise<void> = Promise.resolve();
 
     const warn = (message: string, ctx: ExtensionContext) => {
@@ -144,8 +152,34 @@ export function durachat(options: DurachatOptions = {}) {
       }
     }
 
+    /**
+     * The branch's messages durachat may not have, newest first: those after
+     * the one the last marker of this chat names (all of them without one).
+     * Only the branch's end is read.
+     */
+    function* unsettled(ctx: ExtensionContext): Generator<SessionMessageEntry> {
+      const sm = ctx.sessionManager;
+      let upTo: string | undefined;
+      for (let e: SessionEntry | undefined = sm.getLeafEntry(); e; e = e.parentId ? sm.getEntry(e.parentId) : undefined) {
+        if (e.id === upTo) return;
+        if (e.type === "custom" && e.customType === markerType && (e.data as any)?.chat === chat) upTo ??= (e.data as any).id;
+        else if (e.type === "message" && loggedRoles.has(e.message.role)) yield e;
+      }
+    }
+
+    /** Records in the session that durachat has every message up to this one. */
+    function mark(ctx: ExtensionContext, done: (typeof pending)[number]): void {
+      try {
+        const id = done.id ?? [...unsettled(ctx)].find((e) => e.message === done.message || receiptOf(chat, e.message) === done.receipt)?.id;
+        if (id) pi.appendEntry(markerType, { chat, id });
+      } catch {
+        // A session that has ended: its next start logs these again, with their receipts.
+      }
+    }
+
     function flush(ctx: ExtensionContext): Promise<void> {
       flushing = flushing.then(async () => {
+        let done: (typeof pending)[number] | undefined;
         while (pending.length > 0) {
           const next = pending[0];
           let refused: DurachatError | undefined;
@@ -164,10 +198,11 @@ export function durachat(options: DurachatOptions = {}) {
               throw err;
             }
           });
-          if (ok === undefined) return; // kept for the next try
+          if (ok === undefined) break; // kept for the next try
           if (refused) warn(`durachat refused a message, which is not logged (${refused.message}); the messages after it are.`, ctx);
-          pending.shift();
+          done = pending.shift();
         }
+        if (done) mark(ctx, done);
       });
       return flushing;
     }
@@ -191,7 +226,19 @@ export function durachat(options: DurachatOptions = {}) {
     }
 
     pi.on("session_start", async (_event, ctx) => {
+      // What another session left pending is that session's: its next
+      // start logs it. What this session holds that durachat may not have
+      // goes first, in order.
+      await flushing;
+      pending.length = 0;
       chat = fixedChat || `pi-${ctx.sessionManager.getSessionId()}`;
+      try {
+        const backlog = [...unsettled(ctx)].reverse();
+        pending.push(...backlog.map((e) => ({ message: e.message, receipt: receiptOf(chat, e.message), id: e.id })));
+      } catch (err) {
+        warn(`durachat cannot read the session's messages (${err instanceof Error ? err.message : String(err)}); the ones it has not logged yet stay unlogged.`, ctx);
+      }
+      if (pending.length > 0) void flush(ctx);
       const defs = await guarded(ctx, "reading the memory tools", () => client.tools(chat));
       if (!defs) return;
       for (const def of defs) registerTool(def);

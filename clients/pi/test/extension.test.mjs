@@ -432,3 +432,59 @@ test("a message the server refuses for good is dropped and said, and the message
     work.remove();
   }
 });
+
+test("messages pi kept while the server was down are logged when the session resumes, each once, and a marker in the session says so", async () => {
+  const work = tempDir("durachat-pi-backlog-");
+  const data = path.join(tmp.dir, "data-" + Date.now());
+  const caught = catchWarnings();
+  let server;
+  try {
+    // The session runs with nothing listening: pi keeps its messages, durachat has none.
+    const down = `http://127.0.0.1:${await freePort()}`;
+    const sm = SessionManager.create(work.dir, path.join(work.dir, "sessions"));
+    let session = await openSession({ url: down, sessionManager: sm, cwd: work.dir });
+    const chat = `pi-${session.sessionId}`;
+    faux.setResponses([
+      fauxAssistantMessage(fauxToolCall("screenshot", {}, { id: "call_shot" }), { stopReason: "toolUse" }),
+      fauxAssistantMessage(fauxText("A login page.")),
+    ]);
+    await run(session, "Take a screenshot.");
+    const file = session.sessionFile;
+    session.dispose();
+
+    // Resumed with the server up: the four messages are logged, in order, before the next turn's.
+    server = await startServer(bin, data);
+    const appends = [];
+    globalThis.fetch = (input, init = {}) => {
+      if ((init.method ?? "GET") === "POST" && String(input).endsWith("/messages")) appends.push(JSON.parse(init.body).messages[0].role);
+      return realFetch(input, init);
+    };
+    session = await openSession({ url: server.url, sessionManager: SessionManager.open(file, path.join(work.dir, "sessions")), cwd: work.dir });
+    faux.setResponses([fauxAssistantMessage(fauxText("I remember."))]);
+    await run(session, "What did you see?");
+    await logged(server.url, chat, 6);
+    session.dispose();
+    assert.deepEqual(appends, ["user", "assistant", "toolResult", "assistant", "user", "assistant"], "the backlog goes first, in order");
+    const r = await realFetch(`${server.url}/v1/chats/${chat}/messages`);
+    const log = (await r.json()).messages.map((e) => e.message);
+    assert.equal(log[0].content[0].text, "Take a screenshot.");
+    assert.match(log[2].content[1].text, refText, "the backlog's inline screenshot is stored and logged as its ref");
+    const markers = readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l))
+      .filter((e) => e.type === "custom" && e.customType === "durachat");
+    assert.ok(markers.length > 0 && markers.every((m) => m.data.chat === chat), "the session marks what durachat has");
+
+    // Resumed again: nothing is logged twice, not even tried.
+    appends.length = 0;
+    session = await openSession({ url: server.url, sessionManager: SessionManager.open(file, path.join(work.dir, "sessions")), cwd: work.dir });
+    faux.setResponses([fauxAssistantMessage(fauxText("Still here."))]);
+    await run(session, "Are you there?");
+    await logged(server.url, chat, 8);
+    session.dispose();
+    assert.deepEqual(appends, ["user", "assistant"], "only the new turn is sent");
+  } finally {
+    globalThis.fetch = realFetch;
+    caught.restore();
+    await server?.stop();
+    work.remove();
+  }
+});
