@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+
+	"github.com/durachat/durachat/shared/hooks/wire"
 )
 
 // The hooks are idempotent (an image is stored once under its name), so a
@@ -154,28 +156,15 @@ type BeforeRequestInput struct {
 // Unrestored is a ref left as text, and why: "not_found", "unavailable",
 // "budget", "format", "limit" (the provider takes no more images) or
 // "describe".
-type Unrestored struct {
-	Name   string `json:"name"`
-	Reason string `json:"reason"`
-}
+type Unrestored = wire.Unrestored
 
 // BeforeRequestResult is before-request's answer.
 type BeforeRequestResult struct {
 	// Request is the request to send, in its format, with the images back.
-	Request    json.RawMessage `json:"request"`
-	Restored   []string        `json:"restored"`
-	Unrestored []Unrestored    `json:"unrestored"`
-	// UnrestoredOmitted counts the refs left as text past the first 1,000
-	// listed in Unrestored.
-	UnrestoredOmitted    int   `json:"unrestoredOmitted"`
-	InlineBytes          int64 `json:"inlineBytes"`
-	Images               int   `json:"images"`
-	EstimatedImageTokens int   `json:"estimatedImageTokens"`
-	// Described counts the refs left as text that carry their image's
-	// description ("[image <name>: <description>]"); PendingDescriptions
-	// the images whose refs stay bare, not described yet.
-	Described           int `json:"described"`
-	PendingDescriptions int `json:"pendingDescriptions"`
+	Request json.RawMessage `json:"request"`
+	// Restoration says what was restored, what was left as text and why,
+	// and what the images cost.
+	wire.Restoration
 }
 
 // Decode decodes the restored request into v (such as a *PiContext).

@@ -64,23 +64,23 @@ func TestRefsLeftAsTextCarryTheirDescription(t *testing.T) {
 			{"budget", FormatPi, &budget0,
 				obj{"messages": list{obj{"role": "user", "content": list{textBlock(ra), textBlock(mention), textBlock(rc)}}, obj{"role": "toolResult", "content": rb}}},
 				obj{"messages": list{obj{"role": "user", "content": list{textBlock(da), textBlock(mention), textBlock(rc)}}, obj{"role": "toolResult", "content": db}}},
-				[]Unrestored{{na, ReasonBudget}, {nc, ReasonBudget}, {nb, ReasonBudget}}, 2, 1, ""},
+				[]Unrestored{{Name: na, Reason: ReasonBudget}, {Name: nc, Reason: ReasonBudget}, {Name: nb, Reason: ReasonBudget}}, 2, 1, ""},
 			{"budget, bedrock", FormatBedrock, &budget0,
 				obj{"messages": list{obj{"role": "user", "content": list{obj{"text": ra}, obj{"toolResult": obj{"toolUseId": "t", "content": list{obj{"text": rb}}}}}}}},
 				obj{"messages": list{obj{"role": "user", "content": list{obj{"text": da}, obj{"toolResult": obj{"toolUseId": "t", "content": list{obj{"text": db}}}}}}}},
-				[]Unrestored{{na, ReasonBudget}, {nb, ReasonBudget}}, 2, 0, ""},
+				[]Unrestored{{Name: na, Reason: ReasonBudget}, {Name: nb, Reason: ReasonBudget}}, 2, 0, ""},
 			{"format: an OpenAI tool message", FormatOpenAI, nil,
 				obj{"messages": list{obj{"role": "tool", "tool_call_id": "t", "content": ra}, obj{"role": "tool", "tool_call_id": "u", "content": list{textBlock(rb), textBlock(mention)}}}},
 				obj{"messages": list{obj{"role": "tool", "tool_call_id": "t", "content": da}, obj{"role": "tool", "tool_call_id": "u", "content": list{textBlock(db), textBlock(mention)}}}},
-				[]Unrestored{{na, ReasonFormat}, {nb, ReasonFormat}}, 2, 0, ""},
+				[]Unrestored{{Name: na, Reason: ReasonFormat}, {Name: nb, Reason: ReasonFormat}}, 2, 0, ""},
 			{"not found: the image is gone, its description stays", FormatAnthropic, nil,
 				obj{"messages": list{obj{"role": "user", "content": list{textBlock(rg), obj{"type": "tool_result", "tool_use_id": "t", "content": rg}}}}},
 				obj{"messages": list{obj{"role": "user", "content": list{textBlock(dg), obj{"type": "tool_result", "tool_use_id": "t", "content": dg}}}}},
-				[]Unrestored{{gone, ReasonNotFound}}, 2, 0, ""},
+				[]Unrestored{{Name: gone, Reason: ReasonNotFound}}, 2, 0, ""},
 			{"unavailable: the image read fails, its description does not", FormatPi, nil,
 				obj{"messages": list{obj{"role": "user", "content": list{textBlock(ra)}}}},
 				obj{"messages": list{obj{"role": "user", "content": list{textBlock(da)}}}},
-				[]Unrestored{{na, ReasonUnavailable}}, 1, 0, store.ImageKey(tenantA, na)},
+				[]Unrestored{{Name: na, Reason: ReasonUnavailable}}, 1, 0, store.ImageKey(tenantA, na)},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -157,7 +157,7 @@ func TestDescribeModeSendsEveryImageAsItsDescription(t *testing.T) {
 				if !jsonEqual(t, got.Request, wantJSON) {
 					t.Fatalf("request:\n got %s\nwant %s", got.Request, wantJSON)
 				}
-				want := []Unrestored{{na, ReasonDescribe}, {nc, ReasonDescribe}}
+				want := []Unrestored{{Name: na, Reason: ReasonDescribe}, {Name: nc, Reason: ReasonDescribe}}
 				if !slices.Equal(got.Unrestored, want) || len(got.Restored) != 0 || got.PendingDescriptions != 1 || got.InlineBytes != 0 || got.Images != 0 {
 					t.Fatalf("answer %+v", got)
 				}

@@ -16,6 +16,7 @@ import (
 	"strconv"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/hooks/wire"
 	"github.com/durachat/durachat/shared/rawjson"
 )
 
@@ -26,10 +27,7 @@ type InlineImage struct {
 }
 
 // Unrestored is a ref before-request left as text, and why.
-type Unrestored struct {
-	Name   string `json:"name"`
-	Reason string `json:"reason"`
-}
+type Unrestored = wire.Unrestored
 
 // Reasons an image stays inline or a ref stays text.
 const (

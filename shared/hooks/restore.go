@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/hooks/wire"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/store"
@@ -125,24 +126,8 @@ type beforeRequestBody struct {
 
 type beforeRequestAnswer struct {
 	// Request is written around the rest (writeAnswer).
-	Request    rawjson.Value `json:"-"`
-	Restored   []string      `json:"restored"`
-	Unrestored []Unrestored  `json:"unrestored"`
-	// UnrestoredOmitted counts the entries past MaxUnrestored, left out of
-	// Unrestored.
-	UnrestoredOmitted int `json:"unrestoredOmitted,omitempty"`
-	// InlineBytes is the base64 restore added inline.
-	InlineBytes int64 `json:"inlineBytes"`
-	// Images counts the images the request now shows the model, every ref
-	// left as text counted as one (it stands for an image).
-	Images int `json:"images"`
-	// EstimatedImageTokens estimates what those images cost as input.
-	EstimatedImageTokens int `json:"estimatedImageTokens"`
-	// Described counts the refs left as text that carry their image's
-	// description; PendingDescriptions the images whose refs stay bare
-	// because they have none yet (or it could not be read now).
-	Described           int `json:"described"`
-	PendingDescriptions int `json:"pendingDescriptions"`
+	Request rawjson.Value `json:"-"`
+	wire.Restoration
 }
 
 func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
@@ -309,7 +294,7 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 		got = rs.reads(ctx, tenant, names, budget, links)
 	}
 
-	answer := beforeRequestAnswer{Restored: []string{}, Unrestored: []Unrestored{}}
+	answer := beforeRequestAnswer{Restoration: wire.Restoration{Restored: []string{}, Unrestored: []Unrestored{}}}
 	restored := map[string]bool{}
 	unrestored := map[Unrestored]bool{}
 	asText := newTextRefs(describable)
@@ -403,8 +388,8 @@ func (rs *Restore) restore(ctx context.Context, tenant string, f format, req raw
 // image's description, reported with reason "describe"; no image is read.
 // Images the request already carries inline are left as they are.
 func (rs *Restore) describeAll(ctx context.Context, tenant string, w *walk, build func() (rawjson.Value, error), spare int64) (beforeRequestAnswer, error) {
-	answer := beforeRequestAnswer{Restored: []string{}, Unrestored: []Unrestored{}, Images: w.images,
-		EstimatedImageTokens: w.images * imageTokens(0, 0)}
+	answer := beforeRequestAnswer{Restoration: wire.Restoration{Restored: []string{}, Unrestored: []Unrestored{},
+		Images: w.images, EstimatedImageTokens: w.images * imageTokens(0, 0)}}
 	asText := newTextRefs(describableRefs(MaxDescribedRefs, spare))
 	seen := map[string]bool{}
 	for _, s := range w.slots {
