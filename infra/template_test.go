@@ -420,6 +420,7 @@ func TestFunctionsPointAtTheStackResources(t *testing.T) {
 type grant struct {
 	actions   []string
 	resources []string
+	condition map[string]any
 }
 
 func grants(t *testing.T, f *serverless.Function) []grant {
@@ -437,7 +438,8 @@ func grants(t *testing.T, f *serverless.Function) []grant {
 		if m["Effect"] != "Allow" {
 			t.Errorf("statement %v is not an Allow", m)
 		}
-		out = append(out, grant{actions: strs(m["Action"]), resources: strs(m["Resource"])})
+		cond, _ := m["Condition"].(map[string]any)
+		out = append(out, grant{actions: strs(m["Action"]), resources: strs(m["Resource"]), condition: cond})
 	}
 	return out
 }
@@ -547,17 +549,35 @@ func TestRestoreCannotWrite(t *testing.T) {
 // S3 answers a read of a missing object with 403 unless the caller may list
 // the bucket. Every function that reads stored objects must tell "never
 // stored" (a ref left as text, a leaf built as text) from a failure (a
-// retry), so each may list the bucket.
-func TestObjectReadersMayListTheBucketSoMissingIsNotFound(t *testing.T) {
-	s := load(t, defaults)
-	for name := range functions {
-		reads, lists := false, false
-		for _, g := range grants(t, s.function(t, name)) {
-			reads = reads || slices.Contains(g.actions, "s3:GetObject")
-			lists = lists || (slices.Contains(g.actions, "s3:ListBucket") && slices.Contains(g.resources, "arn:{AWS::Partition}:s3:::Ref:Bucket"))
-		}
-		if reads && !lists {
-			t.Errorf("%s reads objects but may not list the bucket: a missing object would be a 403", name)
+// retry), so each may list the bucket; and only under the prefixes it reads
+// (S3 checks that listing with the missing object's key as s3:prefix).
+func TestObjectReadersMayListOnlyWhereTheyReadSoMissingIsNotFound(t *testing.T) {
+	const bucket = "arn:{AWS::Partition}:s3:::Ref:Bucket"
+	for _, params := range []map[string]any{defaults, allOptions} {
+		s := load(t, params)
+		for name := range functions {
+			var reads, lists []string
+			for _, g := range grants(t, s.function(t, name)) {
+				if slices.Contains(g.actions, "s3:GetObject") {
+					for _, r := range g.resources {
+						reads = append(reads, strings.TrimPrefix(r, bucket+"/"))
+					}
+				}
+				if !slices.Contains(g.actions, "s3:ListBucket") {
+					continue
+				}
+				like, _ := g.condition["StringLike"].(map[string]any)
+				prefixes := strs(like["s3:prefix"])
+				if len(g.condition) != 1 || len(like) != 1 || len(prefixes) == 0 {
+					t.Errorf("%s may list the bucket under any prefix (condition %v), want StringLike on s3:prefix only", name, g.condition)
+				}
+				lists = append(lists, prefixes...)
+			}
+			slices.Sort(reads)
+			slices.Sort(lists)
+			if !slices.Equal(reads, lists) {
+				t.Errorf("%s reads %v but may list %v: a missing object under a prefix it reads would be a 403, and listing elsewhere is not needed", name, reads, lists)
+			}
 		}
 	}
 }
