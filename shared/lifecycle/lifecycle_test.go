@@ -11,7 +11,6 @@ import (
 	"image/color"
 	"image/png"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -68,7 +67,8 @@ func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) 
 	imgs := images.New(b.Blobs)
 	chats := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
 	tl := transcript.New(b.Table, b.Blobs, imgs, transcript.WithChats(chats))
-	m, err := memory.New(memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: chats, Deletions: chats, Logger: slog.New(slog.DiscardHandler)})
+	logger := testenv.Logger(t)
+	m, err := memory.New(memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: chats, Deletions: chats, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) 
 	for tenant, tok := range tokens {
 		byToken[tok] = tenant
 	}
-	h, err := app.Handler(slog.New(slog.DiscardHandler), api.BearerTokens(byToken), app.Stores{Table: b.Table, Blobs: b.Blobs},
+	h, err := app.Handler(logger, api.BearerTokens(byToken), app.Stores{Table: b.Table, Blobs: b.Blobs},
 		[]api.Routes{transcript.NewRoutes(tl, imgs, m), m, chats})
 	if err != nil {
 		t.Fatal(err)
