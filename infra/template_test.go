@@ -478,8 +478,8 @@ var allowed = map[string]map[string][]string{
 		"s3:ListBucket": {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
 		"s3:GetObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*"},
 		"s3:PutObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
-		// Claiming a staged upload; deleting a chat's images.
-		"s3:DeleteObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
+		// Claiming a staged upload; deleting a chat's images and texts.
+		"s3:DeleteObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
 		"dynamodb:GetItem": {"GetAtt:Table.Arn"}, "dynamodb:PutItem": {"GetAtt:Table.Arn"},
 		"dynamodb:UpdateItem": {"GetAtt:Table.Arn"}, "dynamodb:Query": {"GetAtt:Table.Arn"},
 		"dynamodb:BatchGetItem": {"GetAtt:Table.Arn"},
@@ -499,7 +499,7 @@ var allowed = map[string]map[string][]string{
 		"sqs:SendMessage": {"GetAtt:BuildQueue.Arn"},
 		// Continuing a large chat deletion from the queue.
 		"dynamodb:DeleteItem": {"GetAtt:Table.Arn"},
-		"s3:DeleteObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
+		"s3:DeleteObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
 		"bedrock:InvokeModel": {
 			"arn:{AWS::Partition}:bedrock:{AWS::Region}:{AWS::AccountId}:inference-profile/us.anthropic.claude-haiku-4-5-20251001-v1:0",
 			"arn:{AWS::Partition}:bedrock:{AWS::Region}:{AWS::AccountId}:inference-profile/global.anthropic.claude-haiku-4-5-20251001-v1:0",

@@ -129,6 +129,25 @@ func decodeBlob(key string, v []byte) (contentType string, data []byte, err erro
 	return string(v[start : start+int(n)]), v[start+int(n):], nil
 }
 
+// List returns up to limit keys with the prefix after after, in order.
+func (s *Blobs) List(ctx context.Context, prefix, after string, limit int) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var keys []string
+	err := s.db.view("list blobs", func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketBlobs).Cursor()
+		k, _ := c.Seek([]byte(max(prefix, after)))
+		for ; k != nil && len(keys) < limit && bytes.HasPrefix(k, []byte(prefix)); k, _ = c.Next() {
+			if string(k) > after {
+				keys = append(keys, string(k))
+			}
+		}
+		return nil
+	})
+	return keys, err
+}
+
 // Delete removes the object at key; a missing key is no error.
 func (s *Blobs) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {

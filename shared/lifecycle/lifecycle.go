@@ -433,7 +433,8 @@ func (c *Chats) Delete(ctx context.Context, tenant, chat string, steps int) (Pro
 
 // step removes one batch: items of the chat other than its image
 // references first, then the references (each image released before its
-// reference item goes). It reports whether anything is left.
+// reference item goes), then the chat's texts. It reports whether anything
+// is left.
 func (c *Chats) step(ctx context.Context, tenant, chat, pk string) (removed, images int64, more bool, err error) {
 	page, err := c.table.Query(ctx, store.Query{PK: pk, Limit: BatchItems + 1})
 	if err != nil {
@@ -457,21 +458,37 @@ func (c *Chats) step(ctx context.Context, tenant, chat, pk string) (removed, ima
 	}
 	if len(own) > 0 {
 		own = own[:min(len(own), BatchItems)]
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(deleteConcurrency)
-		for _, it := range own {
-			g.Go(func() error {
-				if err := c.table.Delete(gctx, it.Key, 0); err != nil {
-					return fmt.Errorf("lifecycle: deleting %s of chat %s: %w", it.SK, chat, err)
-				}
-				return nil
-			})
-		}
-		if err := g.Wait(); err != nil {
+		err := inParallel(ctx, own, func(ctx context.Context, it store.Item) error {
+			if err := c.table.Delete(ctx, it.Key, 0); err != nil {
+				return fmt.Errorf("lifecycle: deleting %s of chat %s: %w", it.SK, chat, err)
+			}
+			return nil
+		})
+		if err != nil {
 			// Some of the batch may be gone; the next call counts what is left.
 			return 0, 0, true, err
 		}
 		return int64(len(own)), 0, true, nil
+	}
+	if len(named) == 0 {
+		// Last, the texts too big for their rows: kept under the chat, so
+		// none is another chat's. (Listed rather than read from the rows:
+		// an append's record expires after 7 days, and a text an append
+		// stored before failing is named by nothing.)
+		keys, err := c.blobs.List(ctx, store.TextPrefix(tenant, chat), "", BatchItems)
+		if err != nil {
+			return 0, 0, true, fmt.Errorf("lifecycle: listing the texts of chat %s: %w", chat, err)
+		}
+		err = inParallel(ctx, keys, func(ctx context.Context, key string) error {
+			if err := c.blobs.Delete(ctx, key); err != nil {
+				return fmt.Errorf("lifecycle: deleting text %s of chat %s: %w", key, chat, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, 0, true, err
+		}
+		return int64(len(keys)), 0, len(keys) > 0, nil
 	}
 	for _, it := range named[:min(len(named), BatchItems)] {
 		name := strings.TrimPrefix(it.SK, chatRefs)
@@ -488,6 +505,17 @@ func (c *Chats) step(ctx context.Context, tenant, chat, pk string) (removed, ima
 		removed++
 	}
 	return removed, images, len(named) > 0, nil
+}
+
+// inParallel calls fn for each item, deleteConcurrency at a time, and
+// returns the first error.
+func inParallel[T any](ctx context.Context, items []T, fn func(context.Context, T) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(deleteConcurrency)
+	for _, it := range items {
+		g.Go(func() error { return fn(gctx, it) })
+	}
+	return g.Wait()
 }
 
 // finish removes the index item: the chat is gone.

@@ -385,6 +385,43 @@ func TestDeleteRemovesTheChatAndTheImagesOnlyItUsed(t *testing.T) {
 	}
 }
 
+func TestDeleteRemovesTheChatsTextsTooBigForTheirRowsAndNoOtherChats(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			// A tool call is one entry, never split: 400 KB of arguments
+			// leave the row for a text object.
+			content := strings.Repeat("0123456789abcdef", 400<<10/16)
+			call := map[string]any{"role": "assistant", "timestamp": 1_700_000_001_000, "content": []map[string]any{
+				{"type": "toolCall", "id": "t1", "name": "write", "arguments": map[string]any{"content": content}}}}
+			e.append("alice", "gone", user("write it"), call)
+			e.append("alice", "kept", call)
+			texts := func(chat string) []string {
+				keys, err := e.b.Blobs.List(t.Context(), store.TextPrefix("alice", chat), "", 100)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return keys
+			}
+			if len(texts("gone")) == 0 || len(texts("kept")) == 0 {
+				t.Fatalf("texts gone %q, kept %q: want each chat's tool call moved out of its row", texts("gone"), texts("kept"))
+			}
+			if code, a := e.delete("alice", "gone"); code != http.StatusOK || !a.Deleted {
+				t.Fatalf("delete = %d %+v, want 200 and deleted", code, a)
+			}
+			if left := texts("gone"); len(left) != 0 {
+				t.Fatalf("texts of the deleted chat left: %q", left)
+			}
+			if len(texts("kept")) == 0 {
+				t.Fatal("the other chat's copy of the same text was deleted")
+			}
+			if p := e.messages("alice", "kept", ""); len(p.Messages) != 1 || !strings.Contains(string(p.Messages[0].Message), content) {
+				t.Fatal("the other chat no longer reads its tool call back whole")
+			}
+		})
+	}
+}
+
 func TestDeleteOfALargeChatRunsInBatchesThroughTheQueue(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {

@@ -158,6 +158,10 @@ type Blobs interface {
 	Head(ctx context.Context, key string) (BlobInfo, error)
 	// Delete removes the object at key; deleting a missing key succeeds.
 	Delete(ctx context.Context, key string) error
+	// List returns up to limit keys that start with prefix and sort after
+	// after ("" for the first), in key order; fewer than limit means there
+	// are no more.
+	List(ctx context.Context, prefix, after string, limit int) ([]string, error)
 }
 
 // Linker makes short-lived URLs that fetch a blob without credentials.
@@ -194,6 +198,13 @@ type Receiver interface {
 // contain '/', so the last '/' separates an escaped tenant from the chat.
 func ChatPK(tenant, chat string) string {
 	return "chat/" + url.PathEscape(tenant) + "/" + chat
+}
+
+// TextPrefix is where a chat's texts too big for their rows are kept: under
+// the chat, so its deletion can delete them without asking whether another
+// chat still needs one.
+func TextPrefix(tenant, chat string) string {
+	return "text/" + url.PathEscape(tenant) + "/" + chat + "/"
 }
 
 // ImageKey is the blob key of a tenant's image.

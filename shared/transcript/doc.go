@@ -11,7 +11,8 @@
 //	meta               a hint of the log's length, never trusted blindly
 //
 // An entry whose text would not fit ItemBudget keeps it in a blob under
-// "text/<escaped tenant>/<sha256>" and names that key instead; readers
+// "text/<escaped tenant>/<chat>/<sha256>" (store.TextPrefix) and names that
+// key instead, as does an append's record too big for its item; readers
 // fetch it transparently. Blobs and images are always written before the
 // rows that name them, so a crash leaves an orphan object, never a row
 // pointing at nothing.

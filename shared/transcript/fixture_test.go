@@ -299,6 +299,13 @@ func (f *faultBlobs) Delete(ctx context.Context, key string) error {
 	return f.next.Delete(ctx, key)
 }
 
+func (f *faultBlobs) List(ctx context.Context, prefix, after string, limit int) ([]string, error) {
+	if err := f.check("list", prefix); err != nil {
+		return nil, err
+	}
+	return f.next.List(ctx, prefix, after, limit)
+}
+
 func (f *faultTable) Delete(ctx context.Context, k store.Key, version int64) error {
 	if err := f.check("delete", k); err != nil {
 		return err

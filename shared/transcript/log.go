@@ -96,7 +96,7 @@ func (l *Log) Append(ctx context.Context, tenant, chat string, msgs []pi.Message
 	if err != nil {
 		return nil, err
 	}
-	b := &batch{l: l, tenant: tenant, pk: store.ChatPK(tenant, chat), receipt: receipt, rk: receiptKey(receipt), hint: -1}
+	b := &batch{l: l, pk: store.ChatPK(tenant, chat), texts: store.TextPrefix(tenant, chat), receipt: receipt, rk: receiptKey(receipt), hint: -1}
 
 	rec, version, found, err := b.getRecord(ctx)
 	if err != nil {
@@ -153,7 +153,7 @@ func (l *Log) Append(ctx context.Context, tenant, chat string, msgs []pi.Message
 	if !rec.sameRequest(req) || rec.Digest != sum {
 		return nil, b.conflict()
 	}
-	first, _, err := l.makeRow(ctx, tenant, b.pk, drafts[0], time.UnixMilli(rec.Date), receipt, 0, rec.N)
+	first, _, err := l.makeRow(ctx, b.texts, b.pk, drafts[0], time.UnixMilli(rec.Date), receipt, 0, rec.N)
 	if err != nil {
 		return nil, err
 	}
@@ -183,8 +183,8 @@ func checkReceipt(receipt string) error {
 // batch is one append in progress.
 type batch struct {
 	l       *Log
-	tenant  string
 	pk      string
+	texts   string // store.TextPrefix of the chat
 	receipt string
 	rk      string
 	// hint is the length hint this append's probe started from (-1: none).
@@ -234,7 +234,7 @@ func (b *batch) open(ctx context.Context, drafts []draft, sum, req string) (reco
 	date := l.now()
 	rec := record{Receipt: b.receipt, N: len(drafts), Date: date.UnixMilli(), Digest: sum, Request: req}
 	for k, d := range drafts[1:] {
-		r, _, err := l.makeRow(ctx, b.tenant, b.pk, d, date, b.receipt, k+1, len(drafts))
+		r, _, err := l.makeRow(ctx, b.texts, b.pk, d, date, b.receipt, k+1, len(drafts))
 		if err != nil {
 			return record{}, 0, err
 		}
@@ -257,7 +257,7 @@ func (b *batch) open(ctx context.Context, drafts []draft, sum, req string) (reco
 		if err != nil {
 			return record{}, 0, err
 		}
-		key := textKey(b.tenant, rest)
+		key := textKey(b.texts, rest)
 		if err := l.blobs.Put(ctx, key, store.Blob{ContentType: "application/json", Data: rest}); err != nil {
 			return record{}, 0, fmt.Errorf("transcript: storing the rows of a large append: %w", err)
 		}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -47,11 +46,11 @@ func receiptKey(receipt string) string {
 	return receiptPrefix + hex.EncodeToString(sum[:16])
 }
 
-// textKey is the blob key of a text moved out of its row: content
-// addressed, so a retried put is a no-op.
-func textKey(tenant string, data []byte) string {
+// textKey is the blob key of a text moved out of its row, under the chat's
+// store.TextPrefix: content addressed, so a retried put is a no-op.
+func textKey(prefix string, data []byte) string {
 	sum := sha256.Sum256(data)
-	return "text/" + url.PathEscape(tenant) + "/" + hex.EncodeToString(sum[:])
+	return prefix + hex.EncodeToString(sum[:])
 }
 
 // row is an entry as stored. Short field names keep rows small.
@@ -139,7 +138,7 @@ func recordItem(pk, sk string, body []byte) (store.Item, error) {
 
 // makeRow is the stored form of a draft; a text too big for a row goes to
 // a blob first.
-func (l *Log) makeRow(ctx context.Context, tenant, pk string, d draft, date time.Time, receipt string, pos, n int) (row, []byte, error) {
+func (l *Log) makeRow(ctx context.Context, texts, pk string, d draft, date time.Time, receipt string, pos, n int) (row, []byte, error) {
 	r := row{Kind: d.Kind, Text: d.Text, Date: date.UnixMilli(), Receipt: receipt, Pos: pos, N: n, Tool: d.Tool}
 	if !d.Date.IsZero() {
 		r.Date = d.Date.UnixMilli()
@@ -155,7 +154,7 @@ func (l *Log) makeRow(ctx context.Context, tenant, pk string, d draft, date time
 	if fits(pk, entryKey(0), body) {
 		return r, body, nil
 	}
-	key := textKey(tenant, []byte(d.Text))
+	key := textKey(texts, []byte(d.Text))
 	if err := l.blobs.Put(ctx, key, store.Blob{ContentType: "text/plain; charset=utf-8", Data: []byte(d.Text)}); err != nil {
 		return row{}, nil, fmt.Errorf("transcript: moving a %d-byte text out of its row: %w", len(d.Text), err)
 	}

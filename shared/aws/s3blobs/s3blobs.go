@@ -185,6 +185,31 @@ func (s *Blobs) UploadTarget(ctx context.Context, key string, u store.Upload, tt
 	return store.UploadTarget{Method: req.Method, URL: req.URL, Header: header, Expires: now.Add(ttl)}, nil
 }
 
+// List returns up to limit keys with the prefix after after, in order
+// (S3 sorts keys by their UTF-8 bytes), a ListObjectsV2 call per 1,000.
+func (s *Blobs) List(ctx context.Context, prefix, after string, limit int) ([]string, error) {
+	var keys []string
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), Prefix: aws.String(prefix)}
+	if after != "" {
+		in.StartAfter = aws.String(after)
+	}
+	for len(keys) < limit {
+		in.MaxKeys = aws.Int32(int32(min(limit-len(keys), 1000)))
+		out, err := s.client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return nil, mapError("list blobs "+prefix, err)
+		}
+		for _, o := range out.Contents {
+			keys = append(keys, aws.ToString(o.Key))
+		}
+		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
+			break
+		}
+		in.ContinuationToken, in.StartAfter = out.NextContinuationToken, nil
+	}
+	return keys, nil
+}
+
 // Delete removes the object at key; a missing key is no error.
 func (s *Blobs) Delete(ctx context.Context, key string) error {
 	_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})

@@ -31,8 +31,8 @@ type ChatList struct {
 // Progress is how far a chat's deletion has come.
 type Progress struct {
 	// Removed counts the chat's stored items removed (entries, memory
-	// nodes, receipts, state), Images the images deleted with it (those no
-	// other chat of the tenant names).
+	// nodes, receipts, state, texts too big for their rows), Images the
+	// images deleted with it (those no other chat of the tenant names).
 	Removed int64 `json:"removed"`
 	Images  int64 `json:"images"`
 	// Done says the chat is gone; its id now names a new, empty chat.

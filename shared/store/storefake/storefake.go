@@ -207,6 +207,23 @@ func (s *Blobs) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
+// List returns up to limit keys with the prefix after after, in order.
+func (s *Blobs) List(ctx context.Context, prefix, after string, limit int) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var keys []string
+	for k := range s.blobs {
+		if strings.HasPrefix(k, prefix) && k > after {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys[:min(len(keys), limit)], nil
+}
+
 // Puts is the number of Put calls, including those that stored nothing.
 func (s *Blobs) Puts() int {
 	s.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -117,6 +118,39 @@ func TestBlobs(t *testing.T, newBlobs func(t *testing.T) store.Blobs) {
 		must(t, err)
 		if string(got.Data) != "new" {
 			t.Fatalf("Get after a put following Delete = %q, want the new bytes", got.Data)
+		}
+	})
+
+	t.Run("ListGivesThePrefixsKeysInOrderAPageAtATime", func(t *testing.T) {
+		ctx, blobs := testContext(t), newBlobs(t)
+		base := fmt.Sprintf("storetest/%d/", rand.Uint64())
+		want := []string{base + "a/1", base + "a/2", base + "a/3", base + "a/z/4", base + "a/é"}
+		for _, k := range append([]string{base + "b/1", base + "a"}, want...) {
+			must(t, blobs.Put(ctx, k, store.Blob{ContentType: "text/plain", Data: []byte(k)}))
+		}
+		var got []string
+		after := ""
+		for range len(want) + 1 {
+			page, err := blobs.List(ctx, base+"a/", after, 2)
+			must(t, err)
+			if len(page) > 2 {
+				t.Fatalf("List with limit 2 gave %d keys", len(page))
+			}
+			got = append(got, page...)
+			if len(page) < 2 {
+				break
+			}
+			after = page[len(page)-1]
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("List pages = %q, want %q: the prefix's keys in byte order, each once", got, want)
+		}
+		must(t, blobs.Delete(ctx, base+"a/2"))
+		if all, err := blobs.List(ctx, base+"a/", "", 100); err != nil || len(all) != len(want)-1 {
+			t.Fatalf("List after a delete = %q, %v, want %d keys", all, err, len(want)-1)
+		}
+		if none, err := blobs.List(ctx, base+"none/", "", 10); err != nil || len(none) != 0 {
+			t.Fatalf("List of an empty prefix = %q, %v, want nothing", none, err)
 		}
 	})
 
