@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,7 +19,6 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/images/imagestest"
-	"github.com/durachat/durachat/shared/refs"
 )
 
 // The attack stress test runs the local server as its own process, so its
@@ -131,47 +129,6 @@ func (s *stressServer) post(token, route string, body []byte) (int, []byte, erro
 	return res.StatusCode, out, err
 }
 
-// attack is one hostile request and the statuses it may be answered.
-type attack struct {
-	name   string
-	route  string
-	body   []byte
-	status []int
-}
-
-func afterToolBody(imgs ...[]byte) []byte {
-	var blocks []map[string]any
-	for _, img := range imgs {
-		blocks = append(blocks, map[string]any{"type": "image", "data": base64.StdEncoding.EncodeToString(img), "mimeType": "image/png"})
-	}
-	body, _ := json.Marshal(map[string]any{
-		"call":   map[string]any{"id": "t1", "name": "shot", "nested": false},
-		"result": map[string]any{"content": blocks, "isError": false},
-	})
-	return body
-}
-
-func messagesBody(receipt string, imgs ...[]byte) []byte {
-	var blocks []map[string]any
-	for _, img := range imgs {
-		blocks = append(blocks, map[string]any{"type": "image", "data": base64.StdEncoding.EncodeToString(img), "mimeType": "image/png"})
-	}
-	body, _ := json.Marshal(map[string]any{
-		"receipt":  receipt,
-		"messages": []any{map[string]any{"role": "user", "content": blocks}},
-	})
-	return body
-}
-
-// repeatedRefBody is an Anthropic request of about 9 MiB whose every block
-// names the same image.
-func repeatedRefBody(name string) []byte {
-	block := fmt.Sprintf(`{"type":"text","text":%q}`, refs.Ref(name))
-	n := (9 << 20) / (len(block) + 1)
-	blocks := strings.Repeat(block+",", n-1) + block
-	return []byte(`{"format":"anthropic","mode":"url","request":{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[` + blocks + `]}]}}`)
-}
-
 func TestAttackStressPeakRSS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stress test: runs the server as a process and attacks it for a while")
@@ -181,12 +138,7 @@ func TestAttackStressPeakRSS(t *testing.T) {
 	}
 	s := startStressServer(t)
 
-	// Past the budget: 7071x7071 of 16-bit RGBA, 400 MB decoded.
-	refused := imagestest.BombPNG(7071, 7071)
-	// Within it: 3000x3000 of 16-bit RGBA, 72 MB decoded, then shrunk.
-	heavy := imagestest.BombPNG(3000, 3000)
-	heavy2 := imagestest.BombPNG(2999, 3000)
-	status, out, err := s.post(stressTokenA, "hooks/after-tool", afterToolBody(imagestest.BombPNG(64, 64)))
+	status, out, err := s.post(stressTokenA, "hooks/after-tool", imagestest.AfterTool(imagestest.BombPNG(64, 64)))
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("storing an image: %d %v %s", status, err, out)
 	}
@@ -194,15 +146,7 @@ func TestAttackStressPeakRSS(t *testing.T) {
 	if err := json.Unmarshal(out, &stored); err != nil || len(stored.Stored) != 1 {
 		t.Fatalf("stored %s: %v", out, err)
 	}
-	repeated := repeatedRefBody(stored.Stored[0])
-
-	attacks := []attack{
-		{"after-tool: four bombs past the budget", "hooks/after-tool", afterToolBody(refused, refused, refused, refused), []int{http.StatusBadRequest}},
-		{"after-tool: two heavy images within the budget", "hooks/after-tool", afterToolBody(heavy, heavy2), []int{http.StatusOK, http.StatusServiceUnavailable}},
-		{"offload-input: a heavy image", "hooks/offload-input", mustJSON(map[string]any{"message": map[string]any{"role": "user", "content": []any{map[string]any{"type": "image", "data": base64.StdEncoding.EncodeToString(heavy)}}}}), []int{http.StatusOK, http.StatusServiceUnavailable}},
-		{"messages: a bomb past the budget", "messages", messagesBody("r-refused", refused), []int{http.StatusBadRequest}},
-		{"before-request: one image named in every block of 9 MiB", "hooks/before-request", repeated, []int{http.StatusOK}},
-	}
+	attacks := imagestest.Attacks(stored.Stored[0], 9<<20)
 
 	runtime.GC()
 	time.Sleep(500 * time.Millisecond)
@@ -217,19 +161,19 @@ func TestAttackStressPeakRSS(t *testing.T) {
 			s.resetPeak()
 		}
 		before, _ := s.memory(t)
-		status, out, err := s.post(stressTokenA, a.route, a.body)
+		status, out, err := s.post(stressTokenA, a.Route, a.Body)
 		if err != nil {
-			t.Fatalf("%s: %v", a.name, err)
+			t.Fatalf("%s: %v", a.Name, err)
 		}
-		if !slices.Contains(a.status, status) {
-			t.Fatalf("%s: status %d, want one of %v: %.300s", a.name, status, a.status, out)
+		if !slices.Contains(a.Status, status) {
+			t.Fatalf("%s: status %d, want one of %v: %.300s", a.Name, status, a.Status, out)
 		}
 		_, peak := s.memory(t)
 		above := peak - idle
-		t.Logf("%s: %d, peak RSS %d MB, %d MB above idle (RSS before %d MB)", a.name, status, peak>>20, above>>20, before>>20)
+		t.Logf("%s: %d, peak RSS %d MB, %d MB above idle (RSS before %d MB)", a.Name, status, peak>>20, above>>20, before>>20)
 		worstOne = max(worstOne, above)
 		if canReset && above > maxAboveIdle {
-			t.Errorf("%s: %d MB above idle, aim at most %d MB", a.name, above>>20, maxAboveIdle>>20)
+			t.Errorf("%s: %d MB above idle, aim at most %d MB", a.Name, above>>20, maxAboveIdle>>20)
 		}
 	}
 
@@ -249,12 +193,12 @@ func TestAttackStressPeakRSS(t *testing.T) {
 			for round := range 2 {
 				for i := range attacks {
 					a := attacks[(i+c+round)%len(attacks)]
-					status, out, err := s.post(token, a.route, a.body)
+					status, out, err := s.post(token, a.Route, a.Body)
 					switch {
 					case err != nil:
-						errs <- fmt.Errorf("%s: %w", a.name, err)
-					case !slices.Contains(a.status, status) && !(status == http.StatusOK && a.route == "hooks/before-request"):
-						errs <- fmt.Errorf("%s: status %d: %.200s", a.name, status, out)
+						errs <- fmt.Errorf("%s: %w", a.Name, err)
+					case !slices.Contains(a.Status, status) && !(status == http.StatusOK && a.Route == "hooks/before-request"):
+						errs <- fmt.Errorf("%s: status %d: %.200s", a.Name, status, out)
 					}
 				}
 			}
@@ -271,12 +215,4 @@ func TestAttackStressPeakRSS(t *testing.T) {
 	if peak > maxPeak {
 		t.Errorf("peak RSS %d MB under concurrent attack, aim at most %d MB", peak>>20, maxPeak>>20)
 	}
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
 }

@@ -196,6 +196,21 @@ func (f *Function) Kill() int {
 	return len(all)
 }
 
+// Emulators returns the process ids of the live execution environments'
+// emulators; each runs the function's process as its child.
+func (f *Function) Emulators() []int {
+	f.init()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	pids := make([]int, 0, len(f.live))
+	for in := range f.live {
+		if in.cmd.Process != nil {
+			pids = append(pids, in.cmd.Process.Pid)
+		}
+	}
+	return pids
+}
+
 // Busy is how many invocations are running.
 func (f *Function) Busy() int64 { return f.invoking.Load() }
 

@@ -2,13 +2,13 @@ package lambdafn
 
 import "testing"
 
-func TestMemoryLimitIsHalfTheFunctionMemory(t *testing.T) {
+func TestMemoryLimitIsThreeEighthsOfTheFunctionMemory(t *testing.T) {
 	tests := []struct {
 		name string
 		env  map[string]string
 		want int64
 	}{
-		{"512 MB function", map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512"}, 256 << 20},
+		{"512 MB function", map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512"}, 192 << 20},
 		{"GOMEMLIMIT wins", map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512", "GOMEMLIMIT": "100MiB"}, 0},
 		{"not in Lambda", map[string]string{}, 0},
 		{"garbled size", map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots"}, 0},
