@@ -42,6 +42,14 @@ export interface DurachatOptions {
    * (DURACHAT_DESCRIBE=1 or 0); by default when pi's model takes no images.
    */
   describe?: boolean;
+  /**
+   * How long, in milliseconds, a turn waits for the messages before it to be
+   * logged before it reads the view, and a session's end for its last ones
+   * (default 5000): a long backlog goes on logging in the background instead
+   * of holding up the agent, and what a session ends without is logged when
+   * it next starts.
+   */
+  flushWaitMs?: number;
   /** Says that durachat cannot be reached (default: the UI's notify, else stderr). */
   warn?: (message: string, ctx: ExtensionContext) => void;
   /** Replaces the global fetch. */
@@ -107,6 +115,7 @@ export function durachat(options: DurachatOptions = {}) {
     const client = new Client({ url, token: options.token ?? env.DURACHAT_TOKEN, bodyLimit, fetch: options.fetch });
     const fixedChat = options.chat ?? env.DURACHAT_CHAT;
     const describe = options.describe ?? flag(env.DURACHAT_DESCRIBE);
+    const flushWaitMs = options.flushWaitMs ?? 5_000;
 
     let chat = "";
     let failing = false; // said so already, until a call works again
@@ -115,6 +124,7 @@ export function durachat(options: DurachatOptions = {}) {
     // repeat is safe, and the id of its session entry once known.
     const pending: { message: unknown; receipt: string; id?: string }[] = [];
     let flushing: Promise<void> = Promise.resolve();
+    let session = 0; // counts session starts: a flush works for the session it began in
 
     const warn = (message: string, ctx: ExtensionContext) => {
       try {
@@ -179,13 +189,16 @@ export function durachat(options: DurachatOptions = {}) {
 
     function flush(ctx: ExtensionContext): Promise<void> {
       flushing = flushing.then(async () => {
+        // A session started since owns the queue now: this loop stops.
+        const mine = session;
+        const target = chat;
         let done: (typeof pending)[number] | undefined;
-        while (pending.length > 0) {
+        while (pending.length > 0 && mine === session) {
           const next = pending[0];
           let refused: DurachatError | undefined;
           const ok = await guarded(ctx, "logging a message", async () => {
             try {
-              return await client.append(chat, [next.message], next.receipt);
+              return await client.append(target, [next.message], next.receipt);
             } catch (err) {
               // A refusal of this message itself would refuse it on every
               // try and hold back every message after it: it is dropped,
@@ -198,13 +211,24 @@ export function durachat(options: DurachatOptions = {}) {
               throw err;
             }
           });
-          if (ok === undefined) break; // kept for the next try
+          if (ok === undefined || mine !== session) break; // kept for the next try, or no longer ours
           if (refused) warn(`durachat refused a message, which is not logged (${refused.message}); the messages after it are.`, ctx);
           done = pending.shift();
         }
-        if (done) mark(ctx, done);
+        if (done && mine === session) mark(ctx, done);
       });
       return flushing;
+    }
+
+    /**
+     * Logs what is pending, waiting at most flushWaitMs: the rest goes on in
+     * the background, and what a session ends without is logged when it
+     * next starts.
+     */
+    async function settle(ctx: ExtensionContext): Promise<void> {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([flush(ctx), new Promise((done) => (timer = setTimeout(done, flushWaitMs)))]);
+      clearTimeout(timer);
     }
 
     function registerTool(def: ToolDef): void {
@@ -229,7 +253,7 @@ export function durachat(options: DurachatOptions = {}) {
       // What another session left pending is that session's: its next
       // start logs it. What this session holds that durachat may not have
       // goes first, in order.
-      await flushing;
+      session++;
       pending.length = 0;
       chat = fixedChat || `pi-${ctx.sessionManager.getSessionId()}`;
       try {
@@ -251,7 +275,7 @@ export function durachat(options: DurachatOptions = {}) {
     });
 
     pi.on("before_agent_start", async (event, ctx) => {
-      await flush(ctx);
+      await settle(ctx);
       const view = await guarded(ctx, "reading the memory view", () => client.view(chat, ctx.signal));
       if (!view || view.lines === 0) return;
       return { systemPrompt: `${event.systemPrompt}\n\n${viewHeader}\n\n${view.view}` };
@@ -294,7 +318,7 @@ export function durachat(options: DurachatOptions = {}) {
     });
 
     pi.on("session_shutdown", async (_event, ctx) => {
-      await flush(ctx);
+      await settle(ctx);
     });
   };
 }

@@ -488,3 +488,49 @@ test("messages pi kept while the server was down are logged when the session res
     work.remove();
   }
 });
+
+test("a turn waits a bounded time for earlier messages to be logged, then goes on; they are logged after", { timeout: 120_000 }, async () => {
+  const work = tempDir("durachat-pi-slow-");
+  const caught = catchWarnings();
+  let server;
+  let release;
+  const released = new Promise((resolve) => (release = resolve));
+  try {
+    const sm = SessionManager.create(work.dir, path.join(work.dir, "sessions"));
+    let session = await openSession({ url: `http://127.0.0.1:${await freePort()}`, sessionManager: sm, cwd: work.dir });
+    const chat = `pi-${session.sessionId}`;
+    faux.setResponses([fauxAssistantMessage(fauxText("noted"))]);
+    await run(session, "Remember this.");
+    const file = session.sessionFile;
+    session.dispose();
+
+    // The server is up but holds every append until released.
+    server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
+    globalThis.fetch = async (input, init = {}) => {
+      if ((init.method ?? "GET") === "POST" && String(input).endsWith("/messages")) await released;
+      return realFetch(input, init);
+    };
+    session = await openSession({ url: server.url, sessionManager: SessionManager.open(file, path.join(work.dir, "sessions")), cwd: work.dir });
+    let modelCalled = false;
+    faux.setResponses([
+      () => {
+        modelCalled = true;
+        return fauxAssistantMessage(fauxText("still here"));
+      },
+    ]);
+    await run(session, "Are you there?");
+    assert.ok(modelCalled, "the turn went on while its backlog was still being logged");
+    const r = await realFetch(`${server.url}/v1/chats/${chat}/status`);
+    assert.equal((await r.json()).entries, 0, "nothing was logged while the appends were held");
+
+    release();
+    await logged(server.url, chat, 4); // the backlog, then the new turn
+    session.dispose();
+  } finally {
+    release();
+    globalThis.fetch = realFetch;
+    caught.restore();
+    await server?.stop();
+    work.remove();
+  }
+});
