@@ -287,7 +287,7 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 		out, err = m.compactor.Compact(ctx, c)
 		if err != nil {
 			res.attempts, res.model = out.Attempts, out.Model
-			res.images.Attached, res.images.Skipped, res.images.NamesOnly = out.Attached, out.Skipped, out.NamesOnly
+			res.images.Attached, res.images.Skipped, res.images.NamesOnly = out.Attached, out.Skipped+res.images.Capped, out.NamesOnly
 			if !countsAsRefusal(err) || b.refusals+1 < RefusalLimit {
 				return res, nodeRow{}, err
 			}
@@ -317,6 +317,7 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 		line = cutMiddle(line, maxLineBytes, " [...] ")
 	}
 	res.attempts, res.model = out.Attempts, out.Model
+	out.Skipped += res.images.Capped
 	res.images.Attached, res.images.Skipped, res.images.NamesOnly = out.Attached, out.Skipped, out.NamesOnly
 	row := nodeRow{
 		Text: line, Child: child, Verbatim: out.Verbatim, Mechanical: out.Mechanical,
@@ -382,7 +383,12 @@ func (b *nodeBuild) leafImages(ctx context.Context, e transcript.Entry, source s
 		}
 		names = kept
 	}
-	for _, name := range names {
+	loaded := 0
+	for i, name := range names {
+		if len(imgs) == MaxLeafImages || loaded >= LeafImageBytes {
+			li.Capped = len(names) - i
+			break
+		}
 		img, err := m.images.Get(ctx, tenant, name)
 		if errors.Is(err, store.ErrNotFound) {
 			li.Missing++
@@ -393,9 +399,21 @@ func (b *nodeBuild) leafImages(ctx context.Context, e transcript.Entry, source s
 		}
 		img.Name = name
 		imgs = append(imgs, img)
+		loaded += len(img.Data)
 	}
 	return imgs, li, nil
 }
+
+// A leaf loads at most MaxLeafImages of the stored images its message
+// names, and none once those loaded hold LeafImageBytes: no provider takes
+// more in one request (Anthropic: 100 images, 32 MB a request), and a
+// message naming thousands of stored images must not take the compact
+// function's memory (its builds run ten at a time). The rest count as
+// skipped.
+const (
+	MaxLeafImages  = 100
+	LeafImageBytes = 24 << 20
+)
 
 // undescribed lists the images of names that have no description yet, for
 // the compactor to describe. A failed read fails the build, like a failed

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -188,5 +189,39 @@ func TestMergesSendNoImages(t *testing.T) {
 		if c.Images == nil {
 			t.Errorf("%s: Images is nil; it must always be present", c.Label)
 		}
+	}
+}
+
+func TestALeafLoadsNoMoreImagesThanAProviderTakesNorPastItsByteBudget(t *testing.T) {
+	tests := []struct {
+		name       string
+		named      int // distinct stored images the message names
+		size       int // bytes each
+		wantLoaded int
+	}{
+		{"within both", 3, 10, 3},
+		{"past the count", MaxLeafImages + 5, 10, MaxLeafImages},
+		{"past the bytes", 5, LeafImageBytes / 2, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := imageFixture(t)
+			var text strings.Builder
+			for i := range tt.named {
+				name := fmt.Sprintf("%016x", i+1)
+				f.images.imgs[name] = model.Image{MimeType: "image/png", Data: make([]byte, tt.size)}
+				text.WriteString(refs.Ref(name) + " ")
+			}
+			f.append(t, "user", text.String())
+			f.deliverAll(t)
+			c := f.comp.last()
+			if len(c.Images) != tt.wantLoaded || f.images.gets != tt.wantLoaded {
+				t.Fatalf("the leaf sent %d images after %d reads, want %d of %d: a message naming many stored images must not load them all", len(c.Images), f.images.gets, tt.wantLoaded, tt.named)
+			}
+			row, _ := f.row(t, Node{0, 0})
+			if row.Skipped != tt.named-tt.wantLoaded || len(row.Images) != tt.wantLoaded {
+				t.Errorf("row skipped %d, saw %d images; want %d skipped, %d seen", row.Skipped, len(row.Images), tt.named-tt.wantLoaded, tt.wantLoaded)
+			}
+		})
 	}
 }

@@ -64,6 +64,9 @@ type leafImages struct {
 	Skipped   int   `json:"s,omitempty"` // skipped by the compactor
 	NamesOnly bool  `json:"o,omitempty"`
 	Resent    int   `json:"z,omitempty"` // left out: a zoom page its original already showed
+	// Capped counts the stored images not loaded, past MaxLeafImages or
+	// LeafImageBytes; they are counted in Skipped once the leaf is built.
+	Capped int `json:"-"`
 	// Of the stored images: described (before or by this leaf), shown to the
 	// model but left undescribed by it, and neither (the model could not
 	// see them), which wait for a leaf whose model can.
