@@ -340,3 +340,24 @@ func TestStatusShowsTheCounts(t *testing.T) {
 		t.Errorf("mechanical is not a list: %v", out["mechanical"])
 	}
 }
+
+func TestZoomReadsNoMoreImagesThanAProviderTakes(t *testing.T) {
+	f := imageFixture(t)
+	var text strings.Builder
+	for i := range MaxLeafImages + 3 {
+		name := fmt.Sprintf("%016x", i+1)
+		f.images.imgs[name] = model.Image{MimeType: "image/png", Data: []byte("png")}
+		text.WriteString(refs.Ref(name) + " ")
+	}
+	f.append(t, "user", text.String())
+	f.deliverAll(t)
+	before := f.images.gets
+	_, out := f.serve(t, "POST", "/v1/chats/c1/tools/zoom", map[string]any{"id": 0})
+	content := out["content"].([]any)
+	if len(content) != 1+MaxLeafImages || f.images.gets-before != MaxLeafImages {
+		t.Fatalf("zoom carried %d images after %d reads, want %d of each", len(content)-1, f.images.gets-before, MaxLeafImages)
+	}
+	if page := content[0].(map[string]any)["text"].(string); strings.Count(page, "is not attached") != 3 {
+		t.Errorf("the page does not say which 3 images are not attached: %q", page[max(0, len(page)-600):])
+	}
+}

@@ -201,6 +201,11 @@ func (m *Memory) zoomEntry(ctx context.Context, tenant, chat string, id int64, o
 	text := page
 	for _, name := range refs.Names(page) {
 		text = m.withDescription(ctx, tenant, name, text)
+		if len(res.Content)-1 == MaxLeafImages {
+			// No provider takes more in one request; the rest are not read.
+			notes = append(notes, fmt.Sprintf("[image %s is not attached: this page carries %d images already; zoom with a smaller limit to see it]", name, MaxLeafImages))
+			continue
+		}
 		img, err := m.images.Get(ctx, tenant, name)
 		if errors.Is(err, store.ErrNotFound) {
 			notes = append(notes, fmt.Sprintf("[image %s is not stored any more; its ref is left as text]", name))
