@@ -32,6 +32,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -70,8 +71,9 @@ const (
 	// CallBudget bounds the time one call spends deleting before it hands
 	// the rest on, well inside API Gateway's 30 s and Lambda's timeout.
 	CallBudget = 10 * time.Second
-	// deleteConcurrency bounds the parallel item deletions of one batch.
-	deleteConcurrency = 8
+	// concurrency bounds the store calls one deletion batch, or one append's
+	// image tracking, makes at once.
+	concurrency = 8
 	// MaxListLimit bounds a page of chats or messages.
 	MaxListLimit = 100
 	// indexRetries bounds the optimistic-locking loop on an index item.
@@ -236,24 +238,34 @@ func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []stri
 		return nil, err
 	}
 	names = uniq(names)
-	var missing []string
-	for _, name := range names {
+	var (
+		mu      sync.Mutex
+		missing []string
+	)
+	err = inParallel(ctx, names, func(ctx context.Context, name string) error {
 		if err := c.reference(ctx, tenant, chat, name); err != nil {
-			return nil, err
+			return err
 		}
 		if err := c.awaitLease(ctx, tenant, name); err != nil {
-			return nil, err
+			return err
 		}
-		if _, err := c.blobs.Head(ctx, store.ImageKey(tenant, name)); errors.Is(err, store.ErrNotFound) {
+		_, err := c.blobs.Head(ctx, store.ImageKey(tenant, name))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			mu.Lock()
 			missing = append(missing, name)
-		} else if err != nil && !store.IsOutage(err) {
-			// S3 may answer a HEAD with 403; the image is then treated as
-			// stored, as every other reader does.
-			continue
-		} else if err != nil {
-			return nil, err
+			mu.Unlock()
+		case err != nil && store.IsOutage(err):
+			return err
 		}
+		// Any other failure (S3 may answer a HEAD with 403): the image is
+		// treated as stored, as every other reader does.
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	slices.Sort(missing)
 	return missing, nil
 }
 
@@ -507,11 +519,11 @@ func (c *Chats) step(ctx context.Context, tenant, chat, pk string) (removed, ima
 	return removed, images, len(named) > 0, nil
 }
 
-// inParallel calls fn for each item, deleteConcurrency at a time, and
+// inParallel calls fn for each item, concurrency at a time, and
 // returns the first error.
 func inParallel[T any](ctx context.Context, items []T, fn func(context.Context, T) error) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(deleteConcurrency)
+	g.SetLimit(concurrency)
 	for _, it := range items {
 		g.Go(func() error { return fn(gctx, it) })
 	}

@@ -141,7 +141,46 @@ func checkMessages(msgs []pi.Message) error {
 			}
 		}
 	}
+	if !namesAtMost(msgs, MaxNamedImages) {
+		return inputErr("messages", "name more than %d distinct images; an append may name at most %d (split it)", MaxNamedImages, MaxNamedImages)
+	}
 	return nil
+}
+
+// MaxNamedImages bounds the distinct images one append names (refs in its
+// text and arguments, and its image blocks): each is tracked for the
+// chat's deletion with a few store calls, so a message of nothing but refs
+// must not cost thousands of writes. No legitimate message comes near it.
+const MaxNamedImages = 1000
+
+// namesAtMost reports whether msgs name at most n distinct images,
+// counting each image block as one; it stops counting past n.
+func namesAtMost(msgs []pi.Message, n int) bool {
+	seen := map[string]bool{}
+	blocks := 0
+	for _, m := range msgs {
+		for _, b := range m.Content.Blocks {
+			var text string
+			switch b.Type {
+			case pi.TypeText:
+				text = b.Text
+			case pi.TypeToolCall:
+				text = string(b.Arguments)
+			case pi.TypeImage:
+				blocks++
+			}
+			for _, name := range refs.Names(text) {
+				seen[name] = true
+				if len(seen)+blocks > n {
+					return false
+				}
+			}
+			if len(seen)+blocks > n {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // isEmpty reports whether content has no blocks, or only empty text.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -721,6 +722,47 @@ func TestReadOutageIsUnavailable(t *testing.T) {
 		}
 		if _, err := f.log.Entries(ctx, tenant, chat, 0, 2); !errors.Is(err, store.ErrUnavailable) {
 			t.Errorf("Entries: %v", err)
+		}
+	})
+}
+
+// TestAnAppendNamingTooManyImagesIsRefusedBeforeAnythingIsWritten: each
+// image an append names is tracked with store calls, so a message of
+// nothing but refs is bad input, whichever blocks carry them.
+func TestAnAppendNamingTooManyImagesIsRefusedBeforeAnythingIsWritten(t *testing.T) {
+	refsText := func(from, n int) string {
+		var b strings.Builder
+		for i := range n {
+			b.WriteString(refs.Ref(fmt.Sprintf("%016x", from+i)) + " ")
+		}
+		return b.String()
+	}
+	user := func(blocks ...pi.Block) pi.Message {
+		return pi.Message{Role: pi.RoleUser, Content: pi.Content{Blocks: blocks}}
+	}
+	call := pi.Message{Role: pi.RoleAssistant, Content: pi.Content{Blocks: []pi.Block{{Type: pi.TypeToolCall, ID: "t", Name: "show", Arguments: []byte(fmt.Sprintf(`{"refs":%q}`, refsText(MaxNamedImages, 1)))}}}}
+	cases := []struct {
+		name string
+		msgs []pi.Message
+		ok   bool
+	}{
+		{"at the limit, a ref named twice counted once", []pi.Message{user(pi.TextBlock(refsText(0, MaxNamedImages) + refsText(0, 1)))}, true},
+		{"one more in text", []pi.Message{user(pi.TextBlock(refsText(0, MaxNamedImages+1)))}, false},
+		{"one more in a tool call's arguments", []pi.Message{user(pi.TextBlock(refsText(0, MaxNamedImages))), call}, false},
+	}
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		for i, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				ch := fmt.Sprintf("named%d", i)
+				_, err := f.log.Append(context.Background(), tenant, ch, c.msgs, "r")
+				var ie *InputError
+				if c.ok != (err == nil) || (!c.ok && (!errors.As(err, &ie) || ie.Field != "messages")) {
+					t.Fatalf("append = %v, want ok=%v or an input error naming messages", err, c.ok)
+				}
+				if n, err := f.log.Len(context.Background(), tenant, ch); err != nil || (!c.ok && n != 0) {
+					t.Fatalf("log length %d, %v after a refused append", n, err)
+				}
+			})
 		}
 	})
 }
