@@ -68,8 +68,17 @@ type job struct {
 // it).
 type jobKey struct{ named, b64 string }
 
+// MaxBatchImages bounds the distinct images one request may carry: each
+// costs a decode and a store write, and no model takes even a tenth of it
+// in one request.
+const MaxBatchImages = 1000
+
+// ErrTooMany refuses the first image past MaxBatchImages.
+var ErrTooMany = fmt.Errorf("one image more than the %d distinct images a request may carry", MaxBatchImages)
+
 // Prepare checks and prepares every image of a request (Shrink), equal
-// images once. When any is refused, the error is a *RefusedError naming the
+// images once. A request of more than MaxBatchImages distinct images is
+// refused before any is decoded. When any is refused, the error is a *RefusedError naming the
 // first refused image in request order; when the decode budget stayed in use
 // (ErrBusy) or ctx ended, that error.
 func Prepare(ctx context.Context, imgs []Inline) (*Batch, error) {
@@ -89,6 +98,9 @@ func Prepare(ctx context.Context, imgs []Inline) (*Batch, error) {
 			b.jobs = append(b.jobs, j)
 		}
 		b.of[i] = j
+	}
+	if len(b.jobs) > MaxBatchImages {
+		return nil, &RefusedError{Index: b.jobs[MaxBatchImages].first, Err: ErrTooMany}
 	}
 	b.each(func(j *job) { j.prepared, j.err = Shrink(ctx, j.B64) })
 	for _, j := range b.jobs {

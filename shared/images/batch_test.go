@@ -3,6 +3,7 @@ package images_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/durachat/durachat/shared/images"
@@ -113,5 +114,41 @@ func TestPrepareNamesTheFirstRefusedImage(t *testing.T) {
 	refused, ok := errors.AsType[*images.RefusedError](err)
 	if !ok || refused.Index != 1 || !errors.Is(err, images.ErrInvalidBase64) {
 		t.Fatalf("err %v, want image 1 refused as invalid base64", err)
+	}
+}
+
+func TestABatchOfMoreDistinctImagesThanARequestMayCarryIsRefusedBeforeAnyDecode(t *testing.T) {
+	small := b64(pngBytes(t, gradient(16, 16)))
+	tests := []struct {
+		name      string
+		distinct  int
+		repeats   int // of one image, which count once
+		wantIndex int // -1: accepted
+	}{
+		{"the limit, one image repeated", images.MaxBatchImages - 1, 50, -1},
+		{"one past the limit", images.MaxBatchImages + 1, 0, images.MaxBatchImages},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var in []images.Inline
+			for range tt.repeats {
+				in = append(in, images.Inline{B64: small})
+			}
+			for i := range tt.distinct {
+				// Not images at all: a refusal by count reads none of them.
+				in = append(in, images.Inline{B64: fmt.Sprintf("not-an-image-%d", i)})
+			}
+			_, err := images.Prepare(context.Background(), in)
+			refused, ok := errors.AsType[*images.RefusedError](err)
+			if tt.wantIndex < 0 {
+				if ok && errors.Is(err, images.ErrTooMany) {
+					t.Fatalf("refused by count: %v", err)
+				}
+				return
+			}
+			if !ok || refused.Index != tt.repeats+tt.wantIndex || !errors.Is(err, images.ErrTooMany) {
+				t.Fatalf("Prepare = %v, want image %d refused as one too many", err, tt.repeats+tt.wantIndex)
+			}
+		})
 	}
 }
