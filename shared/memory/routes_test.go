@@ -361,3 +361,28 @@ func TestZoomReadsNoMoreImagesThanAProviderTakes(t *testing.T) {
 		t.Errorf("the page does not say which 3 images are not attached: %q", page[max(0, len(page)-600):])
 	}
 }
+
+func TestSearchReadsABoundedAmountOfTextPerCall(t *testing.T) {
+	f := newFixture(t)
+	f.m.search = true
+	// 400 entries of 100 KB (25,000 four-byte characters) and no match:
+	// 40 MB of text, more than one call reads.
+	big := strings.Repeat("😀", 25_000)
+	for range 400 {
+		f.log.add(f.chat, "user", big)
+	}
+	if err := f.m.Appended(t.Context(), f.tenant, f.chat, 400); err != nil {
+		t.Fatal(err)
+	}
+	_, out := f.serve(t, "POST", "/v1/chats/c1/tools/search", map[string]any{"text": "needle"})
+	text, isErr := resultText(t, out)
+	at := strings.Index(text, "before=")
+	if isErr || at < 0 {
+		t.Fatalf("a search over 40 MB read it all in one call, or failed:\n%.300s", text)
+	}
+	var before int
+	fmt.Sscanf(text[at:], "before=%d", &before)
+	if read := (400 - before) * len(big); read < searchBytes || read > searchBytes+searchChunk*len(big) {
+		t.Errorf("one call read %d MB of text, want about %d MB", read>>20, searchBytes>>20)
+	}
+}

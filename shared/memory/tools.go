@@ -304,11 +304,13 @@ type SearchArgs struct {
 	Before Int    `json:"before"`
 }
 
-// searchScan bounds the entries one search call reads; the answer says
-// where to go on from.
+// searchScan and searchBytes bound the entries, and the bytes of their
+// text, one search call reads; the answer says where to go on from. An
+// entry may hold 100 KB of text, so entries are read a few at a time.
 const (
 	searchScan  = 20_000
-	searchChunk = 500
+	searchBytes = 16 << 20
+	searchChunk = 50
 )
 
 // SearchEnabled reports whether a chat has the search tool.
@@ -371,9 +373,9 @@ func (m *Memory) Search(ctx context.Context, tenant, chat string, a SearchArgs) 
 		snippet string
 	}
 	var hits []hit
-	scanned := int64(0)
+	scanned, scannedBytes := int64(0), 0
 	to := before
-	for to > 0 && len(hits) < SearchHits && scanned < searchScan {
+	for to > 0 && len(hits) < SearchHits && scanned < searchScan && scannedBytes < searchBytes {
 		from := max(0, to-searchChunk)
 		entries, err := m.log.Entries(ctx, tenant, chat, from, to)
 		if err != nil {
@@ -382,6 +384,7 @@ func (m *Memory) Search(ctx context.Context, tenant, chat string, a SearchArgs) 
 		for k := len(entries) - 1; k >= 0 && len(hits) < SearchHits; k-- {
 			e := entries[k]
 			to = e.I
+			scannedBytes += len(e.Text)
 			if e.Tool != "" {
 				continue // a logged memory tool result is not an original
 			}
