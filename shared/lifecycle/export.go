@@ -107,8 +107,10 @@ func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
 func (c *Chats) Import(ctx context.Context, tenant, chat string, raws []json.RawMessage) (ImportResult, error) {
 	res := ImportResult{Messages: len(raws)}
 	var batch []pi.Message
+	var named transcript.NamedImages // by the batch: an append names at most transcript.MaxNamedImages
 	h := sha256.New()
 	flush := func() error {
+		named = transcript.NamedImages{}
 		if len(batch) == 0 {
 			return nil
 		}
@@ -144,6 +146,15 @@ func (c *Chats) Import(ctx context.Context, tenant, chat string, raws []json.Raw
 					return res, err
 				}
 			}
+		}
+		named.Add(m)
+		if len(batch) > 0 && named.Count() > transcript.MaxNamedImages {
+			// With this message the append would name too many images: it
+			// starts the next one.
+			if err := flush(); err != nil {
+				return res, err
+			}
+			named.Add(m)
 		}
 		batch = append(batch, m)
 		h.Write(raw)

@@ -25,6 +25,7 @@ import (
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/memory"
+	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/testenv"
 	"github.com/durachat/durachat/shared/transcript"
@@ -772,5 +773,31 @@ func TestAPageOfMessagesStopsAtItsByteBudget(t *testing.T) {
 				t.Fatalf("read %d messages back, want 100", seen)
 			}
 		})
+	}
+}
+
+func TestAnImportSplitsItsAppendsSoNoneNamesTooManyImages(t *testing.T) {
+	e := newEnv(t, testenv.Embedded(t), 0)
+	// Three messages naming 400 images each: 1,200 in one append would be
+	// refused, so the third starts an append of its own.
+	var raws []json.RawMessage
+	for m := range 3 {
+		var text strings.Builder
+		for i := range 400 {
+			text.WriteString(refs.Ref(fmt.Sprintf("%016x", m*400+i+1)) + " ")
+		}
+		raw, err := json.Marshal(user(text.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raws = append(raws, raw)
+	}
+	for round := range 2 { // again: nothing logged twice
+		if res, err := e.chats.Import(t.Context(), "alice", "many", raws); err != nil || res.Entries != 3 {
+			t.Fatalf("import %d: %+v, %v; want 3 entries", round, res, err)
+		}
+		if p := e.messages("alice", "many", ""); len(p.Messages) != 3 {
+			t.Fatalf("after import %d the chat holds %d messages, want 3", round, len(p.Messages))
+		}
 	}
 }

@@ -154,34 +154,48 @@ func checkMessages(msgs []pi.Message) error {
 const MaxNamedImages = 1000
 
 // namesAtMost reports whether msgs name at most n distinct images,
-// counting each image block as one; it stops counting past n.
+// counting each image block as one.
 func namesAtMost(msgs []pi.Message, n int) bool {
-	seen := map[string]bool{}
-	blocks := 0
+	var named NamedImages
 	for _, m := range msgs {
-		for _, b := range m.Content.Blocks {
-			var text string
-			switch b.Type {
-			case pi.TypeText:
-				text = b.Text
-			case pi.TypeToolCall:
-				text = string(b.Arguments)
-			case pi.TypeImage:
-				blocks++
-			}
-			for _, name := range refs.Names(text) {
-				seen[name] = true
-				if len(seen)+blocks > n {
-					return false
-				}
-			}
-			if len(seen)+blocks > n {
-				return false
-			}
+		if named.Add(m); named.Count() > n {
+			return false
 		}
 	}
 	return true
 }
+
+// NamedImages counts the images messages name toward MaxNamedImages: the
+// distinct refs in their text and tool-call arguments, and each image
+// block. The zero value counts none.
+type NamedImages struct {
+	refs   map[string]bool
+	blocks int
+}
+
+// Add counts the images m names.
+func (n *NamedImages) Add(m pi.Message) {
+	if n.refs == nil {
+		n.refs = map[string]bool{}
+	}
+	for _, b := range m.Content.Blocks {
+		var text string
+		switch b.Type {
+		case pi.TypeText:
+			text = b.Text
+		case pi.TypeToolCall:
+			text = string(b.Arguments)
+		case pi.TypeImage:
+			n.blocks++
+		}
+		for _, name := range refs.Names(text) {
+			n.refs[name] = true
+		}
+	}
+}
+
+// Count is how many images the messages added so far name.
+func (n *NamedImages) Count() int { return len(n.refs) + n.blocks }
 
 // isEmpty reports whether content has no blocks, or only empty text.
 func isEmpty(c pi.Content) bool {
