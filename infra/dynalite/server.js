@@ -19,6 +19,15 @@ server.on("error", (err) => {
   console.error(err);
   process.exit(1);
 });
+// dynalite rethrows the error of a request whose client went away (a
+// cancelled context closes the connection mid-request), which would take
+// the whole server down; DynamoDB simply drops such a request. Anything
+// else still ends the process.
+process.on("uncaughtException", (err) => {
+  if (err && (err.code === "ECONNRESET" || err.message === "aborted")) return;
+  console.error(err);
+  process.exit(1);
+});
 server.listen(port, process.env.DYNAMODB_HOST || "127.0.0.1", () => {
   console.log(`dynamodb listening on port ${server.address().port}`);
 });

@@ -2,8 +2,11 @@ package awstest
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -62,4 +65,24 @@ func TestDynaliteEnforcesWhatMinidynLetsPass(t *testing.T) {
 			t.Fatalf("a query starting outside begins_with = %v, want a ValidationException", err)
 		}
 	})
+}
+
+// A client that goes away mid-request (a cancelled context closes its
+// connection) must not take the shared server down with it: DynamoDB
+// just drops such a request, and every later test would fail otherwise.
+func TestDynaliteOutlivesAClientThatGoesAwayMidRequest(t *testing.T) {
+	d := StartDynalite(t)
+	for range 3 {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(dynalite.endpoint, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: local\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: DynamoDB_20120810.ListTables\r\nContent-Length: 1000\r\n\r\n{\"Li")
+		time.Sleep(50 * time.Millisecond) // the server has begun reading the body
+		conn.Close()
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, err := d.Client.ListTables(t.Context(), &dynamodb.ListTablesInput{}); err != nil {
+		t.Fatalf("after clients went away mid-request: %v", err)
+	}
 }
