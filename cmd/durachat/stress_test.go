@@ -12,13 +12,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/durachat/durachat/shared/images/imagestest"
+	"github.com/durachat/durachat/shared/testenv"
 )
 
 // The attack stress test runs the local server as its own process, so its
@@ -86,25 +85,7 @@ func startStressServer(t *testing.T) *stressServer {
 
 // memory reads the server's resident memory and its peak so far.
 func (s *stressServer) memory(t *testing.T) (rss, peak int64) {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		switch k {
-		case "VmRSS":
-			rss = kb << 10
-		case "VmHWM":
-			peak = kb << 10
-		}
-	}
-	return rss, peak
+	return testenv.ResidentMemory(t, s.pid)
 }
 
 // resetPeak starts a new peak at the current RSS (Linux: writing 5 to

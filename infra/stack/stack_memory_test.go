@@ -16,6 +16,7 @@ import (
 
 	"github.com/durachat/durachat/infra/stack"
 	"github.com/durachat/durachat/shared/images/imagestest"
+	"github.com/durachat/durachat/shared/testenv"
 )
 
 // In Lambda, a request must stay within half its function's memory,
@@ -70,7 +71,7 @@ func TestInLambdaEachRequestStaysWithinHalfItsFunctionsMemory(t *testing.T) {
 		var peaks []string
 		for _, emulator := range f.Emulators() {
 			for _, pid := range children(t, emulator) {
-				peak := peakRSS(t, pid)
+				_, peak := testenv.ResidentMemory(t, pid)
 				peaks = append(peaks, fmt.Sprintf("%d MB", peak>>20))
 				if peak > limit {
 					t.Errorf("%s: a function process peaked at %d MB, more than half its %d MB", name, peak>>20, f.Def.MemoryMB)
@@ -116,24 +117,4 @@ func children(t *testing.T, pid int) []int {
 		}
 	}
 	return out
-}
-
-// peakRSS is the process's peak resident memory (VmHWM).
-func peakRSS(t *testing.T, pid int) int64 {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("/proc/%d/status has no VmHWM", pid)
-	return 0
 }

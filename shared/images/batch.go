@@ -78,9 +78,9 @@ var ErrTooMany = fmt.Errorf("one image more than the %d distinct images a reques
 
 // Prepare checks and prepares every image of a request (Shrink), equal
 // images once. A request of more than MaxBatchImages distinct images is
-// refused before any is decoded. When any is refused, the error is a *RefusedError naming the
-// first refused image in request order; when the decode budget stayed in use
-// (ErrBusy) or ctx ended, that error.
+// refused before any is decoded. When any is refused, the error is a
+// *RefusedError naming the first refused image in request order; when the
+// decode budget stayed in use (ErrBusy) or ctx ended, that error.
 func Prepare(ctx context.Context, imgs []Inline) (*Batch, error) {
 	b := &Batch{of: make([]*job, len(imgs))}
 	byKey := map[jobKey]*job{}

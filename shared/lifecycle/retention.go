@@ -295,10 +295,5 @@ func (c *Chats) handlePutChatRetention(w http.ResponseWriter, r *http.Request) e
 	if err := c.SetChatRetention(r.Context(), tenant, chat, days); err != nil {
 		return err
 	}
-	ret, err := c.ChatRetention(r.Context(), tenant, chat)
-	if err != nil {
-		return err
-	}
-	api.WriteJSON(w, http.StatusOK, ret)
-	return nil
+	return c.handleGetChatRetention(w, r) // the setting as it now stands
 }

@@ -296,8 +296,6 @@ func imageError(field string, err error) error {
 		return &InputError{Field: field, Msg: "is not a whole PNG, JPEG, GIF or WebP image", Err: err}
 	case errors.Is(err, images.ErrTooLarge):
 		return &InputError{Field: field, Msg: "is an image too large to store", Err: err}
-	case errors.Is(err, images.ErrTooMany):
-		return &InputError{Field: field, Msg: "is one image too many for one append", Err: err}
 	}
 	return fmt.Errorf("transcript: storing image %s: %w", field, err)
 }
