@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/durachat/durachat/shared/importfile"
+	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/lifecycle/wire"
 )
 
