@@ -12,9 +12,9 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
-	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
