@@ -296,4 +296,3 @@ func TestAnAppendWhileTheSweepRunsKeepsTheChat(t *testing.T) {
 		})
 	}
 }
-
