@@ -7,16 +7,10 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { fauxAssistantMessage, fauxText, fauxToolCall, registerFauxProvider } from "@mariozechner/pi-ai";
-import {
-  AuthStorage,
-  createAgentSession,
-  DefaultResourceLoader,
-  ModelRegistry,
-  SessionManager,
-  SettingsManager,
-} from "@mariozechner/pi-coding-agent";
+import { fauxAssistantMessage, fauxModels, fauxText, fauxToolCall, modelAccess, modelRequest, piAgent } from "./pi.mjs";
 import { buildServer, freePort, noisyPng, png, startServer, tempDir } from "./server.mjs";
+
+const { createAgentSession, DefaultResourceLoader, SessionManager, SettingsManager } = piAgent;
 
 const pkgDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const refText = /^\[image [0-9a-f]{16}\]$/;
@@ -28,16 +22,14 @@ let tmp, bin, faux;
 before(() => {
   tmp = tempDir("durachat-pi-");
   bin = buildServer(tmp.dir);
-  faux = registerFauxProvider({
-    models: [
-      { id: "faux-vision", input: ["text", "image"] },
-      { id: "faux-text", input: ["text"] },
-    ],
-  });
+  faux = fauxModels([
+    { id: "faux-vision", input: ["text", "image"] },
+    { id: "faux-text", input: ["text"] },
+  ]);
 });
 
 after(() => {
-  faux?.unregister();
+  faux?.unregister?.();
   tmp?.remove();
 });
 
@@ -88,15 +80,12 @@ async function openSession({ url, sessionManager, cwd, warnings, model = faux.ge
     systemPrompt: "You are a test agent.",
   });
   await resourceLoader.reload();
-  const authStorage = AuthStorage.inMemory();
-  authStorage.setRuntimeApiKey(model.provider, "faux-key");
   const { session, extensionsResult } = await createAgentSession({
     cwd,
     agentDir,
     model,
     thinkingLevel: "off",
-    authStorage,
-    modelRegistry: ModelRegistry.inMemory(authStorage),
+    ...(await modelAccess(faux, model, agentDir)),
     resourceLoader,
     settingsManager,
     sessionManager,
@@ -146,13 +135,7 @@ async function logged(url, chat, n, headers = {}) {
 }
 
 /** What the model got: the system prompt, the messages and the tool names. */
-function snapshot(context) {
-  return {
-    systemPrompt: context.systemPrompt,
-    messages: structuredClone(context.messages),
-    tools: (context.tools ?? []).map((t) => ({ name: t.name })),
-  };
-}
+const snapshot = modelRequest;
 
 function lastToolResult(context) {
   return context.messages.filter((m) => m.role === "toolResult").at(-1);
