@@ -336,7 +336,7 @@ export function durachat(options: DurachatOptions = {}) {
           return { content: a.message.content as Block[], inline: a.inline.length };
         }
         const a = await client.afterTool(chat, { id: String(m.toolCallId), name: String(m.toolName) }, { content: m.content, isError: m.isError }, signal, noBound);
-        return { content: a.result.content, inline: a.inline.length };
+        return { content: a.skipped ? (m.content as Block[]) : a.result.content, inline: a.inline.length };
       });
       if (r === undefined) return undefined;
       // Refused images are not tried again; ones the store could not take now are.
