@@ -22,6 +22,7 @@ import (
 	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/aws/awstest"
 	"github.com/durachat/durachat/shared/aws/dynamo"
+	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/memory"
@@ -31,13 +32,16 @@ import (
 	"github.com/durachat/durachat/shared/transcript"
 )
 
-// env is the memory API's routes over one backend, with two tenants.
+// env is the memory API's routes and the hooks over one backend, with two
+// tenants.
 type env struct {
-	t      *testing.T
-	b      testenv.Backend
-	chats  *lifecycle.Chats
-	url    string
-	tokens map[string]string // tenant -> token
+	t       *testing.T
+	b       testenv.Backend
+	chats   *lifecycle.Chats
+	uploads *hooks.Uploads
+	memory  *memory.Memory
+	url     string
+	tokens  map[string]string // tenant -> token
 }
 
 // backends are every real backend, plus the AWS adapters on dynalite, the
@@ -66,6 +70,11 @@ func newEnv(t *testing.T, b testenv.Backend, steps int) *env {
 func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) *env {
 	t.Helper()
 	imgs := images.New(b.Blobs)
+	if b.Name != "embedded" {
+		// S3 stages direct uploads until a ref claims them; the local
+		// server checks them as they arrive.
+		imgs.Staging = b.Blobs
+	}
 	chats := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
 	tl := transcript.New(b.Table, b.Blobs, imgs, transcript.WithChats(chats))
 	logger := testenv.Logger(t)
@@ -80,14 +89,16 @@ func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) 
 	for tenant, tok := range tokens {
 		byToken[tok] = tenant
 	}
+	uploader, _ := b.Linker.(store.Uploader)
+	uploads := hooks.NewUploads(imgs, uploader, chats)
 	h, err := app.Handler(logger, api.BearerTokens(byToken), app.Stores{Table: b.Table, Blobs: b.Blobs},
-		[]api.Routes{transcript.NewRoutes(tl, imgs, m), m, chats})
+		[]api.Routes{transcript.NewRoutes(tl, imgs, m), m, chats, hooks.NewOffload(imgs, chats), uploads, hooks.NewRestore(imgs, b.Linker)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, b: b, chats: chats, url: srv.URL, tokens: tokens}
+	return &env{t: t, b: b, chats: chats, uploads: uploads, memory: m, url: srv.URL, tokens: tokens}
 }
 
 func (e *env) do(tenant, method, path string, body any) (int, []byte) {
