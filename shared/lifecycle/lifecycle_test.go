@@ -70,6 +70,13 @@ func newEnv(t *testing.T, b testenv.Backend, steps int) *env {
 // newEnvAt is newEnv with the lifecycle's clock (nil: the wall clock).
 func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) *env {
 	t.Helper()
+	return newEnvBuilding(t, b, steps, now, nil)
+}
+
+// newEnvBuilding is newEnvAt whose memory builds nodes with comp (nil:
+// it schedules builds but builds nothing).
+func newEnvBuilding(t *testing.T, b testenv.Backend, steps int, now func() time.Time, comp memory.Compactor) *env {
+	t.Helper()
 	imgs := images.New(b.Blobs)
 	if b.Name != "embedded" {
 		// S3 stages direct uploads until a ref claims them; the local
@@ -79,7 +86,11 @@ func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) 
 	chats := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
 	tl := transcript.New(b.Table, b.Blobs, imgs, transcript.WithChats(chats))
 	logger := testenv.Logger(t)
-	m, err := memory.New(memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: chats, Deletions: chats, Logger: logger})
+	mc := memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: chats, Deletions: chats, Logger: logger}
+	if comp != nil {
+		mc.Compactor, mc.Descriptions, mc.Retrier, mc.Search = comp, imgs, b.Receiver, true
+	}
+	m, err := memory.New(mc)
 	if err != nil {
 		t.Fatal(err)
 	}
