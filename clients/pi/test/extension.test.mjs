@@ -595,6 +595,10 @@ test("a user's attached image goes through offload-input: the session file keeps
     const r = await fetch(`${server.url}/v1/chats/${chat}/messages`);
     const [logUser] = (await r.json()).messages.map((e) => e.message);
     assert.deepEqual(logUser.content, user.content, "durachat logs the message as the session keeps it");
+    if (modern) {
+      // pi 1.x keeps the prompt and the tools as a system entry: pi's own, not logged.
+      assert.equal(fileMessages(session.sessionFile, "system").length, 1, "the session file has pi's system entry");
+    }
     assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
     await close(session);
   } finally {
