@@ -293,3 +293,54 @@ func TestTheDocsExamplesAnswerWhatTheyClaim(t *testing.T) {
 		})
 	}
 }
+
+// TestTheREADMEsGoProgramRuns: the README's Go program, built in a module
+// of its own against this repository's client (as its install section
+// says) and run against the local server, logs its messages.
+func TestTheREADMEsGoProgramRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program")
+	}
+	var programs []fence
+	for _, f := range fences(t, "../../README.md") {
+		if f.lang == "go" {
+			programs = append(programs, f)
+		}
+	}
+	if len(programs) != 1 {
+		t.Fatalf("README.md has %d Go blocks, want the one program", len(programs))
+	}
+	clientDir, err := filepath.Abs("../../client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	goMod := "module readme\n\ngo 1.22\n\nrequire github.com/durachat/durachat/client v0.0.0\n\nreplace github.com/durachat/durachat/client => " + clientDir + "\n"
+	for name, data := range map[string]string{"go.mod": goMod, "main.go": strings.Join(programs[0].lines, "\n")} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.Command("go", "build", "-o", "readme", ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("README.md:%d does not build: %v\n%s", programs[0].line, err, out)
+	}
+	base, _ := start(t, map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: t.TempDir()})
+	prog := exec.Command(filepath.Join(dir, "readme"))
+	prog.Env = append(os.Environ(), "DURACHAT_URL="+base, "DURACHAT_TOKEN=")
+	out, err := prog.CombinedOutput()
+	if err != nil {
+		t.Fatalf("README.md:%d: the program failed: %v\n%s", programs[0].line, err, out)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^<chat>\n0\+1\|user: Why does the login page fail\?\n</chat> 2$`),
+		regexp.MustCompile(`(?m)^stored \[[0-9a-f]{16}\]$`),
+		regexp.MustCompile(`(?m)^logged \[1 2\]$`),
+	} {
+		if !want.Match(out) {
+			t.Errorf("README.md:%d: the program printed\n%s\nwant a match of %s", programs[0].line, out, want)
+		}
+	}
+}
