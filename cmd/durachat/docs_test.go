@@ -139,6 +139,7 @@ func runShell(t *testing.T, dir, base string, cmds []shellCommand) []string {
 	}
 	redirect := regexp.MustCompile(`>\s*(\S+)\s*$`)
 	var script strings.Builder
+	script.WriteString("set -e\n") // every command of an example succeeds
 	for i, c := range cmds {
 		text := strings.NewReplacer("localhost:8080", u.Host, "127.0.0.1:8080", u.Host).Replace(c.text)
 		fmt.Fprintf(&script, "printf '%s%d\\n'\n%s\n", record, i, text)
@@ -342,5 +343,31 @@ func TestTheREADMEsGoProgramRuns(t *testing.T) {
 		if !want.Match(out) {
 			t.Errorf("README.md:%d: the program printed\n%s\nwant a match of %s", programs[0].line, out, want)
 		}
+	}
+}
+
+// TestTheUIDocQuotesTheServedPolicy: docs/ui.md quotes the memory
+// browser's content security policy; it is the one the pages carry.
+func TestTheUIDocQuotesTheServedPolicy(t *testing.T) {
+	const header = "Content-Security-Policy: "
+	var quoted []string
+	for _, f := range fences(t, "../../docs/ui.md") {
+		for _, l := range f.lines {
+			if p, ok := strings.CutPrefix(l, header); ok {
+				quoted = append(quoted, p)
+			}
+		}
+	}
+	if len(quoted) != 1 {
+		t.Fatalf("docs/ui.md quotes %d policies, want one", len(quoted))
+	}
+	base, _ := start(t, map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: t.TempDir()})
+	resp, err := walkClient.Get(base + "/ui/index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("Content-Security-Policy"); resp.StatusCode != http.StatusOK || got != quoted[0] {
+		t.Fatalf("GET /ui/index.html: %d with the policy\n%s\ndocs/ui.md quotes\n%s", resp.StatusCode, got, quoted[0])
 	}
 }
