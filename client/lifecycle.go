@@ -3,11 +3,12 @@ package client
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 
 	"github.com/durachat/durachat/shared/importfile"
@@ -109,9 +110,10 @@ func (ch *Chat) Delete(ctx context.Context) (*Deletion, error) {
 }
 
 // Export writes the chat's export to w: JSONL, one line per log entry,
-// {"seq", "message"}, images inline (an image block with its data, MIME
-// type and stored name). It follows the export's parts (GET .../export)
-// until the last.
+// {"seq", "message"} with image refs as ref blocks, and before the first
+// message of each part that names an image, its image line {"type":
+// "image", "name", "mimeType", "data"}. It follows the export's parts
+// (GET .../export) until the last.
 func (ch *Chat) Export(ctx context.Context, w io.Writer) error {
 	after := ""
 	for {
@@ -144,16 +146,19 @@ const importPart = 4 << 20
 
 // Import loads an export, or a pi coding-agent session file, into the
 // chat with POST .../import: the file is read here (a session's last
-// branch) and sent in parts of whole messages. Order and timestamps are
-// kept, images are stored as they go, and importing the same file again
-// logs nothing twice.
+// branch) and sent in parts of whole lines, each logged all or nothing.
+// Order and timestamps are kept, images are stored as they go, and
+// importing the same file again logs nothing twice, so an import that
+// fails midway (the error names the file's line and how far it got) is
+// completed by importing the file again once the cause is fixed.
 func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) {
-	msgs, skipped, err := importfile.Parse(r)
+	items, skipped, err := importfile.Parse(r)
 	if err != nil {
 		return nil, fmt.Errorf("durachat: import: %w", err)
 	}
 	total := &ImportResult{Skipped: skipped}
 	var part bytes.Buffer
+	var lines []int // the file's line of each line of the part
 	send := func() error {
 		if part.Len() == 0 {
 			return nil
@@ -161,19 +166,27 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) 
 		var got ImportResult
 		err := ch.c.call(ctx, call{method: http.MethodPost, path: ch.path("/import"), raw: part.Bytes(), retry: true}, &got)
 		if err != nil {
-			return err
+			return partError(err, lines, total)
 		}
 		total.Messages += got.Messages
 		total.Entries += got.Entries
 		total.Skipped += got.Skipped
+		for from, to := range got.Renamed {
+			if total.Renamed == nil {
+				total.Renamed = map[string]string{}
+			}
+			total.Renamed[from] = to
+		}
 		part.Reset()
+		lines = lines[:0]
 		return nil
 	}
-	for _, m := range msgs {
-		line, err := json.Marshal(struct {
-			Type    string          `json:"type"`
-			Message json.RawMessage `json:"message"`
-		}{"message", m})
+	for _, it := range items {
+		if it.Message != nil {
+			// A part's refs follow the images earlier parts renamed.
+			it.Message, _ = importfile.RenameRefs(it.Message, total.Renamed)
+		}
+		line, err := it.Encode()
 		if err != nil {
 			return nil, err
 		}
@@ -184,8 +197,36 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) 
 		}
 		part.Write(line)
 		part.WriteByte('\n')
+		lines = append(lines, it.Line)
 	}
 	return total, send()
+}
+
+// partLine is a line number in an import's answer.
+var partLine = regexp.MustCompile(`\bline (\d+)\b`)
+
+// partError makes the lines an import part's error names the file's lines
+// (the part's line n is the file's lines[n-1]) and says what the parts
+// before it logged.
+func partError(err error, lines []int, done *ImportResult) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	fileLine := func(s string) string {
+		return partLine.ReplaceAllStringFunc(s, func(m string) string {
+			n, _ := strconv.Atoi(partLine.FindStringSubmatch(m)[1])
+			if n < 1 || n > len(lines) {
+				return m
+			}
+			return "line " + strconv.Itoa(lines[n-1])
+		})
+	}
+	e.Field, e.Message = fileLine(e.Field), fileLine(e.Message)
+	if done.Entries > 0 || done.Messages > 0 {
+		e.Message += fmt.Sprintf(" (the file's lines before line %d are imported: %d entries)", lines[0], done.Entries)
+	}
+	return e
 }
 
 // Retention reads the tenant's default retention (GET /v1/retention).

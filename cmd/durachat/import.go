@@ -69,8 +69,16 @@ func importCmd(ctx context.Context, args []string, lookup func(string) (string, 
 	} else if res, err = importLocal(ctx, lookup, *tenant, *chat, in); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "imported %d messages into %s as %d entries (%d lines skipped)\n", res.Messages, *chat, res.Entries, res.Skipped)
-	return err
+	if _, err := fmt.Fprintf(stdout, "imported %d messages into %s as %d entries (%d lines skipped)\n", res.Messages, *chat, res.Entries, res.Skipped); err != nil {
+		return err
+	}
+	for from, to := range res.Renamed {
+		// Bytes not the name's: stored under their own name, refs made to it.
+		if _, err := fmt.Fprintf(stdout, "image %s is stored as %s: its bytes are not those named %s\n", from, to, from); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func openInput(name string) (io.Reader, func(), error) {
@@ -90,7 +98,7 @@ func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant
 	if err != nil {
 		return nil, err
 	}
-	msgs, skipped, err := importfile.Parse(in)
+	items, skipped, err := importfile.Parse(in)
 	if err != nil {
 		return nil, err
 	}
@@ -102,12 +110,13 @@ func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant
 	if err != nil {
 		return nil, errors.Join(err, data.Close())
 	}
-	res, err := mem.Chats.Import(ctx, tenant, chat, msgs)
+	res, err := mem.Chats.Import(ctx, tenant, chat, items)
 	if cerr := data.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &client.ImportResult{Messages: res.Messages, Entries: res.Entries, Skipped: res.Skipped + skipped}, nil
+	res.Skipped += skipped
+	return &res, nil
 }

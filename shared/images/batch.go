@@ -1,6 +1,7 @@
 package images
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,8 @@ type Writer interface {
 	// Head tells whether a named image is stored, and its size, or
 	// store.ErrNotFound.
 	Head(ctx context.Context, tenant, name string) (store.BlobInfo, error)
+	// Get returns a stored image, or store.ErrNotFound.
+	Get(ctx context.Context, tenant, name string) (Image, error)
 }
 
 // RefusedError is a request refused for one of its images: Index is the
@@ -128,10 +131,13 @@ type Stored struct {
 // Store stores each distinct image of the batch once and returns what
 // became of each image of the request, in order.
 //
-// An image that says it is stored under a name keeps that name when the
-// store holds it: its bytes may be a shrunk copy whose own name would
-// differ. Otherwise an image is stored under Name of its base64 as
-// received.
+// An image that says it is stored under a name keeps that name only when
+// its bytes are the name's: the name is that of its base64 as received,
+// or the store holds exactly these bytes under it (a shrunk copy, sent
+// back as before-request restored it, whose own name differs). Otherwise
+// it is stored under Name of its base64 as received, like any other, so no
+// request can bind a name to other bytes, nor have its bytes replaced by
+// those of the name it carries.
 func (b *Batch) Store(ctx context.Context, w Writer, tenant string) []Stored {
 	b.each(func(j *job) { j.store(ctx, w, tenant) })
 	out := make([]Stored, len(b.of))
@@ -145,25 +151,54 @@ func (j *job) store(ctx context.Context, w Writer, tenant string) {
 	// The store has the bytes once this returns; the request need not keep them.
 	defer func() { j.prepared.Data = nil }()
 	if j.Named != "" {
-		info, err := w.Head(ctx, tenant, j.Named)
-		// A stored image is within the limits, so its bytes come back
-		// unshrunk; a shrunk copy is never the stored one.
-		switch {
-		case err == nil && !j.prepared.Shrunk && info.Size == int64(len(j.prepared.Data)):
-			j.name = j.Named
-			return
-		case err != nil && !errors.Is(err, store.ErrNotFound):
+		held, err := holds(ctx, w, tenant, j.Named, j.prepared)
+		if err != nil {
 			// Not knowing whether it is stored, do not risk a second key.
 			j.err = err
 			return
 		}
-		// Not stored under that name (or other bytes): an image like any other.
+		if held {
+			j.name = j.Named
+			return
+		}
 	}
 	if err := w.PutPrepared(ctx, tenant, j.prepared); err != nil {
 		j.err = err
 		return
 	}
 	j.name = j.prepared.Name
+}
+
+// holds reports whether the store holds p's image under name. Under p's
+// own name it holds what p was stored as, so a Head tells. Under another
+// name it must hold p's very bytes: a stored image is within the limits,
+// so its bytes come back unshrunk, and a shrunk copy is never the stored
+// one; bytes of another size are not read.
+func holds(ctx context.Context, w Writer, tenant, name string, p Prepared) (bool, error) {
+	if p.Shrunk && name != p.Name {
+		return false, nil
+	}
+	info, err := w.Head(ctx, tenant, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if name == p.Name {
+		return true, nil
+	}
+	if info.Size != int64(len(p.Data)) {
+		return false, nil
+	}
+	img, err := w.Get(ctx, tenant, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(img.Data, p.Data), nil
 }
 
 // each runs fn on every job, Parallel at a time.

@@ -1,7 +1,8 @@
 // Package importfile reads the files durachat imports into a chat: its
-// own exports (JSONL of {"seq", "message"}) and pi coding-agent session
-// files (JSONL of typed entries, a tree since version 2). It depends on the
-// standard library only, so the Go client shares it.
+// own exports (JSONL of {"seq", "message"} and the image lines before the
+// messages that name them) and pi coding-agent session files (JSONL of
+// typed entries, a tree since version 2). It depends on the standard
+// library and refs only, so the Go client shares it.
 package importfile
 
 import (
@@ -10,15 +11,55 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/durachat/durachat/shared/refs"
 )
 
+// TypeImage is the type of an export's image line.
+const TypeImage = "image"
+
+// Image is an export's image line: a stored image, carried once in each
+// part of the export before the first message line that names it, so that
+// message lines keep their refs and a part stays within its size.
+type Image struct {
+	Type     string `json:"type"` // TypeImage
+	Name     string `json:"name"` // the name its refs carry
+	MimeType string `json:"mimeType"`
+	Data     string `json:"data"` // standard base64 of the stored bytes
+}
+
+// Item is one thing a file gives to import, in the file's order: a pi
+// message to log, or an image the messages after it name.
+type Item struct {
+	// Line is the file's line it was read from, counting from 1.
+	Line    int
+	Message json.RawMessage // nil for an image
+	Image   *Image          // nil for a message
+}
+
+// Encode returns the item as a line of an import request (no newline): a
+// message as a session's message line, an image as its image line.
+func (it Item) Encode() ([]byte, error) {
+	if it.Image != nil {
+		img := *it.Image
+		img.Type = TypeImage
+		return json.Marshal(img)
+	}
+	return json.Marshal(struct {
+		Type    string          `json:"type"`
+		Message json.RawMessage `json:"message"`
+	}{"message", it.Message})
+}
+
 // Parse reads an export, or a pi coding-agent session file, into the
-// pi messages to log, in order. A session is a tree (v2 and later: each
+// items to import, in order. A session is a tree (v2 and later: each
 // entry names its parent); its messages are those on the path to its last
 // entry, the branch the session ended on. Lines of other types are counted
 // as skipped.
-func Parse(r io.Reader) (msgs []json.RawMessage, skipped int, err error) {
+func Parse(r io.Reader) (items []Item, skipped int, err error) {
 	type line struct {
+		n        int
+		image    *Image
 		Type     string          `json:"type"`
 		ID       string          `json:"id"`
 		ParentID *string         `json:"parentId"`
@@ -40,7 +81,17 @@ func Parse(r io.Reader) (msgs []json.RawMessage, skipped int, err error) {
 		if err := json.Unmarshal(raw, &l); err != nil {
 			return nil, 0, fmt.Errorf("line %d is not a JSON object: %w", n, err)
 		}
+		l.n = n
 		l.Message = append(json.RawMessage(nil), l.Message...)
+		if l.Type == TypeImage && l.Seq == nil {
+			// Only an image line's fields are read as an image's: other
+			// entries (a session's custom ones) may carry a "data" of any shape.
+			var img Image
+			if err := json.Unmarshal(raw, &img); err != nil {
+				return nil, 0, fmt.Errorf("line %d is not an image line {\"type\":\"image\",\"name\",\"mimeType\",\"data\"}: %w", n, err)
+			}
+			l.image = &img
+		}
 		if l.ParentID != nil || (l.ID != "" && l.Type != "session") {
 			tree = true
 		}
@@ -51,6 +102,12 @@ func Parse(r io.Reader) (msgs []json.RawMessage, skipped int, err error) {
 	}
 	keep := func(l line) bool {
 		return (l.Seq != nil || l.Type == "message") && len(l.Message) > 0
+	}
+	item := func(l line) Item {
+		if l.image != nil {
+			return Item{Line: l.n, Image: l.image}
+		}
+		return Item{Line: l.n, Message: l.Message}
 	}
 	if tree {
 		byID := map[string]int{}
@@ -83,20 +140,35 @@ func Parse(r io.Reader) (msgs []json.RawMessage, skipped int, err error) {
 		}
 		for i := len(path) - 1; i >= 0; i-- {
 			if keep(path[i]) {
-				msgs = append(msgs, path[i].Message)
+				items = append(items, item(path[i]))
 			} else if path[i].Type != "session" {
 				skipped++
 			}
 		}
-		return msgs, skipped, nil
+		return items, skipped, nil
 	}
 	for _, l := range lines {
 		switch {
-		case keep(l):
-			msgs = append(msgs, l.Message)
+		case keep(l) || l.image != nil:
+			items = append(items, item(l))
 		case l.Type != "session":
 			skipped++
 		}
 	}
-	return msgs, skipped, nil
+	return items, skipped, nil
+}
+
+// RenameRefs makes the refs in a message to each renamed image refs to
+// its new name (an import's ImportResult.Renamed), reporting whether any
+// was. Names are hex and refs ASCII, so a ref reads the same in JSON.
+func RenameRefs(msg json.RawMessage, renamed map[string]string) (json.RawMessage, bool) {
+	changed := false
+	for from, to := range renamed {
+		ref := []byte(refs.Ref(from))
+		if bytes.Contains(msg, ref) {
+			msg = bytes.ReplaceAll(msg, ref, []byte(refs.Ref(to)))
+			changed = true
+		}
+	}
+	return msg, changed
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/durachat/durachat/shared/aws/awstest"
 	"github.com/durachat/durachat/shared/aws/dynamo"
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/importfile"
 	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/refs"
@@ -66,7 +67,7 @@ func newEnv(t *testing.T, b testenv.Backend, steps int) *env {
 func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) *env {
 	t.Helper()
 	imgs := images.New(b.Blobs)
-	chats := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
+	chats := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Images: imgs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
 	tl := transcript.New(b.Table, b.Blobs, imgs, transcript.WithChats(chats))
 	logger := testenv.Logger(t)
 	m, err := memory.New(memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: chats, Deletions: chats, Logger: logger})
@@ -677,8 +678,8 @@ func TestAnExportImportedIntoAnotherTenantsChatExportsTheSameBytes(t *testing.T)
 					"details": map[string]any{"id": 0}, "content": []map[string]any{{"type": "text", "text": "user: look at this"}}},
 				map[string]any{"role": "user", "kind": "work", "timestamp": 1_700_000_004_000, "content": "a sub-agent's report"})
 			first := e.export("alice", "src")
-			if n := bytes.Count(first, []byte("\n")); n != 5 || !bytes.Contains(first, []byte(`"data":"`)) {
-				t.Fatalf("export = %s, want 5 lines with the image inline", first)
+			if n := bytes.Count(first, []byte("\n")); n != 6 || !bytes.HasPrefix(first, []byte(`{"type":"image","name":"`+images.Name(shot)+`"`)) {
+				t.Fatalf("export = %s, want the image's line, then 5 message lines", first)
 			}
 			r := e.importFile("bob", "copy", first)
 			if r.Messages != 5 || r.Entries != 5 {
@@ -780,7 +781,7 @@ func TestAnImportSplitsItsAppendsSoNoneNamesTooManyImages(t *testing.T) {
 	e := newEnv(t, testenv.Embedded(t), 0)
 	// Three messages naming 400 images each: 1,200 in one append would be
 	// refused, so the third starts an append of its own.
-	var raws []json.RawMessage
+	var items []importfile.Item
 	for m := range 3 {
 		var text strings.Builder
 		for i := range 400 {
@@ -790,10 +791,10 @@ func TestAnImportSplitsItsAppendsSoNoneNamesTooManyImages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		raws = append(raws, raw)
+		items = append(items, importfile.Item{Line: m + 1, Message: raw})
 	}
 	for round := range 2 { // again: nothing logged twice
-		if res, err := e.chats.Import(t.Context(), "alice", "many", raws); err != nil || res.Entries != 3 {
+		if res, err := e.chats.Import(t.Context(), "alice", "many", items); err != nil || res.Entries != 3 {
 			t.Fatalf("import %d: %+v, %v; want 3 entries", round, res, err)
 		}
 		if p := e.messages("alice", "many", ""); len(p.Messages) != 3 {

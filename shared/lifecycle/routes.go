@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
-	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/lifecycle/wire"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
@@ -246,13 +244,10 @@ type imageMode int
 const (
 	asRefs   imageMode = iota // the ref, as stored
 	asLinks                   // the ref with a signed URL
-	asInline                  // an image block with the image's data (export)
 )
 
-// refBlock is the block of a text that may be one image ref: a text block
-// (with a signed URL as asLinks), or as asInline an image block carrying
-// the stored image and its name. A text that is no ref, or names an image
-// no longer stored, stays a text block.
+// refBlock is the block of a text that may be one image ref: a text block,
+// with a signed URL as asLinks.
 func (c *Chats) refBlock(ctx context.Context, tenant, text string, mode imageMode) (block, error) {
 	b := block{Type: "text", Text: text}
 	name := refs.RefName(text)
@@ -268,15 +263,6 @@ func (c *Chats) refBlock(ctx context.Context, tenant, text string, mode imageMod
 			}
 			b.URL = u
 		}
-	case asInline:
-		img, err := images.New(c.blobs).Get(ctx, tenant, name)
-		if errors.Is(err, store.ErrNotFound) {
-			return b, nil
-		}
-		if err != nil {
-			return block{}, err
-		}
-		return block{Type: "image", Name: name, MimeType: img.MimeType, Data: base64.StdEncoding.EncodeToString(img.Data)}, nil
 	}
 	return b, nil
 }
