@@ -98,7 +98,9 @@ func TestAnImportWithABadLineLogsNothingAndNamesTheLine(t *testing.T) {
 					}
 					lines[109] = tt.bad
 					code, body := e.postImport("alice", chat, exportLines(t, lines...))
-					var answer struct{ Error struct{ Field, Message string } }
+					var answer struct {
+						Error struct{ Field, Message string }
+					}
 					_ = json.Unmarshal(body, &answer)
 					if code != http.StatusBadRequest || answer.Error.Field != tt.field || !strings.HasPrefix(answer.Error.Message, tt.field+": ") {
 						t.Fatalf("import = %d %s, want 400 naming %q", code, body, tt.field)

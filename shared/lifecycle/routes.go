@@ -242,8 +242,8 @@ type readMessage struct {
 type imageMode int
 
 const (
-	asRefs   imageMode = iota // the ref, as stored
-	asLinks                   // the ref with a signed URL
+	asRefs  imageMode = iota // the ref, as stored
+	asLinks                  // the ref with a signed URL
 )
 
 // refBlock is the block of a text that may be one image ref: a text block,
