@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,12 +43,32 @@ type (
 	Retention      = wire.Retention
 )
 
-// StoredMessage is one logged entry read back as a pi message: image refs
-// stay refs (text blocks "[image <name>]"), carrying a signed URL when
-// read with links.
+// StoredMessage is one logged message read back as the host logged it:
+// image blocks as their refs (text blocks "[image <name>]"), carrying a
+// signed URL when read with links. Seq is the id of its first entry.
 type StoredMessage struct {
 	Seq     int64   `json:"seq"`
 	Message Message `json:"message"`
+	// Raw is the message's JSON as read back, with every field it was
+	// logged with, those Message does not name (usage, signatures, a
+	// host's own) included.
+	Raw json.RawMessage `json:"-"`
+}
+
+// UnmarshalJSON keeps the message's JSON in Raw as well.
+func (s *StoredMessage) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Seq     int64           `json:"seq"`
+		Message json.RawMessage `json:"message"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*s = StoredMessage{Seq: w.Seq, Raw: w.Message}
+	if len(w.Message) == 0 {
+		return nil
+	}
+	return json.Unmarshal(w.Message, &s.Message)
 }
 
 // MessagePage is a page of a chat's messages; Next is "" on the last page.
@@ -109,11 +130,11 @@ func (ch *Chat) Delete(ctx context.Context) (*Deletion, error) {
 	return &out, nil
 }
 
-// Export writes the chat's export to w: JSONL, one line per log entry,
-// {"seq", "message"} with image refs as ref blocks, and before the first
-// message of each part that names an image, its image line {"type":
-// "image", "name", "mimeType", "data"}. It follows the export's parts
-// (GET .../export) until the last.
+// Export writes the chat's export to w: JSONL, one line per logged
+// message, {"seq", "message"}, each as the host logged it with its image
+// blocks inline, and the images its ref blocks name on lines of their
+// own, {"image": {"name", "mimeType", "data"}}. It follows the export's
+// parts (GET .../export) until the last.
 func (ch *Chat) Export(ctx context.Context, w io.Writer) error {
 	after := ""
 	for {
@@ -186,7 +207,19 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) 
 			// A part's refs follow the images earlier parts renamed.
 			it.Message, _ = importfile.RenameRefs(it.Message, total.Renamed)
 		}
-		line, err := it.Encode()
+		// Each line on its own: an image line a message names may go in
+		// an earlier part, which stores it first.
+		var line []byte
+		if it.Image != nil {
+			line, err = json.Marshal(struct {
+				Image json.RawMessage `json:"image"`
+			}{it.Image})
+		} else {
+			line, err = json.Marshal(struct {
+				Type    string          `json:"type"`
+				Message json.RawMessage `json:"message"`
+			}{"message", it.Message})
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package images
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"sync"
@@ -23,6 +24,14 @@ type Inline struct {
 	// Named is the name the request says the image is stored under (a zoom
 	// result's image, or one before-request restored), or "".
 	Named string
+	// Restore stores the image under Named when the store has nothing
+	// under that name and Named is the name of its bytes (of their
+	// standard base64: the request carries the bytes stored under Named
+	// before, a zoom result's image whose stored copy was deleted
+	// meanwhile). Bytes that are not the name's, and bytes Shrink had to
+	// re-encode, are stored under their own name as usual: no request
+	// binds a name to other bytes.
+	Restore bool
 }
 
 // Writer is the image store a Batch is stored in (Store).
@@ -119,6 +128,24 @@ func Prepare(ctx context.Context, imgs []Inline) (*Batch, error) {
 	return b, nil
 }
 
+// Names lists, each once, the names the batch's images may be stored
+// under: each image's own, and the one it says it is stored under. A
+// caller that records its references to images before it stores them (so
+// that no deletion removes what it stores) records them all.
+func (b *Batch) Names() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, j := range b.jobs {
+		for _, name := range []string{j.prepared.Name, j.Named} {
+			if name != "" && !seen[name] {
+				seen[name] = true
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
 // Stored is what became of one image of a stored Batch.
 type Stored struct {
 	// Name is the name the image's refs carry, when it is stored.
@@ -161,12 +188,28 @@ func (j *job) store(ctx context.Context, w Writer, tenant string) {
 			j.name = j.Named
 			return
 		}
+		if j.Restore && namesBytes(j.Named, j.prepared) {
+			// Not stored, and the name is that of these very bytes.
+			if err := w.PutPrepared(ctx, tenant, Prepared{Name: j.Named, MimeType: j.prepared.MimeType, Data: j.prepared.Data}); err != nil {
+				j.err = err
+				return
+			}
+			j.name = j.Named
+			return
+		}
+		// Not stored under that name (or other bytes): an image like any other.
 	}
 	if err := w.PutPrepared(ctx, tenant, j.prepared); err != nil {
 		j.err = err
 		return
 	}
 	j.name = j.prepared.Name
+}
+
+// namesBytes reports whether name is the name of p's bytes as the store
+// keeps them: of their standard base64, as an upload of them is named.
+func namesBytes(name string, p Prepared) bool {
+	return !p.Shrunk && (name == p.Name || name == Name(base64.StdEncoding.EncodeToString(p.Data)))
 }
 
 // holds reports whether the store holds p's image under name. Under p's

@@ -1,8 +1,7 @@
 // Package importfile reads the files durachat imports into a chat: its
-// own exports (JSONL of {"seq", "message"} and the image lines before the
-// messages that name them) and pi coding-agent session files (JSONL of
-// typed entries, a tree since version 2). It depends on the standard
-// library and refs only, so the Go client shares it.
+// own exports (JSONL of {"seq", "message"}) and pi coding-agent session
+// files (JSONL of typed entries, a tree since version 2). It depends on the
+// standard library and refs only, so the Go client shares it.
 package importfile
 
 import (
@@ -15,56 +14,32 @@ import (
 	"github.com/durachat/durachat/shared/refs"
 )
 
-// TypeImage is the type of an export's image line.
-const TypeImage = "image"
-
-// Image is an export's image line: a stored image, carried once in each
-// part of the export before the first message line that names it, so that
-// message lines keep their refs and a part stays within its size.
-type Image struct {
-	Type     string `json:"type"` // TypeImage
-	Name     string `json:"name"` // the name its refs carry
-	MimeType string `json:"mimeType"`
-	Data     string `json:"data"` // standard base64 of the stored bytes
-}
-
-// Item is one thing a file gives to import, in the file's order: a pi
-// message to log, or an image the messages after it name.
+// Item is one line of a file to import: a pi message to log, or an image
+// an export carries ahead of the messages whose ref blocks name it.
 type Item struct {
-	// Line is the file's line it was read from, counting from 1.
-	Line    int
-	Message json.RawMessage // nil for an image
-	Image   *Image          // nil for a message
-}
-
-// Encode returns the item as a line of an import request (no newline): a
-// message as a session's message line, an image as its image line.
-func (it Item) Encode() ([]byte, error) {
-	if it.Image != nil {
-		img := *it.Image
-		img.Type = TypeImage
-		return json.Marshal(img)
-	}
-	return json.Marshal(struct {
-		Type    string          `json:"type"`
-		Message json.RawMessage `json:"message"`
-	}{"message", it.Message})
+	// Line is the line of the file it was read from, from 1.
+	Line int
+	// Message is a pi message; nil on an image's line.
+	Message json.RawMessage
+	// Image is an exported image, {"name", "mimeType", "data"}: stored
+	// under its name before the messages after it are logged.
+	Image json.RawMessage
 }
 
 // Parse reads an export, or a pi coding-agent session file, into the
-// items to import, in order. A session is a tree (v2 and later: each
-// entry names its parent); its messages are those on the path to its last
-// entry, the branch the session ended on. Lines of other types are counted
-// as skipped.
+// pi messages to log and the images an export carries, in order. A
+// session is a tree (v2 and later: each entry names its parent); its
+// messages are those on the path to its last entry, the branch the
+// session ended on. Lines of other types are counted as skipped.
 func Parse(r io.Reader) (items []Item, skipped int, err error) {
 	type line struct {
-		n        int
-		image    *Image
 		Type     string          `json:"type"`
 		ID       string          `json:"id"`
 		ParentID *string         `json:"parentId"`
 		Seq      *int64          `json:"seq"`
 		Message  json.RawMessage `json:"message"`
+		Image    json.RawMessage `json:"image"`
+		n        int
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
@@ -81,17 +56,9 @@ func Parse(r io.Reader) (items []Item, skipped int, err error) {
 		if err := json.Unmarshal(raw, &l); err != nil {
 			return nil, 0, fmt.Errorf("line %d is not a JSON object: %w", n, err)
 		}
-		l.n = n
 		l.Message = append(json.RawMessage(nil), l.Message...)
-		if l.Type == TypeImage && l.Seq == nil {
-			// Only an image line's fields are read as an image's: other
-			// entries (a session's custom ones) may carry a "data" of any shape.
-			var img Image
-			if err := json.Unmarshal(raw, &img); err != nil {
-				return nil, 0, fmt.Errorf("line %d is not an image line {\"type\":\"image\",\"name\",\"mimeType\",\"data\"}: %w", n, err)
-			}
-			l.image = &img
-		}
+		l.Image = append(json.RawMessage(nil), l.Image...)
+		l.n = n
 		if l.ParentID != nil || (l.ID != "" && l.Type != "session") {
 			tree = true
 		}
@@ -103,12 +70,7 @@ func Parse(r io.Reader) (items []Item, skipped int, err error) {
 	keep := func(l line) bool {
 		return (l.Seq != nil || l.Type == "message") && len(l.Message) > 0
 	}
-	item := func(l line) Item {
-		if l.image != nil {
-			return Item{Line: l.n, Image: l.image}
-		}
-		return Item{Line: l.n, Message: l.Message}
-	}
+	item := func(l line) Item { return Item{Line: l.n, Message: l.Message} }
 	if tree {
 		byID := map[string]int{}
 		for i, l := range lines {
@@ -149,8 +111,10 @@ func Parse(r io.Reader) (items []Item, skipped int, err error) {
 	}
 	for _, l := range lines {
 		switch {
-		case keep(l) || l.image != nil:
+		case keep(l):
 			items = append(items, item(l))
+		case len(l.Image) > 0 && l.Type == "" && l.Seq == nil:
+			items = append(items, Item{Line: l.n, Image: l.Image})
 		case l.Type != "session":
 			skipped++
 		}

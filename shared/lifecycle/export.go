@@ -13,6 +13,7 @@ import (
 	"math"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,15 +27,15 @@ import (
 	"github.com/durachat/durachat/shared/transcript"
 )
 
-// An export is JSONL: one line per log entry, {"seq": id, "message": pi
-// message}, in order, the message as .../messages reads it back (image
-// refs as ref blocks); before the first message line of a part that names
-// a stored image, an image line carries it (importfile.Image). Each image
-// is carried once per part, so a part stays within its budget however
-// often its messages name an image, and one message naming more images
-// than a part holds is spread over several parts. Importing an export
-// into an empty chat logs the same entries, so exporting that chat gives
-// the same bytes.
+// An export is JSONL: one line per logged message, {"seq": id of its
+// first entry, "message": the pi message as the host logged it, each image
+// block inline again}, in order. An image that a ref block of a message
+// names comes on a line of its own, {"image": {"name", "mimeType",
+// "data"}}, before the first message of the part that names it: once per
+// part however often it is named, and a message naming more images than a
+// part holds has them spread over the parts before its line, so a part
+// stays within its budget whatever the refs. Importing an export logs the
+// same messages, so exporting that chat gives the same lines.
 
 // ExportNextHeader names the after of the export's next part; it is absent
 // on the last part.
@@ -43,15 +44,28 @@ const ExportNextHeader = "Durachat-Export-Next"
 // ImportBatch is how many messages one import append carries.
 const ImportBatch = 50
 
-// ExportLine is one message line of an export.
+// ExportLine is a message's line of an export.
 type ExportLine struct {
 	Seq     int64           `json:"seq"`
 	Message json.RawMessage `json:"message"`
 }
 
-// ExportFrom is where an export part starts: at the entry after After
-// (-1: the first), of whose stored images the first Carried were carried
-// by the part before.
+// ExportImage is an image's line of an export.
+type ExportImage struct {
+	Image ExportedImage `json:"image"`
+}
+
+// ExportedImage is an image an export carries under the name it is stored
+// under.
+type ExportedImage struct {
+	Name     string `json:"name"`
+	MimeType string `json:"mimeType"`
+	Data     string `json:"data"`
+}
+
+// ExportFrom is where an export part starts: at the message after seq
+// After (-1: the first), of the images whose ref blocks name the first
+// Carried were carried by the part before.
 type ExportFrom struct {
 	After   int64
 	Carried int
@@ -68,7 +82,7 @@ func (f ExportFrom) String() string {
 }
 
 // exportAfter reads the after parameter of an export: absent, a seq, or
-// a seq and the images carried as ExportNextHeader gives it.
+// a seq and the images carried, as ExportNextHeader gives it.
 func exportAfter(r *http.Request) (ExportFrom, error) {
 	a := r.URL.Query().Get("after")
 	if a == "" {
@@ -91,36 +105,44 @@ func exportAfter(r *http.Request) (ExportFrom, error) {
 // nil when the chat ends. It holds one image at a time.
 func (c *Chats) Export(ctx context.Context, tenant, chat string, from ExportFrom, w io.Writer, budget int) (*ExportFrom, error) {
 	written := 0
-	carried := map[string]bool{} // the images this part carries
+	sent := map[string]bool{} // images this part carries already
 	var next *ExportFrom
 	write := func(line []byte) error {
-		line = append(line, '\n')
-		_, err := w.Write(line)
-		written += len(line)
+		_, err := w.Write(append(line, '\n'))
+		written += len(line) + 1
 		return err
 	}
-	err := c.eachEntry(ctx, tenant, chat, from.After+1, func(e transcript.Entry) (bool, error) {
+	err := c.eachMessage(ctx, tenant, chat, from.After+1, func(lg transcript.Logged) (bool, error) {
+		var named []string // each image the message's ref blocks name, once
+		m, err := c.render(ctx, tenant, lg, imagesExport, func(name string) {
+			if !slices.Contains(named, name) {
+				named = append(named, name)
+			}
+		})
+		if err != nil {
+			return false, err
+		}
 		skip := 0
-		if e.I == from.After+1 {
+		if lg.I == from.After+1 {
 			skip = from.Carried
 		}
-		names := refs.Names(e.Text)
-		for k := skip; k < len(names); k++ {
-			if carried[names[k]] {
+		for k := skip; k < len(named); k++ {
+			name := named[k]
+			if sent[name] {
 				continue
 			}
-			info, err := c.images.Head(ctx, tenant, names[k])
+			info, err := c.images.Head(ctx, tenant, name)
 			if errors.Is(err, store.ErrNotFound) {
-				continue // its ref reads back as a ref, as from .../messages
+				continue // the ref names nothing stored: it stays a ref
 			}
 			if err != nil {
 				return false, err
 			}
-			if written > 0 && written+imageLineSize(names[k], info) > budget {
-				next = &ExportFrom{After: e.I - 1, Carried: k}
+			if written > 0 && written+imageLineSize(name, info) > budget {
+				next = &ExportFrom{After: lg.I - 1, Carried: k}
 				return false, nil
 			}
-			line, err := c.imageLine(ctx, tenant, names[k])
+			line, err := c.imageLine(ctx, tenant, name)
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
@@ -130,19 +152,15 @@ func (c *Chats) Export(ctx context.Context, tenant, chat string, from ExportFrom
 			if err := write(line); err != nil {
 				return false, err
 			}
-			carried[names[k]] = true
+			sent[name] = true
 		}
-		m, err := c.render(ctx, tenant, e, asRefs)
-		if err != nil {
-			return false, err
-		}
-		line, err := api.Marshal(ExportLine{Seq: e.I, Message: m})
+		line, err := api.Marshal(ExportLine{Seq: lg.I, Message: m})
 		if err != nil {
 			return false, err
 		}
 		if written > 0 && written+len(line)+1 > budget {
 			// Its images are in this part; the next starts with its line.
-			next = &ExportFrom{After: e.I - 1, Carried: len(names)}
+			next = &ExportFrom{After: lg.I - 1, Carried: len(named)}
 			return false, nil
 		}
 		return true, write(line)
@@ -153,8 +171,8 @@ func (c *Chats) Export(ctx context.Context, tenant, chat string, from ExportFrom
 	return next, nil
 }
 
-// imageLineSize is about the length of the image line of an image of
-// info's size, without reading it.
+// imageLineSize is about the length of the line of an image of info's
+// size, without reading it.
 func imageLineSize(name string, info store.BlobInfo) int {
 	return base64.StdEncoding.EncodedLen(int(info.Size)) + len(name) + len(info.ContentType) + 64
 }
@@ -165,7 +183,7 @@ func (c *Chats) imageLine(ctx context.Context, tenant, name string) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	return api.Marshal(importfile.Image{Type: importfile.TypeImage, Name: name, MimeType: img.MimeType, Data: base64.StdEncoding.EncodeToString(img.Data)})
+	return api.Marshal(ExportImage{Image: ExportedImage{Name: name, MimeType: img.MimeType, Data: base64.StdEncoding.EncodeToString(img.Data)}})
 }
 
 func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
@@ -310,18 +328,22 @@ func (c *Chats) planImport(ctx context.Context, tenant, chat string, items []imp
 		if it.Image == nil {
 			continue
 		}
-		if !refs.ValidName(it.Image.Name) {
-			return nil, lineError(it.Line, "name", "%q is not an image name (%d lowercase hex digits)", it.Image.Name, refs.NameLen)
+		var img ExportedImage
+		if err := json.Unmarshal(it.Image, &img); err != nil {
+			return nil, lineError(it.Line, "image", "an image line is {\"image\": {\"name\", \"mimeType\", \"data\"}}: %v", err)
 		}
-		if it.Image.Data == "" {
-			return nil, lineError(it.Line, "data", "an image line needs its base64 data")
+		if !refs.ValidName(img.Name) {
+			return nil, lineError(it.Line, "image.name", "%q is not an image name (%d lowercase hex digits)", img.Name, refs.NameLen)
 		}
-		if len(chunk) == importChunkImages || (len(chunk) > 0 && size+len(it.Image.Data) > importChunkBytes) {
+		if img.Data == "" {
+			return nil, lineError(it.Line, "image.data", "an image line needs its base64 data")
+		}
+		if len(chunk) == importChunkImages || (len(chunk) > 0 && size+len(img.Data) > importChunkBytes) {
 			p.images, chunk, size = append(p.images, chunk), nil, 0
 		}
-		chunk = append(chunk, importImage{line: it.Line, Inline: images.Inline{B64: it.Image.Data, Named: it.Image.Name}})
-		size += len(it.Image.Data)
-		carried[it.Image.Name] = true
+		chunk = append(chunk, importImage{line: it.Line, Inline: images.Inline{B64: img.Data, Named: img.Name}})
+		size += len(img.Data)
+		carried[img.Name] = true
 	}
 	if len(chunk) > 0 {
 		p.images = append(p.images, chunk)
@@ -387,7 +409,7 @@ func prepareImages(ctx context.Context, chunk []importImage) (*images.Batch, err
 	}
 	batch, err := images.Prepare(ctx, inline)
 	if refused, ok := errors.AsType[*images.RefusedError](err); ok {
-		return nil, imageLineError(chunk[refused.Index].line, "data", refused.Err)
+		return nil, imageLineError(chunk[refused.Index].line, "image.data", refused.Err)
 	}
 	return batch, err
 }

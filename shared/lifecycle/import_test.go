@@ -56,7 +56,8 @@ func exportLines(t *testing.T, lines ...any) []byte {
 
 func messageLine(seq int, msg any) map[string]any { return map[string]any{"seq": seq, "message": msg} }
 
-func refMessage(names ...string) map[string]any {
+// refBlocksMessage is a user message of one ref block per name.
+func refBlocksMessage(names ...string) map[string]any {
 	var content []map[string]any
 	for _, n := range names {
 		content = append(content, map[string]any{"type": "text", "text": refs.Ref(n)})
@@ -65,7 +66,7 @@ func refMessage(names ...string) map[string]any {
 }
 
 func imageLine(name, b64 string) map[string]any {
-	return map[string]any{"type": "image", "name": name, "mimeType": "image/png", "data": b64}
+	return map[string]any{"image": map[string]any{"name": name, "mimeType": "image/png", "data": b64}}
 }
 
 // TestAnImportWithABadLineLogsNothingAndNamesTheLine: a file of 120
@@ -82,11 +83,11 @@ func TestAnImportWithABadLineLogsNothingAndNamesTheLine(t *testing.T) {
 				bad   any
 				field string
 			}{
-				{"a ref to no image", messageLine(109, refMessage("0123456789abcdef")), "line 110 message.content[0]"},
+				{"a ref to no image", messageLine(109, refBlocksMessage("0123456789abcdef")), "line 110 message.content[0]"},
 				{"a message with no role", messageLine(109, map[string]any{"content": "x"}), "line 110 message.role"},
 				{"an image block that is no image", messageLine(109, map[string]any{"role": "user", "content": []map[string]any{{"type": "image", "data": "bm90IGFuIGltYWdl"}}}), "line 110 message.content[0].data"},
-				{"an image line that is no image", imageLine(images.Name(shot), "bm90IGFuIGltYWdl"), "line 110 data"},
-				{"an image line whose name is none", imageLine("../x", shot), "line 110 name"},
+				{"an image line that is no image", imageLine(images.Name(shot), "bm90IGFuIGltYWdl"), "line 110 image.data"},
+				{"an image line whose name is none", imageLine("../x", shot), "line 110 image.name"},
 				{"a content of the wrong type", messageLine(109, map[string]any{"role": "user", "content": 5}), "line 110 message.content"},
 			}
 			for i, tt := range tests {
@@ -135,7 +136,7 @@ func TestAnImportCannotBindANameToOtherBytes(t *testing.T) {
 				name string
 				file []byte
 			}{
-				{"an image line", exportLines(t, imageLine(name, forged), messageLine(0, refMessage(name)))},
+				{"an image line", exportLines(t, imageLine(name, forged), messageLine(0, refBlocksMessage(name)))},
 				{"an image block", exportLines(t, messageLine(0, map[string]any{"role": "user", "timestamp": 1, "content": []map[string]any{
 					{"type": "image", "name": name, "mimeType": "image/png", "data": forged}}}))},
 			} {
@@ -164,7 +165,7 @@ func TestAnImportCannotBindANameToOtherBytes(t *testing.T) {
 					}
 				})
 			}
-			if r := e.importFile("bob", "line", exportLines(t, imageLine(name, forged), messageLine(0, refMessage(name)))); r.Renamed[name] != forgedName {
+			if r := e.importFile("bob", "line", exportLines(t, imageLine(name, forged), messageLine(0, refBlocksMessage(name)))); r.Renamed[name] != forgedName {
 				t.Fatalf("import = %+v, want %s renamed to %s", r, name, forgedName)
 			}
 		})
@@ -181,7 +182,8 @@ func TestAShrunkImageExportedByAnotherTenantImportsUnderItsOwnName(t *testing.T)
 			e := newEnv(t, b, 0)
 			wide := noisyPNG(t, 1, 2100, 8) // wider than MaxSide: shrunk
 			name := images.Name(wide)
-			e.append("alice", "src", withImage("wide", wide), user("again "+refs.Ref(name)))
+			e.append("alice", "src", withImage("wide", wide))
+			e.append("alice", "src", refBlocksMessage(name))
 			file := e.export("alice", "src")
 			if r := e.importFile("alice", "mine", file); len(r.Renamed) != 0 {
 				t.Fatalf("alice's own import renamed %v", r.Renamed)
@@ -216,9 +218,9 @@ func TestAnExportPartStaysWithinItsBudgetWhateverTheRefs(t *testing.T) {
 			for range 999 {
 				many = append(many, images.Name(one))
 			}
-			e.append("alice", "refs", refMessage(many...))
+			e.append("alice", "refs", refBlocksMessage(many...))
 			file, parts := e.exportParts("alice", "refs")
-			if n := bytes.Count(file, []byte(`"type":"image"`)); n != 1 || len(parts) != 1 {
+			if n := bytes.Count(file, []byte(`{"image":`)); n != 1 || len(parts) != 1 {
 				t.Fatalf("the export carries the image %d times in %d parts, want once in one", n, len(parts))
 			}
 
@@ -230,7 +232,7 @@ func TestAnExportPartStaysWithinItsBudgetWhateverTheRefs(t *testing.T) {
 				e.append("alice", "wide", withImage(fmt.Sprintf("image %d", i), img))
 				distinct = append(distinct, images.Name(img))
 			}
-			e.append("alice", "wide", refMessage(distinct...))
+			e.append("alice", "wide", refBlocksMessage(distinct...))
 			file, parts = e.exportParts("alice", "wide")
 			if len(parts) < 3 {
 				t.Fatalf("%d parts, want the images spread over several", len(parts))

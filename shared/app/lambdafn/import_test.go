@@ -84,7 +84,7 @@ func TestTheMemoryFunctionImportsAllOrNothing(t *testing.T) {
 func TestTheMemoryFunctionsImportCannotBindANameToOtherBytes(t *testing.T) {
 	mem := functions(t)["memory"]
 	genuine, forged := onePNG(t, color.RGBA{255, 0, 0, 255}), onePNG(t, color.RGBA{0, 0, 255, 255})
-	file := jsonl(t, obj{"type": "image", "name": images.Name(genuine), "mimeType": "image/png", "data": forged},
+	file := jsonl(t, obj{"image": obj{"name": images.Name(genuine), "mimeType": "image/png", "data": forged}},
 		obj{"seq": 0, "message": refsMessage(images.Name(genuine))})
 	status, out, _ := mem.call(t, "/v1/chats/c/import", file)
 	var r lifecycle.ImportResult
@@ -98,7 +98,7 @@ func TestTheMemoryFunctionsImportCannotBindANameToOtherBytes(t *testing.T) {
 
 // TestTheMemoryFunctionsExportPartsStayWithinTheirBudget: a message of 999
 // refs to one image of about 264 KiB, and one naming twelve images of
-// about 690 KB of base64, export in parts each within the part budget and
+// about 507 KiB of base64, export in parts each within the part budget and
 // Lambda's answer limit (call checks it), each image once per part.
 func TestTheMemoryFunctionsExportPartsStayWithinTheirBudget(t *testing.T) {
 	if testing.Short() {
@@ -143,12 +143,12 @@ func TestTheMemoryFunctionsExportPartsStayWithinTheirBudget(t *testing.T) {
 		}
 		seen := map[string]bool{}
 		for _, line := range strings.Split(strings.TrimSpace(resp.Body), "\n") {
-			var img struct{ Type, Name string }
-			if json.Unmarshal([]byte(line), &img) == nil && img.Type == "image" {
-				if seen[img.Name] {
-					t.Errorf("part %d carries image %s twice", parts, img.Name)
+			var l struct{ Image *struct{ Name string } }
+			if json.Unmarshal([]byte(line), &l) == nil && l.Image != nil {
+				if seen[l.Image.Name] {
+					t.Errorf("part %d carries image %s twice", parts, l.Image.Name)
 				}
-				seen[img.Name] = true
+				seen[l.Image.Name] = true
 			}
 		}
 		if after = header(resp.Headers, lifecycle.ExportNextHeader); after == "" {
