@@ -3,8 +3,8 @@ package client
 import (
 	"bytes"
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,8 +12,7 @@ import (
 	"regexp"
 	"strconv"
 
-	"github.com/durachat/durachat/shared/importfile"
-	"github.com/durachat/durachat/shared/lifecycle/wire"
+	"github.com/durachat/durachat/client/importfile"
 )
 
 // Chats lists the tenant's chats in id order with GET /v1/chats: those
@@ -33,15 +32,6 @@ func (c *Client) Chats(ctx context.Context, after string, limit int) (*ChatList,
 	}
 	return &out, nil
 }
-
-// The lifecycle routes' answers, as the server defines them.
-type (
-	ChatInfo       = wire.ChatInfo
-	ChatList       = wire.ChatList
-	DeleteProgress = wire.Progress
-	ImportResult   = wire.ImportResult
-	Retention      = wire.Retention
-)
 
 // StoredMessage is one logged message read back as the host logged it:
 // image blocks as their refs (text blocks "[image <name>]"), carrying a

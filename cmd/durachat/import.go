@@ -9,11 +9,11 @@ import (
 	"os"
 
 	"github.com/durachat/durachat/client"
+	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app/local"
 	"github.com/durachat/durachat/shared/app/memoryapi"
 	"github.com/durachat/durachat/shared/config"
-	"github.com/durachat/durachat/shared/importfile"
 )
 
 const importUsage = `usage: durachat import -chat ID [-url URL [-token TOKEN] | -tenant TENANT] FILE
@@ -117,6 +117,5 @@ func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant
 	if err != nil {
 		return nil, err
 	}
-	res.Skipped += skipped
-	return &res, nil
+	return &client.ImportResult{Messages: res.Messages, Entries: res.Entries, Skipped: res.Skipped + skipped, Renamed: res.Renamed}, nil
 }

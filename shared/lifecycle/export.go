@@ -18,9 +18,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
-	"github.com/durachat/durachat/shared/importfile"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"

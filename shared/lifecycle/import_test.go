@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/images"
-	"github.com/durachat/durachat/shared/importfile"
 	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"

@@ -1,7 +1,9 @@
 // Package importfile reads the files durachat imports into a chat: its
 // own exports (JSONL of {"seq", "message"}) and pi coding-agent session
-// files (JSONL of typed entries, a tree since version 2). It depends on the
-// standard library and refs only, so the Go client shares it.
+// files (JSONL of typed entries, a tree since version 2). It lives in the
+// Go client's module, which depends on the standard library only, and the
+// server imports it from there: one parser for the client, the CLI and the
+// import route.
 package importfile
 
 import (
@@ -10,8 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-
-	"github.com/durachat/durachat/shared/refs"
 )
 
 // Item is one line of a file to import: a pi message to log, or an image
@@ -123,14 +123,15 @@ func Parse(r io.Reader) (items []Item, skipped int, err error) {
 }
 
 // RenameRefs makes the refs in a message to each renamed image refs to
-// its new name (an import's ImportResult.Renamed), reporting whether any
-// was. Names are hex and refs ASCII, so a ref reads the same in JSON.
+// its new name (an import's renamed images), reporting whether any was. A
+// ref is "[image <name>]" (the server's refs package); names are hex, so
+// a ref reads the same in JSON.
 func RenameRefs(msg json.RawMessage, renamed map[string]string) (json.RawMessage, bool) {
 	changed := false
 	for from, to := range renamed {
-		ref := []byte(refs.Ref(from))
+		ref := []byte("[image " + from + "]")
 		if bytes.Contains(msg, ref) {
-			msg = bytes.ReplaceAll(msg, ref, []byte(refs.Ref(to)))
+			msg = bytes.ReplaceAll(msg, ref, []byte("[image "+to+"]"))
 			changed = true
 		}
 	}
