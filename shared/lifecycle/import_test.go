@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/durachat/durachat/client/importfile"
@@ -18,6 +19,7 @@ import (
 	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/testenv"
 )
 
 // postImport posts an import file and returns the answer.
@@ -304,4 +306,53 @@ func noisyPNG(t *testing.T, seed uint64, w, h int) string {
 		t.Fatal(err)
 	}
 	return base64.StdEncoding.EncodeToString(buf.Bytes())
+}
+
+// TestAnImportCutOffByAnOutageSaysHowFarItGotAndARerunCompletesIt: an
+// outage while the third append of a 120-line file is written answers 503
+// with Retry-After, saying which lines are logged; importing the same file
+// again logs the rest, and nothing twice.
+func TestAnImportCutOffByAnOutageSaysHowFarItGotAndARerunCompletesIt(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			var down atomic.Bool
+			down.Store(true)
+			third := fmt.Sprintf("e/%016d", 2*lifecycle.ImportBatch) // the first entry of the third append
+			b.Table = &testenv.FailingTable{Table: b.Table, FailCreate: func(k store.Key) error {
+				if down.Load() && k.SK == third {
+					return testenv.KeyOutage(k)
+				}
+				return nil
+			}}
+			e := newEnv(t, b, 0)
+			var lines []any
+			for n := range 120 {
+				lines = append(lines, messageLine(n, user(fmt.Sprintf("message %d", n))))
+			}
+			file := exportLines(t, lines...)
+			code, body := e.postImport("alice", "cut", file)
+			if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "before line 101 are logged (100 entries)") {
+				t.Fatalf("import = %d %s, want a 503 saying lines 1-100 are logged", code, body)
+			}
+			if p := e.messages("alice", "cut", "?limit=100"); len(p.Messages) != 100 {
+				t.Fatalf("%d messages logged, want the 100 of the first two appends", len(p.Messages))
+			}
+			down.Store(false)
+			if r := e.importFile("alice", "cut", file); r.Entries != 120 {
+				t.Fatalf("the rerun = %+v, want 120 entries", r)
+			}
+			seen := 0
+			for after := ""; ; {
+				p := e.messages("alice", "cut", "?limit=100"+after)
+				seen += len(p.Messages)
+				if p.Next == "" {
+					break
+				}
+				after = "&after=" + p.Next
+			}
+			if seen != 120 {
+				t.Fatalf("the chat holds %d messages after the rerun, want 120", seen)
+			}
+		})
+	}
 }
