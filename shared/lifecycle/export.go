@@ -285,6 +285,10 @@ func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importf
 		}
 	}
 	h := sha256.New()
+	// held is the chat's length before the first append: an entry id
+	// below it was logged by an earlier import, one at or past it by
+	// this one (a repeated append answers the ids it logged first).
+	held := int64(-1)
 	for _, batch := range p.appends {
 		msgs := make([]pi.Message, len(batch))
 		h.Reset()
@@ -299,12 +303,24 @@ func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importf
 			h.Write(m.raw)
 			h.Write([]byte{'\n'})
 		}
+		if held < 0 {
+			n, err := c.log.Len(ctx, tenant, chat)
+			if err != nil {
+				return res, err
+			}
+			held = n
+		}
 		receipt := "import/" + hex.EncodeToString(h.Sum(nil)[:16])
 		ids, err := c.log.Append(ctx, tenant, chat, msgs, receipt)
 		if err != nil {
 			return res, stoppedAt(batch, res.Entries, err)
 		}
 		res.Entries += len(ids)
+		for _, id := range ids {
+			if id >= held {
+				res.New++
+			}
+		}
 		if c.memory != nil && len(ids) > 0 {
 			// The entries are durable; memory finds them on any later call.
 			_ = c.memory.Appended(ctx, tenant, chat, ids[len(ids)-1]+1)
