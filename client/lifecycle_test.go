@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/durachat/durachat/client"
-	"github.com/durachat/durachat/client/clienttest"
 )
 
 func TestChatsListsTheChatsOfAServerOfItsOwn(t *testing.T) {
@@ -165,7 +164,7 @@ func TestRetentionSettingsReadBackAsSet(t *testing.T) {
 // that see all of the tenant's chats or settings.
 func ownServer(t *testing.T) *client.Client {
 	t.Helper()
-	srv, err := clienttest.Start(t.TempDir(), nil)
+	srv, err := startServer(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,11 +9,11 @@ import (
 	"os"
 
 	"github.com/durachat/durachat/client"
+	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app/local"
 	"github.com/durachat/durachat/shared/app/memoryapi"
 	"github.com/durachat/durachat/shared/config"
-	"github.com/durachat/durachat/shared/importfile"
 )
 
 const importUsage = `usage: durachat import -chat ID [-url URL [-token TOKEN] | -tenant TENANT] FILE

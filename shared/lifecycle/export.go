@@ -14,9 +14,9 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
-	"github.com/durachat/durachat/shared/importfile"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"

@@ -1,7 +1,14 @@
 // durachat for pi: a pi coding-agent extension that keeps a session's images
-// and memory in durachat.
+// and memory in durachat. For pi 1.x (@earendil-works) and 0.73.1
+// (@mariozechner): it imports nothing of pi at run time, and the events it
+// uses are in both.
 //
-//   - tool results with images go through after-tool, so the session keeps refs;
+//   - tool results with images go through after-tool, so the session keeps
+//     refs (a call another tool made goes as nested, and is left alone);
+//   - a user's attached images go through offload-input before pi keeps
+//     the message, so the session keeps their refs too;
+//   - images the session still holds inline are offloaded at its start and
+//     before each request, and the session file is written with their refs;
 //   - each model request goes through before-request (pi format), so the
 //     model sees the images again;
 //   - the memory view goes into the system prompt;
@@ -329,7 +336,7 @@ export function durachat(options: DurachatOptions = {}) {
           return { content: a.message.content as Block[], inline: a.inline.length };
         }
         const a = await client.afterTool(chat, { id: String(m.toolCallId), name: String(m.toolName) }, { content: m.content, isError: m.isError }, signal, noBound);
-        return { content: a.result.content, inline: a.inline.length };
+        return { content: a.skipped ? (m.content as Block[]) : a.result.content, inline: a.inline.length };
       });
       if (r === undefined) return undefined;
       // Refused images are not tried again; ones the store could not take now are.

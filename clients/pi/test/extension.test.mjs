@@ -3,11 +3,11 @@
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { fauxAssistantMessage, fauxModels, fauxText, fauxToolCall, modelAccess, modelRequest, piAgent } from "./pi.mjs";
+import { fauxAssistantMessage, fauxModels, fauxText, fauxToolCall, modelAccess, modelRequest, modern, piAgent, scope } from "./pi.mjs";
 import { buildServer, freePort, noisyPng, png, startServer, tempDir } from "./server.mjs";
 
 const { createAgentSession, DefaultResourceLoader, SessionManager, SettingsManager } = piAgent;
@@ -714,6 +714,106 @@ test("a screenshot kept inline while durachat was down is offloaded when it answ
   } finally {
     caught.restore();
     await server?.stop();
+    work.remove();
+  }
+});
+
+test("a tool call another tool makes goes through after-tool as nested and reaches its caller as it is; the caller's result keeps refs", { skip: !modern && `${scope} 0.73.1 has no nested tool calls` }, async () => {
+  const work = tempDir("durachat-pi-nested-");
+  const server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
+  const caught = catchWarnings();
+  const got = [];
+  // A tool that calls the screenshot tool, as a code-mode script would, and
+  // reports the screenshot as its own result.
+  const inspect = {
+    name: "inspect",
+    label: "Inspect",
+    description: "Inspect the screen.",
+    parameters: { type: "object", properties: {} },
+    async execute(_id, _params, signal, _onUpdate, ctx) {
+      const outcome = await ctx.executeTool("screenshot", {}, { signal });
+      got.push(structuredClone(outcome.result.content));
+      return { content: [{ type: "text", text: "Inspected." }, ...outcome.result.content], details: {} };
+    },
+  };
+  try {
+    const hooks = recordPosts("/hooks/after-tool");
+    const session = await openSession({ url: server.url, sessionManager: SessionManager.create(work.dir, path.join(work.dir, "sessions")), cwd: work.dir, tools: [screenshotTool(), inspect] });
+    let context;
+    faux.setResponses([
+      fauxAssistantMessage(fauxToolCall("inspect", {}, { id: "call_inspect" }), { stopReason: "toolUse" }),
+      (c) => {
+        context = snapshot(c);
+        return fauxAssistantMessage(fauxText("Inspected the page."));
+      },
+    ]);
+    await run(session, "Inspect the screen.");
+    globalThis.fetch = realFetch;
+
+    assert.deepEqual(hooks.map((h) => h.call), [
+      { id: "call_inspect/1", name: "screenshot", nested: true },
+      { id: "call_inspect", name: "inspect", nested: false },
+    ], "the nested call goes as nested, then its caller's result as the model's call");
+    assert.deepEqual(got, [[{ type: "text", text: "Captured the login page." }, { type: "image", data: shot, mimeType: "image/png" }]], "the caller gets the nested result as the tool returned it");
+    const [kept] = fileMessages(session.sessionFile, "toolResult");
+    assert.equal(kept.toolName, "inspect");
+    assert.deepEqual(kept.content.at(-1), { type: "text", text: `[image ${nameOf(shot)}]` }, "the caller's result keeps the ref in the session");
+    assert.deepEqual(fileImages(session.sessionFile), [], "no image block in the session file");
+    assert.equal(lastToolResult(context).content.at(-1).data, shot, "the model sees the screenshot");
+    assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
+    await close(session);
+  } finally {
+    globalThis.fetch = realFetch;
+    caught.restore();
+    await server.stop();
+    work.remove();
+  }
+});
+
+test("the session file after 10 screenshot turns, and with an attached image in each: with the extension it keeps refs", async (t) => {
+  const work = tempDir("durachat-pi-size-");
+  const server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
+  const caught = catchWarnings();
+  // Screenshots of about 120 KB of base64 each, every one different.
+  const shots = Array.from({ length: 10 }, (_, i) => noisyPng(200, 150, 100 + i));
+  const attachments = Array.from({ length: 10 }, (_, i) => noisyPng(120, 90, 200 + i));
+  let turn = 0;
+  const tool = {
+    ...screenshotTool(),
+    async execute() {
+      return { content: [{ type: "text", text: "Captured the page." }, { type: "image", data: shots[turn], mimeType: "image/png" }], details: {} };
+    },
+  };
+  const sizes = {};
+  try {
+    for (const attach of [false, true]) {
+      for (const extension of [false, true]) {
+        const sessions = path.join(work.dir, `sessions-${attach}-${extension}`);
+        const session = await openSession({ url: server.url, sessionManager: SessionManager.create(work.dir, sessions), cwd: work.dir, tool, extension });
+        for (turn = 0; turn < 10; turn++) {
+          faux.setResponses([
+            fauxAssistantMessage(fauxToolCall("screenshot", {}, { id: `call_${turn}` }), { stopReason: "toolUse" }),
+            fauxAssistantMessage(fauxText(`Page ${turn} looks fine.`)),
+          ]);
+          const images = attach ? [{ type: "image", data: attachments[turn], mimeType: "image/png" }] : undefined;
+          await run(session, `Take screenshot ${turn}.`, { images });
+        }
+        const file = session.sessionFile;
+        await close(session);
+        sizes[`${attach ? "screenshots and attachments" : "screenshots"}, ${extension ? "with" : "without"} the extension`] = statSync(file).size;
+        assert.deepEqual(fileImages(file).length, extension ? 0 : attach ? 20 : 10, `${extension ? "with" : "without"} the extension: image blocks in the file`);
+      }
+    }
+    for (const [what, bytes] of Object.entries(sizes)) t.diagnostic(`${scope}: ${what}: ${bytes} bytes`);
+    for (const attach of ["screenshots", "screenshots and attachments"]) {
+      const ratio = sizes[`${attach}, without the extension`] / sizes[`${attach}, with the extension`];
+      t.diagnostic(`${scope}: ${attach}: the file is ${ratio.toFixed(1)} times smaller with the extension`);
+      assert.ok(ratio > 20, `${attach}: with the extension the file is ${ratio.toFixed(1)} times smaller, want over 20`);
+    }
+    assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
+  } finally {
+    caught.restore();
+    await server.stop();
     work.remove();
   }
 });
