@@ -164,31 +164,40 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) 
 		return nil, fmt.Errorf("durachat: import: %w", err)
 	}
 	total := &ImportResult{Skipped: skipped}
-	var part, unit bytes.Buffer
-	send := func() error {
-		if part.Len() == 0 {
-			return nil
-		}
+	var part bytes.Buffer
+	send := func(body []byte) error {
 		var got ImportResult
-		err := ch.c.call(ctx, call{method: http.MethodPost, path: ch.path("/import"), raw: part.Bytes(), retry: true}, &got)
+		err := ch.c.call(ctx, call{method: http.MethodPost, path: ch.path("/import"), raw: body, retry: true}, &got)
 		if err != nil {
 			return err
 		}
 		total.Messages += got.Messages
 		total.Entries += got.Entries
 		total.Skipped += got.Skipped
-		part.Reset()
 		return nil
 	}
+	flush := func() error {
+		if part.Len() == 0 {
+			return nil
+		}
+		err := send(part.Bytes())
+		part.Reset()
+		return err
+	}
 	for _, it := range items {
-		// An export's image lines go in the part of the message after
-		// them, which may name them.
+		// An image line may go in an earlier part than the message naming
+		// it: the import stores it as it arrives.
 		var line []byte
-		if it.Image != nil {
+		switch {
+		case it.Image != nil:
 			line, err = json.Marshal(struct {
 				Image json.RawMessage `json:"image"`
 			}{it.Image})
-		} else {
+		case it.Piece != nil:
+			line, err = json.Marshal(struct {
+				Piece json.RawMessage `json:"piece"`
+			}{it.Piece})
+		default:
 			line, err = json.Marshal(struct {
 				Type    string          `json:"type"`
 				Message json.RawMessage `json:"message"`
@@ -197,22 +206,33 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) 
 		if err != nil {
 			return nil, err
 		}
-		unit.Write(line)
-		unit.WriteByte('\n')
-		if it.Image != nil {
-			continue
-		}
-		if part.Len() > 0 && part.Len()+unit.Len() > importPart {
-			if err := send(); err != nil {
+		if part.Len() > 0 && part.Len()+len(line)+1 > importPart {
+			if err := flush(); err != nil {
 				return total, err
 			}
 		}
-		part.Write(unit.Bytes())
-		unit.Reset()
+		if len(line)+1 <= importPart {
+			part.Write(line)
+			part.WriteByte('\n')
+			continue
+		}
+		// Too large for one request: its pieces go one a request, in order.
+		pieces, err := importfile.Cut(line, importPiece)
+		if err != nil {
+			return total, err
+		}
+		for _, p := range pieces {
+			if err := send(append(p, '\n')); err != nil {
+				return total, err
+			}
+		}
 	}
-	part.Write(unit.Bytes()) // images after the last message, if any
-	return total, send()
+	return total, flush()
 }
+
+// importPiece is how much of a line too large for one import request one
+// piece carries: 3 MiB, 4 MiB as base64.
+const importPiece = 3 << 20
 
 // Retention reads the tenant's default retention (GET /v1/retention).
 func (c *Client) Retention(ctx context.Context) (*Retention, error) {

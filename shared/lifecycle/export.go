@@ -179,6 +179,26 @@ func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importf
 	}
 	imgs := images.New(c.blobs)
 	for i, it := range items {
+		if it.Piece != nil {
+			line, err := c.joinPieces(ctx, tenant, chat, it)
+			if err != nil {
+				return res, err
+			}
+			if line == nil {
+				continue // more pieces to come
+			}
+			whole, skipped, err := importfile.Parse(bytes.NewReader(line))
+			if err == nil && len(whole)+skipped != 1 || len(whole) == 1 && whole[0].Piece != nil {
+				err = errors.New("it is not one message or image line")
+			}
+			if err != nil {
+				return res, api.BadRequest(fmt.Sprintf("line %d", it.Line), "line %d: the line its pieces make: %v", it.Line, err)
+			}
+			if res.Skipped += skipped; skipped == 1 {
+				continue
+			}
+			it = importfile.Item{Line: it.Line, Message: whole[0].Message, Image: whole[0].Image}
+		}
 		if it.Image != nil {
 			var img ExportedImage
 			if err := json.Unmarshal(it.Image, &img); err != nil || !refs.ValidName(img.Name) || img.Data == "" {
@@ -227,6 +247,73 @@ func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importf
 		}
 	}
 	return res, flush()
+}
+
+// MaxImportLine bounds a line an import puts back together from its
+// pieces: twice the body limit, more than any message the API takes.
+const MaxImportLine = 2 * api.MaxBody
+
+// maxPieces bounds the pieces of one line.
+const maxPieces = 1024
+
+// joinPieces keeps a piece of a line too large for one import request
+// under the chat's texts (deleted with the chat), and when it is the last
+// returns the whole line, checked against the digest its pieces name; the
+// pieces are then deleted. nil, nil: more pieces are to come.
+func (c *Chats) joinPieces(ctx context.Context, tenant, chat string, it importfile.Item) ([]byte, error) {
+	field := fmt.Sprintf("line %d", it.Line)
+	var p importfile.Piece
+	if err := json.Unmarshal(it.Piece, &p); err != nil {
+		return nil, api.BadRequest(field, "%s: a piece is {\"piece\": {\"line\", \"index\", \"count\", \"data\"}}: %v", field, err)
+	}
+	if sum, err := hex.DecodeString(p.Line); err != nil || len(sum) != sha256.Size {
+		return nil, api.BadRequest(field, "%s: a piece's line is the hex SHA-256 of the whole line, not %q", field, p.Line)
+	}
+	if p.Count < 1 || p.Count > maxPieces || p.Index < 0 || p.Index >= p.Count || len(p.Data) == 0 {
+		return nil, api.BadRequest(field, "%s: piece %d of %d: a line has 1 to %d pieces, each with data", field, p.Index, p.Count, maxPieces)
+	}
+	key := func(i int) string {
+		return fmt.Sprintf("%simport/%s/%04d", store.TextPrefix(tenant, chat), p.Line, i)
+	}
+	if err := c.blobs.Put(ctx, key(p.Index), store.Blob{ContentType: "application/octet-stream", Data: p.Data}); err != nil {
+		return nil, fmt.Errorf("lifecycle: keeping piece %d of an import line: %w", p.Index, err)
+	}
+	if p.Index < p.Count-1 {
+		return nil, nil
+	}
+	drop := func() error {
+		for i := range p.Count {
+			if err := c.blobs.Delete(ctx, key(i)); err != nil {
+				return fmt.Errorf("lifecycle: deleting piece %d of an import line: %w", i, err)
+			}
+		}
+		return nil
+	}
+	var line bytes.Buffer
+	for i := range p.Count {
+		b, err := c.blobs.Get(ctx, key(i))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, api.BadRequest(field, "%s: piece %d of the line has not arrived: send a line's pieces in order", field, i)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("lifecycle: reading piece %d of an import line: %w", i, err)
+		}
+		if line.Len()+len(b.Data) > MaxImportLine {
+			return nil, errors.Join(drop(), &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Field: field,
+				Message: fmt.Sprintf("%s: a line put together from pieces is at most %d bytes", field, MaxImportLine)})
+		}
+		line.Write(b.Data)
+	}
+	if sum := sha256.Sum256(line.Bytes()); hex.EncodeToString(sum[:]) != p.Line {
+		// Dropped, so the line can be sent again whole.
+		return nil, errors.Join(drop(), api.BadRequest(field, "%s: the pieces do not make the line they name (SHA-256 %s); send them again", field, p.Line))
+	}
+	if err := drop(); err != nil {
+		// Left under the chat's texts, deleted with it; a retry of this
+		// piece puts the same line together again.
+		api.Logger(ctx).Warn("import: the pieces of a line were not deleted", "err", err)
+	}
+	return line.Bytes(), nil
 }
 
 // keepName stores an exported image under the name it carries, unless the

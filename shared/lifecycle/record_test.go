@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/durachat/durachat/client"
+	"github.com/durachat/durachat/client/importfile"
+	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
@@ -462,6 +465,71 @@ func TestAnAnthropicRequestRebuiltFromTheReadBackPassesBeforeRequestPaired(t *te
 			}
 			if !strings.Contains(string(body), `"is_error":true`) || strings.Count(string(body), `"type":"base64"`) != 2 {
 				t.Fatalf("request = %.3000s: want the failed result marked and both images inline", body)
+			}
+		})
+	}
+}
+
+func TestALineLargerThanOneRequestImportsInPieces(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			// A message of 12 MiB, more than one request may carry: logged
+			// straight into the store, as durachat import does into a data
+			// directory, and exported.
+			big := json.RawMessage(`{"role":"assistant","content":[{"type":"text","text":"` + strings.Repeat("many words ", 12<<20/11) + `"}],"stopReason":"length","timestamp":1}`)
+			if _, err := e.chats.Import(t.Context(), "alice", "huge", []importfile.Item{{Line: 1, Message: big}}); err != nil {
+				t.Fatal(err)
+			}
+			export := e.export("alice", "huge")
+			if len(export) <= api.MaxBody {
+				t.Fatalf("the export is %d bytes, want more than a request's %d", len(export), api.MaxBody)
+			}
+			c, err := client.New(e.url, client.WithToken(e.tokens["bob"]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // again: nothing logged twice
+				r, err := c.Chat("copy").Import(t.Context(), bytes.NewReader(export))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Messages != 1 {
+					t.Fatalf("import = %+v, want the one message", r)
+				}
+			}
+			sameJSON(t, "read back", e.readBack("bob", "copy", ""), []json.RawMessage{big})
+			if keys, err := b.Blobs.List(t.Context(), store.TextPrefix("bob", "copy")+"import/", "", 10); err != nil || len(keys) != 0 {
+				t.Fatalf("pieces left after the import: %v, %v", keys, err)
+			}
+
+			// Pieces that do not make the line they name are refused, and
+			// dropped so the line can be sent again.
+			pieces, err := importfile.Cut(append([]byte(`{"seq":0,"message":`), big...), 4<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range pieces {
+				if i == 1 {
+					var v struct{ Piece map[string]any }
+					json.Unmarshal(p, &v)
+					v.Piece["data"] = "eHh4" // "xxx"
+					p, _ = json.Marshal(v)
+				}
+				code, body := e.do("bob", "POST", "/v1/chats/other/import", json.RawMessage(p))
+				want := http.StatusOK
+				if i == len(pieces)-1 {
+					want = http.StatusBadRequest
+				}
+				if code != want {
+					t.Fatalf("piece %d: %d %s, want %d", i, code, body, want)
+				}
+			}
+			if keys, _ := b.Blobs.List(t.Context(), store.TextPrefix("bob", "other")+"import/", "", 10); len(keys) != 0 {
+				t.Fatalf("pieces left after a refused line: %v", keys)
+			}
+			if p := e.messages("bob", "other", ""); len(p.Messages) != 0 {
+				t.Fatalf("a refused line logged %d messages", len(p.Messages))
 			}
 		})
 	}

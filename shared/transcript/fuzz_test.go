@@ -113,8 +113,8 @@ func FuzzRecordKeepsTheMessage(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req, err := DecodeAppend(data)
-		if err != nil {
-			return
+		if err != nil || checkMessages(req.Messages) != nil {
+			return // refused before anything is recorded
 		}
 		for i, m := range req.Messages {
 			var names []string
