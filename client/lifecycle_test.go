@@ -127,13 +127,13 @@ func TestExportThenImportIntoAnotherChatGivesTheSameExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := newClient(t).Chat(src.ID() + "-copy")
-	for range 2 { // the second import logs nothing new
+	for i, wantNew := range []int{3, 0} { // the second import logs nothing new, and says so
 		r, err := dst.Import(ctx, bytes.NewReader(first.Bytes()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Messages != 3 || r.Entries != 3 {
-			t.Fatalf("Import = %+v, want 3 messages as 3 entries", r)
+		if r.Messages != 3 || r.Entries != 3 || r.New != wantNew {
+			t.Fatalf("Import %d = %+v, want 3 messages as 3 entries, %d new", i+1, r, wantNew)
 		}
 	}
 	var again bytes.Buffer

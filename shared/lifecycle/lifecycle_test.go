@@ -33,13 +33,16 @@ import (
 	"github.com/durachat/durachat/shared/transcript"
 )
 
-// env is the memory API's routes over one backend, with two tenants.
+// env is the memory API's routes and the hooks over one backend, with two
+// tenants.
 type env struct {
-	t      *testing.T
-	b      testenv.Backend
-	chats  *lifecycle.Chats
-	url    string
-	tokens map[string]string // tenant -> token
+	t       *testing.T
+	b       testenv.Backend
+	chats   *lifecycle.Chats
+	uploads *hooks.Uploads
+	memory  *memory.Memory
+	url     string
+	tokens  map[string]string // tenant -> token
 }
 
 // backends are every real backend, plus the AWS adapters on dynalite, the
@@ -67,11 +70,27 @@ func newEnv(t *testing.T, b testenv.Backend, steps int) *env {
 // newEnvAt is newEnv with the lifecycle's clock (nil: the wall clock).
 func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) *env {
 	t.Helper()
+	return newEnvBuilding(t, b, steps, now, nil)
+}
+
+// newEnvBuilding is newEnvAt whose memory builds nodes with comp (nil:
+// it schedules builds but builds nothing).
+func newEnvBuilding(t *testing.T, b testenv.Backend, steps int, now func() time.Time, comp memory.Compactor) *env {
+	t.Helper()
 	imgs := images.New(b.Blobs)
+	if b.Name != "embedded" {
+		// S3 stages direct uploads until a ref claims them; the local
+		// server checks them as they arrive.
+		imgs.Staging = b.Blobs
+	}
 	chats := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
 	tl := transcript.New(b.Table, b.Blobs, imgs, transcript.WithChats(chats))
 	logger := testenv.Logger(t)
-	m, err := memory.New(memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: chats, Deletions: chats, Logger: logger})
+	mc := memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: chats, Deletions: chats, Logger: logger}
+	if comp != nil {
+		mc.Compactor, mc.Descriptions, mc.Retrier, mc.Search = comp, imgs, b.Receiver, true
+	}
+	m, err := memory.New(mc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,14 +101,16 @@ func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) 
 	for tenant, tok := range tokens {
 		byToken[tok] = tenant
 	}
+	uploader, _ := b.Linker.(store.Uploader)
+	uploads := hooks.NewUploads(imgs, uploader, chats)
 	h, err := app.Handler(logger, api.BearerTokens(byToken), app.Stores{Table: b.Table, Blobs: b.Blobs},
-		[]api.Routes{transcript.NewRoutes(tl, imgs, m), m, chats, hooks.NewOffload(imgs), hooks.NewRestore(imgs, b.Linker)})
+		[]api.Routes{transcript.NewRoutes(tl, imgs, m), m, chats, hooks.NewOffload(imgs, chats), uploads, hooks.NewRestore(imgs, b.Linker)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, b: b, chats: chats, url: srv.URL, tokens: tokens}
+	return &env{t: t, b: b, chats: chats, uploads: uploads, memory: m, url: srv.URL, tokens: tokens}
 }
 
 func (e *env) do(tenant, method, path string, body any) (int, []byte) {
@@ -824,4 +845,36 @@ func jsonEqualLines(got, want []string) bool {
 		}
 	}
 	return true
+}
+
+// TestAnImportSaysHowManyOfItsEntriesItLogged: New counts the entries
+// this import logged, so a repeat of the same file answers 0, also in a
+// chat that held entries before the first.
+func TestAnImportSaysHowManyOfItsEntriesItLogged(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			e.append("alice", "c", user("logged before the import"))
+			var items []importfile.Item
+			for i, text := range []string{"one", "two"} {
+				raw, err := json.Marshal(user(text))
+				if err != nil {
+					t.Fatal(err)
+				}
+				items = append(items, importfile.Item{Line: i + 1, Message: raw})
+			}
+			for round, wantNew := range []int{2, 0, 0} {
+				res, err := e.chats.Import(t.Context(), "alice", "c", items)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Messages != 2 || res.Entries != 2 || res.New != wantNew {
+					t.Fatalf("import %d = %+v, want 2 messages as 2 entries, %d new", round+1, res, wantNew)
+				}
+			}
+			if p := e.messages("alice", "c", ""); len(p.Messages) != 3 {
+				t.Fatalf("the chat holds %d messages, want 3", len(p.Messages))
+			}
+		})
+	}
 }
