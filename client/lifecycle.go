@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 
 	"github.com/durachat/durachat/client/importfile"
@@ -155,9 +157,11 @@ const importPart = 4 << 20
 
 // Import loads an export, or a pi coding-agent session file, into the
 // chat with POST .../import: the file is read here (a session's last
-// branch) and sent in parts of whole messages. Order and timestamps are
-// kept, images are stored as they go, and importing the same file again
-// logs nothing twice.
+// branch) and sent in parts of whole lines, each logged all or nothing.
+// Order and timestamps are kept, images are stored as they go, and
+// importing the same file again logs nothing twice, so an import that
+// fails midway (the error names the file's line and how far it got) is
+// completed by importing the file again once the cause is fixed.
 func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) {
 	items, skipped, err := importfile.Parse(r)
 	if err != nil {
@@ -165,29 +169,37 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) 
 	}
 	total := &ImportResult{Skipped: skipped}
 	var part bytes.Buffer
-	send := func(body []byte) error {
+	var lines []int // the file's line of each line of the part
+	send := func() error {
+		if part.Len() == 0 {
+			return nil
+		}
 		var got ImportResult
-		err := ch.c.call(ctx, call{method: http.MethodPost, path: ch.path("/import"), raw: body, retry: true}, &got)
+		err := ch.c.call(ctx, call{method: http.MethodPost, path: ch.path("/import"), raw: part.Bytes(), retry: true}, &got)
 		if err != nil {
-			return err
+			return partError(err, lines, total)
 		}
 		total.Messages += got.Messages
 		total.Entries += got.Entries
 		total.New += got.New
 		total.Skipped += got.Skipped
+		for from, to := range got.Renamed {
+			if total.Renamed == nil {
+				total.Renamed = map[string]string{}
+			}
+			total.Renamed[from] = to
+		}
+		part.Reset()
+		lines = lines[:0]
 		return nil
 	}
-	flush := func() error {
-		if part.Len() == 0 {
-			return nil
-		}
-		err := send(part.Bytes())
-		part.Reset()
-		return err
-	}
 	for _, it := range items {
-		// An image line may go in an earlier part than the message naming
-		// it: the import stores it as it arrives.
+		if it.Message != nil {
+			// A part's refs follow the images earlier parts renamed.
+			it.Message, _ = importfile.RenameRefs(it.Message, total.Renamed)
+		}
+		// Each line on its own: an image line a message names may go in
+		// an earlier part, which stores it first.
 		var line []byte
 		switch {
 		case it.Image != nil:
@@ -208,32 +220,64 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) 
 			return nil, err
 		}
 		if part.Len() > 0 && part.Len()+len(line)+1 > importPart {
-			if err := flush(); err != nil {
+			if err := send(); err != nil {
 				return total, err
 			}
 		}
-		if len(line)+1 <= importPart {
-			part.Write(line)
-			part.WriteByte('\n')
+		if len(line)+1 > importPart {
+			// Too large for one request: its pieces go one a request, in
+			// order, and the last imports the line.
+			pieces, err := importfile.Cut(line, importPiece)
+			if err != nil {
+				return total, err
+			}
+			for _, p := range pieces {
+				part.Write(p)
+				part.WriteByte('\n')
+				lines = append(lines, it.Line)
+				if err := send(); err != nil {
+					return total, err
+				}
+			}
 			continue
 		}
-		// Too large for one request: its pieces go one a request, in order.
-		pieces, err := importfile.Cut(line, importPiece)
-		if err != nil {
-			return total, err
-		}
-		for _, p := range pieces {
-			if err := send(append(p, '\n')); err != nil {
-				return total, err
-			}
-		}
+		part.Write(line)
+		part.WriteByte('\n')
+		lines = append(lines, it.Line)
 	}
-	return total, flush()
+	return total, send()
 }
 
 // importPiece is how much of a line too large for one import request one
 // piece carries: 3 MiB, 4 MiB as base64.
 const importPiece = 3 << 20
+
+// partLine is a line number in an import's answer.
+var partLine = regexp.MustCompile(`\bline (\d+)\b`)
+
+// partError makes the lines an import part's error names the file's lines
+// (the part's line n is the file's lines[n-1]) and says what the parts
+// before it logged.
+func partError(err error, lines []int, done *ImportResult) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	fileLine := func(s string) string {
+		return partLine.ReplaceAllStringFunc(s, func(m string) string {
+			n, _ := strconv.Atoi(partLine.FindStringSubmatch(m)[1])
+			if n < 1 || n > len(lines) {
+				return m
+			}
+			return "line " + strconv.Itoa(lines[n-1])
+		})
+	}
+	e.Field, e.Message = fileLine(e.Field), fileLine(e.Message)
+	if done.Entries > 0 || done.Messages > 0 {
+		e.Message += fmt.Sprintf(" (the file's lines before line %d are imported: %d entries)", lines[0], done.Entries)
+	}
+	return e
+}
 
 // Retention reads the tenant's default retention (GET /v1/retention).
 func (c *Client) Retention(ctx context.Context) (*Retention, error) {
