@@ -43,7 +43,7 @@ type ExportLine struct {
 // Export writes the chat's entries from seq from as export lines to w, at
 // most about budget bytes (at least one line), and returns the after of
 // the next part, or -1 when the chat ends.
-func (c *Chats) Export(ctx context.Context, tenant, chat string, from int64, w io.Writer, budget int) (int64, error) {
+func (c *Routes) Export(ctx context.Context, tenant, chat string, from int64, w io.Writer, budget int) (int64, error) {
 	written, next := 0, int64(-1)
 	err := c.eachEntry(ctx, tenant, chat, from, func(e transcript.Entry) (bool, error) {
 		m, err := c.render(ctx, tenant, e, asInline)
@@ -71,7 +71,7 @@ func (c *Chats) Export(ctx context.Context, tenant, chat string, from int64, w i
 	return next, nil
 }
 
-func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
+func (c *Routes) handleExport(w http.ResponseWriter, r *http.Request) error {
 	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err
@@ -104,7 +104,7 @@ func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
 // bash executions, custom messages) are skipped. An image block that
 // carries the name it was stored under in an export is stored under that
 // name when the tenant does not hold it yet, so its refs read the same.
-func (c *Chats) Import(ctx context.Context, tenant, chat string, raws []json.RawMessage) (ImportResult, error) {
+func (c *Routes) Import(ctx context.Context, tenant, chat string, raws []json.RawMessage) (ImportResult, error) {
 	res := ImportResult{Messages: len(raws)}
 	var batch []pi.Message
 	var named transcript.NamedImages // by the batch: an append names at most transcript.MaxNamedImages
@@ -115,14 +115,14 @@ func (c *Chats) Import(ctx context.Context, tenant, chat string, raws []json.Raw
 			return nil
 		}
 		receipt := "import/" + hex.EncodeToString(h.Sum(nil)[:16])
-		ids, err := c.log.Append(ctx, tenant, chat, batch, receipt)
+		ch, ids, err := c.log.AppendChat(ctx, tenant, chat, batch, receipt)
 		if err != nil {
 			return err
 		}
 		res.Entries += len(ids)
 		if c.memory != nil && len(ids) > 0 {
 			// The entries are durable; memory finds them on any later call.
-			_ = c.memory.Appended(ctx, tenant, chat, ids[len(ids)-1]+1)
+			_ = c.memory.Appended(ctx, ch, ids[len(ids)-1]+1)
 		}
 		batch = batch[:0]
 		h.Reset()
@@ -188,7 +188,7 @@ func keepName(ctx context.Context, imgs *images.Store, tenant string, b pi.Block
 	return imgs.PutPrepared(ctx, tenant, p)
 }
 
-func (c *Chats) handleImport(w http.ResponseWriter, r *http.Request) error {
+func (c *Routes) handleImport(w http.ResponseWriter, r *http.Request) error {
 	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err

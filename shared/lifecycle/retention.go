@@ -194,7 +194,7 @@ func (c *Chats) expireTenant(ctx context.Context, tenant string, now time.Time) 
 
 // deleteOrQueue runs one call's worth of a deletion and queues the rest.
 func (c *Chats) deleteOrQueue(ctx context.Context, tenant, chat string) error {
-	p, err := c.Delete(ctx, tenant, chat, 1)
+	ch, p, err := c.deletion(ctx, tenant, chat, 1)
 	if err != nil || p.Done {
 		return err
 	}
@@ -204,7 +204,7 @@ func (c *Chats) deleteOrQueue(ctx context.Context, tenant, chat string) error {
 		}
 		return err
 	}
-	return c.queue.Send(ctx, deleteBody(tenant, chat), 0)
+	return c.queue.Send(ctx, deleteBody(ch), 0)
 }
 
 // ExpireAll runs a whole sweep (the local server's hourly one).

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/lifecycle/wire"
 	"github.com/durachat/durachat/shared/refs"
@@ -35,7 +36,7 @@ const LinkTTL = 15 * time.Minute
 // DELETE /v1/chats/{chat}, GET .../export and POST .../import, and the
 // retention settings: GET and PUT
 // /v1/retention (the tenant's default) and /v1/chats/{chat}/retention.
-func (c *Chats) Register(mux *http.ServeMux) {
+func (c *Routes) Register(mux *http.ServeMux) {
 	api.Handle(mux, "GET /v1/chats", c.handleList)
 	api.Handle(mux, "GET /v1/chats/{chat}/messages", c.handleMessages)
 	api.Handle(mux, "DELETE /v1/chats/{chat}", c.handleDelete)
@@ -86,7 +87,7 @@ func limit(r *http.Request, def int) (int, error) {
 // List returns a page of the tenant's chats in id order, after the chat id
 // after ("" from the start). It reads the tenant's index and, for each
 // chat listed, its log length and memory state: nothing of other tenants.
-func (c *Chats) List(ctx context.Context, tenant, after string, n int) (ChatList, error) {
+func (c *Routes) List(ctx context.Context, tenant, after string, n int) (ChatList, error) {
 	q := store.Query{PK: IndexPK(tenant), Prefix: indexPrefix, Limit: n}
 	if after != "" {
 		q.After = indexPrefix + after
@@ -105,13 +106,15 @@ func (c *Chats) List(ctx context.Context, tenant, after string, n int) (ChatList
 		if e.Deleting != 0 {
 			info.Deleting = &Progress{Removed: e.Removed, Images: e.Images}
 		} else {
-			if c.log != nil {
-				if info.Messages, err = c.log.Len(ctx, tenant, info.Chat); err != nil {
-					return ChatList{}, err
-				}
+			ch, _, err := c.ids.Current(ctx, tenant, info.Chat)
+			if err != nil {
+				return ChatList{}, err
+			}
+			if info.Messages, err = c.log.Len(ctx, ch); err != nil {
+				return ChatList{}, err
 			}
 			if c.memory != nil {
-				if info.Memory, err = c.memory.Glance(ctx, tenant, info.Chat); err != nil {
+				if info.Memory, err = c.memory.Glance(ctx, ch); err != nil {
 					return ChatList{}, err
 				}
 			}
@@ -124,7 +127,7 @@ func (c *Chats) List(ctx context.Context, tenant, after string, n int) (ChatList
 	return out, nil
 }
 
-func (c *Chats) handleList(w http.ResponseWriter, r *http.Request) error {
+func (c *Routes) handleList(w http.ResponseWriter, r *http.Request) error {
 	tenant, err := tenantOf(r)
 	if err != nil {
 		return err
@@ -162,7 +165,7 @@ type MessagePage struct {
 // links, each image ref block carries a signed URL. Seqs are entry ids:
 // dense and fixed once written, so paging is stable while the chat is
 // appended to.
-func (c *Chats) Messages(ctx context.Context, tenant, chat string, from int64, n int, links bool) (MessagePage, error) {
+func (c *Routes) Messages(ctx context.Context, tenant, chat string, from int64, n int, links bool) (MessagePage, error) {
 	mode := asRefs
 	if links {
 		mode = asLinks
@@ -199,10 +202,15 @@ const PageBudget = 4 << 20
 const readChunk = 8
 
 // eachEntry calls fn with the chat's entries from seq from, in order,
-// until fn answers false or the log ends.
-func (c *Chats) eachEntry(ctx context.Context, tenant, chat string, from int64, fn func(transcript.Entry) (bool, error)) error {
+// until fn answers false or the log ends: all of one incarnation, the
+// current one as the call starts.
+func (c *Routes) eachEntry(ctx context.Context, tenant, chat string, from int64, fn func(transcript.Entry) (bool, error)) error {
+	ch, _, err := c.ids.Current(ctx, tenant, chat)
+	if err != nil {
+		return err
+	}
 	for {
-		es, err := c.log.Entries(ctx, tenant, chat, from, from+readChunk)
+		es, err := c.log.Entries(ctx, ch, from, from+readChunk)
 		if err != nil {
 			return err
 		}
@@ -350,7 +358,7 @@ func (c *Chats) render(ctx context.Context, tenant string, e transcript.Entry, m
 	return api.Marshal(m)
 }
 
-func (c *Chats) handleMessages(w http.ResponseWriter, r *http.Request) error {
+func (c *Routes) handleMessages(w http.ResponseWriter, r *http.Request) error {
 	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err
@@ -393,7 +401,7 @@ func (c *Chats) handleDelete(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx := r.Context()
-	p, err := c.Delete(ctx, tenant, chat, 0)
+	ch, p, err := c.deletion(ctx, tenant, chat, 0)
 	if err != nil {
 		return err
 	}
@@ -408,7 +416,7 @@ func (c *Chats) handleDelete(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		} else {
-			if err := c.queue.Send(ctx, deleteBody(tenant, chat), 0); err != nil {
+			if err := c.queue.Send(ctx, deleteBody(ch), 0); err != nil {
 				return fmt.Errorf("lifecycle: queueing the rest of the deletion of %s: %w", chat, err)
 			}
 			code = http.StatusAccepted
@@ -418,13 +426,17 @@ func (c *Chats) handleDelete(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// deleteMessage is the queue message that continues a deletion, or
-// (op "expire") a retention sweep from the tenant after.
+// deleteMessage is the queue message that continues the deletion of an
+// incarnation of a chat, or (op "expire") a retention sweep from the
+// tenant after.
 type deleteMessage struct {
 	Op     string `json:"op"`
 	Tenant string `json:"tenant,omitempty"`
 	Chat   string `json:"chat,omitempty"`
-	After  string `json:"after,omitempty"`
+	// Inc is the incarnation being deleted ("": a chat written before
+	// incarnations, or a message sent before they were recorded).
+	Inc   string `json:"n,omitempty"`
+	After string `json:"after,omitempty"`
 }
 
 const (
@@ -432,8 +444,8 @@ const (
 	opExpire = "expire"
 )
 
-func deleteBody(tenant, chat string) string {
-	b, _ := json.Marshal(deleteMessage{Op: opDelete, Tenant: tenant, Chat: chat})
+func deleteBody(ch chatid.Chat) string {
+	b, _ := json.Marshal(deleteMessage{Op: opDelete, Tenant: ch.Tenant, Chat: ch.ID, Inc: ch.Inc})
 	return string(b)
 }
 
@@ -459,10 +471,10 @@ func (c *Chats) Task(ctx context.Context, body string) (bool, error) {
 	if msg.Op != opDelete {
 		return false, nil
 	}
-	if msg.Chat == "" {
+	if msg.Chat == "" || !chatid.ValidInc(msg.Inc) {
 		return true, nil // names nothing: dropped
 	}
-	p, err := c.Delete(ctx, msg.Tenant, msg.Chat, 0)
+	p, err := c.continueDeletion(ctx, chatid.Chat{Tenant: msg.Tenant, ID: msg.Chat, Inc: msg.Inc})
 	if err != nil {
 		return true, err
 	}
@@ -475,4 +487,27 @@ func (c *Chats) Task(ctx context.Context, body string) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// continueDeletion runs the next steps of the deletion of the incarnation
+// ch that a queue message names. A message delivered after that deletion
+// finished (again, or late) finds the index no longer marking the chat
+// deleting, or the id naming another incarnation, and deletes nothing:
+// the chat the id names now is another one.
+func (c *Chats) continueDeletion(ctx context.Context, ch chatid.Chat) (Progress, error) {
+	e, _, err := c.getIndex(ctx, ch.Tenant, ch.ID)
+	if err != nil {
+		return Progress{}, err
+	}
+	if e.Deleting == 0 {
+		return Progress{Done: true}, nil
+	}
+	cur, recorded, err := c.ids.Current(ctx, ch.Tenant, ch.ID)
+	if err != nil {
+		return Progress{}, err
+	}
+	if recorded && cur != ch {
+		return Progress{Done: true}, nil
+	}
+	return c.deleteSteps(ctx, ch, e, 0)
 }

@@ -28,14 +28,14 @@ func TestABuildWhoseChatWasDeletedRecordsNothing(t *testing.T) {
 	go func() { done <- f.m.Build(context.Background(), f.tenant, f.chat, msgs[0].msg.L, msgs[0].msg.I) }()
 	<-started
 	// The chat is deleted under the build: its state goes.
-	if err := f.table.Delete(context.Background(), stateKey(f.tenant, f.chat), 0); err != nil {
+	if err := f.table.Delete(context.Background(), stateKey(f.ch()), 0); err != nil {
 		t.Fatal(err)
 	}
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatalf("Build = %v", err)
 	}
-	if _, err := f.table.Get(context.Background(), stateKey(f.tenant, f.chat)); !errors.Is(err, store.ErrNotFound) {
+	if _, err := f.table.Get(context.Background(), stateKey(f.ch())); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the build wrote a state for the deleted chat: %v", err)
 	}
 }
