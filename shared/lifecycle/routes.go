@@ -401,7 +401,7 @@ func (c *Chats) handleDelete(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx := r.Context()
-	ch, p, err := c.deletion(ctx, tenant, chat, 0)
+	ch, p, _, err := c.deleteIf(ctx, tenant, chat, 0, nil)
 	if err != nil {
 		return err
 	}
@@ -509,5 +509,5 @@ func (c *Chats) continueDeletion(ctx context.Context, ch chatid.Chat) (Progress,
 	if recorded && cur != ch {
 		return Progress{Done: true}, nil
 	}
-	return c.deleteSteps(ctx, ch, e, 0)
+	return c.run(ctx, ch, 0, e)
 }

@@ -44,9 +44,10 @@ var (
 // Chats hears of each append before its entries are written: it may
 // refuse it (a chat being deleted), opens the chat's incarnation the
 // entries go to (chatid.Registry.Open) and records which images the chat
-// names. It returns the incarnation, and the names whose images are not
-// stored (deleted while this append was under way), so the append stores
-// them again.
+// names, returning once no deletion of them is in flight. It returns the
+// incarnation, and the names whose images are not stored then (deleted
+// while this append was under way), so the append stores them again or
+// refuses.
 type Chats interface {
 	Appending(ctx context.Context, tenant, chat string, names []string) (c chatid.Chat, missing []string, err error)
 }
@@ -183,9 +184,7 @@ func (l *Log) opening(ctx context.Context, tenant, chat string, msgs []pi.Messag
 		return chatid.Chat{}, err
 	}
 	if len(missing) > 0 {
-		// Deleted under this append: its inline images are stored
-		// again (a put of a stored one is a no-op).
-		if _, err := l.putImages(ctx, tenant, msgs); err != nil {
+		if err := l.storeMissing(ctx, tenant, msgs, missing); err != nil {
 			return chatid.Chat{}, err
 		}
 	}
