@@ -44,7 +44,7 @@ func TestMessagesReadTheChatBackWithLinksAndDeleteEmptiesIt(t *testing.T) {
 	msgs := []any{
 		client.UserText("look"),
 		client.Message{Role: "user", Content: client.Content{client.Image(shot, "image/png")}, Timestamp: 1_700_000_000_000},
-		client.AssistantMessage(client.Text("seen")),
+		map[string]any{"role": "assistant", "content": []client.Block{client.Text("seen")}, "usage": map[string]any{"input": 3, "cost": map[string]any{"total": 0.25}}},
 	}
 	if _, err := chat.Append(ctx, "read-back", msgs...); err != nil {
 		t.Fatal(err)
@@ -77,6 +77,9 @@ func TestMessagesReadTheChatBackWithLinksAndDeleteEmptiesIt(t *testing.T) {
 	}
 	if len(page.Messages) != 1 || page.Messages[0].Message.Role != "assistant" || page.Next != "" {
 		t.Fatalf("second page = %+v, want the assistant's reply alone", page)
+	}
+	if raw := string(page.Messages[0].Raw); !strings.Contains(raw, `"usage":{"cost":{"total":0.25},"input":3}`) {
+		t.Fatalf("the reply's JSON = %s, want its usage as logged", raw)
 	}
 
 	d, err := chat.Delete(ctx)

@@ -90,7 +90,7 @@ func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant
 	if err != nil {
 		return nil, err
 	}
-	msgs, skipped, err := importfile.Parse(in)
+	items, skipped, err := importfile.Parse(in)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant
 	if err != nil {
 		return nil, errors.Join(err, data.Close())
 	}
-	res, err := mem.Chats.Import(ctx, tenant, chat, msgs)
+	res, err := mem.Chats.Import(ctx, tenant, chat, items)
 	if cerr := data.Close(); err == nil {
 		err = cerr
 	}

@@ -125,9 +125,6 @@ func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Mes
 	if err != nil {
 		return chatid.Chat{}, nil, err
 	}
-	if len(drafts) == 0 {
-		return cur, []int64{}, nil // only thinking: nothing to log
-	}
 	c, err := l.opening(ctx, tenant, chat, msgs, drafts)
 	if err != nil {
 		return chatid.Chat{}, nil, err
