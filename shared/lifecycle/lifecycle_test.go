@@ -39,6 +39,7 @@ type env struct {
 	t      *testing.T
 	b      testenv.Backend
 	chats  *lifecycle.Routes
+	mem    *memory.Memory
 	url    string
 	tokens map[string]string // tenant -> token
 }
@@ -68,11 +69,20 @@ func newEnv(t *testing.T, b testenv.Backend, steps int) *env {
 // newEnvAt is newEnv with the lifecycle's clock (nil: the wall clock).
 func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) *env {
 	t.Helper()
+	return newEnvWith(t, b, steps, now, nil)
+}
+
+// newEnvWith is newEnvAt whose memory builds with compactor (nil: it
+// builds nothing) and has the search tool on. Each env is one process:
+// its own memory, caches and server.
+func newEnvWith(t *testing.T, b testenv.Backend, steps int, now func() time.Time, compactor memory.Compactor) *env {
+	t.Helper()
 	imgs := images.New(b.Blobs)
 	core := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
 	tl := transcript.New(b.Table, b.Blobs, imgs, transcript.WithChats(core))
 	logger := testenv.Logger(t)
-	m, err := memory.New(memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: core, Deletions: core, Logger: logger})
+	m, err := memory.New(memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: core, Deletions: core, Logger: logger,
+		Compactor: compactor, Search: compactor != nil})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +99,7 @@ func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) 
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, b: b, chats: chats, url: srv.URL, tokens: tokens}
+	return &env{t: t, b: b, chats: chats, mem: m, url: srv.URL, tokens: tokens}
 }
 
 func (e *env) do(tenant, method, path string, body any) (int, []byte) {
@@ -249,11 +259,7 @@ func (e *env) partition(c chatid.Chat) []string {
 	e.t.Helper()
 	var sks []string
 	for _, pk := range []string{c.PK(), store.ChatPK(c.Tenant, c.ID)} {
-		page, err := e.b.Table.Query(e.t.Context(), store.Query{PK: pk})
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		for _, it := range page.Items {
+		for _, it := range e.itemsOf(pk) {
 			sks = append(sks, pk+" "+it.SK)
 		}
 	}

@@ -122,6 +122,9 @@ func (m *Memory) build(ctx context.Context, c chatid.Chat, l int, i int64) error
 		b.snapshot = st
 		return nil
 	})
+	if errors.Is(err, errRetired) {
+		return nil // the chat was deleted: nothing to build
+	}
 	if err != nil {
 		return &RetryError{After: m.retry, Err: err}
 	}
@@ -631,6 +634,9 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 		sends, _ = st.schedule(m.now(), m.lease)
 		return nil
 	})
+	if errors.Is(err, errRetired) {
+		return nil // deleted under this build: it records nothing
+	}
 	if err != nil {
 		// The row is written; the next pump or delivery records it.
 		return &RetryError{After: m.retry, Err: fmt.Errorf("recording node %s: %w", n.Label(), err)}
@@ -683,6 +689,9 @@ func (b *nodeBuild) fail(ctx context.Context, res produced, cause error) error {
 		sends, _ = st.schedule(now, m.lease)
 		return nil
 	})
+	if errors.Is(err, errRetired) {
+		return nil // deleted under this build: nothing to retry
+	}
 	if err != nil {
 		m.logger.WarnContext(ctx, "memory: recording a failed build", "chat", chat, "node", n.Label(), "err", err)
 	} else {

@@ -300,6 +300,9 @@ func (m *Memory) pump(ctx context.Context, c chatid.Chat, t int64) (*chatState, 
 		}
 		return nil
 	})
+	if errors.Is(err, errRetired) {
+		return &chatState{}, nil // deleted under this call: nothing to schedule
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -302,9 +302,10 @@ const maxUpdateTries = 64
 //
 // A state item is created only while c is its chat's current incarnation:
 // a write for a deleted one (a build message delivered late, a request
-// that raced the deletion) finds no item and writes none, so it leaves
-// nothing behind and nothing in the next incarnation. Updates need no
-// check: they are conditional on the item being there.
+// that raced the deletion) finds no item, writes none and returns
+// errRetired, so it leaves nothing behind and nothing in the next
+// incarnation. Updates need no check: they are conditional on the item
+// being there.
 func (s states) update(ctx context.Context, c chatid.Chat, fn func(st *chatState) error) (*chatState, error) {
 	for try := 0; ; try++ {
 		st, version, err := s.get(ctx, c)
@@ -331,7 +332,7 @@ func (s states) update(ctx context.Context, c chatid.Chat, fn func(st *chatState
 				return nil, fmt.Errorf("memory state of %s: %w", c.ID, cerr)
 			}
 			if !current {
-				return &chatState{}, nil
+				return &chatState{}, errRetired
 			}
 			err = s.table.Create(ctx, it)
 		} else {

@@ -372,6 +372,9 @@ func (m *Memory) setSearch(ctx context.Context, c chatid.Chat, on bool) error {
 		st.Search = &on
 		return nil
 	})
+	if errors.Is(err, errRetired) {
+		return nil // deleted under this call: its settings went with it
+	}
 	return err
 }
 
