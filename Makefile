@@ -20,7 +20,7 @@ CFN_LINT = $(shell if [ "$$(cfn-lint --version 2>/dev/null)" = "cfn-lint $(CFN_L
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags "-s -w"
 GO_FILES = $(shell find . -name '*.go' -not -path './.tools/*' -not -path '*/node_modules/*' -not -path './.aws-sam/*')
 
-.PHONY: run stack test test-pi tools tools-pi fmt-check vet lint-template bench build clean \
+.PHONY: run stack test test-client test-pi tools tools-pi fmt-check vet lint-template bench build clean \
 	build-RestoreFunction build-OffloadFunction build-MemoryFunction build-CompactFunction
 
 run:
@@ -51,9 +51,11 @@ build-MemoryFunction:
 build-CompactFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/compact
 
-# build compiles every program for the host.
+# build compiles every program for the host, and the Go client (client/,
+# a module of its own).
 build:
 	$(GO) build ./...
+	cd client && $(GO) build ./...
 
 # tools installs the pinned test tools: the Node modules of the local SQS
 # and DynamoDB servers (infra/sqs and infra/dynalite, package-lock.json),
@@ -82,6 +84,7 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	cd client && $(GO) vet ./...
 
 # lint-template fails on any cfn-lint error, warning or informational
 # finding.
@@ -91,10 +94,17 @@ lint-template:
 # test needs no running services: the tests start the local AWS-protocol
 # servers they use (minidyn and gofakes3 in-process, the SQS server as a
 # child of the test binary) and the emulator, and stop them when they end;
-# then it runs test-pi.
+# then it runs test-client and test-pi.
 test: tools fmt-check vet lint-template
 	PATH="$(TOOLS_BIN):$$PATH" $(GO) test -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) test-client
 	$(MAKE) test-pi
+
+# test-client tests the Go client's module on its own (GOWORK=off: only
+# its go.mod), against a `durachat serve` its tests build from this
+# repository.
+test-client:
+	cd client && GOWORK=off $(GO) test -timeout $(TEST_TIMEOUT) ./...
 
 # test-pi tests the pi extension (clients/pi) in real pi sessions, with
 # pi-ai's faux model and the local server built from cmd/durachat, on both

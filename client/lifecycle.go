@@ -10,8 +10,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/durachat/durachat/shared/importfile"
-	"github.com/durachat/durachat/shared/lifecycle/wire"
+	"github.com/durachat/durachat/client/importfile"
 )
 
 // Chats lists the tenant's chats in id order with GET /v1/chats: those
@@ -31,15 +30,6 @@ func (c *Client) Chats(ctx context.Context, after string, limit int) (*ChatList,
 	}
 	return &out, nil
 }
-
-// The lifecycle routes' answers, as the server defines them.
-type (
-	ChatInfo       = wire.ChatInfo
-	ChatList       = wire.ChatList
-	DeleteProgress = wire.Progress
-	ImportResult   = wire.ImportResult
-	Retention      = wire.Retention
-)
 
 // StoredMessage is one logged message read back as the host logged it:
 // image blocks as their refs (text blocks "[image <name>]"), carrying a
@@ -186,6 +176,7 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) 
 		}
 		total.Messages += got.Messages
 		total.Entries += got.Entries
+		total.New += got.New
 		total.Skipped += got.Skipped
 		part.Reset()
 		return nil

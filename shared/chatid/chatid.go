@@ -130,6 +130,10 @@ func decode(tenant, chat string, it store.Item) (Chat, error) {
 	return Chat{Tenant: tenant, ID: chat, Inc: id.Inc}, nil
 }
 
+// firstEntrySK is the sort key of a chat's entry 0 (transcript's layout),
+// there in the home partition of any chat that logged before incarnations.
+const firstEntrySK = "e/0000000000000000"
+
 // openTries bounds Open's loop: a lost create is followed by a read of the
 // winner, which only a concurrent Retire can take away again.
 const openTries = 4
@@ -137,21 +141,24 @@ const openTries = 4
 // Open returns the chat's current incarnation, recording a new one when
 // the id has none: the first append to a chat, or the first after its
 // deletion. A chat whose rows predate incarnations (its home partition
-// holds rows) is recorded as incarnation "", so it keeps reading them.
-// Only appends open: the caller has checked that the chat is not being
-// deleted.
+// holds its first entry) is recorded as incarnation "", so it keeps
+// reading them. Only appends and the hooks open, once they found the chat
+// not being deleted.
 func (r *Registry) Open(ctx context.Context, tenant, chat string) (Chat, error) {
 	for range openTries {
 		c, recorded, err := r.Current(ctx, tenant, chat)
 		if err != nil || recorded {
 			return c, err
 		}
-		page, err := r.table.Query(ctx, store.Query{PK: store.ChatPK(tenant, chat), Limit: 1})
-		if err != nil {
-			return Chat{}, fmt.Errorf("chatid: reading chat %s: %w", chat, err)
-		}
-		if len(page.Items) == 0 {
+		// A chat written before incarnations has its first entry in the
+		// home partition. (A read of one item: the hooks' functions may
+		// get items but not query.)
+		_, err = r.table.Get(ctx, store.Key{PK: store.ChatPK(tenant, chat), SK: firstEntrySK})
+		switch {
+		case errors.Is(err, store.ErrNotFound):
 			c.Inc = newInc()
+		case err != nil:
+			return Chat{}, fmt.Errorf("chatid: reading chat %s: %w", chat, err)
 		}
 		body, _ := json.Marshal(identity{Inc: c.Inc})
 		err = r.table.Create(ctx, store.Item{Key: Home(tenant, chat), Body: body})

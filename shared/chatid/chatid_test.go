@@ -116,7 +116,8 @@ func TestAChatWithRowsButNoIdentityIsIncarnationEmpty(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
 			r := chatid.New(b.Table)
-			// A chat written before incarnations: its rows in the home partition.
+			// A chat written before incarnations: its rows, entry 0 first,
+			// in the home partition.
 			if err := b.Table.Create(ctx, store.Item{Key: store.Key{PK: store.ChatPK("t", "old"), SK: "e/0000000000000000"}, Body: []byte(`{}`)}); err != nil {
 				t.Fatal(err)
 			}

@@ -14,9 +14,9 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
-	"github.com/durachat/durachat/shared/importfile"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
@@ -158,10 +158,25 @@ func (c *Routes) Import(ctx context.Context, tenant, chat string, items []import
 	var batch []pi.Message
 	var named transcript.NamedImages // by the batch: an append names at most transcript.MaxNamedImages
 	h := sha256.New()
+	// held is the chat's length before the first append: an entry id
+	// below it was logged by an earlier import, one at or past it by
+	// this one (a repeated append answers the ids it logged first).
+	held := int64(-1)
 	flush := func() error {
 		named = transcript.NamedImages{}
 		if len(batch) == 0 {
 			return nil
+		}
+		if held < 0 {
+			cur, _, err := c.ids.Current(ctx, tenant, chat)
+			if err != nil {
+				return err
+			}
+			n, err := c.log.Len(ctx, cur)
+			if err != nil {
+				return err
+			}
+			held = n
 		}
 		receipt := "import/" + hex.EncodeToString(h.Sum(nil)[:16])
 		ch, ids, err := c.log.AppendChat(ctx, tenant, chat, batch, receipt)
@@ -169,6 +184,11 @@ func (c *Routes) Import(ctx context.Context, tenant, chat string, items []import
 			return err
 		}
 		res.Entries += len(ids)
+		for _, id := range ids {
+			if id >= held {
+				res.New++
+			}
+		}
 		if c.memory != nil && len(ids) > 0 {
 			// The entries are durable; memory finds them on any later call.
 			_ = c.memory.Appended(ctx, ch, ids[len(ids)-1]+1)

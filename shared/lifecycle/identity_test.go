@@ -43,7 +43,7 @@ func (e *env) build() []string {
 		if len(ds) == 0 {
 			return bodies
 		}
-		keep := e.mem.HandleBatch(ctx, ds)
+		keep := e.memory.HandleBatch(ctx, ds)
 		for _, d := range ds {
 			bodies = append(bodies, d.Body)
 			if slices.Contains(keep, d.ID) {
@@ -66,7 +66,7 @@ func (e *env) redeliver(bodies []string) {
 	for i, b := range bodies {
 		ds[i] = store.Delivery{ID: fmt.Sprint("again-", i), Body: b, Receives: 2}
 	}
-	if keep := e.mem.HandleBatch(e.t.Context(), ds); len(keep) != 0 {
+	if keep := e.memory.HandleBatch(e.t.Context(), ds); len(keep) != 0 {
 		e.t.Fatalf("redelivered messages %v failed", keep)
 	}
 }
@@ -164,8 +164,8 @@ func TestADeletedChatsIdNamesOnlyTheNewChatInEveryProcess(t *testing.T) {
 	)
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			a := newEnvWith(t, b, 0, nil, quoting{}) // serves the old chat
-			other := newEnvWith(t, b, 0, nil, quoting{})
+			a := newEnvBuilding(t, b, 0, nil, quoting{}) // serves the old chat
+			other := newEnvBuilding(t, b, 0, nil, quoting{})
 
 			a.append("alice", "x", longUser("OLD-SECRET the launch code is 4242", oldDate), longUser("OLD-SECRET second", oldDate))
 			oldBuilds := a.build()
@@ -294,7 +294,7 @@ func TestADeletionsMessageDeliveredAfterTheIdIsReusedDeletesNothing(t *testing.T
 func TestAChatWrittenBeforeIncarnationsKeepsReadingAndIsDeletedWhole(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			e := newEnvWith(t, b, 0, nil, quoting{})
+			e := newEnvBuilding(t, b, 0, nil, quoting{})
 			e.append("alice", "x", longUser("first, before incarnations", 1_700_000_000_000), user("second"))
 			e.build()
 			// Move it to the layout written before: every item in the home
@@ -318,7 +318,7 @@ func TestAChatWrittenBeforeIncarnationsKeepsReadingAndIsDeletedWhole(t *testing.
 			if err := b.Table.Delete(ctx, chatid.Home("alice", "x"), 0); err != nil {
 				t.Fatal(err)
 			}
-			fresh := newEnvWith(t, b, 0, nil, quoting{}) // a process that never saw it
+			fresh := newEnvBuilding(t, b, 0, nil, quoting{}) // a process that never saw it
 			if got := fresh.current("alice", "x"); got != home {
 				t.Fatalf("current = %+v, want incarnation \"\"", got)
 			}

@@ -615,7 +615,7 @@ func (c *Chats) run(ctx context.Context, ch chatid.Chat, steps int, e indexEntry
 	p := Progress{Removed: e.Removed, Images: e.Images}
 	start := time.Now()
 	for step := 0; step < steps && time.Since(start) < CallBudget; step++ {
-		removed, images, more, err := c.step(ctx, ch)
+		removed, images, more, err := c.stepAll(ctx, ch)
 		p.Removed += removed
 		p.Images += images
 		if err != nil {
@@ -632,6 +632,18 @@ func (c *Chats) run(ctx context.Context, ch chatid.Chat, steps int, e indexEntry
 	}
 	c.record(ctx, tenant, chat, p)
 	return p, nil
+}
+
+// stepAll removes one batch of the incarnation ch and, once it is empty,
+// of what a chat written before incarnations left in the id's home
+// partition and texts (the same chat, before its first append since), so
+// no deletion leaves those behind.
+func (c *Chats) stepAll(ctx context.Context, ch chatid.Chat) (removed, images int64, more bool, err error) {
+	removed, images, more, err = c.step(ctx, ch)
+	if err != nil || more || ch.Inc == "" {
+		return removed, images, more, err
+	}
+	return c.step(ctx, chatid.Chat{Tenant: ch.Tenant, ID: ch.ID})
 }
 
 // step removes one batch of the incarnation ch: its items other than its

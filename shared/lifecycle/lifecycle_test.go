@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/aws/awstest"
@@ -25,7 +26,6 @@ import (
 	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/images"
-	"github.com/durachat/durachat/shared/importfile"
 	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/refs"
@@ -34,14 +34,16 @@ import (
 	"github.com/durachat/durachat/shared/transcript"
 )
 
-// env is the memory API's routes over one backend, with two tenants.
+// env is the memory API's routes and the hooks over one backend, with two
+// tenants.
 type env struct {
-	t      *testing.T
-	b      testenv.Backend
-	chats  *lifecycle.Routes
-	mem    *memory.Memory
-	url    string
-	tokens map[string]string // tenant -> token
+	t       *testing.T
+	b       testenv.Backend
+	chats   *lifecycle.Routes
+	uploads *hooks.Uploads
+	memory  *memory.Memory
+	url     string
+	tokens  map[string]string // tenant -> token
 }
 
 // backends are every real backend, plus the AWS adapters on dynalite, the
@@ -69,20 +71,28 @@ func newEnv(t *testing.T, b testenv.Backend, steps int) *env {
 // newEnvAt is newEnv with the lifecycle's clock (nil: the wall clock).
 func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) *env {
 	t.Helper()
-	return newEnvWith(t, b, steps, now, nil)
+	return newEnvBuilding(t, b, steps, now, nil)
 }
 
-// newEnvWith is newEnvAt whose memory builds with compactor (nil: it
-// builds nothing) and has the search tool on. Each env is one process:
-// its own memory, caches and server.
-func newEnvWith(t *testing.T, b testenv.Backend, steps int, now func() time.Time, compactor memory.Compactor) *env {
+// newEnvBuilding is newEnvAt whose memory builds nodes with comp (nil:
+// it schedules builds but builds nothing). Each env is one process: its
+// own memory, caches and server.
+func newEnvBuilding(t *testing.T, b testenv.Backend, steps int, now func() time.Time, comp memory.Compactor) *env {
 	t.Helper()
 	imgs := images.New(b.Blobs)
+	if b.Name != "embedded" {
+		// S3 stages direct uploads until a ref claims them; the local
+		// server checks them as they arrive.
+		imgs.Staging = b.Blobs
+	}
 	core := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
 	tl := transcript.New(b.Table, b.Blobs, imgs, transcript.WithChats(core))
 	logger := testenv.Logger(t)
-	m, err := memory.New(memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: core, Deletions: core, Logger: logger,
-		Compactor: compactor, Search: compactor != nil})
+	mc := memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: core, Deletions: core, Logger: logger}
+	if comp != nil {
+		mc.Compactor, mc.Descriptions, mc.Retrier, mc.Search = comp, imgs, b.Receiver, true
+	}
+	m, err := memory.New(mc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,14 +102,16 @@ func newEnvWith(t *testing.T, b testenv.Backend, steps int, now func() time.Time
 	for tenant, tok := range tokens {
 		byToken[tok] = tenant
 	}
+	uploader, _ := b.Linker.(store.Uploader)
+	uploads := hooks.NewUploads(imgs, uploader, core)
 	h, err := app.Handler(logger, api.BearerTokens(byToken), app.Stores{Table: b.Table, Blobs: b.Blobs},
-		[]api.Routes{transcript.NewRoutes(tl, imgs, m), m, chats, hooks.NewOffload(imgs), hooks.NewRestore(imgs, b.Linker)})
+		[]api.Routes{transcript.NewRoutes(tl, imgs, m), m, chats, hooks.NewOffload(imgs, core), uploads, hooks.NewRestore(imgs, b.Linker)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, b: b, chats: chats, mem: m, url: srv.URL, tokens: tokens}
+	return &env{t: t, b: b, chats: chats, uploads: uploads, memory: m, url: srv.URL, tokens: tokens}
 }
 
 func (e *env) do(tenant, method, path string, body any) (int, []byte) {
@@ -847,4 +859,36 @@ func jsonEqualLines(got, want []string) bool {
 		}
 	}
 	return true
+}
+
+// TestAnImportSaysHowManyOfItsEntriesItLogged: New counts the entries
+// this import logged, so a repeat of the same file answers 0, also in a
+// chat that held entries before the first.
+func TestAnImportSaysHowManyOfItsEntriesItLogged(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			e.append("alice", "c", user("logged before the import"))
+			var items []importfile.Item
+			for i, text := range []string{"one", "two"} {
+				raw, err := json.Marshal(user(text))
+				if err != nil {
+					t.Fatal(err)
+				}
+				items = append(items, importfile.Item{Line: i + 1, Message: raw})
+			}
+			for round, wantNew := range []int{2, 0, 0} {
+				res, err := e.chats.Import(t.Context(), "alice", "c", items)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Messages != 2 || res.Entries != 2 || res.New != wantNew {
+					t.Fatalf("import %d = %+v, want 2 messages as 2 entries, %d new", round+1, res, wantNew)
+				}
+			}
+			if p := e.messages("alice", "c", ""); len(p.Messages) != 3 {
+				t.Fatalf("the chat holds %d messages, want 3", len(p.Messages))
+			}
+		})
+	}
 }

@@ -1,7 +1,14 @@
 // durachat for pi: a pi coding-agent extension that keeps a session's images
-// and memory in durachat.
+// and memory in durachat. For pi 1.x (@earendil-works) and 0.73.1
+// (@mariozechner): it imports nothing of pi at run time, and the events it
+// uses are in both.
 //
-//   - tool results with images go through after-tool, so the session keeps refs;
+//   - tool results with images go through after-tool, so the session keeps
+//     refs (a call another tool made goes as nested, and is left alone);
+//   - a user's attached images go through offload-input before pi keeps
+//     the message, so the session keeps their refs too;
+//   - images the session still holds inline are offloaded at its start and
+//     before each request, and the session file is written with their refs;
 //   - each model request goes through before-request (pi format), so the
 //     model sees the images again;
 //   - the memory view goes into the system prompt;
@@ -87,8 +94,12 @@ function contentKey(m: any): string {
   return createHash("sha256").update(m.role).update("\n").update(JSON.stringify(m.content)).digest("hex");
 }
 
-/** How many offloaded contents a session remembers, so a message still inline is not sent twice. */
-const offloadCacheSize = 512;
+/**
+ * How much of offloaded contents (their refs and text, as JSON) a session
+ * remembers, so a message still inline is not sent twice: the oldest go
+ * first.
+ */
+const offloadCacheBytes = 4 << 20;
 
 /**
  * The bound after-tool gets for a tool result already in the session: pi
@@ -169,7 +180,8 @@ export function durachat(options: DurachatOptions = {}) {
     let session = 0; // counts session starts: a flush works for the session it began in
     // The refs of contents offloaded already, by contentKey: a message pi
     // still holds inline (its copy in the agent's state) is not sent twice.
-    const offloaded = new Map<string, Block[]>();
+    const offloaded = new Map<string, { content: Block[]; size: number }>();
+    let offloadedBytes = 0;
     const offloading = new Map<string, Promise<Block[] | undefined>>();
     // Offloads of what the session still holds inline, one at a time.
     let leftovers: Promise<void> = Promise.resolve();
@@ -310,7 +322,7 @@ export function durachat(options: DurachatOptions = {}) {
      */
     function withRefs(ctx: ExtensionContext, m: any, signal?: AbortSignal): Promise<Block[] | undefined> {
       const key = contentKey(m);
-      const known = offloaded.get(key);
+      const known = offloaded.get(key)?.content;
       if (known) return Promise.resolve(known);
       // The same content being offloaded (pi may build a request while the
       // message's own handler still offloads it): one call serves both.
@@ -329,7 +341,7 @@ export function durachat(options: DurachatOptions = {}) {
           return { content: a.message.content as Block[], inline: a.inline.length };
         }
         const a = await client.afterTool(chat, { id: String(m.toolCallId), name: String(m.toolName) }, { content: m.content, isError: m.isError }, signal, noBound);
-        return { content: a.result.content, inline: a.inline.length };
+        return { content: a.skipped ? (m.content as Block[]) : a.result.content, inline: a.inline.length };
       });
       if (r === undefined) return undefined;
       // Refused images are not tried again; ones the store could not take now are.
@@ -339,8 +351,15 @@ export function durachat(options: DurachatOptions = {}) {
     }
 
     function remember(key: string, content: Block[]): void {
-      offloaded.set(key, content);
-      if (offloaded.size > offloadCacheSize) offloaded.delete(offloaded.keys().next().value!);
+      const size = JSON.stringify(content).length;
+      if (size > offloadCacheBytes || offloaded.has(key)) return;
+      offloaded.set(key, { content, size });
+      offloadedBytes += size;
+      for (const [oldest, { size: n }] of offloaded) {
+        if (offloadedBytes <= offloadCacheBytes) break;
+        offloaded.delete(oldest);
+        offloadedBytes -= n;
+      }
     }
 
     /**

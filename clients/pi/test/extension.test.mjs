@@ -3,11 +3,12 @@
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
+import { execFileSync } from "node:child_process";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { fauxAssistantMessage, fauxModels, fauxText, fauxToolCall, modelAccess, modelRequest, piAgent } from "./pi.mjs";
+import { fauxAssistantMessage, fauxModels, fauxText, fauxToolCall, modelAccess, modelRequest, modern, piAgent, scope } from "./pi.mjs";
 import { buildServer, freePort, noisyPng, png, startServer, tempDir } from "./server.mjs";
 
 const { createAgentSession, DefaultResourceLoader, SessionManager, SettingsManager } = piAgent;
@@ -62,17 +63,20 @@ function nameOf(base64) {
  * this package, configured by env (the extension's variables not in env
  * are unset).
  */
-async function openSession({ url, sessionManager, cwd, warnings, model = faux.getModel(), tool = screenshotTool(), tools = [tool], env = {}, extension = true }) {
+async function openSession({ url, sessionManager, cwd, warnings, model = faux.getModel(), tool = screenshotTool(), tools = [tool], env = {}, extension = true, installed = false, settings = {} }) {
   process.env.DURACHAT_URL = url;
   for (const name of ["DURACHAT_CHAT", "DURACHAT_TOKEN", "DURACHAT_BODY_LIMIT", "DURACHAT_DESCRIBE"]) delete process.env[name];
   Object.assign(process.env, env);
   const agentDir = path.join(cwd, ".agent");
-  const settingsManager = SettingsManager.inMemory({ compaction: { enabled: false }, retry: { enabled: false } });
+  const overrides = { compaction: { enabled: false }, retry: { enabled: false }, ...settings };
+  // Installed: the agent's own settings name the package, as pi install left them.
+  const settingsManager = installed ? SettingsManager.create(cwd, agentDir) : SettingsManager.inMemory(overrides);
+  if (installed) settingsManager.applyOverrides(overrides);
   const resourceLoader = new DefaultResourceLoader({
     cwd,
     agentDir,
     settingsManager,
-    additionalExtensionPaths: extension ? [pkgDir] : [],
+    additionalExtensionPaths: extension && !installed ? [pkgDir] : [],
     noSkills: true,
     noPromptTemplates: true,
     noThemes: true,
@@ -595,6 +599,10 @@ test("a user's attached image goes through offload-input: the session file keeps
     const r = await fetch(`${server.url}/v1/chats/${chat}/messages`);
     const [logUser] = (await r.json()).messages.map((e) => e.message);
     assert.deepEqual(logUser.content, user.content, "durachat logs the message as the session keeps it");
+    if (modern) {
+      // pi 1.x keeps the prompt and the tools as a system entry: pi's own, not logged.
+      assert.equal(fileMessages(session.sessionFile, "system").length, 1, "the session file has pi's system entry");
+    }
     assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
     await close(session);
   } finally {
@@ -714,6 +722,199 @@ test("a screenshot kept inline while durachat was down is offloaded when it answ
   } finally {
     caught.restore();
     await server?.stop();
+    work.remove();
+  }
+});
+
+test("a tool call another tool makes goes through after-tool as nested and reaches its caller as it is; the caller's result keeps refs", { skip: !modern && `${scope} 0.73.1 has no nested tool calls` }, async () => {
+  const work = tempDir("durachat-pi-nested-");
+  const server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
+  const caught = catchWarnings();
+  const got = [];
+  // A tool that calls the screenshot tool, as a code-mode script would, and
+  // reports the screenshot as its own result.
+  const inspect = {
+    name: "inspect",
+    label: "Inspect",
+    description: "Inspect the screen.",
+    parameters: { type: "object", properties: {} },
+    async execute(_id, _params, signal, _onUpdate, ctx) {
+      const outcome = await ctx.executeTool("screenshot", {}, { signal });
+      got.push(structuredClone(outcome.result.content));
+      return { content: [{ type: "text", text: "Inspected." }, ...outcome.result.content], details: {} };
+    },
+  };
+  try {
+    const hooks = recordPosts("/hooks/after-tool");
+    const session = await openSession({ url: server.url, sessionManager: SessionManager.create(work.dir, path.join(work.dir, "sessions")), cwd: work.dir, tools: [screenshotTool(), inspect] });
+    let context;
+    faux.setResponses([
+      fauxAssistantMessage(fauxToolCall("inspect", {}, { id: "call_inspect" }), { stopReason: "toolUse" }),
+      (c) => {
+        context = snapshot(c);
+        return fauxAssistantMessage(fauxText("Inspected the page."));
+      },
+    ]);
+    await run(session, "Inspect the screen.");
+    globalThis.fetch = realFetch;
+
+    assert.deepEqual(hooks.map((h) => h.call), [
+      { id: "call_inspect/1", name: "screenshot", nested: true },
+      { id: "call_inspect", name: "inspect", nested: false },
+    ], "the nested call goes as nested, then its caller's result as the model's call");
+    assert.deepEqual(got, [[{ type: "text", text: "Captured the login page." }, { type: "image", data: shot, mimeType: "image/png" }]], "the caller gets the nested result as the tool returned it");
+    const [kept] = fileMessages(session.sessionFile, "toolResult");
+    assert.equal(kept.toolName, "inspect");
+    assert.deepEqual(kept.content.at(-1), { type: "text", text: `[image ${nameOf(shot)}]` }, "the caller's result keeps the ref in the session");
+    assert.deepEqual(fileImages(session.sessionFile), [], "no image block in the session file");
+    assert.equal(lastToolResult(context).content.at(-1).data, shot, "the model sees the screenshot");
+    assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
+    await close(session);
+  } finally {
+    globalThis.fetch = realFetch;
+    caught.restore();
+    await server.stop();
+    work.remove();
+  }
+});
+
+test("the session file after 10 screenshot turns, and with an attached image in each: with the extension it keeps refs", async (t) => {
+  const work = tempDir("durachat-pi-size-");
+  const server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
+  const caught = catchWarnings();
+  // Screenshots of about 120 KB of base64 each, every one different.
+  const shots = Array.from({ length: 10 }, (_, i) => noisyPng(200, 150, 100 + i));
+  const attachments = Array.from({ length: 10 }, (_, i) => noisyPng(120, 90, 200 + i));
+  let turn = 0;
+  const tool = {
+    ...screenshotTool(),
+    async execute() {
+      return { content: [{ type: "text", text: "Captured the page." }, { type: "image", data: shots[turn], mimeType: "image/png" }], details: {} };
+    },
+  };
+  const sizes = {};
+  try {
+    for (const attach of [false, true]) {
+      for (const extension of [false, true]) {
+        const sessions = path.join(work.dir, `sessions-${attach}-${extension}`);
+        const session = await openSession({ url: server.url, sessionManager: SessionManager.create(work.dir, sessions), cwd: work.dir, tool, extension });
+        for (turn = 0; turn < 10; turn++) {
+          faux.setResponses([
+            fauxAssistantMessage(fauxToolCall("screenshot", {}, { id: `call_${turn}` }), { stopReason: "toolUse" }),
+            fauxAssistantMessage(fauxText(`Page ${turn} looks fine.`)),
+          ]);
+          const images = attach ? [{ type: "image", data: attachments[turn], mimeType: "image/png" }] : undefined;
+          await run(session, `Take screenshot ${turn}.`, { images });
+        }
+        const file = session.sessionFile;
+        await close(session);
+        sizes[`${attach ? "screenshots and attachments" : "screenshots"}, ${extension ? "with" : "without"} the extension`] = statSync(file).size;
+        assert.deepEqual(fileImages(file).length, extension ? 0 : attach ? 20 : 10, `${extension ? "with" : "without"} the extension: image blocks in the file`);
+      }
+    }
+    for (const [what, bytes] of Object.entries(sizes)) t.diagnostic(`${scope}: ${what}: ${bytes} bytes`);
+    for (const attach of ["screenshots", "screenshots and attachments"]) {
+      const ratio = sizes[`${attach}, without the extension`] / sizes[`${attach}, with the extension`];
+      t.diagnostic(`${scope}: ${attach}: the file is ${ratio.toFixed(1)} times smaller with the extension`);
+      assert.ok(ratio > 20, `${attach}: with the extension the file is ${ratio.toFixed(1)} times smaller, want over 20`);
+    }
+    assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
+  } finally {
+    caught.restore();
+    await server.stop();
+    work.remove();
+  }
+});
+
+test("an attached image durachat cannot store stays inline, said once; the model sees it and the session goes on", async () => {
+  const work = tempDir("durachat-pi-input-refused-");
+  const server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
+  const caught = catchWarnings();
+  // A whole PNG, but wider than the 20,000 px durachat takes; pi, not
+  // resizing it, passes it on as it is.
+  const wide = png(20001, 1, [0, 0, 0]);
+  const small = png(40, 30, [20, 90, 200]);
+  try {
+    const session = await openSession({
+      url: server.url,
+      sessionManager: SessionManager.create(work.dir, path.join(work.dir, "sessions")),
+      cwd: work.dir,
+      settings: { images: { autoResize: false } },
+    });
+    const chat = `pi-${session.sessionId}`;
+    const seen = [];
+    faux.setResponses([
+      (c) => {
+        seen.push(snapshot(c));
+        return fauxAssistantMessage(fauxText("A black line and a blue box."));
+      },
+    ]);
+    await run(session, "What are these?", { images: [{ type: "image", data: wide, mimeType: "image/png" }, { type: "image", data: small, mimeType: "image/png" }] });
+    faux.setResponses([
+      (c) => {
+        seen.push(snapshot(c));
+        return fauxAssistantMessage(fauxText("Still the same two."));
+      },
+    ]);
+    await run(session, "And now?");
+
+    assert.deepEqual(fileImages(session.sessionFile), ["user", "user"], "the message keeps both images inline: nothing of it is stored");
+    for (const [i, request] of seen.entries()) {
+      assert.deepEqual(images(request).map((im) => im.data), [wide, small], `request ${i + 1}: the model sees both images`);
+    }
+    const said = caught.warnings.filter((w) => w.includes("cannot store the images of a user message"));
+    assert.equal(said.length, 1, `said once: ${JSON.stringify(caught.warnings)}`);
+    assert.match(said[0], /20001/, "the warning names what is wrong");
+    // The server refuses the message itself too; the turns after it are logged.
+    await logged(server.url, chat, 3);
+    await close(session);
+  } finally {
+    caught.restore();
+    await server.stop();
+    work.remove();
+  }
+});
+
+/** Runs the pi CLI of the pi under test: pi install <this package>, into agentDir. */
+function piInstall(agentDir) {
+  const piDir = path.join(pkgDir, "node_modules", scope, "pi-coding-agent");
+  const { bin } = JSON.parse(readFileSync(path.join(piDir, "package.json"), "utf8"));
+  return execFileSync(process.execPath, [path.join(piDir, bin.pi), "install", pkgDir], {
+    env: { ...process.env, PI_CODING_AGENT_DIR: agentDir },
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+}
+
+test("installed with pi install, the extension loads from pi's settings and keeps a screenshot and an attachment as refs", async () => {
+  const work = tempDir("durachat-pi-installed-");
+  const server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
+  const caught = catchWarnings();
+  const attached = png(40, 30, [20, 90, 200]);
+  try {
+    const agentDir = path.join(work.dir, ".agent");
+    assert.match(piInstall(agentDir), /Installed/);
+    const { packages } = JSON.parse(readFileSync(path.join(agentDir, "settings.json"), "utf8"));
+    assert.equal(packages.length, 1, "pi's settings name the package");
+    const session = await openSession({ url: server.url, sessionManager: SessionManager.create(work.dir, path.join(work.dir, "sessions")), cwd: work.dir, installed: true });
+    let context;
+    faux.setResponses([
+      fauxAssistantMessage(fauxToolCall("screenshot", {}, { id: "call_shot" }), { stopReason: "toolUse" }),
+      (c) => {
+        context = snapshot(c);
+        return fauxAssistantMessage(fauxText("The same page."));
+      },
+    ]);
+    await run(session, "Compare this with a screenshot.", { images: [{ type: "image", data: attached, mimeType: "image/png" }] });
+    assert.deepEqual(context.tools.map((t) => t.name).sort(), ["date", "screenshot", "zoom"], "the installed extension's memory tools are pi tools");
+    assert.deepEqual(fileImages(session.sessionFile), [], "the session file keeps refs only");
+    assert.deepEqual(images(context).map((i) => [i.role, i.data]), [["user", attached], ["toolResult", shot]], "the model sees both images");
+    await logged(server.url, `pi-${session.sessionId}`, 4);
+    assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
+    await close(session);
+  } finally {
+    caught.restore();
+    await server.stop();
     work.remove();
   }
 });

@@ -1,7 +1,7 @@
 // Package wire holds the answers of the chat lifecycle routes: the types
-// the lifecycle writes and every client reads, so that both decode one
-// definition. It depends on nothing but the standard library and the
-// memory's status types.
+// the lifecycle writes. The Go client's module depends on nothing of the
+// server's, so it keeps a copy (client/wire.go) that this package's test
+// holds field for field the same.
 package wire
 
 import (
@@ -42,11 +42,14 @@ type Progress struct {
 // ImportResult says what an import logged.
 type ImportResult struct {
 	// Messages counts the messages read, Entries the entries they are
-	// logged as (a repeat of an import answers the same entries and logs
-	// nothing new), Skipped the session lines durachat does not log
-	// (another branch, model changes, custom entries).
+	// logged as (a repeat of an import answers the same entries), New
+	// those of them this import logged (0: the chat held the file
+	// already, nothing new was logged), Skipped the session lines
+	// durachat does not log (another branch, model changes, custom
+	// entries).
 	Messages int `json:"messages"`
 	Entries  int `json:"entries"`
+	New      int `json:"new"`
 	Skipped  int `json:"skipped"`
 }
 

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/durachat/durachat/shared/importfile"
+	"github.com/durachat/durachat/client/importfile"
 )
 
 func TestParseKeepsMessagesInOrder(t *testing.T) {

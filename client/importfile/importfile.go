@@ -1,7 +1,9 @@
 // Package importfile reads the files durachat imports into a chat: its
 // own exports (JSONL of {"seq", "message"}) and pi coding-agent session
-// files (JSONL of typed entries, a tree since version 2). It depends on the
-// standard library only, so the Go client shares it.
+// files (JSONL of typed entries, a tree since version 2). It lives in the
+// Go client's module, which depends on the standard library only, and the
+// server imports it from there: one parser for the client, the CLI and the
+// import route.
 package importfile
 
 import (
