@@ -118,8 +118,11 @@ type Memory interface {
 
 // Config wires Chats.
 type Config struct {
-	Table  store.Table
-	Blobs  store.Blobs
+	Table store.Table
+	Blobs store.Blobs
+	// Images is the image store appends write (with its uploads' staging);
+	// nil: images.New(Blobs).
+	Images *images.Store
 	Linker store.Linker
 	// Queue carries the rest of a large deletion ({"op":"delete",...});
 	// nil runs every deletion to its end in the call.
@@ -135,6 +138,7 @@ type Chats struct {
 	table  store.Table
 	blobs  store.Blobs
 	ids    *chatid.Registry
+	images *images.Store
 	linker store.Linker
 	queue  store.Queue
 	steps  int
@@ -143,9 +147,12 @@ type Chats struct {
 
 // New returns Chats over cfg; Table and Blobs are required.
 func New(cfg Config) *Chats {
-	c := &Chats{table: cfg.Table, blobs: cfg.Blobs, ids: chatid.New(cfg.Table), linker: cfg.Linker, queue: cfg.Queue, steps: cfg.Steps, now: cfg.Now}
+	c := &Chats{table: cfg.Table, blobs: cfg.Blobs, ids: chatid.New(cfg.Table), images: cfg.Images, linker: cfg.Linker, queue: cfg.Queue, steps: cfg.Steps, now: cfg.Now}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	if c.images == nil {
+		c.images = images.New(cfg.Blobs)
 	}
 	if c.steps <= 0 {
 		c.steps = StepsPerCall
