@@ -37,7 +37,9 @@ func (e *env) appendCode(tenant, chat string, msgs ...map[string]any) (int, stri
 func waitForReference(t *testing.T, table store.Table, tenant, name, chat string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		page, err := table.Query(context.Background(), store.Query{PK: lifecycle.RefPK(tenant, name), Prefix: "c/" + chat + "~"})
+		// The chat's entry among the image's references (by prefix: it
+		// may name the chat's incarnation too).
+		page, err := table.Query(context.Background(), store.Query{PK: lifecycle.RefPK(tenant, name), Prefix: "c/" + chat, Limit: 1})
 		if err == nil && len(page.Items) > 0 {
 			return
 		}
