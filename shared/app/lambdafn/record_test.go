@@ -36,7 +36,9 @@ func TestAMessageNearTheRequestLimitReadsBackExportsAndImportsWithinTheLimits(t 
 		t.Fatalf("append: %d %.300s", status, out)
 	}
 	sent := mustJSON(t, msg)
-	var page struct{ Messages []struct{ Message json.RawMessage } }
+	var page struct {
+		Messages []struct{ Message json.RawMessage }
+	}
 	for _, q := range []string{"", "images=inline", "images=links"} {
 		status, out, n := mem.get(t, "/v1/chats/big/messages", q) // fails past Lambda's answer limit
 		if status != http.StatusOK || json.Unmarshal(out, &page) != nil || len(page.Messages) != 1 {
