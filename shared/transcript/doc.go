@@ -18,11 +18,18 @@
 // incarnation: the same receipt after the chat was deleted and created
 // again is a new append.
 //
+// The entry where a message starts also keeps the message whole (Record):
+// its JSON as the host sent it, image blocks without their data, which is
+// what the chat reads back and exports; the message's later entries say
+// they continue it. Rows written before records were kept have neither,
+// and read back from their text.
+//
 // An entry whose text would not fit ItemBudget keeps it in a blob under
 // the incarnation's text prefix (chatid.Chat.TextPrefix:
 // "text/<escaped tenant>/<chat>~<incarnation>/<sha256>") and names that
-// key instead, as does an append's record too big for its item; readers
-// fetch it transparently. Blobs and images are always written before the
+// key instead, as do a message's Record and an append's receipt record
+// too big for their items; readers fetch it transparently. Blobs and
+// images are always written before the
 // rows that name them, so a crash leaves an orphan object, never a row
 // pointing at nothing.
 //
