@@ -127,12 +127,14 @@ func TestAnImportWithABadLineLogsNothingAndNamesTheLine(t *testing.T) {
 // every later request: an after-tool of the genuine image stores it, and
 // it reads back as itself.
 func TestAnImportCannotBindANameToOtherBytes(t *testing.T) {
-	for _, b := range backends(t) {
+	for i, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
 			imgs := images.New(b.Blobs)
-			genuine := pngB64(t, color.RGBA{200, 0, 0, 255})
-			forged := pngB64(t, color.RGBA{0, 0, 200, 255})
+			// Images of their own for each backend: dynalite's shares the
+			// aws backend's bucket.
+			genuine := pngB64(t, color.RGBA{200, 0, 0, uint8(255 - i)})
+			forged := pngB64(t, color.RGBA{0, 0, 200, uint8(255 - i)})
 			name, forgedName := images.Name(genuine), images.Name(forged)
 			for _, tt := range []struct {
 				name string
@@ -363,12 +365,14 @@ func TestAnImportCutOffByAnOutageSaysHowFarItGotAndARerunCompletesIt(t *testing.
 // by the name's image (the name held): they are stored under their own
 // name and read back as sent.
 func TestAZoomResultsImageOfOtherBytesIsNotTakenForTheNameItCarries(t *testing.T) {
-	for _, b := range backends(t) {
+	for i, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
 			imgs := images.New(b.Blobs)
-			genuine := pngB64(t, color.RGBA{9, 9, 200, 255})
-			forged := pngB64(t, color.RGBA{200, 9, 9, 255})
+			// Images of their own for each backend: dynalite's shares the
+			// aws backend's bucket.
+			genuine := pngB64(t, color.RGBA{9, 9, 200, uint8(255 - i)})
+			forged := pngB64(t, color.RGBA{200, 9, 9, uint8(255 - i)})
 			name := images.Name(genuine)
 			zoom := map[string]any{"role": "toolResult", "toolName": "zoom", "toolCallId": "z1", "timestamp": 1_700_000_003_000,
 				"content": []map[string]any{
