@@ -10,10 +10,16 @@
 //	r/<hash>           one append ("batch"), keyed by a hash of its receipt
 //	meta               a hint of the log's length, never trusted blindly
 //
+// The entry where a message starts also keeps the message whole (Record):
+// its JSON as the host sent it, image blocks without their data, which is
+// what the chat reads back and exports; the message's later entries say
+// they continue it. Rows written before records were kept have neither,
+// and read back from their text.
+//
 // An entry whose text would not fit ItemBudget keeps it in a blob under
 // "text/<escaped tenant>/<chat>/<sha256>" (store.TextPrefix) and names that
-// key instead, as does an append's record too big for its item; readers
-// fetch it transparently. Blobs and images are always written before the
+// key instead, as do a message's Record and an append's receipt record
+// too big for their items; readers fetch it transparently. Blobs and images are always written before the
 // rows that name them, so a crash leaves an orphan object, never a row
 // pointing at nothing.
 //
