@@ -109,31 +109,19 @@ func imageKey(tenant, name string) (string, error) {
 // MaxDescription is the most bytes of an image's description.
 const MaxDescription = 300
 
-// descriptionSuffix ends the key of an image's description, stored beside
-// the image: store.ImageKey(tenant, name) + descriptionSuffix. No image key
-// ends so (names are hex), and the key stays under the images prefix every
-// function may read.
-const descriptionSuffix = ".description"
-
-// DescriptionKey is the key of the description of an image of tenant.
-func DescriptionKey(tenant, name string) string {
-	return store.ImageKey(tenant, name) + descriptionSuffix
-}
-
 // PutDescription stores the description of an image of tenant, once: an
 // image described already keeps its first description, so an image that
 // several chats name is described once. The text is made one line of at
 // most MaxDescription bytes (CleanDescription); an empty one is an error.
 func (s *Store) PutDescription(ctx context.Context, tenant, name, text string) error {
-	key, err := imageKey(tenant, name)
-	if err != nil {
+	if _, err := imageKey(tenant, name); err != nil {
 		return err
 	}
 	text = CleanDescription(text)
 	if text == "" {
 		return fmt.Errorf("images: describe %s: empty description", name)
 	}
-	err = s.Blobs.Put(ctx, key+descriptionSuffix, store.Blob{ContentType: "text/plain; charset=utf-8", Data: []byte(text)})
+	err := s.Blobs.Put(ctx, store.DescriptionKey(tenant, name), store.Blob{ContentType: "text/plain; charset=utf-8", Data: []byte(text)})
 	if err != nil {
 		return fmt.Errorf("images: describe %s: %w", name, err)
 	}
@@ -144,11 +132,10 @@ func (s *Store) PutDescription(ctx context.Context, tenant, name, text string) e
 // store.ErrNotFound (wrapped) while it has none. It is read from beside the
 // image, so it stays readable when the image itself is gone.
 func (s *Store) Description(ctx context.Context, tenant, name string) (string, error) {
-	key, err := imageKey(tenant, name)
-	if err != nil {
+	if _, err := imageKey(tenant, name); err != nil {
 		return "", err
 	}
-	b, err := s.Blobs.Get(ctx, key+descriptionSuffix)
+	b, err := s.Blobs.Get(ctx, store.DescriptionKey(tenant, name))
 	if err != nil {
 		return "", fmt.Errorf("images: description of %s: %w", name, err)
 	}
