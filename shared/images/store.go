@@ -97,6 +97,29 @@ func (s *Store) Head(ctx context.Context, tenant, name string) (store.BlobInfo, 
 	return info, nil
 }
 
+// Delete deletes an image of tenant with all it leaves in the blobs: its
+// description first (what the image showed leaves with it, and a retry
+// after a failure between the two finds the image still there to delete),
+// then an upload of it still waiting to be claimed, then the image.
+// Deleting what is not there is no error, and a name no Put makes has
+// nothing there. The caller decides that no chat names the image any more.
+func (s *Store) Delete(ctx context.Context, tenant, name string) error {
+	key, err := imageKey(tenant, name)
+	if err != nil {
+		return nil
+	}
+	if err := s.Blobs.Delete(ctx, store.DescriptionKey(tenant, name)); err != nil {
+		return fmt.Errorf("images: deleting the description of %s: %w", name, err)
+	}
+	if err := s.Blobs.Delete(ctx, store.UploadKey(tenant, name)); err != nil {
+		return fmt.Errorf("images: deleting the upload of %s: %w", name, err)
+	}
+	if err := s.Blobs.Delete(ctx, key); err != nil {
+		return fmt.Errorf("images: deleting %s: %w", name, err)
+	}
+	return nil
+}
+
 // imageKey refuses names that no Put makes, so a crafted name cannot reach
 // outside the tenant's images.
 func imageKey(tenant, name string) (string, error) {

@@ -526,19 +526,10 @@ func (c *Chats) releaseImage(ctx context.Context, ch chatid.Chat, name string) (
 	}
 	dctx, cancel := context.WithDeadline(ctx, time.UnixMilli(until).Add(-5*time.Second))
 	defer cancel()
-	// The description goes first: what the image showed leaves with it,
-	// and a retry after a failure between the two finds the image still
-	// there to delete.
-	if err := c.blobs.Delete(dctx, store.DescriptionKey(tenant, name)); err != nil {
-		return false, fmt.Errorf("lifecycle: deleting the description of image %s: %w", name, err)
-	}
 	// An upload of it still waiting to be claimed goes too: the chat that
 	// asked for it is the one being deleted.
-	if err := c.blobs.Delete(dctx, store.UploadKey(tenant, name)); err != nil {
-		return false, fmt.Errorf("lifecycle: deleting the upload of image %s: %w", name, err)
-	}
-	if err := c.blobs.Delete(dctx, store.ImageKey(tenant, name)); err != nil {
-		return false, fmt.Errorf("lifecycle: deleting image %s: %w", name, err)
+	if err := c.images.Delete(dctx, tenant, name); err != nil {
+		return false, fmt.Errorf("lifecycle: %w", err)
 	}
 	return true, nil
 }
