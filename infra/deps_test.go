@@ -84,6 +84,8 @@ var sdkActions = map[string]map[string]string{
 		"ChangeMessageVisibility": "sqs:ChangeMessageVisibility", "GetQueueAttributes": "sqs:GetQueueAttributes"},
 	"bedrockruntime": {"Converse": "bedrock:InvokeModel", "InvokeModel": "bedrock:InvokeModel"},
 	"lambda":         {"Invoke": "lambda:InvokeFunction"},
+	"secretsmanager": {"GetSecretValue": "secretsmanager:GetSecretValue"},
+	"ssm":            {"GetParameter": "ssm:GetParameter"},
 }
 
 // neededBesidesCalls are actions a function needs that no call of its code

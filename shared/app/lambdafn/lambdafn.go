@@ -23,8 +23,10 @@ import (
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/aws/s3blobs"
+	"github.com/durachat/durachat/shared/aws/tokensecret"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/lambdahttp"
+	"github.com/durachat/durachat/shared/tokens"
 )
 
 // AWSTimeout bounds one AWS call attempt, under API Gateway's 30 s.
@@ -42,6 +44,9 @@ type Function struct {
 	// Public are routes StartHTTP serves without credentials (the memory
 	// browser's pages); the template routes them without the authorizer.
 	Public []api.Routes
+	// Tokens authenticates bearer tokens from the tokens secret, for
+	// requests no JWT authorizer vouched for; nil without a secret.
+	Tokens api.Authenticator
 }
 
 // Init loads p's configuration and the AWS configuration, and builds the S3
@@ -64,6 +69,19 @@ func Init(p config.Program) Function {
 		fatal(logger, "stores", fmt.Errorf("loading AWS configuration: %w", err))
 	}
 	f := Function{Config: cfg, Log: logger, AWS: ac}
+	if cfg.TokensSecret.Set() {
+		r, err := tokensecret.Open(ac, cfg.TokensSecret)
+		if err != nil {
+			fatal(logger, "configuration", err)
+		}
+		src := tokens.New(r, tokens.Options{Log: logger, Metrics: os.Stdout,
+			// Lambda sets the function's name; the alarms watch it.
+			Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")})
+		// A failed read is logged and counted, not fatal: JWT requests
+		// still work, bearer requests get 503s and retry the read.
+		_ = src.Load(context.Background())
+		f.Tokens = src
+	}
 	if cfg.Bucket != "" {
 		b := s3blobs.New(s3.NewFromConfig(ac), cfg.Bucket)
 		f.Stores.Blobs, f.Stores.Linker = b, b
@@ -102,7 +120,7 @@ func memoryLimit(lookup func(string) (string, bool)) int64 {
 // StartHTTP serves routes (built by the function's main from f) as an API
 // Gateway HTTP API function. It does not return.
 func (f Function) StartHTTP(routes ...api.Routes) {
-	h, err := app.Handler(f.Log, Auth(f.Config), f.Stores, routes, f.Public...)
+	h, err := app.Handler(f.Log, lambdahttp.ClaimTenant(f.Config.TenantClaim, f.Tokens), f.Stores, routes, f.Public...)
 	if err != nil {
 		fatal(f.Log, "handler", err)
 	}
@@ -115,15 +133,4 @@ func (f Function) Fatal(what string, err error) { fatal(f.Log, what, err) }
 func fatal(logger *slog.Logger, what string, err error) {
 	logger.Error("cannot start: "+what, "err", err.Error())
 	os.Exit(1)
-}
-
-// Auth authenticates requests in Lambda: the tenant is the JWT authorizer's
-// configured claim; without an authorizer, bearer tokens from
-// configuration, if any.
-func Auth(cfg config.Config) api.Authenticator {
-	var fallback api.Authenticator
-	if len(cfg.Tokens) > 0 {
-		fallback = api.BearerTokens(cfg.Tokens)
-	}
-	return lambdahttp.ClaimTenant(cfg.TenantClaim, fallback)
 }
