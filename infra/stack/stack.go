@@ -87,11 +87,11 @@ type Stack struct {
 	Secrets *Backend
 	// TokensSecret is the ARN the functions read their tokens from; ""
 	// without Tokens.
-	TokensSecret string
-	Table, Bucket     string
-	Queues            map[string]string // logical id -> URL
-	SQSClient         *sqs.Client
-	DynamoDBClient    *dynamodb.Client
+	TokensSecret   string
+	Table, Bucket  string
+	Queues         map[string]string // logical id -> URL
+	SQSClient      *sqs.Client
+	DynamoDBClient *dynamodb.Client
 
 	srv     *http.Server
 	cancel  context.CancelFunc

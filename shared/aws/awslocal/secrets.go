@@ -30,7 +30,7 @@ type Secrets struct {
 
 type storedSecret struct {
 	arn, name, value, version string
-	created                  time.Time
+	created                   time.Time
 }
 
 type storedParam struct {
