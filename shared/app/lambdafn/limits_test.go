@@ -45,7 +45,7 @@ func functions(t *testing.T) map[string]*function {
 	}
 	routes := map[string][]api.Routes{
 		"restore": {restore},
-		"offload": {hooks.NewOffload(imgs), hooks.NewUploads(imgs, nil)},
+		"offload": {hooks.NewOffload(imgs, mem.Chats), hooks.NewUploads(imgs, nil, mem.Chats)},
 		"memory":  mem.Routes(),
 	}
 	out := map[string]*function{}
