@@ -23,10 +23,8 @@ import (
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/aws/s3blobs"
-	"github.com/durachat/durachat/shared/aws/tokensecret"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/lambdahttp"
-	"github.com/durachat/durachat/shared/tokens"
 )
 
 // AWSTimeout bounds one AWS call attempt, under API Gateway's 30 s.
@@ -44,8 +42,9 @@ type Function struct {
 	// Public are routes StartHTTP serves without credentials (the memory
 	// browser's pages); the template routes them without the authorizer.
 	Public []api.Routes
-	// Tokens authenticates bearer tokens from the tokens secret, for
-	// requests no JWT authorizer vouched for; nil without a secret.
+	// Tokens authenticates bearer tokens for the requests no JWT
+	// authorizer vouched for; nil refuses them. httpfn.Init sets it from
+	// the tokens secret.
 	Tokens api.Authenticator
 }
 
@@ -69,19 +68,6 @@ func Init(p config.Program) Function {
 		fatal(logger, "stores", fmt.Errorf("loading AWS configuration: %w", err))
 	}
 	f := Function{Config: cfg, Log: logger, AWS: ac}
-	if cfg.TokensSecret.Set() {
-		r, err := tokensecret.Open(ac, cfg.TokensSecret)
-		if err != nil {
-			fatal(logger, "configuration", err)
-		}
-		src := tokens.New(r, tokens.Options{Log: logger, Metrics: os.Stdout,
-			// Lambda sets the function's name; the alarms watch it.
-			Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")})
-		// A failed read is logged and counted, not fatal: JWT requests
-		// still work, bearer requests get 503s and retry the read.
-		_ = src.Load(context.Background())
-		f.Tokens = src
-	}
 	if cfg.Bucket != "" {
 		b := s3blobs.New(s3.NewFromConfig(ac), cfg.Bucket)
 		f.Stores.Blobs, f.Stores.Linker = b, b
