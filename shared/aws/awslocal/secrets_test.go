@@ -17,8 +17,8 @@ func TestTheSecretsServerRefusesWhatTheServicesRefuse(t *testing.T) {
 	const sigSM = "AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/secretsmanager/aws4_request, SignedHeaders=host, Signature=00"
 	tests := []struct {
 		name, target, contentType, auth string
-		status                           int
-		errType                          string
+		status                          int
+		errType                         string
 	}{
 		{"signed", "secretsmanager.GetSecretValue", "application/x-amz-json-1.1", sigSM, http.StatusBadRequest, "ResourceNotFoundException"},
 		{"unsigned", "secretsmanager.GetSecretValue", "application/x-amz-json-1.1", "", http.StatusForbidden, "IncompleteSignatureException"},
