@@ -116,7 +116,7 @@ func (m *Memory) Zoom(ctx context.Context, tenant, chat string, a ZoomArgs) (Too
 		return toolError("zoom: id = %d is negative.", id), nil
 	case id%n != 0:
 		return toolError("zoom: id = %d is not a multiple of n = %d; an aligned block starts at a multiple of its size (try id = %d).", id, n, id-id%n), nil
-	case id+n > t:
+	case id > t-n: // not id+n > t: a huge id and n would overflow past the check
 		return toolError("zoom: the block %d+%d ends past the log, which holds %d entries (ids 0 to %d).", id, n, t, t-1), nil
 	}
 	if n > 1 {
