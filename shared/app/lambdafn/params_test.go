@@ -80,7 +80,9 @@ func TestEveryNumericParameterOutOfRangeIsA400NamingIt(t *testing.T) {
 					// Some of these numbers are in range for some parameters.
 					return
 				}
-				var e struct{ Error struct{ Code, Field, Message string } }
+				var e struct {
+					Error struct{ Code, Field, Message string }
+				}
 				if err := json.Unmarshal([]byte(resp.Body), &e); err != nil {
 					t.Fatalf("%d %s: %v", resp.StatusCode, resp.Body, err)
 				}
