@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/durachat/durachat/client"
+	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app/local"
 	"github.com/durachat/durachat/shared/app/memoryapi"
 	"github.com/durachat/durachat/shared/config"
@@ -40,6 +41,11 @@ func importCmd(ctx context.Context, args []string, lookup func(string) (string, 
 	}
 	if *chat == "" || fs.NArg() != 1 {
 		return usageError("import needs -chat and one FILE\n" + importUsage)
+	}
+	// The API's rule, checked before anything is read or written: a chat
+	// the API cannot name could be listed but never read or deleted.
+	if err := api.CheckChat(*chat); err != nil {
+		return usageError("-chat: " + api.AsError(err).Message)
 	}
 	in, closeIn, err := openInput(fs.Arg(0))
 	if err != nil {

@@ -87,3 +87,33 @@ func TestImportLoadsAPiSessionIntoADataDirOrThroughAServerOnce(t *testing.T) {
 		t.Fatalf("import without -chat = %v, want a usage error", err)
 	}
 }
+
+// TestImportRefusesChatIDsTheAPIRefuses: an id the API cannot name (a
+// slash, a dot segment, too long, a space) is a usage error before the
+// data directory is opened, so nothing is written under it.
+func TestImportRefusesChatIDsTheAPIRefuses(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "session.jsonl")
+	if err := os.WriteFile(file, []byte(piSession), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, chat := range []string{"a/b", "..", ".", strings.Repeat("c", 300), "with space", "é"} {
+		t.Run(chat[:min(len(chat), 12)], func(t *testing.T) {
+			dir := t.TempDir()
+			env := map[string]string{config.EnvData: dir, config.EnvAddr: "127.0.0.1:0"}
+			for _, args := range [][]string{{"import", "-chat", chat, file}, {"import", "-chat", chat, "-url", "http://127.0.0.1:1", file}} {
+				var out bytes.Buffer
+				err := run(t.Context(), args, lookup(env), &out, nil)
+				var usage usageError
+				if !errors.As(err, &usage) || !strings.Contains(err.Error(), "chat id") {
+					t.Fatalf("%q = %v, want a usage error about the chat id", args, err)
+				}
+				if out.Len() > 0 {
+					t.Errorf("%q printed %q", args, out.String())
+				}
+			}
+			if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
+				t.Fatalf("the data directory holds %v (%v), want nothing written", entries, err)
+			}
+		})
+	}
+}

@@ -193,22 +193,32 @@ func QueryInt(r *http.Request, name string, lo, hi, def int64) (int64, error) {
 
 var chatID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
-// Chat returns the request's {chat} path value, or a 400 when it is not
-// 1-128 of [A-Za-z0-9._-], or is "." or "..": clients and proxies rewrite
-// those path segments, so such a chat could not be reached reliably.
+// Chat returns the request's {chat} path value, or a 400 when it is not a
+// chat id (CheckChat).
 func Chat(r *http.Request) (string, error) {
 	c := r.PathValue("chat")
-	if !chatID.MatchString(c) {
-		return "", BadRequest("chat", "chat id %q must be 1-128 characters of A-Z a-z 0-9 . _ -", c)
-	}
-	if c == "." || c == ".." {
-		return "", BadRequest("chat", "chat id %q is a dot segment, which HTTP clients rewrite; pick another", c)
+	if err := CheckChat(c); err != nil {
+		return "", err
 	}
 	return c, nil
 }
 
-// ValidChat reports whether s is a well-formed chat id.
-func ValidChat(s string) bool { return chatID.MatchString(s) }
+// CheckChat refuses, as a 400 naming "chat", an id that is not 1-128 of
+// [A-Za-z0-9._-], or is "." or "..": clients and proxies rewrite those
+// path segments, so such a chat could not be reached reliably. Every way
+// into a chat (a route's path, the command line's import) applies it.
+func CheckChat(c string) error {
+	if !chatID.MatchString(c) {
+		return BadRequest("chat", "chat id %q must be 1-128 characters of A-Z a-z 0-9 . _ -", c)
+	}
+	if c == "." || c == ".." {
+		return BadRequest("chat", "chat id %q is a dot segment, which HTTP clients rewrite; pick another", c)
+	}
+	return nil
+}
+
+// ValidChat reports whether s is a well-formed chat id (CheckChat).
+func ValidChat(s string) bool { return CheckChat(s) == nil }
 
 // TenantChat returns the authenticated caller's tenant and the request's
 // {chat}. The server's auth layer sets the tenant; a handler mounted without

@@ -22,6 +22,13 @@ type Inline struct {
 	// Named is the name the request says the image is stored under (a zoom
 	// result's image, or one before-request restored), or "".
 	Named string
+	// Restore stores the image under Named when the store has nothing
+	// under that name, rather than under the name of its own base64: the
+	// request carries the bytes stored under Named before (a zoom result's
+	// image whose stored copy was deleted meanwhile), which a shrunk
+	// image's own name would not find. Bytes Shrink had to re-encode are
+	// not the stored ones, and are stored under their own name as usual.
+	Restore bool
 }
 
 // Writer is the image store a Batch is stored in (Store).
@@ -116,6 +123,24 @@ func Prepare(ctx context.Context, imgs []Inline) (*Batch, error) {
 	return b, nil
 }
 
+// Names lists, each once, the names the batch's images may be stored
+// under: each image's own, and the one it says it is stored under. A
+// caller that records its references to images before it stores them (so
+// that no deletion removes what it stores) records them all.
+func (b *Batch) Names() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, j := range b.jobs {
+		for _, name := range []string{j.prepared.Name, j.Named} {
+			if name != "" && !seen[name] {
+				seen[name] = true
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
 // Stored is what became of one image of a stored Batch.
 type Stored struct {
 	// Name is the name the image's refs carry, when it is stored.
@@ -155,6 +180,14 @@ func (j *job) store(ctx context.Context, w Writer, tenant string) {
 		case err != nil && !errors.Is(err, store.ErrNotFound):
 			// Not knowing whether it is stored, do not risk a second key.
 			j.err = err
+			return
+		}
+		if errors.Is(err, store.ErrNotFound) && j.Restore && !j.prepared.Shrunk {
+			if err := w.PutPrepared(ctx, tenant, Prepared{Name: j.Named, MimeType: j.prepared.MimeType, Data: j.prepared.Data}); err != nil {
+				j.err = err
+				return
+			}
+			j.name = j.Named
 			return
 		}
 		// Not stored under that name (or other bytes): an image like any other.

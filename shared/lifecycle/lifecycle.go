@@ -15,12 +15,15 @@
 //
 // An append records its references before it writes an entry, then waits
 // out any deletion lease of the images it names, then checks the images
-// are stored (and stores its inline ones again if not). A deletion takes
-// the lease first, then looks for references, and deletes the blob only
-// when there are none. So either the deletion sees the new reference and
-// keeps the image, or the append sees the lease and stores the image after
-// the deletion is done: an image named again while it is being deleted
-// survives.
+// are stored: it stores again those it carries inline (and those a zoom
+// result's page names), and refuses a ref block to one that is gone. The
+// hooks (after-tool, offload-input, uploads) record theirs the same way
+// (Hold) before they store or claim an image. A deletion takes the lease
+// first, then looks for references, and deletes the blob only when there
+// are none. So either the deletion sees the new reference and keeps the
+// image, or the append sees the lease and finds the image gone once the
+// deletion is done: an image named again while it is being deleted
+// survives, and no append answers 200 naming an image that is then gone.
 package lifecycle
 
 import (
@@ -221,34 +224,21 @@ func deletingError(chat string) error {
 
 // Appending is transcript.Chats: it records the chat's activity in the
 // index (refusing while the chat is being deleted) and the images it
-// names, waits out their deletion leases and returns those not stored.
+// names (Hold), and returns those not stored: deleted before their
+// references were recorded, so the append stores them again or refuses.
 func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []string) ([]string, error) {
-	now := c.now().UnixMilli()
-	_, _, err := c.updateIndex(ctx, tenant, chat, func(e *indexEntry) error {
-		if e.Deleting != 0 {
-			return deletingError(chat)
-		}
-		if e.Activity != 0 && now-e.Activity < ActivityStep.Milliseconds() {
-			return errNoChange // recent enough: no write
-		}
-		e.Activity = max(e.Activity, now)
-		return nil
-	})
-	if err != nil {
+	if err := c.touch(ctx, tenant, chat); err != nil {
 		return nil, err
 	}
-	names = uniq(names)
+	names = uniq(slices.Clone(names))
+	if err := c.hold(ctx, tenant, chat, names, nil); err != nil {
+		return nil, err
+	}
 	var (
 		mu      sync.Mutex
 		missing []string
 	)
-	err = inParallel(ctx, names, func(ctx context.Context, name string) error {
-		if err := c.reference(ctx, tenant, chat, name); err != nil {
-			return err
-		}
-		if err := c.awaitLease(ctx, tenant, name); err != nil {
-			return err
-		}
+	err := inParallel(ctx, names, func(ctx context.Context, name string) error {
 		_, err := c.blobs.Head(ctx, store.ImageKey(tenant, name))
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -269,24 +259,122 @@ func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []stri
 	return missing, nil
 }
 
-// reference records that the chat names the image, unless it did before:
-// the image's side first, then the chat's, so the chat's side is never
-// there without the image's. (An append cut off between the two leaves a
-// reference that keeps the image until the chat names it again and is
-// deleted: the safe side.)
-func (c *Chats) reference(ctx context.Context, tenant, chat, name string) error {
-	mine := store.Key{PK: store.ChatPK(tenant, chat), SK: chatRefs + name}
-	if _, err := c.table.Get(ctx, mine); err == nil {
+// touch records an append's time as the chat's last activity, refusing
+// while the chat is being deleted. An append within ActivityStep of the
+// last one recorded writes nothing.
+func (c *Chats) touch(ctx context.Context, tenant, chat string) error {
+	now := c.now().UnixMilli()
+	_, _, err := c.updateIndex(ctx, tenant, chat, func(e *indexEntry) error {
+		if e.Deleting != 0 {
+			return deletingError(chat)
+		}
+		if e.Activity != 0 && now-e.Activity < ActivityStep.Milliseconds() {
+			return errNoChange // recent enough: no write
+		}
+		e.Activity = max(e.Activity, now)
 		return nil
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("lifecycle: reading the reference to image %s: %w", name, err)
+	})
+	return err
+}
+
+// Hold is what the hooks call before they store or claim images for a
+// chat (after-tool, offload-input, uploads): it records that the chat
+// names them, as an append does, so deleting the chat (or its retention)
+// deletes them when no other chat names them, and deleting another chat
+// keeps them. It refuses while the chat is being deleted, and counts as
+// the chat's activity. It returns once no deletion of any of the images
+// is in flight: what the caller stores or checks afterwards stays stored
+// while the chat names it.
+//
+// On the hot path, images the chat names already, it is one consistent
+// batch read of the chat's references, the images' leases and the chat's
+// index item.
+func (c *Chats) Hold(ctx context.Context, tenant, chat string, names []string) error {
+	names = uniq(slices.Clone(names))
+	if len(names) == 0 {
+		return nil
 	}
-	for _, k := range []store.Key{{PK: RefPK(tenant, name), SK: refPrefix + chat}, mine} {
-		if err := c.table.Create(ctx, store.Item{Key: k, Body: []byte("{}")}); err != nil && !errors.Is(err, store.ErrConditionFailed) {
-			return fmt.Errorf("lifecycle: recording image %s: %w", name, err)
+	idx := indexKey(tenant, chat)
+	return c.hold(ctx, tenant, chat, names, &idx)
+}
+
+// hold records the chat's references to names (distinct) that it lacks,
+// then waits out the deletion lease of each image it referenced just now
+// or found leased. With index, the chat's index item is read in the same
+// batch: a chat being deleted is refused, and a stale activity is
+// brought up to date.
+//
+// The image's side of a reference is written first, then the chat's, so
+// the chat's side is never there without the image's. (A call cut off
+// between the two leaves a reference that keeps the image until the chat
+// names it again and is deleted: the safe side.) A lease read in the
+// batch is current only for references that were there before it, so a
+// reference made here is followed by a fresh read of its lease.
+func (c *Chats) hold(ctx context.Context, tenant, chat string, names []string, index *store.Key) error {
+	if len(names) == 0 {
+		return nil
+	}
+	pk := store.ChatPK(tenant, chat)
+	keys := make([]store.Key, 0, 2*len(names)+1)
+	for _, name := range names {
+		keys = append(keys, store.Key{PK: pk, SK: chatRefs + name}, lockKey(tenant, name))
+	}
+	if index != nil {
+		keys = append(keys, *index)
+	}
+	items, err := c.table.BatchGet(ctx, keys)
+	if err != nil {
+		return fmt.Errorf("lifecycle: reading the references of chat %s: %w", chat, err)
+	}
+	found := make(map[store.Key]store.Item, len(items))
+	for _, it := range items {
+		found[it.Key] = it
+	}
+	if index != nil {
+		if err := c.touchFrom(ctx, tenant, chat, found[*index]); err != nil {
+			return err
 		}
 	}
-	return nil
+	now := c.now().UnixMilli()
+	var fresh, wait []string
+	for _, name := range names {
+		if _, ok := found[store.Key{PK: pk, SK: chatRefs + name}]; !ok {
+			fresh = append(fresh, name)
+		} else if it, ok := found[lockKey(tenant, name)]; ok && liveLease(it, now) {
+			wait = append(wait, name)
+		}
+	}
+	err = inParallel(ctx, fresh, func(ctx context.Context, name string) error {
+		for _, k := range []store.Key{{PK: RefPK(tenant, name), SK: refPrefix + chat}, {PK: pk, SK: chatRefs + name}} {
+			if err := c.table.Create(ctx, store.Item{Key: k, Body: []byte("{}")}); err != nil && !errors.Is(err, store.ErrConditionFailed) {
+				return fmt.Errorf("lifecycle: recording image %s: %w", name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return c.awaitLeases(ctx, tenant, append(wait, fresh...))
+}
+
+// touchFrom is touch for a hook, from the index item it read (zero when
+// there is none): it writes only when the chat is new to the index or its
+// activity is stale, and refuses a chat being deleted.
+func (c *Chats) touchFrom(ctx context.Context, tenant, chat string, it store.Item) error {
+	if it.Version != 0 {
+		var e indexEntry
+		if err := json.Unmarshal(it.Body, &e); err != nil {
+			return fmt.Errorf("lifecycle: index item of %s is corrupt: %w", chat, err)
+		}
+		if e.Deleting != 0 {
+			return deletingError(chat)
+		}
+		if c.now().UnixMilli()-e.Activity < ActivityStep.Milliseconds() {
+			return nil
+		}
+	}
+	return c.touch(ctx, tenant, chat)
 }
 
 // lease is an image deletion's lease.
@@ -299,23 +387,41 @@ type lease struct {
 
 func lockKey(tenant, name string) store.Key { return store.Key{PK: RefPK(tenant, name), SK: lockSK} }
 
-// awaitLease returns once no live deletion lease is held on the image.
-func (c *Chats) awaitLease(ctx context.Context, tenant, name string) error {
+// liveLease reports whether a lease item is held at now (Unix ms).
+func liveLease(it store.Item, now int64) bool {
+	var l lease
+	return json.Unmarshal(it.Body, &l) == nil && l.Until > now
+}
+
+// awaitLeases returns once no live deletion lease is held on any of the
+// images, polling them in one batch read, or answers an outage after
+// leaseWait.
+func (c *Chats) awaitLeases(ctx context.Context, tenant string, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
 	deadline := time.Now().Add(leaseWait)
+	keys := make([]store.Key, len(names))
+	for i, name := range names {
+		keys[i] = lockKey(tenant, name)
+	}
 	for {
-		it, err := c.table.Get(ctx, lockKey(tenant, name))
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
+		items, err := c.table.BatchGet(ctx, keys)
 		if err != nil {
-			return fmt.Errorf("lifecycle: reading the lease of image %s: %w", name, err)
+			return fmt.Errorf("lifecycle: reading the leases of %d images: %w", len(keys), err)
 		}
-		var l lease
-		if json.Unmarshal(it.Body, &l) != nil || l.Until <= c.now().UnixMilli() {
+		now := c.now().UnixMilli()
+		keys = keys[:0]
+		for _, it := range items {
+			if liveLease(it, now) {
+				keys = append(keys, it.Key)
+			}
+		}
+		if len(keys) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return store.Unavailable("lifecycle lease", fmt.Errorf("image %s is being deleted", name))
+			return store.Unavailable("lifecycle lease", fmt.Errorf("image %s is being deleted", strings.TrimPrefix(keys[0].PK, RefPK(tenant, ""))))
 		}
 		select {
 		case <-ctx.Done():
@@ -383,6 +489,11 @@ func (c *Chats) releaseImage(ctx context.Context, tenant, chat, name string) (bo
 	if err := c.blobs.Delete(dctx, images.DescriptionKey(tenant, name)); err != nil {
 		return false, fmt.Errorf("lifecycle: deleting the description of image %s: %w", name, err)
 	}
+	// An upload of it still waiting to be claimed goes too: the chat that
+	// asked for it is the one being deleted.
+	if err := c.blobs.Delete(dctx, store.UploadKey(tenant, name)); err != nil {
+		return false, fmt.Errorf("lifecycle: deleting the upload of image %s: %w", name, err)
+	}
 	if err := c.blobs.Delete(dctx, store.ImageKey(tenant, name)); err != nil {
 		return false, fmt.Errorf("lifecycle: deleting image %s: %w", name, err)
 	}
@@ -406,6 +517,15 @@ func (c *Chats) named(ctx context.Context, tenant, name string) (bool, error) {
 // crash midway loses nothing. Deleting a chat that does not exist is done
 // at once.
 func (c *Chats) Delete(ctx context.Context, tenant, chat string, steps int) (Progress, error) {
+	p, _, err := c.deleteIf(ctx, tenant, chat, steps, nil)
+	return p, err
+}
+
+// deleteIf is Delete when claim, given the chat's index item as it stands
+// in the write that marks it deleting, allows it (nil: always); otherwise
+// it does nothing and reports claimed false. A deletion already under way
+// is resumed whatever claim says.
+func (c *Chats) deleteIf(ctx context.Context, tenant, chat string, steps int, claim func(indexEntry) bool) (p Progress, claimed bool, err error) {
 	if steps <= 0 {
 		steps = c.steps
 	}
@@ -414,12 +534,28 @@ func (c *Chats) Delete(ctx context.Context, tenant, chat string, steps int) (Pro
 		if e.Deleting != 0 {
 			return errNoChange
 		}
+		if claim != nil && !claim(*e) {
+			return errNotClaimed
+		}
 		e.Deleting = now
 		return nil
 	})
-	if err != nil {
-		return Progress{}, err
+	if errors.Is(err, errNotClaimed) {
+		return Progress{}, false, nil
 	}
+	if err != nil {
+		return Progress{}, false, err
+	}
+	p, err = c.run(ctx, tenant, chat, steps, e)
+	return p, true, err
+}
+
+// errNotClaimed: a conditional deletion found its condition false.
+var errNotClaimed = errors.New("not claimed")
+
+// run runs up to steps batches of the chat's deletion, from the progress
+// its index item e recorded.
+func (c *Chats) run(ctx context.Context, tenant, chat string, steps int, e indexEntry) (Progress, error) {
 	p := Progress{Removed: e.Removed, Images: e.Images}
 	pk := store.ChatPK(tenant, chat)
 	start := time.Now()

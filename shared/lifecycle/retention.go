@@ -165,25 +165,34 @@ func (c *Chats) expireTenant(ctx context.Context, tenant string, now time.Time) 
 		if err != nil {
 			return expired, fmt.Errorf("lifecycle: reading the chats of a tenant: %w", err)
 		}
+		idle := func(e indexEntry) bool {
+			days := def
+			if e.Retention != nil {
+				days = *e.Retention
+			}
+			return e.Activity != 0 && days > 0 && now.Sub(time.UnixMilli(e.Activity)) > time.Duration(days)*24*time.Hour
+		}
 		for _, it := range page.Items {
 			var e indexEntry
 			if json.Unmarshal(it.Body, &e) != nil {
 				continue
 			}
-			days := def
-			if e.Retention != nil {
-				days = *e.Retention
-			}
-			idle := e.Deleting == 0 && days > 0 && now.Sub(time.UnixMilli(e.Activity)) > time.Duration(days)*24*time.Hour
-			if !idle && e.Deleting == 0 {
+			if e.Deleting == 0 && !idle(e) {
 				continue
 			}
 			chat := strings.TrimPrefix(it.SK, indexPrefix)
-			// A deletion left unfinished is resumed here too.
-			if err := c.deleteOrQueue(ctx, tenant, chat); err != nil {
+			// The page may be old news: idle is asked again of the index
+			// item as it stands in the write that claims the deletion, so
+			// an append since the page was read keeps the chat (or, once
+			// the claim is written, is refused). A deletion left
+			// unfinished is resumed here too.
+			claimed, err := c.expireChat(ctx, tenant, chat, idle)
+			if err != nil {
 				return expired, err
 			}
-			expired++
+			if claimed {
+				expired++
+			}
 		}
 		if page.Next == "" {
 			return expired, nil
@@ -192,19 +201,20 @@ func (c *Chats) expireTenant(ctx context.Context, tenant string, now time.Time) 
 	}
 }
 
-// deleteOrQueue runs one call's worth of a deletion and queues the rest.
-func (c *Chats) deleteOrQueue(ctx context.Context, tenant, chat string) error {
-	p, err := c.Delete(ctx, tenant, chat, 1)
-	if err != nil || p.Done {
-		return err
+// expireChat claims the chat's deletion when idle holds of its index item
+// at the claim, runs one call's worth of it and queues the rest.
+func (c *Chats) expireChat(ctx context.Context, tenant, chat string, idle func(indexEntry) bool) (bool, error) {
+	p, claimed, err := c.deleteIf(ctx, tenant, chat, 1, idle)
+	if err != nil || !claimed || p.Done {
+		return claimed, err
 	}
 	if c.queue == nil {
 		for !p.Done && err == nil {
 			p, err = c.Delete(ctx, tenant, chat, 0)
 		}
-		return err
+		return true, err
 	}
-	return c.queue.Send(ctx, deleteBody(tenant, chat), 0)
+	return true, c.queue.Send(ctx, deleteBody(tenant, chat), 0)
 }
 
 // ExpireAll runs a whole sweep (the local server's hourly one).

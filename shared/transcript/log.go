@@ -42,8 +42,9 @@ var (
 
 // Chats hears of each append before its entries are written: it may
 // refuse it (a chat being deleted), and it records which images the
-// chat names. It returns the names whose images are not stored (deleted
-// while this append was under way), so the append stores them again.
+// chat names, returning once no deletion of them is in flight. It
+// returns the names whose images are not stored then (deleted while this
+// append was under way), so the append stores them again or refuses.
 type Chats interface {
 	Appending(ctx context.Context, tenant, chat string, names []string) (missing []string, err error)
 }
@@ -134,9 +135,7 @@ func (l *Log) Append(ctx context.Context, tenant, chat string, msgs []pi.Message
 			return nil, err
 		}
 		if len(missing) > 0 {
-			// Deleted under this append: its inline images are stored
-			// again (a put of a stored one is a no-op).
-			if _, err := l.putImages(ctx, tenant, msgs); err != nil {
+			if err := l.storeMissing(ctx, tenant, msgs, missing); err != nil {
 				return nil, err
 			}
 		}
