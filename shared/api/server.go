@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/durachat/durachat/shared/store"
 )
 
 // HealthPattern is the route of the health check; it needs no credentials.
@@ -280,8 +282,12 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(sw, r.Body, limit)
 	if !public {
 		t, err := s.o.Auth.Authenticate(r)
-		if err == nil && t == "" {
-			err = Unauthorized("no tenant for this request")
+		if err == nil {
+			// Whatever named it, a tenant follows the one rule that keeps
+			// its keys and links well-formed.
+			if terr := store.CheckTenant(t); terr != nil {
+				err = Unauthorized("this request's credentials name no valid tenant: %v", terr)
+			}
 		}
 		if err != nil {
 			WriteError(sw, r, err)

@@ -12,11 +12,22 @@ import (
 
 // do invokes f with any method, query and body, as API Gateway sends them.
 func (f *function) do(t *testing.T, method, path, query string, body []byte) events.APIGatewayV2HTTPResponse {
+	return f.doAs(t, nil, method, path, query, body)
+}
+
+// doAs is do for a request API Gateway's JWT authorizer vouched for with
+// claims (nil: no authorizer).
+func (f *function) doAs(t *testing.T, claims map[string]string, method, path, query string, body []byte) events.APIGatewayV2HTTPResponse {
 	t.Helper()
 	ev := events.APIGatewayV2HTTPRequest{
 		Version: "2.0", RawPath: path, RawQueryString: query, Body: string(body),
 		Headers:        map[string]string{"content-type": "application/json"},
 		RequestContext: events.APIGatewayV2HTTPRequestContext{RequestID: "r", HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path}},
+	}
+	if claims != nil {
+		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: claims},
+		}
 	}
 	resp, err := f.invoke(context.Background(), ev)
 	if err != nil {
