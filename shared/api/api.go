@@ -74,9 +74,19 @@ func Marshal(v any) (json.RawMessage, error) {
 	return json.RawMessage(raw), err
 }
 
+// SetDataHeaders marks an answer of contentType that carries a tenant's
+// data: never read as another type (nosniff), never kept by a cache
+// between the tenant and durachat or in a shared browser (no-store). Every
+// JSON answer has them (WriteJSON).
+func SetDataHeaders(h http.Header, contentType string) {
+	h.Set("Content-Type", contentType)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+}
+
 // WriteJSON writes v with status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+	SetDataHeaders(w.Header(), "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

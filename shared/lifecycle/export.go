@@ -88,7 +88,7 @@ func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/x-ndjson")
+	api.SetDataHeaders(h, "application/x-ndjson")
 	if next >= 0 {
 		h.Set(ExportNextHeader, strconv.FormatInt(next, 10))
 	}
