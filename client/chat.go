@@ -9,8 +9,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-
-	"github.com/durachat/durachat/shared/memory/status"
 )
 
 // Chat is one chat of the caller's tenant: the routes under
@@ -223,10 +221,6 @@ func (ch *Chat) Image(ctx context.Context, name string) ([]byte, string, error) 
 	return data, resp.Header.Get("Content-Type"), nil
 }
 
-// Status is a chat's memory at a glance, as GET .../status answers it: the
-// server's own definition, so every field it sends is here.
-type Status = status.Chat
-
 // Status reads the chat's build counts and last error.
 func (ch *Chat) Status(ctx context.Context) (*Status, error) {
 	var s Status
@@ -235,10 +229,6 @@ func (ch *Chat) Status(ctx context.Context) (*Status, error) {
 	}
 	return &s, nil
 }
-
-// Tree is a page of one level of the chat's summary tree, as GET .../tree
-// answers it: each node's state, line and last error.
-type Tree = status.Tree
 
 // TreePage chooses a page of the tree: a level (nil: the top one), the
 // first node's index, and at most Limit nodes (0: the server's default).

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-
-	"github.com/durachat/durachat/shared/hooks/wire"
 )
 
 // The hooks are idempotent (an image is stored once under its name), so a
@@ -153,18 +151,13 @@ type BeforeRequestInput struct {
 	BudgetBytes int64 `json:"budgetBytes,omitempty"`
 }
 
-// Unrestored is a ref left as text, and why: "not_found", "unavailable",
-// "budget", "format", "limit" (the provider takes no more images) or
-// "describe".
-type Unrestored = wire.Unrestored
-
 // BeforeRequestResult is before-request's answer.
 type BeforeRequestResult struct {
 	// Request is the request to send, in its format, with the images back.
 	Request json.RawMessage `json:"request"`
 	// Restoration says what was restored, what was left as text and why,
 	// and what the images cost.
-	wire.Restoration
+	Restoration
 }
 
 // Decode decodes the restored request into v (such as a *PiContext).

@@ -10,8 +10,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/durachat/durachat/shared/importfile"
-	"github.com/durachat/durachat/shared/lifecycle/wire"
+	"github.com/durachat/durachat/client/importfile"
 )
 
 // Chats lists the tenant's chats in id order with GET /v1/chats: those
@@ -32,21 +31,32 @@ func (c *Client) Chats(ctx context.Context, after string, limit int) (*ChatList,
 	return &out, nil
 }
 
-// The lifecycle routes' answers, as the server defines them.
-type (
-	ChatInfo       = wire.ChatInfo
-	ChatList       = wire.ChatList
-	DeleteProgress = wire.Progress
-	ImportResult   = wire.ImportResult
-	Retention      = wire.Retention
-)
-
-// StoredMessage is one logged entry read back as a pi message: image refs
-// stay refs (text blocks "[image <name>]"), carrying a signed URL when
-// read with links.
+// StoredMessage is one logged message read back as the host logged it:
+// image blocks as their refs (text blocks "[image <name>]"), carrying a
+// signed URL when read with links. Seq is the id of its first entry.
 type StoredMessage struct {
 	Seq     int64   `json:"seq"`
 	Message Message `json:"message"`
+	// Raw is the message's JSON as read back, with every field it was
+	// logged with, those Message does not name (usage, signatures, a
+	// host's own) included.
+	Raw json.RawMessage `json:"-"`
+}
+
+// UnmarshalJSON keeps the message's JSON in Raw as well.
+func (s *StoredMessage) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Seq     int64           `json:"seq"`
+		Message json.RawMessage `json:"message"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*s = StoredMessage{Seq: w.Seq, Raw: w.Message}
+	if len(w.Message) == 0 {
+		return nil
+	}
+	return json.Unmarshal(w.Message, &s.Message)
 }
 
 // MessagePage is a page of a chat's messages; Next is "" on the last page.
@@ -108,10 +118,11 @@ func (ch *Chat) Delete(ctx context.Context) (*Deletion, error) {
 	return &out, nil
 }
 
-// Export writes the chat's export to w: JSONL, one line per log entry,
-// {"seq", "message"}, images inline (an image block with its data, MIME
-// type and stored name). It follows the export's parts (GET .../export)
-// until the last.
+// Export writes the chat's export to w: JSONL, one line per logged
+// message, {"seq", "message"}, each as the host logged it with its image
+// blocks inline, and the images its ref blocks name on lines of their
+// own, {"image": {"name", "mimeType", "data"}}. It follows the export's
+// parts (GET .../export) until the last.
 func (ch *Chat) Export(ctx context.Context, w io.Writer) error {
 	after := ""
 	for {
@@ -148,12 +159,12 @@ const importPart = 4 << 20
 // kept, images are stored as they go, and importing the same file again
 // logs nothing twice.
 func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) {
-	msgs, skipped, err := importfile.Parse(r)
+	items, skipped, err := importfile.Parse(r)
 	if err != nil {
 		return nil, fmt.Errorf("durachat: import: %w", err)
 	}
 	total := &ImportResult{Skipped: skipped}
-	var part bytes.Buffer
+	var part, unit bytes.Buffer
 	send := func() error {
 		if part.Len() == 0 {
 			return nil
@@ -169,22 +180,37 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) 
 		part.Reset()
 		return nil
 	}
-	for _, m := range msgs {
-		line, err := json.Marshal(struct {
-			Type    string          `json:"type"`
-			Message json.RawMessage `json:"message"`
-		}{"message", m})
+	for _, it := range items {
+		// An export's image lines go in the part of the message after
+		// them, which may name them.
+		var line []byte
+		if it.Image != nil {
+			line, err = json.Marshal(struct {
+				Image json.RawMessage `json:"image"`
+			}{it.Image})
+		} else {
+			line, err = json.Marshal(struct {
+				Type    string          `json:"type"`
+				Message json.RawMessage `json:"message"`
+			}{"message", it.Message})
+		}
 		if err != nil {
 			return nil, err
 		}
-		if part.Len() > 0 && part.Len()+len(line)+1 > importPart {
+		unit.Write(line)
+		unit.WriteByte('\n')
+		if it.Image != nil {
+			continue
+		}
+		if part.Len() > 0 && part.Len()+unit.Len() > importPart {
 			if err := send(); err != nil {
 				return total, err
 			}
 		}
-		part.Write(line)
-		part.WriteByte('\n')
+		part.Write(unit.Bytes())
+		unit.Reset()
 	}
+	part.Write(unit.Bytes()) // images after the last message, if any
 	return total, send()
 }
 

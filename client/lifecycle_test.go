@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/durachat/durachat/client"
-	"github.com/durachat/durachat/client/clienttest"
 )
 
 func TestChatsListsTheChatsOfAServerOfItsOwn(t *testing.T) {
@@ -44,7 +43,7 @@ func TestMessagesReadTheChatBackWithLinksAndDeleteEmptiesIt(t *testing.T) {
 	msgs := []any{
 		client.UserText("look"),
 		client.Message{Role: "user", Content: client.Content{client.Image(shot, "image/png")}, Timestamp: 1_700_000_000_000},
-		client.AssistantMessage(client.Text("seen")),
+		map[string]any{"role": "assistant", "content": []client.Block{client.Text("seen")}, "usage": map[string]any{"input": 3, "cost": map[string]any{"total": 0.25}}},
 	}
 	if _, err := chat.Append(ctx, "read-back", msgs...); err != nil {
 		t.Fatal(err)
@@ -77,6 +76,9 @@ func TestMessagesReadTheChatBackWithLinksAndDeleteEmptiesIt(t *testing.T) {
 	}
 	if len(page.Messages) != 1 || page.Messages[0].Message.Role != "assistant" || page.Next != "" {
 		t.Fatalf("second page = %+v, want the assistant's reply alone", page)
+	}
+	if raw := string(page.Messages[0].Raw); !strings.Contains(raw, `"usage":{"cost":{"total":0.25},"input":3}`) {
+		t.Fatalf("the reply's JSON = %s, want its usage as logged", raw)
 	}
 
 	d, err := chat.Delete(ctx)
@@ -162,7 +164,7 @@ func TestRetentionSettingsReadBackAsSet(t *testing.T) {
 // that see all of the tenant's chats or settings.
 func ownServer(t *testing.T) *client.Client {
 	t.Helper()
-	srv, err := clienttest.Start(t.TempDir(), nil)
+	srv, err := startServer(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,11 +9,11 @@ import (
 	"os"
 
 	"github.com/durachat/durachat/client"
+	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app/local"
 	"github.com/durachat/durachat/shared/app/memoryapi"
 	"github.com/durachat/durachat/shared/config"
-	"github.com/durachat/durachat/shared/importfile"
 )
 
 const importUsage = `usage: durachat import -chat ID [-url URL [-token TOKEN] | -tenant TENANT] FILE
@@ -90,7 +90,7 @@ func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant
 	if err != nil {
 		return nil, err
 	}
-	msgs, skipped, err := importfile.Parse(in)
+	items, skipped, err := importfile.Parse(in)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant
 	if err != nil {
 		return nil, errors.Join(err, data.Close())
 	}
-	res, err := mem.Chats.Import(ctx, tenant, chat, msgs)
+	res, err := mem.Chats.Import(ctx, tenant, chat, items)
 	if cerr := data.Close(); err == nil {
 		err = cerr
 	}

@@ -46,8 +46,9 @@ func TestImportLoadsAPiSessionIntoADataDirOrThroughAServerOnce(t *testing.T) {
 	if err := os.WriteFile(file, []byte(piSession), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"role":"user","content":[{"type":"text","text":"fix the login"}],"timestamp":1767225601000}` + "\n" +
-		`{"role":"assistant","content":[{"type":"text","text":"done"}],"timestamp":1767225602000}`
+	// Each message as the session holds it, keys sorted.
+	want := `{"content":"fix the login","role":"user","timestamp":1767225601000}` + "\n" +
+		`{"content":[{"text":"done","type":"text"}],"role":"assistant","timestamp":1767225602000}`
 
 	// Into the data directory of a server that is not running.
 	dir := t.TempDir()

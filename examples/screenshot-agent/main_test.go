@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/client"
-	"github.com/durachat/durachat/client/clienttest"
+	"github.com/durachat/durachat/shared/app/local/localtest"
 )
 
 // wireRequest is the part of a Messages request the fake model reads.
@@ -101,7 +101,7 @@ func toolResultImages(t *testing.T, req wireRequest) []string {
 }
 
 func TestTheAgentSendsItsScreenshotAsAnImageAndZoomsBackToIt(t *testing.T) {
-	srv, err := clienttest.Start(t.TempDir(), nil)
+	srv, err := localtest.Start(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

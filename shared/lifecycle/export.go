@@ -4,28 +4,32 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 
+	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
-	"github.com/durachat/durachat/shared/importfile"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/transcript"
 )
 
-// An export is JSONL: one line per log entry, {"seq": id, "message": pi
-// message}, in order, each image inline as an image block carrying its
-// data, its MIME type and the name it is stored under. Importing an export
-// into an empty chat logs the same entries, so exporting that chat gives
-// the same bytes.
+// An export is JSONL: one line per logged message, {"seq": id of its
+// first entry, "message": the pi message as the host logged it, each image
+// block inline again}, in order. An image that a ref block of a message
+// names comes on a line of its own, {"image": {"name", "mimeType",
+// "data"}}, before the first message of the part that names it. Importing
+// an export logs the same messages, so exporting that chat gives the same
+// lines.
 
 // ExportNextHeader names the after of the export's next part; it is absent
 // on the last part.
@@ -34,35 +38,79 @@ const ExportNextHeader = "Durachat-Export-Next"
 // ImportBatch is how many messages one import append carries.
 const ImportBatch = 50
 
-// ExportLine is one line of an export.
+// ExportLine is a message's line of an export.
 type ExportLine struct {
 	Seq     int64           `json:"seq"`
 	Message json.RawMessage `json:"message"`
 }
 
-// Export writes the chat's entries from seq from as export lines to w, at
-// most about budget bytes (at least one line), and returns the after of
-// the next part, or -1 when the chat ends.
+// ExportImage is an image's line of an export.
+type ExportImage struct {
+	Image ExportedImage `json:"image"`
+}
+
+// ExportedImage is an image an export carries under the name it is stored
+// under.
+type ExportedImage struct {
+	Name     string `json:"name"`
+	MimeType string `json:"mimeType"`
+	Data     string `json:"data"`
+}
+
+// Export writes the chat's messages from seq from as export lines to w, at
+// most about budget bytes (at least one message, with the images its ref
+// blocks name), and returns the after of the next part, or -1 when the
+// chat ends.
 func (c *Chats) Export(ctx context.Context, tenant, chat string, from int64, w io.Writer, budget int) (int64, error) {
 	written, next := 0, int64(-1)
-	err := c.eachEntry(ctx, tenant, chat, from, func(e transcript.Entry) (bool, error) {
-		m, err := c.render(ctx, tenant, e, asInline)
+	sent := map[string]bool{} // images this part carries already
+	imgs := images.New(c.blobs)
+	err := c.eachMessage(ctx, tenant, chat, from, func(lg transcript.Logged) (bool, error) {
+		var named []string
+		m, err := c.render(ctx, tenant, lg, imagesExport, func(name string) {
+			if !sent[name] && !slices.Contains(named, name) {
+				named = append(named, name)
+			}
+		})
 		if err != nil {
 			return false, err
 		}
-		line, err := api.Marshal(ExportLine{Seq: e.I, Message: m})
+		var lines [][]byte
+		size := 0
+		for _, name := range named {
+			img, err := imgs.Get(ctx, tenant, name)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // the ref names nothing stored: it stays a ref
+			}
+			if err != nil {
+				return false, err
+			}
+			line, err := api.Marshal(ExportImage{Image: ExportedImage{Name: name, MimeType: img.MimeType, Data: base64.StdEncoding.EncodeToString(img.Data)}})
+			if err != nil {
+				return false, err
+			}
+			lines = append(lines, line)
+			size += len(line) + 1
+		}
+		line, err := api.Marshal(ExportLine{Seq: lg.I, Message: m})
 		if err != nil {
 			return false, err
 		}
-		if written > 0 && written+len(line)+1 > budget {
-			next = e.I - 1
+		lines = append(lines, line)
+		size += len(line) + 1
+		if written > 0 && written+size > budget {
+			next = lg.I - 1
 			return false, nil
 		}
-		line = append(line, '\n')
-		if _, err := w.Write(line); err != nil {
-			return false, err
+		for _, line := range lines {
+			if _, err := w.Write(append(line, '\n')); err != nil {
+				return false, err
+			}
 		}
-		written += len(line)
+		for _, name := range named {
+			sent[name] = true
+		}
+		written += size
 		return true, nil
 	})
 	if err != nil {
@@ -97,15 +145,16 @@ func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// Import logs msgs into the chat in order, keeping their timestamps, in
-// appends of ImportBatch messages whose receipts are digests of their
-// messages: running the same import again logs nothing twice (within the
-// receipt window). Messages whose role durachat does not log (a session's
-// bash executions, custom messages) are skipped. An image block that
-// carries the name it was stored under in an export is stored under that
-// name when the tenant does not hold it yet, so its refs read the same.
-func (c *Chats) Import(ctx context.Context, tenant, chat string, raws []json.RawMessage) (ImportResult, error) {
-	res := ImportResult{Messages: len(raws)}
+// Import logs the messages of items into the chat in order, keeping their
+// timestamps, in appends of ImportBatch messages whose receipts are
+// digests of their messages: running the same import again logs nothing
+// twice (within the receipt window). Messages whose role durachat does
+// not log (a session's bash executions, custom messages) are skipped. An
+// image an export carries, on its own line or as an image block with the
+// name it was stored under, is stored under that name when the tenant
+// does not hold it yet, so its refs read the same.
+func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importfile.Item) (ImportResult, error) {
+	var res ImportResult
 	var batch []pi.Message
 	var named transcript.NamedImages // by the batch: an append names at most transcript.MaxNamedImages
 	h := sha256.New()
@@ -129,7 +178,19 @@ func (c *Chats) Import(ctx context.Context, tenant, chat string, raws []json.Raw
 		return nil
 	}
 	imgs := images.New(c.blobs)
-	for i, raw := range raws {
+	for i, it := range items {
+		if it.Image != nil {
+			var img ExportedImage
+			if err := json.Unmarshal(it.Image, &img); err != nil || !refs.ValidName(img.Name) || img.Data == "" {
+				return res, api.BadRequest(fmt.Sprintf("line %d", it.Line), "line %d: an image line is {\"image\": {\"name\", \"mimeType\", \"data\"}} with a stored image's name", it.Line)
+			}
+			if err := keepName(ctx, imgs, tenant, pi.Block{Type: pi.TypeImage, Name: img.Name, Data: img.Data, MimeType: img.MimeType}); err != nil {
+				return res, err
+			}
+			continue
+		}
+		res.Messages++
+		raw := it.Message
 		var m pi.Message
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return res, api.BadRequest(fmt.Sprintf("messages[%d]", i), "message %d is not a pi message: %v", i, err)
@@ -194,7 +255,7 @@ func (c *Chats) handleImport(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	body := http.MaxBytesReader(w, r.Body, api.MaxBody)
-	msgs, skipped, err := importfile.Parse(body)
+	items, skipped, err := importfile.Parse(body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -202,7 +263,7 @@ func (c *Chats) handleImport(w http.ResponseWriter, r *http.Request) error {
 		}
 		return api.BadRequest("", "the body must be an export or a pi session file (JSONL): %v", err)
 	}
-	res, err := c.Import(r.Context(), tenant, chat, msgs)
+	res, err := c.Import(r.Context(), tenant, chat, items)
 	if err != nil {
 		var ie *transcript.InputError
 		if errors.As(err, &ie) {

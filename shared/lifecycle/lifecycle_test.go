@@ -18,10 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/aws/awstest"
 	"github.com/durachat/durachat/shared/aws/dynamo"
+	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/memory"
@@ -81,7 +83,7 @@ func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) 
 		byToken[tok] = tenant
 	}
 	h, err := app.Handler(logger, api.BearerTokens(byToken), app.Stores{Table: b.Table, Blobs: b.Blobs},
-		[]api.Routes{transcript.NewRoutes(tl, imgs, m), m, chats})
+		[]api.Routes{transcript.NewRoutes(tl, imgs, m), m, chats, hooks.NewOffload(imgs), hooks.NewRestore(imgs, b.Linker)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,11 +298,13 @@ func TestMessagesReadBackInOrderWithStablePagesAndLinks(t *testing.T) {
 			for _, m := range p2.Messages {
 				texts = append(texts, string(m.Message))
 			}
-			if len(p2.Messages) != 3 || p2.Messages[0].Seq != 2 || p2.Next != "" {
-				t.Fatalf("second page = %v, want seqs 2-4 and no next", texts)
+			// The assistant's message is two entries (its text, its tool
+			// call) and reads back as the one message it was.
+			if len(p2.Messages) != 2 || p2.Messages[0].Seq != 2 || p2.Messages[1].Seq != 4 || p2.Next != "" {
+				t.Fatalf("second page = %v, want seqs 2 and 4 and no next", texts)
 			}
-			if !strings.Contains(texts[0], `"role":"assistant"`) || !strings.Contains(texts[1], `"toolCall"`) || !strings.Contains(texts[2], `"five"`) {
-				t.Fatalf("second page = %v, want the assistant's text, its tool call, then the new user message", texts)
+			if !strings.Contains(texts[0], `"role":"assistant"`) || !strings.Contains(texts[0], `"toolCall"`) || !strings.Contains(texts[1], `"five"`) {
+				t.Fatalf("second page = %v, want the assistant's text and tool call, then the new user message", texts)
 			}
 			var m struct {
 				Role      string
@@ -326,7 +330,7 @@ func TestMessagesReadBackInOrderWithStablePagesAndLinks(t *testing.T) {
 			if res.StatusCode != http.StatusOK {
 				t.Fatalf("GET the signed link = %d, want 200", res.StatusCode)
 			}
-			for _, q := range []string{"?after=-1", "?after=x", "?images=inline", "?limit=0"} {
+			for _, q := range []string{"?after=-1", "?after=x", "?images=data", "?limit=0"} {
 				if code, body := e.do("alice", "GET", "/v1/chats/c/messages"+q, nil); code != http.StatusBadRequest {
 					t.Errorf("GET messages%s = %d %s, want 400", q, code, body)
 				}
@@ -677,12 +681,12 @@ func TestAnExportImportedIntoAnotherTenantsChatExportsTheSameBytes(t *testing.T)
 					"details": map[string]any{"id": 0}, "content": []map[string]any{{"type": "text", "text": "user: look at this"}}},
 				map[string]any{"role": "user", "kind": "work", "timestamp": 1_700_000_004_000, "content": "a sub-agent's report"})
 			first := e.export("alice", "src")
-			if n := bytes.Count(first, []byte("\n")); n != 5 || !bytes.Contains(first, []byte(`"data":"`)) {
-				t.Fatalf("export = %s, want 5 lines with the image inline", first)
+			if n := bytes.Count(first, []byte("\n")); n != 4 || !bytes.Contains(first, []byte(`"data":"`)) {
+				t.Fatalf("export = %s, want 4 lines with the image inline", first)
 			}
 			r := e.importFile("bob", "copy", first)
-			if r.Messages != 5 || r.Entries != 5 {
-				t.Fatalf("import = %+v, want 5 messages as 5 entries", r)
+			if r.Messages != 4 || r.Entries != 5 {
+				t.Fatalf("import = %+v, want 4 messages as 5 entries", r)
 			}
 			if again := e.export("bob", "copy"); !bytes.Equal(again, first) {
 				t.Fatalf("export of the import differs:\n%s\nwant\n%s", again, first)
@@ -718,12 +722,11 @@ func TestImportOfAPiSessionLogsTheBranchItEndedOn(t *testing.T) {
 		got = append(got, string(m.Message))
 	}
 	want := []string{
-		`{"role":"user","content":[{"type":"text","text":"fix the login"}],"timestamp":1767225601000}`,
-		`{"role":"assistant","content":[{"type":"text","text":"on it"}],"timestamp":1767225604000}`,
-		`{"role":"assistant","content":[{"type":"toolCall","name":"bash","arguments":{"command":"ls"}}],"timestamp":1767225604000}`,
-		`{"role":"toolResult","toolName":"bash","content":[{"type":"text","text":"login.go"}],"timestamp":1767225605000}`,
+		`{"role":"user","content":"fix the login","timestamp":1767225601000}`,
+		`{"role":"assistant","content":[{"type":"text","text":"on it"},{"type":"toolCall","id":"t","name":"bash","arguments":{"command":"ls"}}],"timestamp":1767225604000}`,
+		`{"role":"toolResult","toolCallId":"t","toolName":"bash","content":[{"type":"text","text":"login.go"}],"isError":false,"timestamp":1767225605000}`,
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+	if !jsonEqualLines(got, want) {
 		t.Fatalf("read back:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	if code, body := e.do("alice", "POST", "/v1/chats/pi/import", "not jsonl"); code != http.StatusBadRequest {
@@ -735,12 +738,13 @@ func TestAPageOfMessagesStopsAtItsByteBudget(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
-			// Two messages of 1.25 M four-byte characters: 100 entries of
-			// 25,000 characters (100 KB each), 10 MB in all, more than a
-			// page may carry.
-			big := strings.Repeat("😀", 50*transcript.PieceChars)
-			e.append("alice", "wide", user(big))
-			e.append("alice", "wide", user(big))
+			// Ten messages of 250,000 four-byte characters: 10 entries of
+			// 25,000 characters (100 KB each) and 1 MB each, 10 MB in all,
+			// more than a page may carry.
+			big := strings.Repeat("😀", 10*transcript.PieceChars)
+			for range 10 {
+				e.append("alice", "wide", user(big))
+			}
 			seen := int64(0)
 			after := ""
 			for pages := 0; ; pages++ {
@@ -756,21 +760,21 @@ func TestAPageOfMessagesStopsAtItsByteBudget(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, m := range p.Messages {
-					if m.Seq != seen {
-						t.Fatalf("page %d: seq %d, want %d", pages, m.Seq, seen)
+					if m.Seq != seen*10 {
+						t.Fatalf("page %d: seq %d, want %d", pages, m.Seq, seen*10)
 					}
 					seen++
 				}
-				if pages == 0 && len(p.Messages) == 100 {
-					t.Fatal("the first page holds 100 messages of 100 KB: no byte budget")
+				if pages == 0 && len(p.Messages) == 10 {
+					t.Fatal("the first page holds 10 messages of 1 MB: no byte budget")
 				}
 				if p.Next == "" {
 					break
 				}
 				after = "&after=" + p.Next
 			}
-			if seen != 100 {
-				t.Fatalf("read %d messages back, want 100", seen)
+			if seen != 10 {
+				t.Fatalf("read %d messages back, want 10", seen)
 			}
 		})
 	}
@@ -780,7 +784,7 @@ func TestAnImportSplitsItsAppendsSoNoneNamesTooManyImages(t *testing.T) {
 	e := newEnv(t, testenv.Embedded(t), 0)
 	// Three messages naming 400 images each: 1,200 in one append would be
 	// refused, so the third starts an append of its own.
-	var raws []json.RawMessage
+	var raws []importfile.Item
 	for m := range 3 {
 		var text strings.Builder
 		for i := range 400 {
@@ -790,7 +794,7 @@ func TestAnImportSplitsItsAppendsSoNoneNamesTooManyImages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		raws = append(raws, raw)
+		raws = append(raws, importfile.Item{Line: m + 1, Message: raw})
 	}
 	for round := range 2 { // again: nothing logged twice
 		if res, err := e.chats.Import(t.Context(), "alice", "many", raws); err != nil || res.Entries != 3 {
@@ -800,4 +804,24 @@ func TestAnImportSplitsItsAppendsSoNoneNamesTooManyImages(t *testing.T) {
 			t.Fatalf("after import %d the chat holds %d messages, want 3", round, len(p.Messages))
 		}
 	}
+}
+
+// jsonEqualLines reports whether each JSON text of got is the same JSON
+// value as the one of want at its place: key order and spacing aside.
+func jsonEqualLines(got, want []string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		var a, b any
+		if json.Unmarshal([]byte(got[i]), &a) != nil || json.Unmarshal([]byte(want[i]), &b) != nil {
+			return false
+		}
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		if !bytes.Equal(ja, jb) {
+			return false
+		}
+	}
+	return true
 }

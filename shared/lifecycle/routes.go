@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,11 +11,8 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
-	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/lifecycle/wire"
-	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
-	"github.com/durachat/durachat/shared/transcript"
 )
 
 // The routes' answers, shared with the client.
@@ -134,211 +130,6 @@ func (c *Chats) handleList(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// Message is one logged entry read back as a pi message.
-type Message struct {
-	Seq     int64           `json:"seq"`
-	Message json.RawMessage `json:"message"`
-}
-
-// MessagePage is a page of a chat's messages.
-type MessagePage struct {
-	Messages []Message `json:"messages"`
-	Next     string    `json:"next"`
-}
-
-// Messages returns up to n entries of the chat from seq from, as pi
-// messages, and no more than fit PageBudget bytes (at least one). With
-// links, each image ref block carries a signed URL. Seqs are entry ids:
-// dense and fixed once written, so paging is stable while the chat is
-// appended to.
-func (c *Chats) Messages(ctx context.Context, tenant, chat string, from int64, n int, links bool) (MessagePage, error) {
-	mode := asRefs
-	if links {
-		mode = asLinks
-	}
-	out := MessagePage{Messages: []Message{}}
-	size := 0
-	err := c.eachEntry(ctx, tenant, chat, from, func(e transcript.Entry) (bool, error) {
-		if len(out.Messages) == n {
-			out.Next = strconv.FormatInt(e.I-1, 10)
-			return false, nil
-		}
-		m, err := c.render(ctx, tenant, e, mode)
-		if err != nil {
-			return false, err
-		}
-		if len(out.Messages) > 0 && size+len(m) > PageBudget {
-			out.Next = strconv.FormatInt(e.I-1, 10)
-			return false, nil
-		}
-		out.Messages = append(out.Messages, Message{Seq: e.I, Message: m})
-		size += len(m)
-		return true, nil
-	})
-	return out, err
-}
-
-// PageBudget bounds the bytes of the messages of one page, and of one
-// export part (the rest follows from its ExportNextHeader): under
-// Lambda's 6 MB answer, with room for JSON's escapes.
-const PageBudget = 4 << 20
-
-// readChunk is how many entries are read at once: an entry's text may be
-// megabytes, so a page reads a few at a time and stops at its budget.
-const readChunk = 8
-
-// eachEntry calls fn with the chat's entries from seq from, in order,
-// until fn answers false or the log ends.
-func (c *Chats) eachEntry(ctx context.Context, tenant, chat string, from int64, fn func(transcript.Entry) (bool, error)) error {
-	for {
-		es, err := c.log.Entries(ctx, tenant, chat, from, from+readChunk)
-		if err != nil {
-			return err
-		}
-		if len(es) == 0 {
-			return nil
-		}
-		for _, e := range es {
-			more, err := fn(e)
-			if err != nil || !more {
-				return err
-			}
-			from = e.I + 1
-		}
-	}
-}
-
-// block is a content block of a read-back message.
-type block struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text,omitempty"`
-	Data      string          `json:"data,omitempty"`
-	MimeType  string          `json:"mimeType,omitempty"`
-	Name      string          `json:"name,omitempty"`
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-	URL       string          `json:"url,omitempty"`
-}
-
-// readMessage is the pi message an entry reads back as.
-type readMessage struct {
-	Role      string          `json:"role"`
-	Kind      string          `json:"kind,omitempty"`
-	ToolName  string          `json:"toolName,omitempty"`
-	Content   []block         `json:"content"`
-	Details   json.RawMessage `json:"details,omitempty"`
-	Timestamp int64           `json:"timestamp"`
-}
-
-// imageMode says how a read-back message shows an image ref.
-type imageMode int
-
-const (
-	asRefs   imageMode = iota // the ref, as stored
-	asLinks                   // the ref with a signed URL
-	asInline                  // an image block with the image's data (export)
-)
-
-// refBlock is the block of a text that may be one image ref: a text block
-// (with a signed URL as asLinks), or as asInline an image block carrying
-// the stored image and its name. A text that is no ref, or names an image
-// no longer stored, stays a text block.
-func (c *Chats) refBlock(ctx context.Context, tenant, text string, mode imageMode) (block, error) {
-	b := block{Type: "text", Text: text}
-	name := refs.RefName(text)
-	if name == "" {
-		return b, nil
-	}
-	switch mode {
-	case asLinks:
-		if c.linker != nil {
-			u, err := c.linker.URL(ctx, store.ImageKey(tenant, name), LinkTTL)
-			if err != nil {
-				return block{}, err
-			}
-			b.URL = u
-		}
-	case asInline:
-		img, err := images.New(c.blobs).Get(ctx, tenant, name)
-		if errors.Is(err, store.ErrNotFound) {
-			return b, nil
-		}
-		if err != nil {
-			return block{}, err
-		}
-		return block{Type: "image", Name: name, MimeType: img.MimeType, Data: base64.StdEncoding.EncodeToString(img.Data)}, nil
-	}
-	return b, nil
-}
-
-// render turns an entry into the pi message it was logged from: users'
-// words and notes as user messages, assistant text and tool calls as
-// assistant messages, tool results as toolResult messages. A line that is
-// an image ref becomes a ref block of its own: a text block whose whole
-// text is the ref, as stored; with links it also carries the image's
-// signed URL ("url").
-func (c *Chats) render(ctx context.Context, tenant string, e transcript.Entry, mode imageMode) (json.RawMessage, error) {
-	m := readMessage{Timestamp: e.Date.UnixMilli()}
-	text := e.Text
-	switch e.Kind {
-	case transcript.KindUser:
-		m.Role = "user"
-	case transcript.KindWork, transcript.KindNote:
-		m.Role, m.Kind = "user", e.Kind
-	case transcript.KindTalk:
-		// One entry per assistant block: its text, or one image's ref.
-		m.Role = "assistant"
-		b, err := c.refBlock(ctx, tenant, text, mode)
-		if err != nil {
-			return nil, err
-		}
-		m.Content = []block{b}
-		return api.Marshal(m)
-	case transcript.KindTool:
-		m.Role = "assistant"
-		name, args, _ := strings.Cut(text, " ")
-		b := block{Type: "toolCall", Name: name}
-		if json.Valid([]byte(args)) {
-			b.Arguments = json.RawMessage(args)
-		}
-		m.Content = []block{b}
-		return api.Marshal(m)
-	case transcript.KindEcho:
-		m.Role = "toolResult"
-		name, rest, _ := strings.Cut(text, ": ")
-		m.ToolName, text = name, rest
-		if e.Tool == transcript.ToolZoom && e.Of >= 0 {
-			// Where a logged zoom result pointed, as its details said.
-			m.Details = json.RawMessage(`{"id":` + strconv.FormatInt(e.Of, 10) + `}`)
-		}
-	default:
-		m.Role, m.Kind = "user", e.Kind
-	}
-	var para []string
-	flush := func() {
-		if len(para) > 0 {
-			m.Content = append(m.Content, block{Type: "text", Text: strings.Join(para, "\n")})
-			para = nil
-		}
-	}
-	for _, line := range strings.Split(text, "\n") {
-		if refs.RefName(line) == "" {
-			para = append(para, line)
-			continue
-		}
-		flush()
-		b, err := c.refBlock(ctx, tenant, line, mode)
-		if err != nil {
-			return nil, err
-		}
-		m.Content = append(m.Content, b)
-	}
-	flush()
-	if m.Content == nil {
-		m.Content = []block{}
-	}
-	return api.Marshal(m)
-}
-
 func (c *Chats) handleMessages(w http.ResponseWriter, r *http.Request) error {
 	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
@@ -353,15 +144,18 @@ func (c *Chats) handleMessages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	links := false
+	var mode ImageMode
 	switch v := q.Get("images"); v {
 	case "":
+		mode = ImagesAsRefs
 	case "links":
-		links = true
+		mode = ImagesAsLinks
+	case "inline":
+		mode = ImagesInline
 	default:
-		return api.BadRequest("images", "images must be \"links\" or absent, not %q", v)
+		return api.BadRequest("images", "images must be \"links\", \"inline\" or absent, not %q", v)
 	}
-	page, err := c.Messages(r.Context(), tenant, chat, from, n, links)
+	page, err := c.Messages(r.Context(), tenant, chat, from, n, mode)
 	if err != nil {
 		return err
 	}

@@ -156,6 +156,10 @@ type Message struct {
 	IsError    bool
 	Kind       string
 	Extra      map[string]json.RawMessage
+	// Raw is the JSON the message was decoded from, every field as sent
+	// (nil for a message built in code): the log records it, so a message
+	// reads back as the host sent it, not as this type would write it.
+	Raw json.RawMessage
 }
 
 func (m *Message) UnmarshalJSON(data []byte) error {
@@ -163,7 +167,7 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return err
 	}
-	*m = Message{}
+	*m = Message{Raw: bytes.Clone(data)}
 	take := func(k string, dst any, what string) error {
 		v, ok := raw[k]
 		if !ok {

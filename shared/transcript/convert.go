@@ -63,6 +63,10 @@ type draft struct {
 	Of   int64
 	// Date is the message's own timestamp; zero means the batch's date.
 	Date time.Time
+	// Record is, on a message's first entry, the message as logged; Cont
+	// marks the message's later entries.
+	Record *Record
+	Cont   bool
 }
 
 // imageRef locates one image block of the request.
@@ -86,9 +90,36 @@ func (l *Log) convert(ctx context.Context, tenant string, msgs []pi.Message) ([]
 	}
 	var out []draft
 	for i, m := range msgs {
-		out = append(out, messageDrafts(i, m, names)...)
+		ds := messageDrafts(i, m, names)
+		rec, err := makeRecord(m, imageNames(i, m, names))
+		if err != nil {
+			return nil, &InputError{Field: fmt.Sprintf("messages[%d]", i), Msg: "cannot be recorded", Err: err}
+		}
+		ds[0].Record = rec
+		for k := range ds[1:] {
+			ds[k+1].Cont = true
+		}
+		out = append(out, ds...)
 	}
 	return out, nil
+}
+
+// imageNames lists the names the image blocks of message i are stored
+// under, in order: those putImages stored, and the names a zoom result's
+// blocks carry already.
+func imageNames(i int, m pi.Message, names map[imageRef]string) []string {
+	var out []string
+	for j, b := range m.Content.Blocks {
+		if b.Type != pi.TypeImage {
+			continue
+		}
+		name, ok := names[imageRef{i, j}]
+		if !ok {
+			name = storedName(b)
+		}
+		out = append(out, name)
+	}
+	return out
 }
 
 // checkMessages refuses what cannot be logged, before anything is stored.
@@ -114,7 +145,9 @@ func checkMessages(msgs []pi.Message) error {
 		default:
 			return inputErr(field+".role", "%q is not user, assistant or toolResult", m.Role)
 		}
-		if isEmpty(m.Content) {
+		// An assistant message may say nothing: pi records a failed or
+		// aborted turn as one with no content.
+		if m.Role != pi.RoleAssistant && isEmpty(m.Content) {
 			return inputErr(field+".content", "is empty: a message needs at least one block with something in it")
 		}
 		for j, b := range m.Content.Blocks {
@@ -326,7 +359,8 @@ func zoomPageNames(m pi.Message) map[string]bool {
 	return named
 }
 
-// messageDrafts converts one checked message whose images are stored.
+// messageDrafts converts one checked message whose images are stored:
+// at least one draft, so every message has an entry to be read back from.
 func messageDrafts(i int, m pi.Message, names map[imageRef]string) []draft {
 	date := messageDate(m)
 	switch {
@@ -347,6 +381,11 @@ func messageDrafts(i int, m pi.Message, names map[imageRef]string) []draft {
 			case pi.TypeToolCall:
 				out = append(out, draft{Kind: KindTool, Text: b.Name + " " + compactArgs(b.Arguments), Of: -1, Date: date})
 			}
+		}
+		if len(out) == 0 {
+			// Only thinking, or nothing (an error stop): an empty talk
+			// entry keeps the message's place in the log.
+			out = pieces(KindTalk, "", date)
 		}
 		return out
 	default: // tool result

@@ -122,9 +122,6 @@ func (l *Log) Append(ctx context.Context, tenant, chat string, msgs []pi.Message
 	if err != nil {
 		return nil, err
 	}
-	if len(drafts) == 0 {
-		return []int64{}, nil // only thinking: nothing to log
-	}
 	if l.chats != nil {
 		var names []string
 		for _, d := range drafts {

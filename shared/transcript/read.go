@@ -128,7 +128,12 @@ func (l *Log) Entry(ctx context.Context, tenant, chat string, i int64) (Entry, e
 		return Entry{}, fmt.Errorf("transcript: reading entry %d: %w", i, err)
 	}
 	// Past the end, or in a batch whose rows are not all written yet.
-	es, err := l.fill(ctx, pk, i, i+1, true)
+	var es []Entry
+	err = l.fill(ctx, pk, i, i+1, true, func(id int64, r row) error {
+		e, err := l.entry(ctx, id, r)
+		es = append(es, e)
+		return err
+	})
 	if err != nil {
 		return Entry{}, err
 	}
@@ -144,95 +149,181 @@ func (l *Log) Entries(ctx context.Context, tenant, chat string, from, to int64) 
 	if from < 0 || to < from {
 		return nil, fmt.Errorf("transcript: entries [%d, %d) is not a range", from, to)
 	}
-	pk := store.ChatPK(tenant, chat)
 	out := make([]Entry, 0, min(to-from, queryPage))
-	next := from
-	err := l.eachRow(ctx, pk, from, to, func(id int64, r row) error {
-		if id > next {
-			// Rows missing below a written one: an unfinished batch.
-			es, err := l.fill(ctx, pk, next, id, false)
-			if err != nil {
-				return err
-			}
-			out = append(out, es...)
-		}
+	err := l.rows(ctx, store.ChatPK(tenant, chat), from, to, func(id int64, r row) error {
 		e, err := l.entry(ctx, id, r)
 		if err != nil {
 			return err
 		}
 		out = append(out, e)
-		next = id + 1
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if next < to {
-		es, err := l.fill(ctx, pk, next, to, true)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, es...)
-	}
 	return out, nil
 }
 
-// fill returns the entries [from, to) that are missing as rows because
-// their batch was claimed but not finished, finishing each such batch
-// first. atEnd says the log may simply end at from; otherwise a missing
-// row must belong to an unfinished batch.
-func (l *Log) fill(ctx context.Context, pk string, from, to int64, atEnd bool) ([]Entry, error) {
-	var out []Entry
+// rows calls fn, in id order, with the rows of the entries [from, to),
+// finishing first any batch a crash left unfinished; it stops early where
+// the log ends.
+func (l *Log) rows(ctx context.Context, pk string, from, to int64, fn func(id int64, r row) error) error {
+	next := from
+	err := l.eachRow(ctx, pk, from, to, func(id int64, r row) error {
+		if id > next {
+			// Rows missing below a written one: an unfinished batch.
+			if err := l.fill(ctx, pk, next, id, false, fn); err != nil {
+				return err
+			}
+		}
+		if err := fn(id, r); err != nil {
+			return err
+		}
+		next = id + 1
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if next < to {
+		return l.fill(ctx, pk, next, to, true, fn)
+	}
+	return nil
+}
+
+// fill calls fn with the rows [from, to) that are missing because their
+// batch was claimed but not finished, finishing each such batch first.
+// atEnd says the log may simply end at from; otherwise a missing row must
+// belong to an unfinished batch.
+func (l *Log) fill(ctx context.Context, pk string, from, to int64, atEnd bool, fn func(id int64, r row) error) error {
 	for from < to {
 		page, err := l.table.Query(ctx, store.Query{PK: pk, Prefix: entryPrefix, After: entryKey(from), Desc: true, Limit: 1})
 		if err != nil {
-			return nil, fmt.Errorf("transcript: reading entries: %w", err)
+			return fmt.Errorf("transcript: reading entries: %w", err)
 		}
 		var below row
 		var id int64 = -1
 		if len(page.Items) == 1 {
 			if id, err = entryID(page.Items[0].SK); err != nil {
-				return nil, err
+				return err
 			}
 			if below, err = decodeRow(page.Items[0]); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if id < 0 || below.end(id) <= from {
 			if atEnd {
-				return out, nil
+				return nil
 			}
-			return nil, fmt.Errorf("transcript: entry %d is missing inside the log: %w", from, errCorrupt)
+			return fmt.Errorf("transcript: entry %d is missing inside the log: %w", from, errCorrupt)
 		}
 		start := id - int64(below.Pos)
 		b := &batch{l: l, pk: pk, receipt: below.Receipt, rk: receiptKey(below.Receipt), hint: -1}
 		rec, _, found, err := b.getRecord(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !found || rec.First != start || rec.N != below.N {
-			return nil, fmt.Errorf("transcript: batch at %d has no matching receipt record: %w", start, errCorrupt)
+			return fmt.Errorf("transcript: batch at %d has no matching receipt record: %w", start, errCorrupt)
 		}
 		if err := l.complete(ctx, pk, rec, nil); err != nil {
-			return nil, err
+			return err
 		}
 		end := min(start+int64(rec.N), to)
 		rows, err := l.rowsIn(ctx, pk, from, end)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for i := from; i < end; i++ {
 			r, ok := rows[i]
 			if !ok {
-				return nil, fmt.Errorf("transcript: entry %d still missing after completing its batch: %w", i, errCorrupt)
+				return fmt.Errorf("transcript: entry %d still missing after completing its batch: %w", i, errCorrupt)
 			}
-			e, err := l.entry(ctx, i, r)
-			if err != nil {
-				return nil, err
+			if err := fn(i, r); err != nil {
+				return err
 			}
-			out = append(out, e)
 		}
 		from = end
 	}
+	return nil
+}
+
+// Logged is one entry as the record reads it back.
+type Logged struct {
+	// Entry is the entry; its Text is read only when Record and Continues
+	// are unset (an entry written before messages were recorded, which
+	// reads back from its text).
+	Entry
+	// Record is the message this entry starts.
+	Record *Record
+	// Continues marks a later entry of a message an earlier entry starts:
+	// it reads back as nothing of its own.
+	Continues bool
+}
+
+// Legacy reports whether the entry was written before messages were
+// recorded: it reads back from its text, as memory sees it.
+func (lg Logged) Legacy() bool { return lg.Record == nil && !lg.Continues }
+
+// Read returns the entries with ids in [from, to) as the record reads
+// them back, in order; fewer when the log ends before to.
+func (l *Log) Read(ctx context.Context, tenant, chat string, from, to int64) ([]Logged, error) {
+	if from < 0 || to < from {
+		return nil, fmt.Errorf("transcript: entries [%d, %d) is not a range", from, to)
+	}
+	var out []Logged
+	err := l.rows(ctx, store.ChatPK(tenant, chat), from, to, func(id int64, r row) error {
+		lg, err := l.logged(ctx, id, r)
+		if err != nil {
+			return err
+		}
+		out = append(out, lg)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// logged turns a row into what it reads back as, reading a record (or, for
+// an entry written before records, a text) moved to a blob.
+func (l *Log) logged(ctx context.Context, id int64, r row) (Logged, error) {
+	switch {
+	case r.Cont:
+		r.Text, r.TextKey = "", ""
+		e, err := l.entry(ctx, id, r)
+		return Logged{Entry: e, Continues: true}, err
+	case r.Rec != nil || r.RecKey != "":
+		rec := r.Rec
+		r.Text, r.TextKey = "", ""
+		e, err := l.entry(ctx, id, r)
+		if err != nil {
+			return Logged{}, err
+		}
+		if rec == nil {
+			if rec, err = l.record(ctx, id, r.RecKey); err != nil {
+				return Logged{}, err
+			}
+		}
+		return Logged{Entry: e, Record: rec}, nil
+	}
+	e, err := l.entry(ctx, id, r)
+	return Logged{Entry: e}, err
+}
+
+// record reads a message record moved to the blob key.
+func (l *Log) record(ctx context.Context, id int64, key string) (*Record, error) {
+	b, err := l.blobs.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("transcript: entry %d: its message %s is missing: %w", id, key, errLost)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("transcript: entry %d: reading its message: %w", id, err)
+	}
+	var rec Record
+	if err := json.Unmarshal(b.Data, &rec); err != nil || len(rec.JSON) == 0 {
+		return nil, fmt.Errorf("transcript: entry %d: its message %s is malformed: %w", id, key, errCorrupt)
+	}
+	return &rec, nil
 }

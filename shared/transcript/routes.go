@@ -14,6 +14,7 @@ import (
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -53,8 +54,10 @@ type AppendRequest struct {
 // DecodeAppend reads an append body. Errors name the field at fault by its
 // path ("messages[2].content[1].type").
 func DecodeAppend(data []byte) (AppendRequest, error) {
+	// The messages stay slices of data until each is decoded (and keeps
+	// its own copy, pi.Message.Raw): a large body is not copied twice.
 	var raw struct {
-		Messages json.RawMessage `json:"messages"`
+		Messages rawjson.Value   `json:"messages"`
 		Receipt  json.RawMessage `json:"receipt"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
@@ -66,17 +69,17 @@ func DecodeAppend(data []byte) (AppendRequest, error) {
 			return AppendRequest{}, api.BadRequest("receipt", "receipt must be a string")
 		}
 	}
-	if len(raw.Messages) == 0 || string(raw.Messages) == "null" {
+	if raw.Messages.IsNull() {
 		return AppendRequest{}, api.BadRequest("messages", "messages is required: a list of pi messages")
 	}
-	var msgs []json.RawMessage
+	var msgs []rawjson.Value
 	if err := json.Unmarshal(raw.Messages, &msgs); err != nil {
 		return AppendRequest{}, api.BadRequest("messages", "messages must be a list of pi messages")
 	}
 	req.Messages = make([]pi.Message, len(msgs))
 	for i, m := range msgs {
 		if err := json.Unmarshal(m, &req.Messages[i]); err != nil {
-			return AppendRequest{}, messageError(i, m, err)
+			return AppendRequest{}, messageError(i, json.RawMessage(m), err)
 		}
 	}
 	return req, nil

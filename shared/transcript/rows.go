@@ -67,6 +67,13 @@ type row struct {
 	N    int    `json:"n"`
 	Tool string `json:"tool,omitempty"`
 	Of   *int64 `json:"of,omitempty"` // nil is -1
+	// Rec is the message this entry starts, as logged, or RecKey the blob
+	// holding it when it was too big for the row; Cont marks a later
+	// entry of a message. Rows written before messages were recorded have
+	// none of them, and read back from their text.
+	Rec    *Record `json:"m,omitempty"`
+	RecKey string  `json:"mk,omitempty"`
+	Cont   bool    `json:"c,omitempty"`
 }
 
 // end is the id after the last entry of the row's batch, given its id.
@@ -136,10 +143,10 @@ func recordItem(pk, sk string, body []byte) (store.Item, error) {
 	return it, err
 }
 
-// makeRow is the stored form of a draft; a text too big for a row goes to
-// a blob first.
+// makeRow is the stored form of a draft. What is too big for a row goes to
+// a blob first: the message's record, then the entry's text.
 func (l *Log) makeRow(ctx context.Context, texts, pk string, d draft, date time.Time, receipt string, pos, n int) (row, []byte, error) {
-	r := row{Kind: d.Kind, Text: d.Text, Date: date.UnixMilli(), Receipt: receipt, Pos: pos, N: n, Tool: d.Tool}
+	r := row{Kind: d.Kind, Text: d.Text, Date: date.UnixMilli(), Receipt: receipt, Pos: pos, N: n, Tool: d.Tool, Rec: d.Record, Cont: d.Cont}
 	if !d.Date.IsZero() {
 		r.Date = d.Date.UnixMilli()
 	}
@@ -153,6 +160,23 @@ func (l *Log) makeRow(ctx context.Context, texts, pk string, d draft, date time.
 	}
 	if fits(pk, entryKey(0), body) {
 		return r, body, nil
+	}
+	if r.Rec != nil {
+		rec, err := api.Marshal(r.Rec)
+		if err != nil {
+			return row{}, nil, err
+		}
+		key := textKey(texts, rec)
+		if err := l.blobs.Put(ctx, key, store.Blob{ContentType: "application/json", Data: rec}); err != nil {
+			return row{}, nil, fmt.Errorf("transcript: moving a %d-byte message record out of its row: %w", len(rec), err)
+		}
+		r.Rec, r.RecKey = nil, key
+		if body, err = api.Marshal(r); err != nil {
+			return row{}, nil, err
+		}
+		if fits(pk, entryKey(0), body) {
+			return r, body, nil
+		}
 	}
 	key := textKey(texts, []byte(d.Text))
 	if err := l.blobs.Put(ctx, key, store.Blob{ContentType: "text/plain; charset=utf-8", Data: []byte(d.Text)}); err != nil {
@@ -212,6 +236,15 @@ func digest(ds []draft) string {
 		}
 		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%d\x00%d\x00", d.Kind, len(d.Text), d.Tool, d.Of, ms)
 		h.Write([]byte(d.Text))
+		if d.Record != nil {
+			// Added to what rows written before records were kept hash, so a
+			// batch without one hashes as it did.
+			fmt.Fprintf(h, "\x00m%d\x00%q\x00", len(d.Record.JSON), d.Record.Images)
+			h.Write(d.Record.JSON)
+		}
+		if d.Cont {
+			h.Write([]byte("\x00c"))
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }

@@ -51,6 +51,12 @@ export class DurachatError extends Error {
   }
 }
 
+/** An image an offload kept inline: its block's index and why ("unavailable": the store is down). */
+export interface InlineImage {
+  index: number;
+  reason: string;
+}
+
 /** What POST .../uploads answers: stored already, or where to PUT the bytes. */
 export interface UploadAnswer {
   name: string;
@@ -259,13 +265,30 @@ export class Client {
     return this.call<ToolResult>("POST", this.chatPath(chat, `/tools/${encodeURIComponent(name)}`), args ?? {}, { signal, toolResult404: true });
   }
 
-  /** after-tool: the result's images become refs; past the body limit they are uploaded first. */
-  async afterTool(chat: string, call: { id: string; name: string }, result: ToolResult, signal?: AbortSignal) {
+  /**
+   * after-tool: the result's images become refs; past the body limit they
+   * are uploaded first. A nested call (one another tool made) passes
+   * through: skipped "nested". bounds overrides the host's bound on the
+   * result's text.
+   */
+  async afterTool(chat: string, call: { id: string; name: string; nested?: boolean }, result: ToolResult, signal?: AbortSignal, bounds?: { maxBytes?: number; maxLines?: number }) {
     const content = result.content.slice();
-    const body = { call, result: { ...result, content } };
-    await this.uploadIfOver(chat, body, [content], signal);
-    return this.call<{ result: ToolResult; stored: string[]; skipped: string | null }>(
+    const body = { call, result: { ...result, content }, bounds };
+    if (!call.nested) await this.uploadIfOver(chat, body, [content], signal);
+    return this.call<{ result: ToolResult; stored: string[]; inline: InlineImage[]; skipped: string | null }>(
       "POST", this.chatPath(chat, "/hooks/after-tool"), body, { signal });
+  }
+
+  /**
+   * offload-input: a user message's images become refs, before the host
+   * keeps it; past the body limit they are uploaded first.
+   */
+  async offloadInput(chat: string, message: { role: "user"; content: Block[] | string; [key: string]: unknown }, signal?: AbortSignal) {
+    const content = Array.isArray(message.content) ? message.content.slice() : message.content;
+    const body = { message: { ...message, content } };
+    if (Array.isArray(content)) await this.uploadIfOver(chat, body, [content], signal);
+    return this.call<{ message: { role: "user"; content: Block[] | string; [key: string]: unknown }; stored: string[]; inline: InlineImage[] }>(
+      "POST", this.chatPath(chat, "/hooks/offload-input"), body, { signal });
   }
 
   /**

@@ -1,7 +1,14 @@
 // durachat for pi: a pi coding-agent extension that keeps a session's images
-// and memory in durachat.
+// and memory in durachat. For pi 1.x (@earendil-works) and 0.73.1
+// (@mariozechner): it imports nothing of pi at run time, and the events it
+// uses are in both.
 //
-//   - tool results with images go through after-tool, so the session keeps refs;
+//   - tool results with images go through after-tool, so the session keeps
+//     refs (a call another tool made goes as nested, and is left alone);
+//   - a user's attached images go through offload-input before pi keeps
+//     the message, so the session keeps their refs too;
+//   - images the session still holds inline are offloaded at its start and
+//     before each request, and the session file is written with their refs;
 //   - each model request goes through before-request (pi format), so the
 //     model sees the images again;
 //   - the memory view goes into the system prompt;
@@ -18,11 +25,12 @@
 // as pi would have it, and the extension says so once.
 
 import { createHash } from "node:crypto";
-import type { ExtensionAPI, ExtensionContext, SessionEntry, SessionMessageEntry, ToolResultEvent } from "@mariozechner/pi-coding-agent";
+import { closeSync, existsSync, fsyncSync, openSync, renameSync, writeSync } from "node:fs";
+import type { ExtensionAPI, ExtensionContext, SessionEntry, SessionMessageEntry, ToolResultEvent } from "@earendil-works/pi-coding-agent";
 import { type Block, Client, DurachatError, defaultBodyLimit, type ToolDef, type ToolResult } from "./client.js";
 
 export { Client, DurachatError, defaultBodyLimit, describeImage, refBlock } from "./client.js";
-export type { Block, ToolDef, ToolResult, UploadAnswer, View } from "./client.js";
+export type { Block, InlineImage, ToolDef, ToolResult, UploadAnswer, View } from "./client.js";
 
 export interface DurachatOptions {
   /** The server (DURACHAT_URL; default http://127.0.0.1:8080). */
@@ -76,6 +84,47 @@ function hasRefs(m: any): boolean {
   return (m?.role === "user" || m?.role === "toolResult") && Array.isArray(m.content) && m.content.some(isRefBlock);
 }
 
+/** Whether a message pi keeps holds an image inline: a user message or a tool result with an image block. */
+function hasInline(m: any): boolean {
+  return (m?.role === "user" || m?.role === "toolResult") && Array.isArray(m.content) && m.content.some((b: Block) => b?.type === "image");
+}
+
+/** The key of a message's content in the cache of offloads: the same content, the same refs. */
+function contentKey(m: any): string {
+  return createHash("sha256").update(m.role).update("\n").update(JSON.stringify(m.content)).digest("hex");
+}
+
+/** How many offloaded contents a session remembers, so a message still inline is not sent twice. */
+const offloadCacheSize = 512;
+
+/**
+ * The bound after-tool gets for a tool result already in the session: pi
+ * bounded its text when the tool ran, so no bound applies any more.
+ */
+const noBound = { maxBytes: 1 << 30, maxLines: 1 << 30 };
+
+/**
+ * Writes the session file anew from its entries, whole or not at all (a
+ * new file renamed over the old one). Synchronous, so none of pi's appends
+ * comes between the read of the entries and the rename.
+ */
+function rewriteSessionFile(sm: ExtensionContext["sessionManager"]): void {
+  const file = sm.getSessionFile();
+  const header = sm.getHeader();
+  // Not written yet: pi writes every entry, as they are now, when it first does.
+  if (!file || !header || !existsSync(file)) return;
+  const text = [header, ...sm.getEntries()].map((e) => JSON.stringify(e) + "\n").join("");
+  const tmp = `${file}.durachat-${process.pid}.tmp`;
+  const fd = openSync(tmp, "w");
+  try {
+    writeSync(fd, text);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, file);
+}
+
 /** Content blocks as pi's tools return them. */
 type PiContent = ToolResultEvent["content"];
 
@@ -125,6 +174,12 @@ export function durachat(options: DurachatOptions = {}) {
     const pending: { message: unknown; receipt: string; id?: string }[] = [];
     let flushing: Promise<void> = Promise.resolve();
     let session = 0; // counts session starts: a flush works for the session it began in
+    // The refs of contents offloaded already, by contentKey: a message pi
+    // still holds inline (its copy in the agent's state) is not sent twice.
+    const offloaded = new Map<string, Block[]>();
+    const offloading = new Map<string, Promise<Block[] | undefined>>();
+    // Offloads of what the session still holds inline, one at a time.
+    let leftovers: Promise<void> = Promise.resolve();
 
     const warn = (message: string, ctx: ExtensionContext) => {
       try {
@@ -231,6 +286,99 @@ export function durachat(options: DurachatOptions = {}) {
       clearTimeout(timer);
     }
 
+    /**
+     * Runs an offload: undefined when durachat cannot store the images now
+     * (said once, as every failure), and "refused" when the server refuses
+     * them for good (an image that is not a whole image; said each time):
+     * either way the images stay inline.
+     */
+    async function offloadCall<T>(ctx: ExtensionContext, what: string, fn: () => Promise<T>): Promise<T | "refused" | undefined> {
+      let refused: DurachatError | undefined;
+      const r = await guarded(ctx, `offloading ${what}`, async () => {
+        try {
+          return await fn();
+        } catch (err) {
+          if (err instanceof DurachatError && (err.status === 400 || err.status === 413)) {
+            refused = err;
+            return "refused" as const;
+          }
+          throw err;
+        }
+      });
+      if (refused) warn(`durachat cannot store the images of ${what} (${refused.message}); they stay inline.`, ctx);
+      return r;
+    }
+
+    /**
+     * The content of a user message or a tool result with its images as
+     * refs: offload-input or after-tool (as a call of the model's, with no
+     * bound), or the refs of the same content offloaded before. Undefined
+     * when durachat cannot store them now: the message keeps them.
+     */
+    function withRefs(ctx: ExtensionContext, m: any, signal?: AbortSignal): Promise<Block[] | undefined> {
+      const key = contentKey(m);
+      const known = offloaded.get(key);
+      if (known) return Promise.resolve(known);
+      // The same content being offloaded (pi may build a request while the
+      // message's own handler still offloads it): one call serves both.
+      let running = offloading.get(key);
+      if (!running) {
+        running = offloadContent(ctx, key, m, signal).finally(() => offloading.delete(key));
+        offloading.set(key, running);
+      }
+      return running;
+    }
+
+    async function offloadContent(ctx: ExtensionContext, key: string, m: any, signal?: AbortSignal): Promise<Block[] | undefined> {
+      const r = await offloadCall(ctx, m.role === "user" ? "a user message" : `a result of ${m.toolName}`, async () => {
+        if (m.role === "user") {
+          const a = await client.offloadInput(chat, { ...m, role: "user" }, signal);
+          return { content: a.message.content as Block[], inline: a.inline.length };
+        }
+        const a = await client.afterTool(chat, { id: String(m.toolCallId), name: String(m.toolName) }, { content: m.content, isError: m.isError }, signal, noBound);
+        return { content: a.skipped ? (m.content as Block[]) : a.result.content, inline: a.inline.length };
+      });
+      if (r === undefined) return undefined;
+      // Refused images are not tried again; ones the store could not take now are.
+      const content = r === "refused" ? (m.content as Block[]) : r.content;
+      if (r === "refused" || r.inline === 0) remember(key, content);
+      return content;
+    }
+
+    function remember(key: string, content: Block[]): void {
+      offloaded.set(key, content);
+      if (offloaded.size > offloadCacheSize) offloaded.delete(offloaded.keys().next().value!);
+    }
+
+    /**
+     * Offloads the images the session still holds inline (kept while
+     * durachat was down, from older sessions, or from before the extension
+     * was installed) and writes the session file with their refs. Each
+     * message is sent once; while durachat fails, nothing is tried.
+     */
+    function offloadLeftovers(ctx: ExtensionContext, signal?: AbortSignal): Promise<void> {
+      const mine = session;
+      leftovers = leftovers.then(async () => {
+        let changed = false;
+        try {
+          for (const e of ctx.sessionManager.getEntries()) {
+            if (mine !== session || failing || cancelled(ctx)) break;
+            if (e.type !== "message" || !hasInline(e.message)) continue;
+            const content = await withRefs(ctx, e.message, signal);
+            if (!content || content === (e.message as any).content) continue;
+            // The entry pi holds, changed in place: its next rewrite, and
+            // the agent's state where it shares the message, keep the refs.
+            (e.message as any).content = content;
+            changed = true;
+          }
+          if (changed && mine === session) rewriteSessionFile(ctx.sessionManager);
+        } catch (err) {
+          warn(`durachat cannot write the session's images as refs (${err instanceof Error ? err.message : String(err)}); they stay inline.`, ctx);
+        }
+      });
+      return leftovers;
+    }
+
     function registerTool(def: ToolDef): void {
       if (registered.has(def.name)) return;
       registered.add(def.name);
@@ -263,6 +411,7 @@ export function durachat(options: DurachatOptions = {}) {
         warn(`durachat cannot read the session's messages (${err instanceof Error ? err.message : String(err)}); the ones it has not logged yet stay unlogged.`, ctx);
       }
       if (pending.length > 0) void flush(ctx);
+      void offloadLeftovers(ctx);
       const defs = await guarded(ctx, "reading the memory tools", () => client.tools(chat));
       if (!defs) return;
       for (const def of defs) registerTool(def);
@@ -284,25 +433,46 @@ export function durachat(options: DurachatOptions = {}) {
     pi.on("tool_result", async (event, ctx) => {
       if (!event.content.some((b) => b.type === "image")) return;
       const result: ToolResult = { content: event.content as Block[], isError: event.isError };
-      const r = await guarded(ctx, `offloading the images of ${event.toolName}`, () =>
-        client.afterTool(chat, { id: event.toolCallId, name: event.toolName }, result, ctx.signal));
-      if (!r || r.skipped) return;
+      // A call another tool made (pi 1.x: a code-mode script's) reaches only
+      // that tool, not the transcript: after-tool leaves it as it is.
+      const nested = (event as { parentToolCallId?: string }).parentToolCallId !== undefined;
+      const r = await offloadCall(ctx, `a result of ${event.toolName}`, () =>
+        client.afterTool(chat, { id: event.toolCallId, name: event.toolName, nested }, result, ctx.signal));
+      if (!r || (r !== "refused" && r.skipped)) return;
+      // The message this result becomes is not offloaded again: refused
+      // images stay inline, the others are these refs.
+      const key = contentKey({ role: "toolResult", content: event.content });
+      if (r === "refused") return void remember(key, event.content as Block[]);
+      if (r.inline.length === 0) remember(key, r.result.content);
       return { content: r.result.content as PiContent };
     });
 
     pi.on("context", async (event, ctx) => {
+      // What the session still holds inline goes first, so the model gets
+      // refs for it too: restored, or described for a model of text only.
+      const messages = event.messages.slice();
+      let changed = false;
+      if (!failing && messages.some(hasInline)) {
+        await offloadLeftovers(ctx, ctx.signal);
+        for (const [i, m] of messages.entries()) {
+          if (!hasInline(m) || failing) continue;
+          const content = await withRefs(ctx, m, ctx.signal);
+          if (!content || content === (m as any).content) continue;
+          messages[i] = { ...m, content } as (typeof messages)[number];
+          changed = true;
+        }
+      }
       const at: number[] = [];
-      event.messages.forEach((m, i) => {
+      messages.forEach((m, i) => {
         if (hasRefs(m)) at.push(i);
       });
-      if (at.length === 0) return; // nothing to restore: sent as it is
+      if (at.length === 0) return changed ? { messages } : undefined; // nothing to restore
       // A model that takes no images gets their descriptions.
       const input = ctx.model?.input;
       const mode = (describe ?? (Array.isArray(input) && !input.includes("image"))) ? "describe" : undefined;
       const r = await guarded(ctx, "restoring images", () =>
-        client.beforeRequest(chat, { messages: at.map((i) => event.messages[i]) }, ctx.signal, mode));
-      if (!r) return;
-      const messages = event.messages.slice();
+        client.beforeRequest(chat, { messages: at.map((i) => messages[i]) }, ctx.signal, mode));
+      if (!r) return changed ? { messages } : undefined;
       at.forEach((i, k) => {
         messages[i] = r.request.messages[k] as (typeof messages)[number];
       });
@@ -310,11 +480,21 @@ export function durachat(options: DurachatOptions = {}) {
     });
 
     pi.on("message_end", async (event, ctx) => {
-      const m = event.message as any;
+      let m = event.message as any;
       if (!loggedRoles.has(m?.role)) return;
+      // A user's attached images become refs before pi keeps the message
+      // (pi persists it after this handler, as this handler returns it):
+      // the session file never holds them inline. The input event cannot do
+      // this: the images it passes on must be image blocks.
+      let replaced: typeof m | undefined;
+      if (m.role === "user" && hasInline(m)) {
+        const content = await withRefs(ctx, m, ctx.signal);
+        if (content && content !== m.content) m = replaced = { ...m, content };
+      }
       pending.push({ message: m, receipt: receiptOf(chat, m) });
       // In the background: pi persists the message after this handler.
       void flush(ctx);
+      return replaced ? { message: replaced } : undefined;
     });
 
     pi.on("session_shutdown", async (_event, ctx) => {

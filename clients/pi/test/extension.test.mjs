@@ -3,20 +3,14 @@
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { fauxAssistantMessage, fauxText, fauxToolCall, registerFauxProvider } from "@mariozechner/pi-ai";
-import {
-  AuthStorage,
-  createAgentSession,
-  DefaultResourceLoader,
-  ModelRegistry,
-  SessionManager,
-  SettingsManager,
-} from "@mariozechner/pi-coding-agent";
+import { fauxAssistantMessage, fauxModels, fauxText, fauxToolCall, modelAccess, modelRequest, modern, piAgent, scope } from "./pi.mjs";
 import { buildServer, freePort, noisyPng, png, startServer, tempDir } from "./server.mjs";
+
+const { createAgentSession, DefaultResourceLoader, SessionManager, SettingsManager } = piAgent;
 
 const pkgDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const refText = /^\[image [0-9a-f]{16}\]$/;
@@ -28,16 +22,14 @@ let tmp, bin, faux;
 before(() => {
   tmp = tempDir("durachat-pi-");
   bin = buildServer(tmp.dir);
-  faux = registerFauxProvider({
-    models: [
-      { id: "faux-vision", input: ["text", "image"] },
-      { id: "faux-text", input: ["text"] },
-    ],
-  });
+  faux = fauxModels([
+    { id: "faux-vision", input: ["text", "image"] },
+    { id: "faux-text", input: ["text"] },
+  ]);
 });
 
 after(() => {
-  faux?.unregister();
+  faux?.unregister?.();
   tmp?.remove();
 });
 
@@ -70,7 +62,7 @@ function nameOf(base64) {
  * this package, configured by env (the extension's variables not in env
  * are unset).
  */
-async function openSession({ url, sessionManager, cwd, warnings, model = faux.getModel(), tool = screenshotTool(), env = {} }) {
+async function openSession({ url, sessionManager, cwd, warnings, model = faux.getModel(), tool = screenshotTool(), tools = [tool], env = {}, extension = true }) {
   process.env.DURACHAT_URL = url;
   for (const name of ["DURACHAT_CHAT", "DURACHAT_TOKEN", "DURACHAT_BODY_LIMIT", "DURACHAT_DESCRIBE"]) delete process.env[name];
   Object.assign(process.env, env);
@@ -80,7 +72,7 @@ async function openSession({ url, sessionManager, cwd, warnings, model = faux.ge
     cwd,
     agentDir,
     settingsManager,
-    additionalExtensionPaths: [pkgDir],
+    additionalExtensionPaths: extension ? [pkgDir] : [],
     noSkills: true,
     noPromptTemplates: true,
     noThemes: true,
@@ -88,26 +80,33 @@ async function openSession({ url, sessionManager, cwd, warnings, model = faux.ge
     systemPrompt: "You are a test agent.",
   });
   await resourceLoader.reload();
-  const authStorage = AuthStorage.inMemory();
-  authStorage.setRuntimeApiKey(model.provider, "faux-key");
   const { session, extensionsResult } = await createAgentSession({
     cwd,
     agentDir,
     model,
     thinkingLevel: "off",
-    authStorage,
-    modelRegistry: ModelRegistry.inMemory(authStorage),
+    ...(await modelAccess(faux, model, agentDir)),
     resourceLoader,
     settingsManager,
     sessionManager,
     noTools: "builtin",
-    customTools: [tool],
+    customTools: tools,
   });
   assert.deepEqual(extensionsResult.errors, [], "the extension loads");
   await session.bindExtensions({
     onError: (e) => warnings?.push(`extension error: ${e.error ?? e.message ?? e}`),
   });
   return session;
+}
+
+/**
+ * Ends a session as pi does when it quits: session_shutdown (where the
+ * extension waits for its last messages to be logged, and marks them), then
+ * dispose.
+ */
+async function close(session) {
+  await session.extensionRunner.emit({ type: "session_shutdown", reason: "quit" });
+  session.dispose();
 }
 
 /** The images in a model context's messages, by message role. */
@@ -146,13 +145,7 @@ async function logged(url, chat, n, headers = {}) {
 }
 
 /** What the model got: the system prompt, the messages and the tool names. */
-function snapshot(context) {
-  return {
-    systemPrompt: context.systemPrompt,
-    messages: structuredClone(context.messages),
-    tools: (context.tools ?? []).map((t) => ({ name: t.name })),
-  };
-}
+const snapshot = modelRequest;
 
 function lastToolResult(context) {
   return context.messages.filter((m) => m.role === "toolResult").at(-1);
@@ -227,7 +220,7 @@ test("a screenshot session keeps refs, shows the model the image, zooms back to 
 
     // Every message was logged, each once.
     await logged(server.url, chat, 8); // 2 prompts, 4 assistant messages, 2 tool results
-    session.dispose();
+    await close(session);
 
     // Restart durachat and pi; resume the session.
     await server.stop();
@@ -245,7 +238,7 @@ test("a screenshot session keeps refs, shows the model the image, zooms back to 
     assert.match(resumed.systemPrompt, /<chat>[\s\S]*\[image [0-9a-f]{16}\][\s\S]*<\/chat>/, "the view, with the screenshot's ref, is in the system prompt");
     assert.ok(images(resumed).some((i) => i.role === "toolResult" && i.data === shot), "the resumed history shows the image again");
     await logged(server.url, chat, 10); // only the new prompt and answer
-    session.dispose();
+    await close(session);
   } finally {
     await server.stop();
     work.remove();
@@ -277,7 +270,7 @@ test("without a reachable server the session is pi's own, and the extension says
     const said = warnings.filter((w) => w.includes("durachat"));
     assert.equal(said.length, 1, `said once: ${JSON.stringify(warnings)}`);
     assert.match(said[0], new RegExp(`127\\.0\\.0\\.1:${port}`));
-    session.dispose();
+    await close(session);
   } finally {
     console.warn = warn;
     work.remove();
@@ -356,7 +349,7 @@ test("past the body limit, images are uploaded first: the session keeps refs, ea
       assert.equal(Buffer.from(await r.arrayBuffer()).toString("base64"), data, `${what} is stored byte for byte`);
     }
     assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
-    session.dispose();
+    await close(session);
   } finally {
     globalThis.fetch = realFetch;
     caught.restore();
@@ -392,7 +385,7 @@ test("a model that takes no images gets refs, never image blocks; DURACHAT_DESCR
       ], `${why}: the ref goes as text`);
       assert.deepEqual(images(context), [], `${why}: no image block in the model's request`);
       await logged(server.url, `pi-${session.sessionId}`, 4);
-      session.dispose();
+      await close(session);
     }
     assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
   } finally {
@@ -407,25 +400,36 @@ test("a message the server refuses for good is dropped and said, and the message
   const server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
   const caught = catchWarnings();
   try {
-    const session = await openSession({ url: server.url, sessionManager: SessionManager.inMemory(work.dir), cwd: work.dir });
-    const chat = `pi-${session.sessionId}`;
-    // A PNG cut short: not an image, so the server refuses the user's
-    // message that carries it, on every try.
+    // A PNG cut short: not an image. (pi 1.x drops such an attachment
+    // itself, so the tool returns it.) after-tool refuses it, so the result
+    // keeps it, and the server refuses the message that carries it, on
+    // every try.
     const broken = shot.slice(0, 64);
-    faux.setResponses([fauxAssistantMessage(fauxText("That image is broken."))]);
-    await run(session, "Here is a picture.", { images: [{ type: "image", data: broken, mimeType: "image/png" }] });
+    const session = await openSession({ url: server.url, sessionManager: SessionManager.inMemory(work.dir), cwd: work.dir, tool: screenshotTool(broken) });
+    const chat = `pi-${session.sessionId}`;
+    let context;
+    faux.setResponses([
+      fauxAssistantMessage(fauxToolCall("screenshot", {}, { id: "call_shot" }), { stopReason: "toolUse" }),
+      (c) => {
+        context = snapshot(c);
+        return fauxAssistantMessage(fauxText("That image is broken."));
+      },
+    ]);
+    await run(session, "Here is a picture.");
     faux.setResponses([fauxAssistantMessage(fauxText("Still here."))]);
     await run(session, "Are you there?");
-    await logged(server.url, chat, 3); // both replies and the second prompt; not the refused prompt
+    assert.equal(lastToolResult(context).content[1].data, broken, "the refused image stays inline");
+    await logged(server.url, chat, 5); // every message but the refused result
     const r = await fetch(`${server.url}/v1/chats/${chat}/messages`);
-    const log = JSON.stringify((await r.json()).messages.map((e) => e.message.content));
-    assert.ok(!log.includes("Here is a picture."), `the refused message is not logged: ${log}`);
+    const log = (await r.json()).messages.map((e) => e.message);
+    assert.deepEqual(log.map((m) => m.role), ["user", "assistant", "assistant", "user", "assistant"], "the refused result is not logged");
     for (const want of ["That image is broken.", "Are you there?", "Still here."]) {
-      assert.ok(log.includes(want), `"${want}" is logged after the refused message: ${log}`);
+      assert.ok(JSON.stringify(log).includes(want), `"${want}" is logged after the refused message`);
     }
-    const said = caught.warnings.filter((w) => w.includes("refused a message"));
-    assert.equal(said.length, 1, `the refusal is said once: ${JSON.stringify(caught.warnings)}`);
-    session.dispose();
+    const said = (what) => caught.warnings.filter((w) => w.includes(what));
+    assert.equal(said("refused a message").length, 1, `the refusal is said once: ${JSON.stringify(caught.warnings)}`);
+    assert.equal(said("cannot store the images").length, 1, `that the image stays inline is said once: ${JSON.stringify(caught.warnings)}`);
+    await close(session);
   } finally {
     caught.restore();
     await server.stop();
@@ -450,7 +454,7 @@ test("messages pi kept while the server was down are logged when the session res
     ]);
     await run(session, "Take a screenshot.");
     const file = session.sessionFile;
-    session.dispose();
+    await close(session);
 
     // Resumed with the server up: the four messages are logged, in order, before the next turn's.
     server = await startServer(bin, data);
@@ -463,7 +467,7 @@ test("messages pi kept while the server was down are logged when the session res
     faux.setResponses([fauxAssistantMessage(fauxText("I remember."))]);
     await run(session, "What did you see?");
     await logged(server.url, chat, 6);
-    session.dispose();
+    await close(session);
     assert.deepEqual(appends, ["user", "assistant", "toolResult", "assistant", "user", "assistant"], "the backlog goes first, in order");
     const r = await realFetch(`${server.url}/v1/chats/${chat}/messages`);
     const log = (await r.json()).messages.map((e) => e.message);
@@ -479,7 +483,7 @@ test("messages pi kept while the server was down are logged when the session res
     faux.setResponses([fauxAssistantMessage(fauxText("Still here."))]);
     await run(session, "Are you there?");
     await logged(server.url, chat, 8);
-    session.dispose();
+    await close(session);
     assert.deepEqual(appends, ["user", "assistant"], "only the new turn is sent");
   } finally {
     globalThis.fetch = realFetch;
@@ -502,7 +506,7 @@ test("a turn waits a bounded time for earlier messages to be logged, then goes o
     faux.setResponses([fauxAssistantMessage(fauxText("noted"))]);
     await run(session, "Remember this.");
     const file = session.sessionFile;
-    session.dispose();
+    await close(session);
 
     // The server is up but holds every append until released.
     server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
@@ -525,12 +529,291 @@ test("a turn waits a bounded time for earlier messages to be logged, then goes o
 
     release();
     await logged(server.url, chat, 4); // the backlog, then the new turn
-    session.dispose();
+    await close(session);
   } finally {
     release();
     globalThis.fetch = realFetch;
     caught.restore();
     await server?.stop();
+    work.remove();
+  }
+});
+
+/** The session file's entries. */
+function fileEntries(file) {
+  return readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
+}
+
+/** The image blocks of a session file's messages, with their roles. */
+function fileImages(file) {
+  return fileEntries(file).filter((e) => e.type === "message" && Array.isArray(e.message.content))
+    .flatMap((e) => e.message.content.filter((b) => b.type === "image").map(() => e.message.role));
+}
+
+/** Records the bodies the extension posts to a route of durachat, by route's end, until restored. */
+function recordPosts(ending) {
+  const bodies = [];
+  globalThis.fetch = (input, init = {}) => {
+    if ((init.method ?? "GET") === "POST" && String(input).endsWith(ending)) bodies.push(JSON.parse(init.body));
+    return realFetch(input, init);
+  };
+  return bodies;
+}
+
+test("a user's attached image goes through offload-input: the session file keeps its ref, durachat logs the ref, and the model sees the image", async () => {
+  const work = tempDir("durachat-pi-input-");
+  const server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
+  const caught = catchWarnings();
+  const attached = png(40, 30, [20, 90, 200]);
+  try {
+    const offloads = recordPosts("/hooks/offload-input");
+    const session = await openSession({ url: server.url, sessionManager: SessionManager.create(work.dir, path.join(work.dir, "sessions")), cwd: work.dir });
+    globalThis.fetch = realFetch;
+    const chat = `pi-${session.sessionId}`;
+    let context;
+    faux.setResponses([
+      (c) => {
+        context = snapshot(c);
+        return fauxAssistantMessage(fauxText("A blue box."));
+      },
+    ]);
+    await run(session, "What is this?", { images: [{ type: "image", data: attached, mimeType: "image/png" }] });
+    assert.equal(offloads.length, 1, "the message went through offload-input once");
+
+    const [user] = fileMessages(session.sessionFile, "user");
+    assert.equal(user.content[0].text, "What is this?");
+    assert.match(user.content[1].text, refText, "the session file keeps the attachment as its ref");
+    assert.deepEqual(fileImages(session.sessionFile), [], "no image block in the session file");
+    assert.ok(!readFileSync(session.sessionFile, "utf8").includes(attached.slice(0, 100)), "no base64 in the session file");
+
+    const seen = images(context);
+    assert.equal(seen.length, 1, "the model's request carries the image");
+    assert.equal(seen[0].role, "user");
+    assert.equal(`[image ${nameOf(seen[0].data)}]`, user.content[1].text, "the image the model sees is the one the ref names");
+
+    await logged(server.url, chat, 2);
+    const r = await fetch(`${server.url}/v1/chats/${chat}/messages`);
+    const [logUser] = (await r.json()).messages.map((e) => e.message);
+    assert.deepEqual(logUser.content, user.content, "durachat logs the message as the session keeps it");
+    assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
+    await close(session);
+  } finally {
+    globalThis.fetch = realFetch;
+    caught.restore();
+    await server.stop();
+    work.remove();
+  }
+});
+
+test("images the session holds inline are offloaded at the next start: the file keeps refs, and a text-only model or describe mode gets no image block", async () => {
+  const work = tempDir("durachat-pi-leftovers-");
+  const sessions = path.join(work.dir, "sessions");
+  const caught = catchWarnings();
+  const attached = png(40, 30, [20, 90, 200]);
+  let server;
+  try {
+    // Before the extension: pi keeps an attachment and a screenshot inline.
+    let session = await openSession({ url: "http://127.0.0.1:1", sessionManager: SessionManager.create(work.dir, sessions), cwd: work.dir, extension: false });
+    faux.setResponses([
+      fauxAssistantMessage(fauxToolCall("screenshot", {}, { id: "call_shot" }), { stopReason: "toolUse" }),
+      fauxAssistantMessage(fauxText("A red page.")),
+    ]);
+    await run(session, "Look at this, then take a screenshot.", { images: [{ type: "image", data: attached, mimeType: "image/png" }] });
+    const file = session.sessionFile;
+    await close(session);
+    assert.deepEqual(fileImages(file), ["user", "toolResult"], "without the extension both images are inline");
+    const entriesBefore = fileEntries(file);
+
+    // With the extension and durachat up, on a model of text only.
+    server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
+    for (const { model, env, why } of [
+      { model: faux.getModel("faux-text"), env: {}, why: "a model of text input only" },
+      { model: faux.getModel("faux-vision"), env: { DURACHAT_DESCRIBE: "1" }, why: "DURACHAT_DESCRIBE=1" },
+    ]) {
+      session = await openSession({ url: server.url, sessionManager: SessionManager.open(file, sessions), cwd: work.dir, model, env });
+      let context;
+      faux.setResponses([
+        (c) => {
+          context = snapshot(c);
+          return fauxAssistantMessage(fauxText("I remember both."));
+        },
+      ]);
+      await run(session, "What did you see?");
+      assert.deepEqual(images(context), [], `${why}: no image block in the model's request`);
+      const refs = context.messages.flatMap((m) => (Array.isArray(m.content) ? m.content : [])).filter((b) => b.type === "text" && refText.test(b.text));
+      assert.deepEqual(refs.map((b) => b.text), [`[image ${nameOf(attached)}]`, `[image ${nameOf(shot)}]`], `${why}: the model gets both refs`);
+      await close(session);
+    }
+
+    assert.deepEqual(fileImages(file), [], "the session file now keeps refs");
+    assert.ok(!readFileSync(file, "utf8").includes(shot.slice(0, 100)), "no base64 in the session file");
+    const entriesAfter = fileEntries(file);
+    assert.deepEqual(entriesAfter.slice(0, entriesBefore.length).map((e) => e.id), entriesBefore.map((e) => e.id), "every entry is kept, in order");
+    for (const [i, e] of entriesBefore.entries()) {
+      if (e.type !== "message" || !["user", "toolResult"].includes(e.message.role)) {
+        assert.deepEqual(entriesAfter[i], e, `entry ${e.id} (${e.type}) is unchanged`);
+        continue;
+      }
+      const at = e.message.content.findIndex((b) => b.type === "image");
+      const want = structuredClone(e.message.content);
+      if (at >= 0) want[at] = { type: "text", text: `[image ${nameOf(e.message.content[at].data)}]` };
+      assert.deepEqual(entriesAfter[i].message.content, want, `entry ${e.id}: the image became its ref in place`);
+      assert.deepEqual({ ...entriesAfter[i].message, content: null }, { ...e.message, content: null }, `entry ${e.id}: its other fields are unchanged`);
+    }
+
+    // A vision model sees both images again.
+    session = await openSession({ url: server.url, sessionManager: SessionManager.open(file, sessions), cwd: work.dir });
+    let context;
+    faux.setResponses([
+      (c) => {
+        context = snapshot(c);
+        return fauxAssistantMessage(fauxText("Both."));
+      },
+    ]);
+    await run(session, "Show me again.");
+    assert.deepEqual(images(context).map((i) => [i.role, i.data]), [["user", attached], ["toolResult", shot]], "a vision model gets the images back");
+    await close(session);
+    assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
+  } finally {
+    caught.restore();
+    await server?.stop();
+    work.remove();
+  }
+});
+
+test("a screenshot kept inline while durachat was down is offloaded when it answers again, in the same session", async () => {
+  const work = tempDir("durachat-pi-outage-");
+  const caught = catchWarnings();
+  const port = await freePort();
+  let server;
+  try {
+    const session = await openSession({ url: `http://127.0.0.1:${port}`, sessionManager: SessionManager.create(work.dir, path.join(work.dir, "sessions")), cwd: work.dir, model: faux.getModel("faux-text") });
+    faux.setResponses([
+      fauxAssistantMessage(fauxToolCall("screenshot", {}, { id: "call_shot" }), { stopReason: "toolUse" }),
+      fauxAssistantMessage(fauxText("A page.")),
+    ]);
+    await run(session, "Take a screenshot.");
+    assert.deepEqual(fileImages(session.sessionFile), ["toolResult"], "while durachat is down the screenshot stays inline");
+
+    server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()), undefined, port);
+    let context;
+    faux.setResponses([
+      (c) => {
+        context = snapshot(c);
+        return fauxAssistantMessage(fauxText("A page, I read."));
+      },
+    ]);
+    await run(session, "What was on it?");
+    assert.deepEqual(images(context), [], "the text-only model gets no image block");
+    assert.deepEqual(lastToolResult(context).content[1], { type: "text", text: `[image ${nameOf(shot)}]` }, "it gets the screenshot's ref");
+    assert.deepEqual(fileImages(session.sessionFile), [], "the session file keeps the ref");
+    await logged(server.url, `pi-${session.sessionId}`, 6);
+    const said = caught.warnings.filter((w) => w.includes("durachat"));
+    assert.equal(said.length, 1, `the outage is said once: ${JSON.stringify(said)}`);
+    await close(session);
+  } finally {
+    caught.restore();
+    await server?.stop();
+    work.remove();
+  }
+});
+
+test("a tool call another tool makes goes through after-tool as nested and reaches its caller as it is; the caller's result keeps refs", { skip: !modern && `${scope} 0.73.1 has no nested tool calls` }, async () => {
+  const work = tempDir("durachat-pi-nested-");
+  const server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
+  const caught = catchWarnings();
+  const got = [];
+  // A tool that calls the screenshot tool, as a code-mode script would, and
+  // reports the screenshot as its own result.
+  const inspect = {
+    name: "inspect",
+    label: "Inspect",
+    description: "Inspect the screen.",
+    parameters: { type: "object", properties: {} },
+    async execute(_id, _params, signal, _onUpdate, ctx) {
+      const outcome = await ctx.executeTool("screenshot", {}, { signal });
+      got.push(structuredClone(outcome.result.content));
+      return { content: [{ type: "text", text: "Inspected." }, ...outcome.result.content], details: {} };
+    },
+  };
+  try {
+    const hooks = recordPosts("/hooks/after-tool");
+    const session = await openSession({ url: server.url, sessionManager: SessionManager.create(work.dir, path.join(work.dir, "sessions")), cwd: work.dir, tools: [screenshotTool(), inspect] });
+    let context;
+    faux.setResponses([
+      fauxAssistantMessage(fauxToolCall("inspect", {}, { id: "call_inspect" }), { stopReason: "toolUse" }),
+      (c) => {
+        context = snapshot(c);
+        return fauxAssistantMessage(fauxText("Inspected the page."));
+      },
+    ]);
+    await run(session, "Inspect the screen.");
+    globalThis.fetch = realFetch;
+
+    assert.deepEqual(hooks.map((h) => h.call), [
+      { id: "call_inspect/1", name: "screenshot", nested: true },
+      { id: "call_inspect", name: "inspect", nested: false },
+    ], "the nested call goes as nested, then its caller's result as the model's call");
+    assert.deepEqual(got, [[{ type: "text", text: "Captured the login page." }, { type: "image", data: shot, mimeType: "image/png" }]], "the caller gets the nested result as the tool returned it");
+    const [kept] = fileMessages(session.sessionFile, "toolResult");
+    assert.equal(kept.toolName, "inspect");
+    assert.deepEqual(kept.content.at(-1), { type: "text", text: `[image ${nameOf(shot)}]` }, "the caller's result keeps the ref in the session");
+    assert.deepEqual(fileImages(session.sessionFile), [], "no image block in the session file");
+    assert.equal(lastToolResult(context).content.at(-1).data, shot, "the model sees the screenshot");
+    assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
+    await close(session);
+  } finally {
+    globalThis.fetch = realFetch;
+    caught.restore();
+    await server.stop();
+    work.remove();
+  }
+});
+
+test("the session file after 10 screenshot turns, and with an attached image in each: with the extension it keeps refs", async (t) => {
+  const work = tempDir("durachat-pi-size-");
+  const server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
+  const caught = catchWarnings();
+  // Screenshots of about 120 KB of base64 each, every one different.
+  const shots = Array.from({ length: 10 }, (_, i) => noisyPng(200, 150, 100 + i));
+  const attachments = Array.from({ length: 10 }, (_, i) => noisyPng(120, 90, 200 + i));
+  let turn = 0;
+  const tool = {
+    ...screenshotTool(),
+    async execute() {
+      return { content: [{ type: "text", text: "Captured the page." }, { type: "image", data: shots[turn], mimeType: "image/png" }], details: {} };
+    },
+  };
+  const sizes = {};
+  try {
+    for (const attach of [false, true]) {
+      for (const extension of [false, true]) {
+        const sessions = path.join(work.dir, `sessions-${attach}-${extension}`);
+        const session = await openSession({ url: server.url, sessionManager: SessionManager.create(work.dir, sessions), cwd: work.dir, tool, extension });
+        for (turn = 0; turn < 10; turn++) {
+          faux.setResponses([
+            fauxAssistantMessage(fauxToolCall("screenshot", {}, { id: `call_${turn}` }), { stopReason: "toolUse" }),
+            fauxAssistantMessage(fauxText(`Page ${turn} looks fine.`)),
+          ]);
+          const images = attach ? [{ type: "image", data: attachments[turn], mimeType: "image/png" }] : undefined;
+          await run(session, `Take screenshot ${turn}.`, { images });
+        }
+        const file = session.sessionFile;
+        await close(session);
+        sizes[`${attach ? "screenshots and attachments" : "screenshots"}, ${extension ? "with" : "without"} the extension`] = statSync(file).size;
+        assert.deepEqual(fileImages(file).length, extension ? 0 : attach ? 20 : 10, `${extension ? "with" : "without"} the extension: image blocks in the file`);
+      }
+    }
+    for (const [what, bytes] of Object.entries(sizes)) t.diagnostic(`${scope}: ${what}: ${bytes} bytes`);
+    for (const attach of ["screenshots", "screenshots and attachments"]) {
+      const ratio = sizes[`${attach}, without the extension`] / sizes[`${attach}, with the extension`];
+      t.diagnostic(`${scope}: ${attach}: the file is ${ratio.toFixed(1)} times smaller with the extension`);
+      assert.ok(ratio > 20, `${attach}: with the extension the file is ${ratio.toFixed(1)} times smaller, want over 20`);
+    }
+    assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
+  } finally {
+    caught.restore();
+    await server.stop();
     work.remove();
   }
 });

@@ -31,9 +31,12 @@ export function freePort() {
   });
 }
 
-/** Starts `durachat serve` on data (with tokens, when given) and waits until /healthz answers. */
-export async function startServer(bin, data, tokens) {
-  const port = await freePort();
+/**
+ * Starts `durachat serve` on data (with tokens, when given; on port, when
+ * given) and waits until /healthz answers.
+ */
+export async function startServer(bin, data, tokens, port) {
+  port ??= await freePort();
   const url = `http://127.0.0.1:${port}`;
   const env = { ...process.env, DURACHAT_ADDR: `127.0.0.1:${port}`, DURACHAT_DATA: data, DURACHAT_LOG_LEVEL: "warn" };
   delete env.DURACHAT_TOKENS;

@@ -1,6 +1,7 @@
 // Package wire holds what before-request answers besides the request
-// itself: the type the hooks write and every client reads, so that both
-// decode one definition. It depends on nothing but the standard library.
+// itself: the type the hooks write. The Go client's module depends on
+// nothing of the server's, so it keeps a copy (client/wire.go) that this
+// package's test holds field for field the same.
 package wire
 
 // Unrestored is a ref left as text, and why: "not_found", "unavailable",

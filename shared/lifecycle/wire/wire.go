@@ -1,7 +1,7 @@
 // Package wire holds the answers of the chat lifecycle routes: the types
-// the lifecycle writes and every client reads, so that both decode one
-// definition. It depends on nothing but the standard library and the
-// memory's status types.
+// the lifecycle writes. The Go client's module depends on nothing of the
+// server's, so it keeps a copy (client/wire.go) that this package's test
+// holds field for field the same.
 package wire
 
 import (

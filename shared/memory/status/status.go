@@ -1,6 +1,7 @@
 // Package status holds the answer of a chat's status route: the types the
-// memory writes and every client reads, so that both decode one definition.
-// It depends on nothing but the standard library.
+// memory writes. The Go client's module depends on nothing of the
+// server's, so it keeps a copy (client/wire.go) that this package's test
+// holds field for field the same.
 package status
 
 import "time"

@@ -1,7 +1,7 @@
-// Package clienttest runs a real durachat server in-process, as `durachat
+// Package localtest runs a real durachat server in-process, as `durachat
 // serve` runs it (embedded stores, the offline summarizer, no tokens), for
-// tests of hosts and of the client.
-package clienttest
+// the tests of hosts written in Go (examples/screenshot-agent).
+package localtest
 
 import (
 	"context"
@@ -45,10 +45,10 @@ func Start(dir string, env map[string]string) (*Server, error) {
 		return s, nil
 	case err := <-s.served:
 		cancel()
-		return nil, fmt.Errorf("clienttest: the local server ended before listening: %w", err)
+		return nil, fmt.Errorf("localtest: the local server ended before listening: %w", err)
 	case <-time.After(30 * time.Second):
 		cancel()
-		return nil, errors.New("clienttest: the local server did not listen within 30 s")
+		return nil, errors.New("localtest: the local server did not listen within 30 s")
 	}
 }
 

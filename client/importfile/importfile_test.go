@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/durachat/durachat/shared/importfile"
+	"github.com/durachat/durachat/client/importfile"
 )
 
 func TestParseKeepsMessagesInOrder(t *testing.T) {
@@ -17,6 +17,8 @@ func TestParseKeepsMessagesInOrder(t *testing.T) {
 	}{
 		{name: "export", file: `{"seq":0,"message":{"role":"user","content":"a"}}` + "\n\n" + `{"seq":1,"message":{"role":"user","content":"b"}}`,
 			want: []string{`{"role":"user","content":"a"}`, `{"role":"user","content":"b"}`}},
+		{name: "an export's images keep their place", file: `{"image":{"name":"0123456789abcdef","mimeType":"image/png","data":"AA=="}}` + "\n" + `{"seq":0,"message":{"role":"user","content":[{"type":"text","text":"[image 0123456789abcdef]"}]}}`,
+			want: []string{`image {"name":"0123456789abcdef","mimeType":"image/png","data":"AA=="}`, `{"role":"user","content":[{"type":"text","text":"[image 0123456789abcdef]"}]}`}},
 		{name: "linear session", file: `{"type":"session","version":1}` + "\n" + `{"type":"message","message":{"role":"user","content":"a"}}` + "\n" + `{"type":"thinking_level_change","level":"high"}`,
 			want: []string{`{"role":"user","content":"a"}`}, skipped: 1},
 		{name: "tree takes the last branch", file: `{"type":"session","id":"s"}
@@ -40,8 +42,12 @@ func TestParseKeepsMessagesInOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 			var s []string
-			for _, m := range got {
-				s = append(s, string(m))
+			for _, it := range got {
+				if it.Image != nil {
+					s = append(s, "image "+string(it.Image))
+					continue
+				}
+				s = append(s, string(it.Message))
 			}
 			if strings.Join(s, "\n") != strings.Join(tc.want, "\n") || skipped != tc.skipped {
 				t.Fatalf("Parse = %v, %d skipped; want %v, %d", s, skipped, tc.want, tc.skipped)

@@ -1,7 +1,9 @@
 // Package importfile reads the files durachat imports into a chat: its
 // own exports (JSONL of {"seq", "message"}) and pi coding-agent session
-// files (JSONL of typed entries, a tree since version 2). It depends on the
-// standard library only, so the Go client shares it.
+// files (JSONL of typed entries, a tree since version 2). It lives in the
+// Go client's module, which depends on the standard library only, and the
+// server imports it from there: one parser for the client, the CLI and the
+// import route.
 package importfile
 
 import (
@@ -12,18 +14,32 @@ import (
 	"io"
 )
 
+// Item is one line of a file to import: a pi message to log, or an image
+// an export carries ahead of the messages whose ref blocks name it.
+type Item struct {
+	// Line is the line of the file it was read from, from 1.
+	Line int
+	// Message is a pi message; nil on an image's line.
+	Message json.RawMessage
+	// Image is an exported image, {"name", "mimeType", "data"}: stored
+	// under its name before the messages after it are logged.
+	Image json.RawMessage
+}
+
 // Parse reads an export, or a pi coding-agent session file, into the
-// pi messages to log, in order. A session is a tree (v2 and later: each
-// entry names its parent); its messages are those on the path to its last
-// entry, the branch the session ended on. Lines of other types are counted
-// as skipped.
-func Parse(r io.Reader) (msgs []json.RawMessage, skipped int, err error) {
+// pi messages to log and the images an export carries, in order. A
+// session is a tree (v2 and later: each entry names its parent); its
+// messages are those on the path to its last entry, the branch the
+// session ended on. Lines of other types are counted as skipped.
+func Parse(r io.Reader) (items []Item, skipped int, err error) {
 	type line struct {
 		Type     string          `json:"type"`
 		ID       string          `json:"id"`
 		ParentID *string         `json:"parentId"`
 		Seq      *int64          `json:"seq"`
 		Message  json.RawMessage `json:"message"`
+		Image    json.RawMessage `json:"image"`
+		n        int
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
@@ -41,6 +57,8 @@ func Parse(r io.Reader) (msgs []json.RawMessage, skipped int, err error) {
 			return nil, 0, fmt.Errorf("line %d is not a JSON object: %w", n, err)
 		}
 		l.Message = append(json.RawMessage(nil), l.Message...)
+		l.Image = append(json.RawMessage(nil), l.Image...)
+		l.n = n
 		if l.ParentID != nil || (l.ID != "" && l.Type != "session") {
 			tree = true
 		}
@@ -52,6 +70,7 @@ func Parse(r io.Reader) (msgs []json.RawMessage, skipped int, err error) {
 	keep := func(l line) bool {
 		return (l.Seq != nil || l.Type == "message") && len(l.Message) > 0
 	}
+	item := func(l line) Item { return Item{Line: l.n, Message: l.Message} }
 	if tree {
 		byID := map[string]int{}
 		for i, l := range lines {
@@ -83,20 +102,22 @@ func Parse(r io.Reader) (msgs []json.RawMessage, skipped int, err error) {
 		}
 		for i := len(path) - 1; i >= 0; i-- {
 			if keep(path[i]) {
-				msgs = append(msgs, path[i].Message)
+				items = append(items, item(path[i]))
 			} else if path[i].Type != "session" {
 				skipped++
 			}
 		}
-		return msgs, skipped, nil
+		return items, skipped, nil
 	}
 	for _, l := range lines {
 		switch {
 		case keep(l):
-			msgs = append(msgs, l.Message)
+			items = append(items, item(l))
+		case len(l.Image) > 0 && l.Type == "" && l.Seq == nil:
+			items = append(items, Item{Line: l.n, Image: l.Image})
 		case l.Type != "session":
 			skipped++
 		}
 	}
-	return msgs, skipped, nil
+	return items, skipped, nil
 }

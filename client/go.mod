@@ -1,0 +1,3 @@
+module github.com/durachat/durachat/client
+
+go 1.22
