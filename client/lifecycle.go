@@ -176,6 +176,7 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) 
 		}
 		total.Messages += got.Messages
 		total.Entries += got.Entries
+		total.New += got.New
 		total.Skipped += got.Skipped
 		part.Reset()
 		return nil

@@ -120,13 +120,13 @@ func TestExportThenImportIntoAnotherChatGivesTheSameExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := newClient(t).Chat(src.ID() + "-copy")
-	for range 2 { // the second import logs nothing new
+	for i, wantNew := range []int{2, 0} { // the second import logs nothing new, and says so
 		r, err := dst.Import(ctx, bytes.NewReader(first.Bytes()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Messages != 2 || r.Entries != 2 {
-			t.Fatalf("Import = %+v, want 2 messages as 2 entries", r)
+		if r.Messages != 2 || r.Entries != 2 || r.New != wantNew {
+			t.Fatalf("Import %d = %+v, want 2 messages as 2 entries, %d new", i+1, r, wantNew)
 		}
 	}
 	var again bytes.Buffer

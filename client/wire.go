@@ -195,11 +195,14 @@ type DeleteProgress struct {
 // ImportResult says what an import logged.
 type ImportResult struct {
 	// Messages counts the messages read, Entries the entries they are
-	// logged as (a repeat of an import answers the same entries and logs
-	// nothing new), Skipped the session lines durachat does not log
-	// (another branch, model changes, custom entries).
+	// logged as (a repeat of an import answers the same entries), New
+	// those of them this import logged (0: the chat held the file
+	// already, nothing new was logged), Skipped the session lines
+	// durachat does not log (another branch, model changes, custom
+	// entries).
 	Messages int `json:"messages"`
 	Entries  int `json:"entries"`
+	New      int `json:"new"`
 	Skipped  int `json:"skipped"`
 }
 

@@ -1,9 +1,15 @@
 package infra
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -60,4 +66,110 @@ func functionDeps(t *testing.T, p config.Program) []string {
 		t.Fatalf("go list -deps ./functions/%s: %v", p, err)
 	}
 	return strings.Fields(string(out))
+}
+
+// sdkActions maps each SDK operation the adapters may call, by service
+// package, to the IAM action it needs. (A presigned request is made by
+// whoever holds the URL, with the signer's permissions; a HEAD is a read.)
+var sdkActions = map[string]map[string]string{
+	"dynamodb": {"GetItem": "dynamodb:GetItem", "PutItem": "dynamodb:PutItem", "UpdateItem": "dynamodb:UpdateItem",
+		"DeleteItem": "dynamodb:DeleteItem", "Query": "dynamodb:Query", "Scan": "dynamodb:Scan",
+		"BatchGetItem": "dynamodb:BatchGetItem", "BatchWriteItem": "dynamodb:BatchWriteItem",
+		"TransactWriteItems": "dynamodb:TransactWriteItems", "TransactGetItems": "dynamodb:TransactGetItems"},
+	"s3": {"GetObject": "s3:GetObject", "HeadObject": "s3:GetObject", "PresignGetObject": "s3:GetObject",
+		"PutObject": "s3:PutObject", "PresignPutObject": "s3:PutObject", "CopyObject": "s3:PutObject",
+		"DeleteObject": "s3:DeleteObject", "DeleteObjects": "s3:DeleteObject", "ListObjectsV2": "s3:ListBucket"},
+	"sqs": {"SendMessage": "sqs:SendMessage", "SendMessageBatch": "sqs:SendMessage", "ReceiveMessage": "sqs:ReceiveMessage",
+		"DeleteMessage": "sqs:DeleteMessage", "DeleteMessageBatch": "sqs:DeleteMessage",
+		"ChangeMessageVisibility": "sqs:ChangeMessageVisibility", "GetQueueAttributes": "sqs:GetQueueAttributes"},
+	"bedrockruntime": {"Converse": "bedrock:InvokeModel", "InvokeModel": "bedrock:InvokeModel"},
+	"lambda":         {"Invoke": "lambda:InvokeFunction"},
+}
+
+// neededBesidesCalls are actions a function needs that no call of its code
+// makes: Lambda's SQS poller receives, deletes and reads the queue's
+// attributes with the compact function's role, and S3 answers a read of a
+// missing object with 404 only to a caller that may list the bucket.
+var neededBesidesCalls = map[string][]string{
+	"CompactFunction": {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"},
+}
+
+// calledActions is every IAM action the SDK calls in the durachat packages
+// functions/<p> links would need: each file that imports an AWS service
+// package is read for calls of that service's operations.
+func calledActions(t *testing.T, p config.Program) map[string]bool {
+	t.Helper()
+	const module = "github.com/durachat/durachat/"
+	actions := map[string]bool{}
+	fset := token.NewFileSet()
+	for _, pkg := range functionDeps(t, p) {
+		rel, ok := strings.CutPrefix(pkg, module)
+		if !ok {
+			continue
+		}
+		files, err := filepath.Glob(filepath.Join("..", rel, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range files {
+			if strings.HasSuffix(file, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var services []string
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				if svc, ok := strings.CutPrefix(path, "github.com/aws/aws-sdk-go-v2/service/"); ok && !strings.Contains(svc, "/") {
+					services = append(services, svc)
+				}
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				for _, svc := range services {
+					if a, ok := sdkActions[svc][sel.Sel.Name]; ok {
+						actions[a] = true
+					}
+				}
+				return true
+			})
+		}
+	}
+	return actions
+}
+
+// TestEveryGrantedActionIsCalledByTheCode: a function's policy grants no
+// action its code never needs (an action nothing calls is a grant an
+// attacker could use and nobody would miss). The other direction, that it
+// may do no more than its routes need where its packages could, is
+// allowed in template_test.go.
+func TestEveryGrantedActionIsCalledByTheCode(t *testing.T) {
+	for _, params := range []map[string]any{defaults, allOptions} {
+		s := load(t, params)
+		for name, p := range functions {
+			called := calledActions(t, p)
+			for _, a := range neededBesidesCalls[name] {
+				called[a] = true
+			}
+			if called["s3:GetObject"] {
+				called["s3:ListBucket"] = true
+			}
+			for _, g := range grants(t, s.function(t, name)) {
+				for _, a := range g.actions {
+					if !called[a] {
+						t.Errorf("%s may %s, which none of its code calls (it calls %v)", name, a, slices.Sorted(maps.Keys(called)))
+					}
+				}
+			}
+		}
+	}
 }

@@ -48,14 +48,19 @@ var (
 		"BedrockInferenceProfile": "global",
 		"CompactorFunction":       "my-compactor",
 		"AlarmTopicArn":           "arn:aws:sns:us-east-1:123456789012:alerts",
-		// 0: reserve no concurrency.
-		"RestoreConcurrency": "0",
-		"OffloadConcurrency": "0",
-		"MemoryConcurrency":  "0",
-		"CompactConcurrency": "0",
+		"TableDeletionProtection": "false",
+		"BackupRetentionDays":     "35",
+		// Reserved concurrency (none by default).
+		"RestoreConcurrency": "20",
+		"OffloadConcurrency": "20",
+		"MemoryConcurrency":  "40",
+		"CompactConcurrency": "5",
 	}
 	// compactorByARN names the custom compactor by ARN, in another Region.
 	compactorByARN = map[string]any{"CompactorFunction": compactorARN}
+	// alarmEmail subscribes an address to the stack's own alarm topic
+	// (which allOptions replaces with an existing one).
+	alarmEmail = map[string]any{"AlarmEmail": "ops@example.com"}
 )
 
 const compactorARN = "arn:aws:lambda:eu-west-1:210987654321:function:their-compactor"
@@ -195,6 +200,9 @@ type stack struct {
 	// goformation's types and SAM schema predate: load takes it out of the
 	// functions before they are parsed and checked.
 	logging map[string]map[string]any
+	// recoveryDays is the table's PointInTimeRecoverySpecification
+	// RecoveryPeriodInDays, which goformation's types also predate.
+	recoveryDays map[string]any
 }
 
 // schemaDoc is the template for the schema check: resolved, but with the
@@ -208,6 +216,21 @@ func (s stack) schemaDoc() map[string]any {
 	// goformation's SAM schema predates the Rules section; cfn-lint checks
 	// it, and params_test.go what it refuses.
 	delete(doc, "Rules")
+	// Its schema also types a parameter's MinValue and MaxValue as strings;
+	// CloudFormation documents them as numbers (and goformation's own
+	// types parse them so).
+	params, _ := doc["Parameters"].(map[string]any)
+	doc["Parameters"] = maps.Clone(params)
+	for name, p := range params {
+		pm, _ := p.(map[string]any)
+		pm = maps.Clone(pm)
+		for _, k := range []string{"MinValue", "MaxValue"} {
+			if v, ok := pm[k].(float64); ok {
+				pm[k] = strconv.FormatFloat(v, 'f', -1, 64)
+			}
+		}
+		doc["Parameters"].(map[string]any)[name] = pm
+	}
 	return doc
 }
 
@@ -230,18 +253,19 @@ func load(t *testing.T, params map[string]any) stack {
 	}
 	localstack.DropNoValue(raw)
 	logging := map[string]map[string]any{}
+	recoveryDays := map[string]any{}
 	resources, _ := raw["Resources"].(map[string]any)
 	for name, r := range resources {
 		res, _ := r.(map[string]any)
 		props, _ := res["Properties"].(map[string]any)
-		// A Number parameter's value reaches a property as a string, which
-		// CloudFormation converts; the typed parse wants the number.
-		if v, ok := props["ReservedConcurrentExecutions"].(string); ok {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				t.Fatalf("%s: ReservedConcurrentExecutions %q is not a number", name, v)
+		if err := convertParameterValues(props); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if pitr, ok := props["PointInTimeRecoverySpecification"].(map[string]any); ok && res["Type"] == "AWS::DynamoDB::Table" {
+			if d, ok := pitr["RecoveryPeriodInDays"]; ok {
+				recoveryDays[name] = d
+				delete(pitr, "RecoveryPeriodInDays")
 			}
-			props["ReservedConcurrentExecutions"] = n
 		}
 		if lc, ok := props["LoggingConfig"].(map[string]any); ok && res["Type"] == "AWS::Serverless::Function" {
 			logging[name] = lc
@@ -265,7 +289,50 @@ func load(t *testing.T, params map[string]any) stack {
 	if err := json.Unmarshal(written, &unresolved); err != nil {
 		t.Fatal(err)
 	}
-	return stack{Template: tpl, raw: raw, conditions: unresolved.Conditions, logging: logging}
+	return stack{Template: tpl, raw: raw, conditions: unresolved.Conditions, logging: logging, recoveryDays: recoveryDays}
+}
+
+// parameterTyped names the properties a parameter sets whose type is not
+// a string: a parameter's value reaches them as a string, which
+// CloudFormation converts; the typed parse wants the number or boolean.
+var parameterTyped = map[string]string{
+	"ReservedConcurrentExecutions": "int",
+	"NoncurrentDays":               "int",
+	"RecoveryPeriodInDays":         "int",
+	"DeletionProtectionEnabled":    "bool",
+}
+
+// convertParameterValues converts, anywhere under v, the string values of
+// the properties parameterTyped names.
+func convertParameterValues(v any) error {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if s, ok := e.(string); ok && parameterTyped[k] != "" {
+				var err error
+				switch parameterTyped[k] {
+				case "int":
+					x[k], err = strconv.Atoi(s)
+				case "bool":
+					x[k], err = strconv.ParseBool(s)
+				}
+				if err != nil {
+					return fmt.Errorf("%s %q is not a%s", k, s, map[string]string{"int": " number", "bool": " boolean"}[parameterTyped[k]])
+				}
+				continue
+			}
+			if err := convertParameterValues(e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if err := convertParameterValues(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (s stack) function(t *testing.T, name string) *serverless.Function {
@@ -481,7 +548,7 @@ var allowed = map[string]map[string][]string{
 		// Claiming a staged upload; deleting a chat's images and texts.
 		"s3:DeleteObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
 		"dynamodb:GetItem": {"GetAtt:Table.Arn"}, "dynamodb:PutItem": {"GetAtt:Table.Arn"},
-		"dynamodb:UpdateItem": {"GetAtt:Table.Arn"}, "dynamodb:Query": {"GetAtt:Table.Arn"},
+		"dynamodb:Query":        {"GetAtt:Table.Arn"},
 		"dynamodb:BatchGetItem": {"GetAtt:Table.Arn"},
 		"sqs:SendMessage":       {"GetAtt:BuildQueue.Arn"},
 		// Deleting a chat: its rows, and the images only it named.
@@ -492,7 +559,7 @@ var allowed = map[string]map[string][]string{
 		"s3:GetObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
 		"s3:PutObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*.description"},
 		"dynamodb:GetItem": {"GetAtt:Table.Arn"}, "dynamodb:PutItem": {"GetAtt:Table.Arn"},
-		"dynamodb:UpdateItem": {"GetAtt:Table.Arn"}, "dynamodb:Query": {"GetAtt:Table.Arn"},
+		"dynamodb:Query":        {"GetAtt:Table.Arn"},
 		"dynamodb:BatchGetItem": {"GetAtt:Table.Arn"},
 		"sqs:ReceiveMessage":    {"GetAtt:BuildQueue.Arn"}, "sqs:DeleteMessage": {"GetAtt:BuildQueue.Arn"},
 		"sqs:ChangeMessageVisibility": {"GetAtt:BuildQueue.Arn"}, "sqs:GetQueueAttributes": {"GetAtt:BuildQueue.Arn"},
@@ -549,34 +616,31 @@ func TestRestoreCannotWrite(t *testing.T) {
 // S3 answers a read of a missing object with 403 unless the caller may list
 // the bucket. Every function that reads stored objects must tell "never
 // stored" (a ref left as text, a leaf built as text) from a failure (a
-// retry), so each may list the bucket; and only under the prefixes it reads
-// (S3 checks that listing with the missing object's key as s3:prefix).
-func TestObjectReadersMayListOnlyWhereTheyReadSoMissingIsNotFound(t *testing.T) {
+// retry), so each may list the bucket. Without a condition: S3 documents
+// the 404 for a caller allowed s3:ListBucket on the bucket, and nothing
+// about how a condition on s3:prefix would take part in that check.
+func TestObjectReadersMayListTheBucketSoMissingIsNotFound(t *testing.T) {
 	const bucket = "arn:{AWS::Partition}:s3:::Ref:Bucket"
 	for _, params := range []map[string]any{defaults, allOptions} {
 		s := load(t, params)
 		for name := range functions {
-			var reads, lists []string
+			var reads bool
+			var lists []grant
 			for _, g := range grants(t, s.function(t, name)) {
-				if slices.Contains(g.actions, "s3:GetObject") {
-					for _, r := range g.resources {
-						reads = append(reads, strings.TrimPrefix(r, bucket+"/"))
-					}
+				reads = reads || slices.Contains(g.actions, "s3:GetObject")
+				if slices.Contains(g.actions, "s3:ListBucket") {
+					lists = append(lists, g)
 				}
-				if !slices.Contains(g.actions, "s3:ListBucket") {
-					continue
-				}
-				like, _ := g.condition["StringLike"].(map[string]any)
-				prefixes := strs(like["s3:prefix"])
-				if len(g.condition) != 1 || len(like) != 1 || len(prefixes) == 0 {
-					t.Errorf("%s may list the bucket under any prefix (condition %v), want StringLike on s3:prefix only", name, g.condition)
-				}
-				lists = append(lists, prefixes...)
 			}
-			slices.Sort(reads)
-			slices.Sort(lists)
-			if !slices.Equal(reads, lists) {
-				t.Errorf("%s reads %v but may list %v: a missing object under a prefix it reads would be a 403, and listing elsewhere is not needed", name, reads, lists)
+			if !reads {
+				if len(lists) != 0 {
+					t.Errorf("%s reads no object but may list the bucket", name)
+				}
+				continue
+			}
+			if len(lists) != 1 || !slices.Equal(lists[0].actions, []string{"s3:ListBucket"}) ||
+				!slices.Equal(lists[0].resources, []string{bucket}) || len(lists[0].condition) != 0 {
+				t.Errorf("%s reads objects; its listing grants are %+v, want one s3:ListBucket on %s without a condition", name, lists, bucket)
 			}
 		}
 	}
@@ -628,6 +692,88 @@ func TestTableKeepsDataWithTTLAndPointInTimeRecovery(t *testing.T) {
 	}
 	if tbl.AWSCloudFormationDeletionPolicy != "Retain" {
 		t.Errorf("deletion policy %q", tbl.AWSCloudFormationDeletionPolicy)
+	}
+}
+
+// The table cannot be deleted by mistake: deletion protection is on unless
+// the parameter turns it off.
+func TestTableIsDeletionProtectedByDefault(t *testing.T) {
+	for _, tt := range []struct {
+		params map[string]any
+		want   bool
+	}{
+		{defaults, true},
+		{map[string]any{"TableDeletionProtection": "false"}, false},
+	} {
+		tbl, err := load(t, tt.params).GetDynamoDBTableWithName("Table")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tbl.DeletionProtectionEnabled; got == nil || *got != tt.want {
+			t.Errorf("with %v: deletion protection %v, want %v", tt.params, got, tt.want)
+		}
+	}
+}
+
+// A deleted or overwritten object stays recoverable as a noncurrent version
+// for BackupRetentionDays and is then removed; the table's point-in-time
+// recovery window is the same, so a restore finds the images its rows
+// name, and a deleted chat leaves the bucket and the table's backups within
+// those days (plus the day S3's lifecycle may take). No rule expires a
+// current image or text: only chats' deletions remove them.
+func TestDeletedObjectsStayRecoverableForTheBackupDaysThenGo(t *testing.T) {
+	for _, days := range []string{"", "3"} {
+		params := map[string]any{}
+		want := 7 // the default, which docs/api.md states
+		if days != "" {
+			params["BackupRetentionDays"] = days
+			want, _ = strconv.Atoi(days)
+		}
+		s := load(t, params)
+		b, err := s.GetS3BucketWithName("Bucket")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.VersioningConfiguration == nil || b.VersioningConfiguration.Status != "Enabled" {
+			t.Fatalf("versioning %+v, want Enabled", b.VersioningConfiguration)
+		}
+		if b.LifecycleConfiguration == nil {
+			t.Fatal("no lifecycle rules")
+		}
+		var noncurrent []int
+		var markers bool
+		for _, r := range b.LifecycleConfiguration.Rules {
+			if r.Status != "Enabled" {
+				continue
+			}
+			if r.NoncurrentVersionExpiration != nil {
+				if deref(r.Prefix) != "" || r.TagFilters != nil || r.ObjectSizeGreaterThan != nil || r.ObjectSizeLessThan != nil {
+					t.Errorf("rule %s expires old versions under %q only", deref(r.Id), deref(r.Prefix))
+				}
+				noncurrent = append(noncurrent, r.NoncurrentVersionExpiration.NoncurrentDays)
+			}
+			markers = markers || deref(r.ExpiredObjectDeleteMarker)
+			if (r.ExpirationInDays != nil || r.ExpirationDate != nil) && deref(r.Prefix) != "uploads/" {
+				t.Errorf("rule %s expires current objects under %q: only staged uploads expire by age", deref(r.Id), deref(r.Prefix))
+			}
+		}
+		if !slices.Equal(noncurrent, []int{want}) {
+			t.Errorf("noncurrent versions expire after %v days, want %d", noncurrent, want)
+		}
+		if !markers {
+			t.Error("delete markers left without versions are never removed")
+		}
+		if got := fmt.Sprint(s.recoveryDays["Table"]); got != strconv.Itoa(want) {
+			t.Errorf("the table's point-in-time recovery window is %s days, want %d, as long as the bucket keeps deleted versions", got, want)
+		}
+	}
+	// docs/api.md states the default for a deleted chat's data.
+	doc, err := os.ReadFile("../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "within 8 days") {
+		t.Error("docs/api.md does not say that a deleted chat's images are gone within 8 days (BackupRetentionDays 7, plus a day)")
 	}
 }
 
@@ -732,10 +878,22 @@ func TestAMessageInTheDLQRaisesAnAlarm(t *testing.T) {
 		if a.ComparisonOperator != "GreaterThanThreshold" || a.Threshold == nil || *a.Threshold != 0 {
 			t.Errorf("alarm fires on %s %v", a.ComparisonOperator, a.Threshold)
 		}
-		_, withTopic := params["AlarmTopicArn"]
-		if withTopic != (len(a.AlarmActions) == 1) {
-			t.Errorf("alarm actions %v with topic %v", a.AlarmActions, withTopic)
+		if !slices.Equal(a.AlarmActions, []string{topicOf(params)}) {
+			t.Errorf("alarm actions %v, want %s", a.AlarmActions, topicOf(params))
 		}
+	}
+}
+
+// The DLQ holds builds that never succeeded: deleting or replacing the
+// stack's queue must not take them along.
+func TestDeadLetterQueueIsRetained(t *testing.T) {
+	q, err := load(t, defaults).GetSQSQueueWithName("BuildDeadLetterQueue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.AWSCloudFormationDeletionPolicy != "Retain" || q.AWSCloudFormationUpdateReplacePolicy != "Retain" {
+		t.Errorf("DLQ deletion policy %q, update replace policy %q, want Retain for both",
+			q.AWSCloudFormationDeletionPolicy, q.AWSCloudFormationUpdateReplacePolicy)
 	}
 }
 
@@ -870,21 +1028,26 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-func TestEveryFunctionHasAReservedConcurrencyParameter(t *testing.T) {
-	want := map[string]int{"RestoreFunction": 20, "OffloadFunction": 20, "MemoryFunction": 40, "CompactFunction": 5}
+// A new account's concurrency quota can be far below what reserving
+// would need (Lambda keeps 100 unreserved), so no function reserves
+// concurrency unless its parameter asks; the compact function's fan-out
+// stays bounded by its event source mapping either way.
+func TestNoFunctionReservesConcurrencyUnlessAsked(t *testing.T) {
+	asked := map[string]any{"RestoreConcurrency": "20", "OffloadConcurrency": "21", "MemoryConcurrency": "40", "CompactConcurrency": "5"}
 	resources := func(params map[string]any) map[string]any {
 		r, _ := load(t, params).raw["Resources"].(map[string]any)
 		return r
 	}
-	byDefault, none := resources(defaults), resources(allOptions)
-	for fn, n := range want {
+	byDefault, reserved := resources(defaults), resources(asked)
+	for fn, param := range map[string]string{"RestoreFunction": "RestoreConcurrency", "OffloadFunction": "OffloadConcurrency",
+		"MemoryFunction": "MemoryConcurrency", "CompactFunction": "CompactConcurrency"} {
 		props := byDefault[fn].(map[string]any)["Properties"].(map[string]any)
-		if got := props["ReservedConcurrentExecutions"]; fmt.Sprint(got) != fmt.Sprint(n) {
-			t.Errorf("%s: reserved concurrency %v by default, want %d", fn, got, n)
-		}
-		props = none[fn].(map[string]any)["Properties"].(map[string]any)
 		if got, ok := props["ReservedConcurrentExecutions"]; ok {
-			t.Errorf("%s: reserved concurrency %v with the parameter 0, want none", fn, got)
+			t.Errorf("%s reserves %v by default, want none", fn, got)
+		}
+		props = reserved[fn].(map[string]any)["Properties"].(map[string]any)
+		if got := fmt.Sprint(props["ReservedConcurrentExecutions"]); got != asked[param] {
+			t.Errorf("%s reserves %s with %s=%s", fn, got, param, asked[param])
 		}
 	}
 }

@@ -36,7 +36,10 @@ func importCmd(ctx context.Context, args []string, lookup func(string) (string, 
 	url := fs.String("url", "", "a durachat server's base URL")
 	token := fs.String("token", "", "the server's bearer token")
 	tenant := fs.String("tenant", config.LocalTenant, "the tenant, importing into the data directory")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		_, err := fmt.Fprint(stdout, importUsage)
+		return err
+	} else if err != nil {
 		return usageError(err.Error() + "\n" + importUsage)
 	}
 	if *chat == "" || fs.NArg() != 1 {
@@ -69,8 +72,21 @@ func importCmd(ctx context.Context, args []string, lookup func(string) (string, 
 	} else if res, err = importLocal(ctx, lookup, *tenant, *chat, in); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "imported %d messages into %s as %d entries (%d lines skipped)\n", res.Messages, *chat, res.Entries, res.Skipped)
+	_, err = fmt.Fprintln(stdout, importSummary(*chat, res))
 	return err
+}
+
+// importSummary says what an import logged, and plainly when it logged
+// nothing new.
+func importSummary(chat string, res *client.ImportResult) string {
+	skipped := fmt.Sprintf("%d lines skipped", res.Skipped)
+	switch {
+	case res.Entries > 0 && res.New == 0:
+		return fmt.Sprintf("nothing new: %s holds the file's %d messages already, as %d entries (%s)", chat, res.Messages, res.Entries, skipped)
+	case res.New < res.Entries:
+		return fmt.Sprintf("imported %d messages into %s as %d entries, %d of them new (%s)", res.Messages, chat, res.Entries, res.New, skipped)
+	}
+	return fmt.Sprintf("imported %d messages into %s as %d entries (%s)", res.Messages, chat, res.Entries, skipped)
 }
 
 func openInput(name string) (io.Reader, func(), error) {
@@ -109,5 +125,5 @@ func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant
 	if err != nil {
 		return nil, err
 	}
-	return &client.ImportResult{Messages: res.Messages, Entries: res.Entries, Skipped: res.Skipped + skipped}, nil
+	return &client.ImportResult{Messages: res.Messages, Entries: res.Entries, New: res.New, Skipped: res.Skipped + skipped}, nil
 }

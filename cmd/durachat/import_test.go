@@ -51,15 +51,22 @@ func TestImportLoadsAPiSessionIntoADataDirOrThroughAServerOnce(t *testing.T) {
 		`{"content":[{"text":"done","type":"text"}],"role":"assistant","timestamp":1767225602000}`
 
 	// Into the data directory of a server that is not running.
+	// The second time says that nothing new was logged.
+	said := func(chat string) []string {
+		return []string{
+			"imported 2 messages into " + chat + " as 2 entries (0 lines skipped)\n",
+			"nothing new: " + chat + " holds the file's 2 messages already, as 2 entries (0 lines skipped)\n",
+		}
+	}
 	dir := t.TempDir()
 	env := map[string]string{config.EnvData: dir, config.EnvAddr: "127.0.0.1:0"}
-	for range 2 {
+	for i := range 2 {
 		var out bytes.Buffer
 		if err := run(t.Context(), []string{"import", "-chat", "s1", file}, lookup(env), &out, nil); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(out.String(), "imported 2 messages into s1 as 2 entries (0 lines skipped)") {
-			t.Fatalf("import said %q", out.String())
+		if want := said("s1")[i]; out.String() != want {
+			t.Fatalf("import %d said %q, want %q", i+1, out.String(), want)
 		}
 	}
 	base, stop := start(t, env)
@@ -68,10 +75,13 @@ func TestImportLoadsAPiSessionIntoADataDirOrThroughAServerOnce(t *testing.T) {
 	}
 
 	// Through the server.
-	for range 2 {
+	for i := range 2 {
 		var out bytes.Buffer
 		if err := run(t.Context(), []string{"import", "-chat", "s2", "-url", base, file}, lookup(nil), &out, nil); err != nil {
 			t.Fatal(err)
+		}
+		if want := said("s2")[i]; out.String() != want {
+			t.Fatalf("import %d through the server said %q, want %q", i+1, out.String(), want)
 		}
 	}
 	if got := strings.Join(messagesOf(t, base, "s2"), "\n"); got != want {
@@ -116,5 +126,19 @@ func TestImportRefusesChatIDsTheAPIRefuses(t *testing.T) {
 				t.Fatalf("the data directory holds %v (%v), want nothing written", entries, err)
 			}
 		})
+	}
+}
+
+// TestImportHelpPrintsUsageAndSucceeds: -h (or -help) is a question, not
+// a mistake: the usage goes to standard output and the command succeeds.
+func TestImportHelpPrintsUsageAndSucceeds(t *testing.T) {
+	for _, flag := range []string{"-h", "-help", "--help"} {
+		var out bytes.Buffer
+		if err := run(t.Context(), []string{"import", flag}, lookup(nil), &out, nil); err != nil {
+			t.Fatalf("import %s = %v, want nil", flag, err)
+		}
+		if out.String() != importUsage {
+			t.Fatalf("import %s printed %q, want the usage", flag, out.String())
+		}
 	}
 }

@@ -158,10 +158,21 @@ func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importf
 	var batch []pi.Message
 	var named transcript.NamedImages // by the batch: an append names at most transcript.MaxNamedImages
 	h := sha256.New()
+	// held is the chat's length before the first append: an entry id
+	// below it was logged by an earlier import, one at or past it by
+	// this one (a repeated append answers the ids it logged first).
+	held := int64(-1)
 	flush := func() error {
 		named = transcript.NamedImages{}
 		if len(batch) == 0 {
 			return nil
+		}
+		if held < 0 {
+			n, err := c.log.Len(ctx, tenant, chat)
+			if err != nil {
+				return err
+			}
+			held = n
 		}
 		receipt := "import/" + hex.EncodeToString(h.Sum(nil)[:16])
 		ids, err := c.log.Append(ctx, tenant, chat, batch, receipt)
@@ -169,6 +180,11 @@ func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importf
 			return err
 		}
 		res.Entries += len(ids)
+		for _, id := range ids {
+			if id >= held {
+				res.New++
+			}
+		}
 		if c.memory != nil && len(ids) > 0 {
 			// The entries are durable; memory finds them on any later call.
 			_ = c.memory.Appended(ctx, tenant, chat, ids[len(ids)-1]+1)

@@ -825,3 +825,35 @@ func jsonEqualLines(got, want []string) bool {
 	}
 	return true
 }
+
+// TestAnImportSaysHowManyOfItsEntriesItLogged: New counts the entries
+// this import logged, so a repeat of the same file answers 0, also in a
+// chat that held entries before the first.
+func TestAnImportSaysHowManyOfItsEntriesItLogged(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			e.append("alice", "c", user("logged before the import"))
+			var items []importfile.Item
+			for i, text := range []string{"one", "two"} {
+				raw, err := json.Marshal(user(text))
+				if err != nil {
+					t.Fatal(err)
+				}
+				items = append(items, importfile.Item{Line: i + 1, Message: raw})
+			}
+			for round, wantNew := range []int{2, 0, 0} {
+				res, err := e.chats.Import(t.Context(), "alice", "c", items)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Messages != 2 || res.Entries != 2 || res.New != wantNew {
+					t.Fatalf("import %d = %+v, want 2 messages as 2 entries, %d new", round+1, res, wantNew)
+				}
+			}
+			if p := e.messages("alice", "c", ""); len(p.Messages) != 3 {
+				t.Fatalf("the chat holds %d messages, want 3", len(p.Messages))
+			}
+		})
+	}
+}

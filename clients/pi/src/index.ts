@@ -94,8 +94,12 @@ function contentKey(m: any): string {
   return createHash("sha256").update(m.role).update("\n").update(JSON.stringify(m.content)).digest("hex");
 }
 
-/** How many offloaded contents a session remembers, so a message still inline is not sent twice. */
-const offloadCacheSize = 512;
+/**
+ * How much of offloaded contents (their refs and text, as JSON) a session
+ * remembers, so a message still inline is not sent twice: the oldest go
+ * first.
+ */
+const offloadCacheBytes = 4 << 20;
 
 /**
  * The bound after-tool gets for a tool result already in the session: pi
@@ -176,7 +180,8 @@ export function durachat(options: DurachatOptions = {}) {
     let session = 0; // counts session starts: a flush works for the session it began in
     // The refs of contents offloaded already, by contentKey: a message pi
     // still holds inline (its copy in the agent's state) is not sent twice.
-    const offloaded = new Map<string, Block[]>();
+    const offloaded = new Map<string, { content: Block[]; size: number }>();
+    let offloadedBytes = 0;
     const offloading = new Map<string, Promise<Block[] | undefined>>();
     // Offloads of what the session still holds inline, one at a time.
     let leftovers: Promise<void> = Promise.resolve();
@@ -317,7 +322,7 @@ export function durachat(options: DurachatOptions = {}) {
      */
     function withRefs(ctx: ExtensionContext, m: any, signal?: AbortSignal): Promise<Block[] | undefined> {
       const key = contentKey(m);
-      const known = offloaded.get(key);
+      const known = offloaded.get(key)?.content;
       if (known) return Promise.resolve(known);
       // The same content being offloaded (pi may build a request while the
       // message's own handler still offloads it): one call serves both.
@@ -346,8 +351,15 @@ export function durachat(options: DurachatOptions = {}) {
     }
 
     function remember(key: string, content: Block[]): void {
-      offloaded.set(key, content);
-      if (offloaded.size > offloadCacheSize) offloaded.delete(offloaded.keys().next().value!);
+      const size = JSON.stringify(content).length;
+      if (size > offloadCacheBytes || offloaded.has(key)) return;
+      offloaded.set(key, { content, size });
+      offloadedBytes += size;
+      for (const [oldest, { size: n }] of offloaded) {
+        if (offloadedBytes <= offloadCacheBytes) break;
+        offloaded.delete(oldest);
+        offloadedBytes -= n;
+      }
     }
 
     /**

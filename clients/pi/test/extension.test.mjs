@@ -62,12 +62,12 @@ function nameOf(base64) {
  * this package, configured by env (the extension's variables not in env
  * are unset).
  */
-async function openSession({ url, sessionManager, cwd, warnings, model = faux.getModel(), tool = screenshotTool(), tools = [tool], env = {}, extension = true }) {
+async function openSession({ url, sessionManager, cwd, warnings, model = faux.getModel(), tool = screenshotTool(), tools = [tool], env = {}, extension = true, settings = {} }) {
   process.env.DURACHAT_URL = url;
   for (const name of ["DURACHAT_CHAT", "DURACHAT_TOKEN", "DURACHAT_BODY_LIMIT", "DURACHAT_DESCRIBE"]) delete process.env[name];
   Object.assign(process.env, env);
   const agentDir = path.join(cwd, ".agent");
-  const settingsManager = SettingsManager.inMemory({ compaction: { enabled: false }, retry: { enabled: false } });
+  const settingsManager = SettingsManager.inMemory({ compaction: { enabled: false }, retry: { enabled: false }, ...settings });
   const resourceLoader = new DefaultResourceLoader({
     cwd,
     agentDir,
@@ -595,6 +595,10 @@ test("a user's attached image goes through offload-input: the session file keeps
     const r = await fetch(`${server.url}/v1/chats/${chat}/messages`);
     const [logUser] = (await r.json()).messages.map((e) => e.message);
     assert.deepEqual(logUser.content, user.content, "durachat logs the message as the session keeps it");
+    if (modern) {
+      // pi 1.x keeps the prompt and the tools as a system entry: pi's own, not logged.
+      assert.equal(fileMessages(session.sessionFile, "system").length, 1, "the session file has pi's system entry");
+    }
     assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
     await close(session);
   } finally {
@@ -811,6 +815,55 @@ test("the session file after 10 screenshot turns, and with an attached image in 
       assert.ok(ratio > 20, `${attach}: with the extension the file is ${ratio.toFixed(1)} times smaller, want over 20`);
     }
     assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
+  } finally {
+    caught.restore();
+    await server.stop();
+    work.remove();
+  }
+});
+
+test("an attached image durachat cannot store stays inline, said once; the model sees it and the session goes on", async () => {
+  const work = tempDir("durachat-pi-input-refused-");
+  const server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
+  const caught = catchWarnings();
+  // A whole PNG, but wider than the 20,000 px durachat takes; pi, not
+  // resizing it, passes it on as it is.
+  const wide = png(20001, 1, [0, 0, 0]);
+  const small = png(40, 30, [20, 90, 200]);
+  try {
+    const session = await openSession({
+      url: server.url,
+      sessionManager: SessionManager.create(work.dir, path.join(work.dir, "sessions")),
+      cwd: work.dir,
+      settings: { images: { autoResize: false } },
+    });
+    const chat = `pi-${session.sessionId}`;
+    const seen = [];
+    faux.setResponses([
+      (c) => {
+        seen.push(snapshot(c));
+        return fauxAssistantMessage(fauxText("A black line and a blue box."));
+      },
+    ]);
+    await run(session, "What are these?", { images: [{ type: "image", data: wide, mimeType: "image/png" }, { type: "image", data: small, mimeType: "image/png" }] });
+    faux.setResponses([
+      (c) => {
+        seen.push(snapshot(c));
+        return fauxAssistantMessage(fauxText("Still the same two."));
+      },
+    ]);
+    await run(session, "And now?");
+
+    assert.deepEqual(fileImages(session.sessionFile), ["user", "user"], "the message keeps both images inline: nothing of it is stored");
+    for (const [i, request] of seen.entries()) {
+      assert.deepEqual(images(request).map((im) => im.data), [wide, small], `request ${i + 1}: the model sees both images`);
+    }
+    const said = caught.warnings.filter((w) => w.includes("cannot store the images of a user message"));
+    assert.equal(said.length, 1, `said once: ${JSON.stringify(caught.warnings)}`);
+    assert.match(said[0], /20001/, "the warning names what is wrong");
+    // The server refuses the message itself too; the turns after it are logged.
+    await logged(server.url, chat, 3);
+    await close(session);
   } finally {
     caught.restore();
     await server.stop();
