@@ -22,6 +22,7 @@ import (
 
 	localstack "github.com/durachat/durachat/infra/stack"
 	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -540,6 +541,11 @@ var allowed = map[string]map[string][]string{
 		"s3:GetObject":    {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*"},
 		"s3:PutObject":    {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*"},
 		"s3:DeleteObject": {"arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*"},
+		// Recording the images it stores for their chats (only in the
+		// partitions of references, leases and the chat index: see
+		// TestOffloadWritesOnlyReferencePartitions).
+		"dynamodb:GetItem": {"GetAtt:Table.Arn"}, "dynamodb:PutItem": {"GetAtt:Table.Arn"},
+		"dynamodb:BatchGetItem": {"GetAtt:Table.Arn"},
 	},
 	"MemoryFunction": {
 		"s3:ListBucket": {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
@@ -566,7 +572,7 @@ var allowed = map[string]map[string][]string{
 		"sqs:SendMessage": {"GetAtt:BuildQueue.Arn"},
 		// Continuing a large chat deletion from the queue.
 		"dynamodb:DeleteItem": {"GetAtt:Table.Arn"},
-		"s3:DeleteObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
+		"s3:DeleteObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/uploads/*"},
 		"bedrock:InvokeModel": {
 			"arn:{AWS::Partition}:bedrock:{AWS::Region}:{AWS::AccountId}:inference-profile/us.anthropic.claude-haiku-4-5-20251001-v1:0",
 			"arn:{AWS::Partition}:bedrock:{AWS::Region}:{AWS::AccountId}:inference-profile/global.anthropic.claude-haiku-4-5-20251001-v1:0",
@@ -1072,5 +1078,34 @@ func TestRetentionSweepIsScheduledOntoTheBuildQueue(t *testing.T) {
 	doc, _ := json.Marshal(role.Policies)
 	if !strings.Contains(string(doc), `"Action":"sqs:SendMessage"`) || !strings.Contains(string(doc), `"Resource":"GetAtt:BuildQueue.Arn"`) || strings.Count(string(doc), `"Action"`) != 1 {
 		t.Fatalf("the schedule's role may %s, want only sqs:SendMessage on the build queue", doc)
+	}
+}
+
+// The offload function records the images it stores for their chats: it
+// may read and write only the partitions that keeps (the chat's, the
+// chat index's, the image's references and lease), and read the health
+// check's key, nothing else of the table.
+func TestOffloadWritesOnlyReferencePartitions(t *testing.T) {
+	partition := func(pk string) string { first, _, _ := strings.Cut(pk, "/"); return first + "/*" }
+	want := []string{partition(store.ChatPK("t", "c")), partition(lifecycle.IndexPK("t")), partition(lifecycle.RefPK("t", "0123456789abcdef")), "healthz"}
+	slices.Sort(want)
+	for _, params := range []map[string]any{defaults, allOptions} {
+		s := load(t, params)
+		n := 0
+		for _, g := range grants(t, s.function(t, "OffloadFunction")) {
+			if !slices.ContainsFunc(g.actions, func(a string) bool { return strings.HasPrefix(a, "dynamodb:") }) {
+				continue
+			}
+			n++
+			like, _ := g.condition["ForAllValues:StringLike"].(map[string]any)
+			got := strs(like["dynamodb:LeadingKeys"])
+			slices.Sort(got)
+			if len(g.condition) != 1 || len(like) != 1 || !slices.Equal(got, want) {
+				t.Errorf("offload may use the table with condition %v, want dynamodb:LeadingKeys limited to %v", g.condition, want)
+			}
+		}
+		if n == 0 {
+			t.Error("offload may not use the table: it cannot record the images it stores for their chats")
+		}
 	}
 }

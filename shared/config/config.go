@@ -86,9 +86,10 @@ var httpCommon = []string{EnvLogLevel, EnvTenantClaim, EnvTokens}
 var reads = map[Program][]string{
 	// restore reads images (and presigns links to them) only.
 	Restore: {EnvBucket},
-	// offload stores images only: the rows that hold their refs are the
-	// host's (or the memory function's, on append), never offload's.
-	Offload: {EnvBucket},
+	// offload stores images, and records each for the chat in the route
+	// (its references, in the table); the rows that log them are the
+	// memory function's.
+	Offload: {EnvBucket, EnvTable},
 	// memory serves the transcript, view, tools and status, and schedules builds.
 	Memory: {EnvBucket, EnvTable, EnvQueueURL, EnvSearch},
 	// compact builds nodes: rows, images, the retry queue and the model.

@@ -151,14 +151,23 @@ func TestLoadLooksUpOnlyDeclaredVariables(t *testing.T) {
 
 // The hook functions touch images only: least privilege starts with not
 // being told where the table and the queue are.
+// The hooks read no queue and no model; restore reads no table, and
+// offload reads the table only to record the images it stores for their
+// chats.
 func TestHookFunctionsReadNoTableOrQueue(t *testing.T) {
-	for _, p := range []Program{Restore, Offload} {
+	for p, none := range map[Program][]string{
+		Restore: {EnvTable, EnvQueueURL, EnvModel},
+		Offload: {EnvQueueURL, EnvModel},
+	} {
 		vs := Vars(p)
-		for _, v := range []string{EnvTable, EnvQueueURL, EnvModel} {
+		for _, v := range none {
 			if slices.Contains(vs, v) {
 				t.Errorf("%s declares %s", p, v)
 			}
 		}
+	}
+	if !slices.Contains(Required(Offload), EnvTable) {
+		t.Errorf("offload does not require %s: it records each image it stores for its chat there", EnvTable)
 	}
 }
 

@@ -173,3 +173,27 @@ func transact(op string, run func(func(*bolt.Tx) error) error, fn func(tx *bolt.
 	}
 	return unavailable(op, err)
 }
+
+// Keys lists every key of the file, in every bucket and nested bucket, as
+// its bucket path and key joined by "/" (a table key shows its partition
+// and sort key separated by NUL, as stored). It is how an operator, or a
+// test, sees everything a deletion should have removed: the whole file,
+// not what the stores' own reads choose to show.
+func (db *DB) Keys() ([]string, error) {
+	var out []string
+	var walk func(path string, b *bolt.Bucket) error
+	walk = func(path string, b *bolt.Bucket) error {
+		return b.ForEach(func(k, v []byte) error {
+			key := path + "/" + string(k)
+			if v == nil { // a nested bucket
+				return walk(key, b.Bucket(k))
+			}
+			out = append(out, key)
+			return nil
+		})
+	}
+	err := db.view("keys", func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error { return walk(string(name), b) })
+	})
+	return out, err
+}

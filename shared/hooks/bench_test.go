@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
@@ -131,7 +133,8 @@ func benchAfterTool(b *testing.B, h http.Handler) {
 // no-op after the first, as in a retried hook).
 func BenchmarkAfterTool5MB(b *testing.B) {
 	mux := http.NewServeMux()
-	NewOffload(images.New(storefake.NewBlobs())).Register(mux)
+	blobs := storefake.NewBlobs()
+	NewOffload(images.New(blobs), lifecycle.New(lifecycle.Config{Table: storefake.NewTable(), Blobs: blobs})).Register(mux)
 	benchAfterTool(b, mux)
 }
 
@@ -201,3 +204,109 @@ func BenchmarkBeforeRequest20Refs5ImagesSequential(b *testing.B) {
 func BenchmarkBeforeRequest20Refs5ImagesNoLatency(b *testing.B) {
 	benchBeforeRequest(b, DefaultParallel, 0)
 }
+
+// Store latencies for the benchmarks of what recording references costs:
+// about what DynamoDB and S3 take for a small call in one Region.
+const (
+	tableLatency = 5 * time.Millisecond
+	blobLatency  = 20 * time.Millisecond
+)
+
+// slowTable adds a delay to every call of a table.
+type slowTable struct {
+	store.Table
+	delay time.Duration
+}
+
+func (s slowTable) Get(ctx context.Context, k store.Key) (store.Item, error) {
+	time.Sleep(s.delay)
+	return s.Table.Get(ctx, k)
+}
+
+func (s slowTable) Create(ctx context.Context, it store.Item) error {
+	time.Sleep(s.delay)
+	return s.Table.Create(ctx, it)
+}
+
+func (s slowTable) Update(ctx context.Context, it store.Item) error {
+	time.Sleep(s.delay)
+	return s.Table.Update(ctx, it)
+}
+
+func (s slowTable) BatchGet(ctx context.Context, keys []store.Key) ([]store.Item, error) {
+	time.Sleep(s.delay)
+	return s.Table.BatchGet(ctx, keys)
+}
+
+// slowAllBlobs adds a delay to every read and write of blobs.
+type slowAllBlobs struct {
+	store.Blobs
+	delay time.Duration
+}
+
+func (s slowAllBlobs) Put(ctx context.Context, key string, b store.Blob) error {
+	time.Sleep(s.delay)
+	return s.Blobs.Put(ctx, key, b)
+}
+
+func (s slowAllBlobs) Head(ctx context.Context, key string) (store.BlobInfo, error) {
+	time.Sleep(s.delay)
+	return s.Blobs.Head(ctx, key)
+}
+
+// noReferences records nothing: the hook as it was before it recorded its
+// images for their chats, the baseline of the benchmarks below.
+type noReferences struct{}
+
+func (noReferences) Hold(context.Context, string, string, []string) error { return nil }
+
+// benchAfterToolLatency runs after-tool on the 5 MB result over stores
+// with latency. With newChat, each run is for a chat that has not named
+// the images yet (its references are written); else the same chat again
+// (they are read).
+func benchAfterToolLatency(b *testing.B, record, newChat bool) {
+	blobs := slowAllBlobs{Blobs: storefake.NewBlobs(), delay: blobLatency}
+	var refs References = noReferences{}
+	if record {
+		refs = lifecycle.New(lifecycle.Config{Table: slowTable{Table: storefake.NewTable(), delay: tableLatency}, Blobs: blobs})
+	}
+	mux := http.NewServeMux()
+	NewOffload(images.New(blobs), refs).Register(mux)
+	body := fiveMBResult(b)
+	n := 0
+	run := func() {
+		chat := "c"
+		if newChat {
+			n++
+			chat = fmt.Sprint("c", n)
+		}
+		r := httptest.NewRequest(http.MethodPost, "/v1/chats/"+chat+"/hooks/after-tool", bytes.NewReader(body))
+		r = r.WithContext(api.WithTenant(r.Context(), tenantA))
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			b.Fatalf("status %d: %.300s", w.Code, w.Body)
+		}
+	}
+	run() // the images are stored from here on, as for a retried hook
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		run()
+	}
+	b.ReportMetric(float64(b.Elapsed())/float64(b.N)/float64(blobLatency), "x-blob-latency")
+}
+
+// BenchmarkAfterTool5MBLatencyRecorded: the chat names the images
+// already, so recording them is one batch read.
+func BenchmarkAfterTool5MBLatencyRecorded(b *testing.B) { benchAfterToolLatency(b, true, false) }
+
+// BenchmarkAfterTool5MBLatencyRecordedNewChat: each run's chat is new to
+// the images, so their references are written (and the chat indexed).
+func BenchmarkAfterTool5MBLatencyRecordedNewChat(b *testing.B) {
+	benchAfterToolLatency(b, true, true)
+}
+
+// BenchmarkAfterTool5MBLatencyBaseline is the hook recording nothing.
+func BenchmarkAfterTool5MBLatencyBaseline(b *testing.B) { benchAfterToolLatency(b, false, false) }

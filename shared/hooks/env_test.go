@@ -21,7 +21,9 @@ import (
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/store/storefake"
 	"github.com/durachat/durachat/shared/testenv"
 )
 
@@ -57,7 +59,11 @@ func newEnv(t testing.TB, b testenv.Backend) *env {
 	fb := &faultyBlobs{Blobs: b.Blobs}
 	imgs := images.New(fb)
 	mux := http.NewServeMux()
-	NewOffload(imgs).Register(mux)
+	table := b.Table
+	if table == nil { // a backend of blobs alone: the references are not the test's subject
+		table = storefake.NewTable()
+	}
+	NewOffload(imgs, lifecycle.New(lifecycle.Config{Table: table, Blobs: fb})).Register(mux)
 	NewRestore(imgs, b.Linker).Register(mux)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tenant := r.Header.Get("X-Test-Tenant")

@@ -14,7 +14,9 @@ import (
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/store/storefake"
 )
 
 // memImages is an in-memory image store for fuzzing, where a backend round
@@ -86,7 +88,7 @@ func fuzzHandler(f *testing.F) (http.Handler, string) {
 		f.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	NewOffload(mem).Register(mux)
+	NewOffload(mem, lifecycle.New(lifecycle.Config{Table: storefake.NewTable(), Blobs: storefake.NewBlobs()})).Register(mux)
 	NewRestore(mem, fakeLinker{}).Register(mux)
 	return mux, name
 }

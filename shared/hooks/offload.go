@@ -27,9 +27,21 @@ var refLen = len(refs.Ref(strings.Repeat("0", refs.NameLen)))
 
 // Offload serves after-tool and offload-input: it moves the images of a tool
 // result or a user message into the tenant's image store and puts ref blocks
-// in their place.
+// in their place. Every image it stores or claims is recorded for the chat
+// in the route first (Refs), so it is the chat's as a logged one is.
 type Offload struct {
 	Images ImageWriter
+	Refs   References
+}
+
+// References records that a chat names images, before a hook stores or
+// claims them (lifecycle.Chats.Hold): deleting the chat, or its retention,
+// then deletes them when no other chat of the tenant names them, and
+// deleting another chat keeps them. Hold refuses a chat being deleted
+// (an *api.Error, 409) and returns once no deletion of the images is in
+// flight.
+type References interface {
+	Hold(ctx context.Context, tenant, chat string, names []string) error
 }
 
 // ImageWriter is the image store offload writes to (images.Store): it
@@ -39,8 +51,11 @@ type ImageWriter interface {
 	images.Claimer
 }
 
-// NewOffload returns an Offload writing to imgs.
-func NewOffload(imgs ImageWriter) *Offload { return &Offload{Images: imgs} }
+// NewOffload returns an Offload writing to imgs, its images recorded for
+// their chats in refs.
+func NewOffload(imgs ImageWriter, refs References) *Offload {
+	return &Offload{Images: imgs, Refs: refs}
+}
 
 // Register adds the offload routes to mux.
 func (o *Offload) Register(mux *http.ServeMux) {
@@ -82,7 +97,7 @@ type afterToolAnswer struct {
 // is not scanned over and over (see BenchmarkAfterTool5MB).
 func (o *Offload) afterTool(w http.ResponseWriter, r *http.Request) error {
 	var req afterToolRequest
-	tenant, err := readHook(r, &req)
+	tenant, chat, err := readHook(r, &req)
 	if err != nil {
 		return err
 	}
@@ -115,7 +130,7 @@ func (o *Offload) afterTool(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := o.claim(r.Context(), tenant, blocks, "result.content"); err != nil {
+	if err := o.claim(r.Context(), tenant, chat, blocks, "result.content"); err != nil {
 		return err
 	}
 	if !hasImages(blocks) {
@@ -124,7 +139,7 @@ func (o *Offload) afterTool(w http.ResponseWriter, r *http.Request) error {
 	if couldPassBound(blocks, maxBytes, maxLines) {
 		return skip(SkippedBound)
 	}
-	out, err := o.offload(r.Context(), tenant, maps, blocks, "result.content")
+	out, err := o.offload(r.Context(), tenant, chat, maps, blocks, "result.content")
 	if err != nil {
 		return err
 	}
@@ -189,7 +204,7 @@ type offloadInputAnswer struct {
 
 func (o *Offload) offloadInput(w http.ResponseWriter, r *http.Request) error {
 	var req offloadInputRequest
-	tenant, err := readHook(r, &req)
+	tenant, chat, err := readHook(r, &req)
 	if err != nil {
 		return err
 	}
@@ -208,12 +223,12 @@ func (o *Offload) offloadInput(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := o.claim(r.Context(), tenant, blocks, "message.content"); err != nil {
+	if err := o.claim(r.Context(), tenant, chat, blocks, "message.content"); err != nil {
 		return err
 	}
 	answer := offloadInputAnswer{Stored: []string{}, Inline: []InlineImage{}}
 	if hasImages(blocks) {
-		out, err := o.offload(r.Context(), tenant, maps, blocks, "message.content")
+		out, err := o.offload(r.Context(), tenant, chat, maps, blocks, "message.content")
 		if err != nil {
 			return err
 		}
@@ -230,12 +245,12 @@ type offloaded struct {
 	inline []InlineImage
 }
 
-// offload stores the images of blocks and replaces each stored one by its
-// ref block, in place (images.Batch: every image is checked before any is
-// stored, so bad input stores nothing). raw holds the blocks' fields as
-// received: blocks that are not replaced are written back with their fields
-// unchanged.
-func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]rawjson.Value, blocks []pi.Block, path string) (offloaded, error) {
+// offload stores the images of blocks for the chat and replaces each stored
+// one by its ref block, in place (images.Batch: every image is checked
+// before any is stored, so bad input stores nothing). raw holds the blocks'
+// fields as received: blocks that are not replaced are written back with
+// their fields unchanged.
+func (o *Offload) offload(ctx context.Context, tenant, chat string, raw []map[string]rawjson.Value, blocks []pi.Block, path string) (offloaded, error) {
 	var inline []images.Inline
 	var at []int // the block of each image
 	for i, b := range blocks {
@@ -257,7 +272,20 @@ func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]r
 	if err != nil {
 		return offloaded{}, err
 	}
-	stored := batch.Store(ctx, o.Images, tenant)
+	var stored []images.Stored
+	if err := o.Refs.Hold(ctx, tenant, chat, batch.Names()); err != nil {
+		if _, refused := errors.AsType[*api.Error](err); refused {
+			return offloaded{}, err
+		}
+		// Not recorded, not stored: each image stays inline, as when the
+		// store fails.
+		stored = make([]images.Stored, len(inline))
+		for k := range stored {
+			stored[k].Err = err
+		}
+	} else {
+		stored = batch.Store(ctx, o.Images, tenant)
+	}
 
 	out := offloaded{blocks: make([]rawjson.Value, len(raw)), stored: []string{}, inline: []InlineImage{}}
 	listed := map[string]bool{}
@@ -290,11 +318,12 @@ func (o *Offload) offload(ctx context.Context, tenant string, raw []map[string]r
 	return out, nil
 }
 
-// claim makes sure every ref block of blocks names a stored image: a host
-// that uploaded an image sends its ref block in place of its base64, and
-// the upload is checked and stored here (images.Store.Claim). A ref to no
-// image and no completed upload is a 400 naming its block.
-func (o *Offload) claim(ctx context.Context, tenant string, blocks []pi.Block, path string) error {
+// claim makes sure every ref block of blocks names a stored image that the
+// chat holds: a host that uploaded an image sends its ref block in place of
+// its base64, and the upload is checked and stored here
+// (images.Store.Claim). A ref to no image and no completed upload is a 400
+// naming its block.
+func (o *Offload) claim(ctx context.Context, tenant, chat string, blocks []pi.Block, path string) error {
 	var names []string
 	var at []int
 	for i, b := range blocks {
@@ -307,6 +336,9 @@ func (o *Offload) claim(ctx context.Context, tenant string, blocks []pi.Block, p
 	}
 	if len(names) == 0 {
 		return nil
+	}
+	if err := o.Refs.Hold(ctx, tenant, chat, names); err != nil {
+		return err
 	}
 	i, err := images.ClaimAll(ctx, o.Images, tenant, names)
 	if err != nil {
@@ -334,12 +366,12 @@ func hasImages(blocks []pi.Block) bool {
 // readHook checks a hook request's caller and chat, and decodes its body
 // into v. The tenant is the authenticated caller's: a request without one
 // never reaches a store.
-func readHook(r *http.Request, v any) (tenant string, err error) {
-	tenant, _, err = api.TenantChat(r)
+func readHook(r *http.Request, v any) (tenant, chat string, err error) {
+	tenant, chat, err = api.TenantChat(r)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return tenant, api.DecodeJSON(r, v)
+	return tenant, chat, api.DecodeJSON(r, v)
 }
 
 // decodeContent decodes pi content: a string (no blocks) or a list of

@@ -132,7 +132,7 @@ type beforeRequestAnswer struct {
 
 func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 	var body beforeRequestBody
-	tenant, err := readHook(r, &body)
+	tenant, _, err := readHook(r, &body)
 	if err != nil {
 		return err
 	}

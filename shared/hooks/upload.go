@@ -29,15 +29,21 @@ type UploadStore interface {
 // host a short-lived target to PUT an image's bytes to, so an image of up
 // to images.MaxUploadBytes never passes through a request to durachat. The
 // host then sends the image's ref block in place of its base64.
+//
+// The image is recorded for the chat in the route (Refs) before the
+// target is made: deleting the chat deletes it, and its upload if it was
+// never claimed, when no other chat names it.
 type Uploads struct {
 	Images  UploadStore
 	Targets store.Uploader
+	Refs    References
 	TTL     time.Duration // 0 is DefaultUploadTTL
 }
 
-// NewUploads returns Uploads storing into imgs with targets made by t.
-func NewUploads(imgs UploadStore, t store.Uploader) *Uploads {
-	return &Uploads{Images: imgs, Targets: t}
+// NewUploads returns Uploads storing into imgs with targets made by t, the
+// images recorded for their chats in refs.
+func NewUploads(imgs UploadStore, t store.Uploader, refs References) *Uploads {
+	return &Uploads{Images: imgs, Targets: t, Refs: refs}
 }
 
 // Register adds the upload route to mux.
@@ -60,7 +66,7 @@ type uploadAnswer struct {
 
 func (u *Uploads) create(w http.ResponseWriter, r *http.Request) error {
 	var req uploadRequest
-	tenant, err := readHook(r, &req)
+	tenant, chat, err := readHook(r, &req)
 	if err != nil {
 		return err
 	}
@@ -72,6 +78,9 @@ func (u *Uploads) create(w http.ResponseWriter, r *http.Request) error {
 		return api.NotFound("direct uploads are not enabled here: this deployment has no image bucket")
 	}
 	ctx := r.Context()
+	if err := u.Refs.Hold(ctx, tenant, chat, []string{req.Name}); err != nil {
+		return err
+	}
 	_, err = u.Images.Head(ctx, tenant, req.Name)
 	switch {
 	case err == nil:

@@ -25,8 +25,10 @@ import (
 	"github.com/durachat/durachat/shared/aws/s3blobs"
 	"github.com/durachat/durachat/shared/embedded"
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/store/storefake"
 )
 
 // uploadEnv serves the upload route, the offload hooks and before-request
@@ -56,6 +58,8 @@ func newUploadEnv(t *testing.T, kind string, ttl time.Duration) *uploadEnv {
 	var (
 		imgs    *images.Store
 		targets store.Uploader
+		// The images' references; the upload tests' subject is elsewhere.
+		table store.Table = storefake.NewTable()
 	)
 	switch kind {
 	case "embedded":
@@ -68,6 +72,7 @@ func newUploadEnv(t *testing.T, kind string, ttl time.Duration) *uploadEnv {
 		rand.Read(secret)
 		links := embedded.NewLinker(base, secret)
 		e.blobs = db.Blobs()
+		table = db.Table()
 		imgs = images.New(e.blobs)
 		targets = links
 		e.left = func(*testing.T) []string { return nil } // nothing is ever staged
@@ -91,7 +96,8 @@ func newUploadEnv(t *testing.T, kind string, ttl time.Duration) *uploadEnv {
 			return keys
 		}
 	}
-	up := NewUploads(imgs, targets)
+	chats := lifecycle.New(lifecycle.Config{Table: table, Blobs: e.blobs})
+	up := NewUploads(imgs, targets, chats)
 	up.TTL = ttl
 	var public []api.Routes
 	if links, ok := targets.(*embedded.Linker); ok {
@@ -101,7 +107,7 @@ func newUploadEnv(t *testing.T, kind string, ttl time.Duration) *uploadEnv {
 	}
 	h, err := api.NewHandler(api.Options{
 		Auth:   api.SingleTenant(tenantA),
-		Routes: []api.Routes{NewOffload(imgs), up, NewRestore(imgs, nil)},
+		Routes: []api.Routes{NewOffload(imgs, chats), up, NewRestore(imgs, nil)},
 		Public: public,
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store/storefake"
 	"github.com/durachat/durachat/shared/testenv"
@@ -41,7 +42,7 @@ func newRoutesEnv(t *testing.T) *routesEnv {
 	imgs := images.New(blobs)
 	log := transcript.New(b.Table, b.Blobs, imgs)
 	mux := http.NewServeMux()
-	hooks.NewOffload(imgs).Register(mux)
+	hooks.NewOffload(imgs, lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: blobs})).Register(mux)
 	hooks.NewRestore(imgs, nil).Register(mux)
 	transcript.NewRoutes(log, imgs, nil).Register(mux)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

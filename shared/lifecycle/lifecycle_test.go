@@ -33,13 +33,16 @@ import (
 	"github.com/durachat/durachat/shared/transcript"
 )
 
-// env is the memory API's routes over one backend, with two tenants.
+// env is the memory API's routes and the hooks over one backend, with two
+// tenants.
 type env struct {
-	t      *testing.T
-	b      testenv.Backend
-	chats  *lifecycle.Chats
-	url    string
-	tokens map[string]string // tenant -> token
+	t       *testing.T
+	b       testenv.Backend
+	chats   *lifecycle.Chats
+	uploads *hooks.Uploads
+	memory  *memory.Memory
+	url     string
+	tokens  map[string]string // tenant -> token
 }
 
 // backends are every real backend, plus the AWS adapters on dynalite, the
@@ -67,11 +70,27 @@ func newEnv(t *testing.T, b testenv.Backend, steps int) *env {
 // newEnvAt is newEnv with the lifecycle's clock (nil: the wall clock).
 func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) *env {
 	t.Helper()
+	return newEnvBuilding(t, b, steps, now, nil)
+}
+
+// newEnvBuilding is newEnvAt whose memory builds nodes with comp (nil:
+// it schedules builds but builds nothing).
+func newEnvBuilding(t *testing.T, b testenv.Backend, steps int, now func() time.Time, comp memory.Compactor) *env {
+	t.Helper()
 	imgs := images.New(b.Blobs)
+	if b.Name != "embedded" {
+		// S3 stages direct uploads until a ref claims them; the local
+		// server checks them as they arrive.
+		imgs.Staging = b.Blobs
+	}
 	chats := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
 	tl := transcript.New(b.Table, b.Blobs, imgs, transcript.WithChats(chats))
 	logger := testenv.Logger(t)
-	m, err := memory.New(memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: chats, Deletions: chats, Logger: logger})
+	mc := memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: chats, Deletions: chats, Logger: logger}
+	if comp != nil {
+		mc.Compactor, mc.Descriptions, mc.Retrier, mc.Search = comp, imgs, b.Receiver, true
+	}
+	m, err := memory.New(mc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,14 +101,16 @@ func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) 
 	for tenant, tok := range tokens {
 		byToken[tok] = tenant
 	}
+	uploader, _ := b.Linker.(store.Uploader)
+	uploads := hooks.NewUploads(imgs, uploader, chats)
 	h, err := app.Handler(logger, api.BearerTokens(byToken), app.Stores{Table: b.Table, Blobs: b.Blobs},
-		[]api.Routes{transcript.NewRoutes(tl, imgs, m), m, chats, hooks.NewOffload(imgs), hooks.NewRestore(imgs, b.Linker)})
+		[]api.Routes{transcript.NewRoutes(tl, imgs, m), m, chats, hooks.NewOffload(imgs, chats), uploads, hooks.NewRestore(imgs, b.Linker)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, b: b, chats: chats, url: srv.URL, tokens: tokens}
+	return &env{t: t, b: b, chats: chats, uploads: uploads, memory: m, url: srv.URL, tokens: tokens}
 }
 
 func (e *env) do(tenant, method, path string, body any) (int, []byte) {

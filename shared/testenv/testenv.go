@@ -30,6 +30,9 @@ type Backend struct {
 	Linker   store.Linker
 	Queue    store.Queue
 	Receiver store.Receiver
+	// DB is the embedded file (Embedded only): DB.Keys lists everything
+	// in it.
+	DB *embedded.DB
 }
 
 // Embedded opens the embedded stores in a temporary directory, closed when
@@ -58,7 +61,7 @@ func Embedded(t testing.TB) Backend {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	queue := db.Queue("test")
-	return Backend{Name: "embedded", Table: db.Table(), Blobs: blobs, Linker: linker, Queue: queue, Receiver: queue}
+	return Backend{Name: "embedded", Table: db.Table(), Blobs: blobs, Linker: linker, Queue: queue, Receiver: queue, DB: db}
 }
 
 // AWS gives the AWS adapters on local servers: DynamoDB (minidyn behind

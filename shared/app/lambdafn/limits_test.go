@@ -55,7 +55,7 @@ func functionsAuth(t *testing.T, auth api.Authenticator) map[string]*function {
 	}
 	routes := map[string][]api.Routes{
 		"restore": {restore},
-		"offload": {hooks.NewOffload(imgs), hooks.NewUploads(imgs, stores.Uploader)},
+		"offload": {hooks.NewOffload(imgs, mem.Chats), hooks.NewUploads(imgs, stores.Uploader, mem.Chats)},
 		"memory":  mem.Routes(),
 	}
 	out := map[string]*function{}

@@ -62,13 +62,6 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 	stores := data.Stores
 
 	// Every route of every function, as the Lambda functions register them.
-	imgs := stores.Images()
-	uploads := hooks.NewUploads(imgs, stores.Uploader)
-	routes := []api.Routes{
-		hooks.NewRestore(imgs, stores.Linker), // functions/restore
-		hooks.NewOffload(imgs),                // functions/offload
-		uploads,                               // functions/offload
-	}
 	compactor, err := compactor.Open(ctx, cfg)
 	if err != nil {
 		return err
@@ -76,6 +69,15 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 	mem, err := memoryapi.New(cfg, stores, compactor, logger, nil)
 	if err != nil {
 		return err
+	}
+	imgs := mem.Images
+	// The hooks record their images for their chats in the chats the
+	// memory routes delete.
+	uploads := hooks.NewUploads(imgs, stores.Uploader, mem.Chats)
+	routes := []api.Routes{
+		hooks.NewRestore(imgs, stores.Linker), // functions/restore
+		hooks.NewOffload(imgs, mem.Chats),     // functions/offload
+		uploads,                               // functions/offload
 	}
 	routes = append(routes, mem.Routes()...) // functions/memory
 
