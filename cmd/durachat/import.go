@@ -80,6 +80,9 @@ func importCmd(ctx context.Context, args []string, lookup func(string) (string, 
 // nothing new.
 func importSummary(chat string, res *client.ImportResult) string {
 	skipped := fmt.Sprintf("%d lines skipped", res.Skipped)
+	if res.Skipped == 1 {
+		skipped = "1 line skipped"
+	}
 	switch {
 	case res.Entries > 0 && res.New == 0:
 		return fmt.Sprintf("nothing new: %s holds the file's %d messages already, as %d entries (%s)", chat, res.Messages, res.Entries, skipped)

@@ -212,29 +212,35 @@ const (
 	blobLatency  = 20 * time.Millisecond
 )
 
-// slowTable adds a delay to every call of a table.
+// slowTable adds a delay to every call of a table, and counts the calls.
 type slowTable struct {
 	store.Table
 	delay time.Duration
+	calls *atomic.Int64
+}
+
+func (s slowTable) wait() {
+	s.calls.Add(1)
+	time.Sleep(s.delay)
 }
 
 func (s slowTable) Get(ctx context.Context, k store.Key) (store.Item, error) {
-	time.Sleep(s.delay)
+	s.wait()
 	return s.Table.Get(ctx, k)
 }
 
 func (s slowTable) Create(ctx context.Context, it store.Item) error {
-	time.Sleep(s.delay)
+	s.wait()
 	return s.Table.Create(ctx, it)
 }
 
 func (s slowTable) Update(ctx context.Context, it store.Item) error {
-	time.Sleep(s.delay)
+	s.wait()
 	return s.Table.Update(ctx, it)
 }
 
 func (s slowTable) BatchGet(ctx context.Context, keys []store.Key) ([]store.Item, error) {
-	time.Sleep(s.delay)
+	s.wait()
 	return s.Table.BatchGet(ctx, keys)
 }
 
@@ -267,8 +273,9 @@ func (noReferences) Hold(context.Context, string, string, []string) error { retu
 func benchAfterToolLatency(b *testing.B, record, newChat bool) {
 	blobs := slowAllBlobs{Blobs: storefake.NewBlobs(), delay: blobLatency}
 	var refs References = noReferences{}
+	var calls atomic.Int64
 	if record {
-		refs = lifecycle.New(lifecycle.Config{Table: slowTable{Table: storefake.NewTable(), delay: tableLatency}, Blobs: blobs})
+		refs = lifecycle.New(lifecycle.Config{Table: slowTable{Table: storefake.NewTable(), delay: tableLatency, calls: &calls}, Blobs: blobs})
 	}
 	mux := http.NewServeMux()
 	NewOffload(images.New(blobs), refs).Register(mux)
@@ -289,6 +296,7 @@ func benchAfterToolLatency(b *testing.B, record, newChat bool) {
 		}
 	}
 	run() // the images are stored from here on, as for a retried hook
+	calls.Store(0)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -296,6 +304,7 @@ func benchAfterToolLatency(b *testing.B, record, newChat bool) {
 		run()
 	}
 	b.ReportMetric(float64(b.Elapsed())/float64(b.N)/float64(blobLatency), "x-blob-latency")
+	b.ReportMetric(float64(calls.Load())/float64(b.N), "table-calls/op")
 }
 
 // BenchmarkAfterTool5MBLatencyRecorded: the chat names the images

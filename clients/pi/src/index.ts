@@ -25,7 +25,7 @@
 // as pi would have it, and the extension says so once.
 
 import { createHash } from "node:crypto";
-import { closeSync, existsSync, fsyncSync, openSync, renameSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import type { ExtensionAPI, ExtensionContext, SessionEntry, SessionMessageEntry, ToolResultEvent } from "@earendil-works/pi-coding-agent";
 import { type Block, Client, DurachatError, defaultBodyLimit, type ToolDef, type ToolResult } from "./client.js";
 
@@ -119,14 +119,20 @@ function rewriteSessionFile(sm: ExtensionContext["sessionManager"]): void {
   if (!file || !header || !existsSync(file)) return;
   const text = [header, ...sm.getEntries()].map((e) => JSON.stringify(e) + "\n").join("");
   const tmp = `${file}.durachat-${process.pid}.tmp`;
-  const fd = openSync(tmp, "w");
   try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+    // The new file has the old one's permissions.
+    const fd = openSync(tmp, "w", statSync(file).mode & 0o777);
+    try {
+      writeSync(fd, text);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, file);
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    throw err;
   }
-  renameSync(tmp, file);
 }
 
 /** Content blocks as pi's tools return them. */
@@ -180,9 +186,9 @@ export function durachat(options: DurachatOptions = {}) {
     let session = 0; // counts session starts: a flush works for the session it began in
     // The refs of contents offloaded already, by contentKey: a message pi
     // still holds inline (its copy in the agent's state) is not sent twice.
-    const offloaded = new Map<string, { content: Block[]; size: number }>();
+    const offloaded = new Map<string, { content: Block[] | null; size: number }>();
     let offloadedBytes = 0;
-    const offloading = new Map<string, Promise<Block[] | undefined>>();
+    const offloading = new Map<string, Promise<void>>();
     // Offloads of what the session still holds inline, one at a time.
     let leftovers: Promise<void> = Promise.resolve();
 
@@ -317,43 +323,47 @@ export function durachat(options: DurachatOptions = {}) {
     /**
      * The content of a user message or a tool result with its images as
      * refs: offload-input or after-tool (as a call of the model's, with no
-     * bound), or the refs of the same content offloaded before. Undefined
-     * when durachat cannot store them now: the message keeps them.
+     * bound), or the refs of the same content offloaded before; each call
+     * gets its own copy. Undefined when the message keeps its images:
+     * durachat cannot store them now (tried again next time), or refuses
+     * them (not tried again).
      */
-    function withRefs(ctx: ExtensionContext, m: any, signal?: AbortSignal): Promise<Block[] | undefined> {
+    async function withRefs(ctx: ExtensionContext, m: any, signal?: AbortSignal): Promise<Block[] | undefined> {
       const key = contentKey(m);
-      const known = offloaded.get(key)?.content;
-      if (known) return Promise.resolve(known);
-      // The same content being offloaded (pi may build a request while the
-      // message's own handler still offloads it): one call serves both.
-      let running = offloading.get(key);
-      if (!running) {
-        running = offloadContent(ctx, key, m, signal).finally(() => offloading.delete(key));
-        offloading.set(key, running);
+      if (!offloaded.has(key)) {
+        // The same content being offloaded (pi may build a request while the
+        // message's own handler still offloads it): one call serves both.
+        let running = offloading.get(key);
+        if (!running) {
+          running = offloadContent(ctx, key, m, signal).finally(() => offloading.delete(key));
+          offloading.set(key, running);
+        }
+        await running;
       }
-      return running;
+      const known = offloaded.get(key)?.content;
+      return known ? structuredClone(known) : undefined;
     }
 
-    async function offloadContent(ctx: ExtensionContext, key: string, m: any, signal?: AbortSignal): Promise<Block[] | undefined> {
+    /** Offloads a message's content and remembers the answer (under key) unless it is to be tried again. */
+    async function offloadContent(ctx: ExtensionContext, key: string, m: any, signal?: AbortSignal): Promise<void> {
       const r = await offloadCall(ctx, m.role === "user" ? "a user message" : `a result of ${m.toolName}`, async () => {
         if (m.role === "user") {
           const a = await client.offloadInput(chat, { ...m, role: "user" }, signal);
           return { content: a.message.content as Block[], inline: a.inline.length };
         }
         const a = await client.afterTool(chat, { id: String(m.toolCallId), name: String(m.toolName) }, { content: m.content, isError: m.isError }, signal, noBound);
-        return { content: a.skipped ? (m.content as Block[]) : a.result.content, inline: a.inline.length };
+        return { content: a.skipped ? null : a.result.content, inline: a.inline.length };
       });
-      if (r === undefined) return undefined;
       // Refused images are not tried again; ones the store could not take now are.
-      const content = r === "refused" ? (m.content as Block[]) : r.content;
-      if (r === "refused" || r.inline === 0) remember(key, content);
-      return content;
+      if (r === "refused") remember(key, null);
+      else if (r && r.inline === 0) remember(key, r.content);
     }
 
-    function remember(key: string, content: Block[]): void {
+    /** Remembers the refs of a content (null: it keeps its images). */
+    function remember(key: string, content: Block[] | null): void {
       const size = JSON.stringify(content).length;
       if (size > offloadCacheBytes || offloaded.has(key)) return;
-      offloaded.set(key, { content, size });
+      offloaded.set(key, { content: structuredClone(content), size });
       offloadedBytes += size;
       for (const [oldest, { size: n }] of offloaded) {
         if (offloadedBytes <= offloadCacheBytes) break;
@@ -377,7 +387,7 @@ export function durachat(options: DurachatOptions = {}) {
             if (mine !== session || failing || cancelled(ctx)) break;
             if (e.type !== "message" || !hasInline(e.message)) continue;
             const content = await withRefs(ctx, e.message, signal);
-            if (!content || content === (e.message as any).content) continue;
+            if (!content) continue;
             // The entry pi holds, changed in place: its next rewrite, and
             // the agent's state where it shares the message, keep the refs.
             (e.message as any).content = content;
@@ -454,7 +464,7 @@ export function durachat(options: DurachatOptions = {}) {
       // The message this result becomes is not offloaded again: refused
       // images stay inline, the others are these refs.
       const key = contentKey({ role: "toolResult", content: event.content });
-      if (r === "refused") return void remember(key, event.content as Block[]);
+      if (r === "refused") return void remember(key, null);
       if (r.inline.length === 0) remember(key, r.result.content);
       return { content: r.result.content as PiContent };
     });
@@ -469,7 +479,7 @@ export function durachat(options: DurachatOptions = {}) {
         for (const [i, m] of messages.entries()) {
           if (!hasInline(m) || failing) continue;
           const content = await withRefs(ctx, m, ctx.signal);
-          if (!content || content === (m as any).content) continue;
+          if (!content) continue;
           messages[i] = { ...m, content } as (typeof messages)[number];
           changed = true;
         }
@@ -501,7 +511,7 @@ export function durachat(options: DurachatOptions = {}) {
       let replaced: typeof m | undefined;
       if (m.role === "user" && hasInline(m)) {
         const content = await withRefs(ctx, m, ctx.signal);
-        if (content && content !== m.content) m = replaced = { ...m, content };
+        if (content) m = replaced = { ...m, content };
       }
       pending.push({ message: m, receipt: receiptOf(chat, m) });
       // In the background: pi persists the message after this handler.

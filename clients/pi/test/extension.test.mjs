@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
+import { execFileSync } from "node:child_process";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -62,17 +63,20 @@ function nameOf(base64) {
  * this package, configured by env (the extension's variables not in env
  * are unset).
  */
-async function openSession({ url, sessionManager, cwd, warnings, model = faux.getModel(), tool = screenshotTool(), tools = [tool], env = {}, extension = true, settings = {} }) {
+async function openSession({ url, sessionManager, cwd, warnings, model = faux.getModel(), tool = screenshotTool(), tools = [tool], env = {}, extension = true, installed = false, settings = {} }) {
   process.env.DURACHAT_URL = url;
   for (const name of ["DURACHAT_CHAT", "DURACHAT_TOKEN", "DURACHAT_BODY_LIMIT", "DURACHAT_DESCRIBE"]) delete process.env[name];
   Object.assign(process.env, env);
   const agentDir = path.join(cwd, ".agent");
-  const settingsManager = SettingsManager.inMemory({ compaction: { enabled: false }, retry: { enabled: false }, ...settings });
+  const overrides = { compaction: { enabled: false }, retry: { enabled: false }, ...settings };
+  // Installed: the agent's own settings name the package, as pi install left them.
+  const settingsManager = installed ? SettingsManager.create(cwd, agentDir) : SettingsManager.inMemory(overrides);
+  if (installed) settingsManager.applyOverrides(overrides);
   const resourceLoader = new DefaultResourceLoader({
     cwd,
     agentDir,
     settingsManager,
-    additionalExtensionPaths: extension ? [pkgDir] : [],
+    additionalExtensionPaths: extension && !installed ? [pkgDir] : [],
     noSkills: true,
     noPromptTemplates: true,
     noThemes: true,
@@ -863,6 +867,50 @@ test("an attached image durachat cannot store stays inline, said once; the model
     assert.match(said[0], /20001/, "the warning names what is wrong");
     // The server refuses the message itself too; the turns after it are logged.
     await logged(server.url, chat, 3);
+    await close(session);
+  } finally {
+    caught.restore();
+    await server.stop();
+    work.remove();
+  }
+});
+
+/** Runs the pi CLI of the pi under test: pi install <this package>, into agentDir. */
+function piInstall(agentDir) {
+  const piDir = path.join(pkgDir, "node_modules", scope, "pi-coding-agent");
+  const { bin } = JSON.parse(readFileSync(path.join(piDir, "package.json"), "utf8"));
+  return execFileSync(process.execPath, [path.join(piDir, bin.pi), "install", pkgDir], {
+    env: { ...process.env, PI_CODING_AGENT_DIR: agentDir },
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+}
+
+test("installed with pi install, the extension loads from pi's settings and keeps a screenshot and an attachment as refs", async () => {
+  const work = tempDir("durachat-pi-installed-");
+  const server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
+  const caught = catchWarnings();
+  const attached = png(40, 30, [20, 90, 200]);
+  try {
+    const agentDir = path.join(work.dir, ".agent");
+    assert.match(piInstall(agentDir), /Installed/);
+    const { packages } = JSON.parse(readFileSync(path.join(agentDir, "settings.json"), "utf8"));
+    assert.equal(packages.length, 1, "pi's settings name the package");
+    const session = await openSession({ url: server.url, sessionManager: SessionManager.create(work.dir, path.join(work.dir, "sessions")), cwd: work.dir, installed: true });
+    let context;
+    faux.setResponses([
+      fauxAssistantMessage(fauxToolCall("screenshot", {}, { id: "call_shot" }), { stopReason: "toolUse" }),
+      (c) => {
+        context = snapshot(c);
+        return fauxAssistantMessage(fauxText("The same page."));
+      },
+    ]);
+    await run(session, "Compare this with a screenshot.", { images: [{ type: "image", data: attached, mimeType: "image/png" }] });
+    assert.deepEqual(context.tools.map((t) => t.name).sort(), ["date", "screenshot", "zoom"], "the installed extension's memory tools are pi tools");
+    assert.deepEqual(fileImages(session.sessionFile), [], "the session file keeps refs only");
+    assert.deepEqual(images(context).map((i) => [i.role, i.data]), [["user", attached], ["toolResult", shot]], "the model sees both images");
+    await logged(server.url, `pi-${session.sessionId}`, 4);
+    assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
     await close(session);
   } finally {
     caught.restore();
