@@ -16,6 +16,10 @@
 // that carry a receipt. An append without a receipt is never repeated,
 // since a repeat would log its messages twice. Every API error is an
 // *Error carrying the answer's status, code and field.
+//
+// The package is a module of its own that depends on the standard library
+// only and builds with Go 1.22 or later: adding it to a program brings
+// nothing of the server's.
 package client
 
 import (

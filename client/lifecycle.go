@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 
 	"github.com/durachat/durachat/client/importfile"
@@ -155,16 +157,19 @@ const importPart = 4 << 20
 
 // Import loads an export, or a pi coding-agent session file, into the
 // chat with POST .../import: the file is read here (a session's last
-// branch) and sent in parts of whole messages. Order and timestamps are
-// kept, images are stored as they go, and importing the same file again
-// logs nothing twice.
+// branch) and sent in parts of whole lines, each logged all or nothing.
+// Order and timestamps are kept, images are stored as they go, and
+// importing the same file again logs nothing twice, so an import that
+// fails midway (the error names the file's line and how far it got) is
+// completed by importing the file again once the cause is fixed.
 func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) {
 	items, skipped, err := importfile.Parse(r)
 	if err != nil {
 		return nil, fmt.Errorf("durachat: import: %w", err)
 	}
 	total := &ImportResult{Skipped: skipped}
-	var part, unit bytes.Buffer
+	var part bytes.Buffer
+	var lines []int // the file's line of each line of the part
 	send := func() error {
 		if part.Len() == 0 {
 			return nil
@@ -172,18 +177,29 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) 
 		var got ImportResult
 		err := ch.c.call(ctx, call{method: http.MethodPost, path: ch.path("/import"), raw: part.Bytes(), retry: true}, &got)
 		if err != nil {
-			return err
+			return partError(err, lines, total)
 		}
 		total.Messages += got.Messages
 		total.Entries += got.Entries
 		total.New += got.New
 		total.Skipped += got.Skipped
+		for from, to := range got.Renamed {
+			if total.Renamed == nil {
+				total.Renamed = map[string]string{}
+			}
+			total.Renamed[from] = to
+		}
 		part.Reset()
+		lines = lines[:0]
 		return nil
 	}
 	for _, it := range items {
-		// An export's image lines go in the part of the message after
-		// them, which may name them.
+		if it.Message != nil {
+			// A part's refs follow the images earlier parts renamed.
+			it.Message, _ = importfile.RenameRefs(it.Message, total.Renamed)
+		}
+		// Each line on its own: an image line a message names may go in
+		// an earlier part, which stores it first.
 		var line []byte
 		if it.Image != nil {
 			line, err = json.Marshal(struct {
@@ -198,21 +214,43 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) 
 		if err != nil {
 			return nil, err
 		}
-		unit.Write(line)
-		unit.WriteByte('\n')
-		if it.Image != nil {
-			continue
-		}
-		if part.Len() > 0 && part.Len()+unit.Len() > importPart {
+		if part.Len() > 0 && part.Len()+len(line)+1 > importPart {
 			if err := send(); err != nil {
 				return total, err
 			}
 		}
-		part.Write(unit.Bytes())
-		unit.Reset()
+		part.Write(line)
+		part.WriteByte('\n')
+		lines = append(lines, it.Line)
 	}
-	part.Write(unit.Bytes()) // images after the last message, if any
 	return total, send()
+}
+
+// partLine is a line number in an import's answer.
+var partLine = regexp.MustCompile(`\bline (\d+)\b`)
+
+// partError makes the lines an import part's error names the file's lines
+// (the part's line n is the file's lines[n-1]) and says what the parts
+// before it logged.
+func partError(err error, lines []int, done *ImportResult) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	fileLine := func(s string) string {
+		return partLine.ReplaceAllStringFunc(s, func(m string) string {
+			n, _ := strconv.Atoi(partLine.FindStringSubmatch(m)[1])
+			if n < 1 || n > len(lines) {
+				return m
+			}
+			return "line " + strconv.Itoa(lines[n-1])
+		})
+	}
+	e.Field, e.Message = fileLine(e.Field), fileLine(e.Message)
+	if done.Entries > 0 || done.Messages > 0 {
+		e.Message += fmt.Sprintf(" (the file's lines before line %d are imported: %d entries)", lines[0], done.Entries)
+	}
+	return e
 }
 
 // Retention reads the tenant's default retention (GET /v1/retention).

@@ -121,3 +121,19 @@ func Parse(r io.Reader) (items []Item, skipped int, err error) {
 	}
 	return items, skipped, nil
 }
+
+// RenameRefs makes the refs in a message to each renamed image refs to
+// its new name (an import's renamed images), reporting whether any was. A
+// ref is "[image <name>]" (the server's refs package); names are hex, so
+// a ref reads the same in JSON.
+func RenameRefs(msg json.RawMessage, renamed map[string]string) (json.RawMessage, bool) {
+	changed := false
+	for from, to := range renamed {
+		ref := []byte("[image " + from + "]")
+		if bytes.Contains(msg, ref) {
+			msg = bytes.ReplaceAll(msg, ref, []byte("[image "+to+"]"))
+			changed = true
+		}
+	}
+	return msg, changed
+}

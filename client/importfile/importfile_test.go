@@ -66,3 +66,17 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestRenameRefsFollowsEachRenamedImage: every ref to a renamed image, in
+// a ref block or in prose, names the new name; other refs are left alone.
+func TestRenameRefsFollowsEachRenamedImage(t *testing.T) {
+	msg := `{"role":"user","content":[{"type":"text","text":"[image 00000000000000aa]"},{"type":"text","text":"see [image 00000000000000aa] and [image 00000000000000bb]"}]}`
+	got, changed := importfile.RenameRefs([]byte(msg), map[string]string{"00000000000000aa": "00000000000000cc"})
+	want := strings.ReplaceAll(msg, "00000000000000aa", "00000000000000cc")
+	if !changed || string(got) != want {
+		t.Fatalf("RenameRefs = %s, %v; want %s", got, changed, want)
+	}
+	if _, changed := importfile.RenameRefs([]byte(msg), map[string]string{"00000000000000dd": "00000000000000cc"}); changed {
+		t.Fatal("a message naming no renamed image changed")
+	}
+}

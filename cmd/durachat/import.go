@@ -72,8 +72,16 @@ func importCmd(ctx context.Context, args []string, lookup func(string) (string, 
 	} else if res, err = importLocal(ctx, lookup, *tenant, *chat, in); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, importSummary(*chat, res))
-	return err
+	if _, err := fmt.Fprintln(stdout, importSummary(*chat, res)); err != nil {
+		return err
+	}
+	for from, to := range res.Renamed {
+		// Bytes not the name's: stored under their own name, refs made to it.
+		if _, err := fmt.Fprintf(stdout, "image %s is stored as %s: its bytes are not those named %s\n", from, to, from); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // importSummary says what an import logged, and plainly when it logged
@@ -128,5 +136,5 @@ func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant
 	if err != nil {
 		return nil, err
 	}
-	return &client.ImportResult{Messages: res.Messages, Entries: res.Entries, New: res.New, Skipped: res.Skipped + skipped}, nil
+	return &client.ImportResult{Messages: res.Messages, Entries: res.Entries, New: res.New, Skipped: res.Skipped + skipped, Renamed: res.Renamed}, nil
 }

@@ -1,7 +1,9 @@
 package images
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"sync"
@@ -23,11 +25,12 @@ type Inline struct {
 	// result's image, or one before-request restored), or "".
 	Named string
 	// Restore stores the image under Named when the store has nothing
-	// under that name, rather than under the name of its own base64: the
-	// request carries the bytes stored under Named before (a zoom result's
-	// image whose stored copy was deleted meanwhile), which a shrunk
-	// image's own name would not find. Bytes Shrink had to re-encode are
-	// not the stored ones, and are stored under their own name as usual.
+	// under that name and Named is the name of its bytes (of their
+	// standard base64: the request carries the bytes stored under Named
+	// before, a zoom result's image whose stored copy was deleted
+	// meanwhile). Bytes that are not the name's, and bytes Shrink had to
+	// re-encode, are stored under their own name as usual: no request
+	// binds a name to other bytes.
 	Restore bool
 }
 
@@ -38,6 +41,8 @@ type Writer interface {
 	// Head tells whether a named image is stored, and its size, or
 	// store.ErrNotFound.
 	Head(ctx context.Context, tenant, name string) (store.BlobInfo, error)
+	// Get returns a stored image, or store.ErrNotFound.
+	Get(ctx context.Context, tenant, name string) (Image, error)
 }
 
 // RefusedError is a request refused for one of its images: Index is the
@@ -153,10 +158,13 @@ type Stored struct {
 // Store stores each distinct image of the batch once and returns what
 // became of each image of the request, in order.
 //
-// An image that says it is stored under a name keeps that name when the
-// store holds it: its bytes may be a shrunk copy whose own name would
-// differ. Otherwise an image is stored under Name of its base64 as
-// received.
+// An image that says it is stored under a name keeps that name only when
+// its bytes are the name's: the name is that of its base64 as received,
+// or the store holds exactly these bytes under it (a shrunk copy, sent
+// back as before-request restored it, whose own name differs). Otherwise
+// it is stored under Name of its base64 as received, like any other, so no
+// request can bind a name to other bytes, nor have its bytes replaced by
+// those of the name it carries.
 func (b *Batch) Store(ctx context.Context, w Writer, tenant string) []Stored {
 	b.each(func(j *job) { j.store(ctx, w, tenant) })
 	out := make([]Stored, len(b.of))
@@ -170,19 +178,18 @@ func (j *job) store(ctx context.Context, w Writer, tenant string) {
 	// The store has the bytes once this returns; the request need not keep them.
 	defer func() { j.prepared.Data = nil }()
 	if j.Named != "" {
-		info, err := w.Head(ctx, tenant, j.Named)
-		// A stored image is within the limits, so its bytes come back
-		// unshrunk; a shrunk copy is never the stored one.
-		switch {
-		case err == nil && !j.prepared.Shrunk && info.Size == int64(len(j.prepared.Data)):
-			j.name = j.Named
-			return
-		case err != nil && !errors.Is(err, store.ErrNotFound):
+		held, err := holds(ctx, w, tenant, j.Named, j.prepared)
+		if err != nil {
 			// Not knowing whether it is stored, do not risk a second key.
 			j.err = err
 			return
 		}
-		if errors.Is(err, store.ErrNotFound) && j.Restore && !j.prepared.Shrunk {
+		if held {
+			j.name = j.Named
+			return
+		}
+		if j.Restore && namesBytes(j.Named, j.prepared) {
+			// Not stored, and the name is that of these very bytes.
 			if err := w.PutPrepared(ctx, tenant, Prepared{Name: j.Named, MimeType: j.prepared.MimeType, Data: j.prepared.Data}); err != nil {
 				j.err = err
 				return
@@ -197,6 +204,44 @@ func (j *job) store(ctx context.Context, w Writer, tenant string) {
 		return
 	}
 	j.name = j.prepared.Name
+}
+
+// namesBytes reports whether name is the name of p's bytes as the store
+// keeps them: of their standard base64, as an upload of them is named.
+func namesBytes(name string, p Prepared) bool {
+	return !p.Shrunk && (name == p.Name || name == Name(base64.StdEncoding.EncodeToString(p.Data)))
+}
+
+// holds reports whether the store holds p's image under name. Under p's
+// own name it holds what p was stored as, so a Head tells. Under another
+// name it must hold p's very bytes: a stored image is within the limits,
+// so its bytes come back unshrunk, and a shrunk copy is never the stored
+// one; bytes of another size are not read.
+func holds(ctx context.Context, w Writer, tenant, name string, p Prepared) (bool, error) {
+	if p.Shrunk && name != p.Name {
+		return false, nil
+	}
+	info, err := w.Head(ctx, tenant, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if name == p.Name {
+		return true, nil
+	}
+	if info.Size != int64(len(p.Data)) {
+		return false, nil
+	}
+	img, err := w.Get(ctx, tenant, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(img.Data, p.Data), nil
 }
 
 // each runs fn on every job, Parallel at a time.

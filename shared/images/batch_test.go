@@ -1,9 +1,11 @@
 package images_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"image"
 	"testing"
 
 	"github.com/durachat/durachat/shared/images"
@@ -41,6 +43,9 @@ func TestBatchStoresEachImageOnceUnderOneName(t *testing.T) {
 		t.Fatal(err)
 	}
 	restored := b64(shrunk.Data) // the stored copy, as before-request sends it back
+	small64 := pngBytes(t, grayImage(64))
+	twin := b64(sameSizeOther(t, small64))                  // other bytes of the same length
+	wrapped := b64(small64)[:20] + "\n" + b64(small64)[20:] // the same bytes, other base64
 	tests := []struct {
 		name      string
 		stored    []string // put first, as received
@@ -63,6 +68,12 @@ func TestBatchStoresEachImageOnceUnderOneName(t *testing.T) {
 		{"a name of other bytes is ignored",
 			[]string{other}, []images.Inline{{B64: small, Named: images.Name(other)}},
 			false, false, []string{images.Name(small)}, 1, nil},
+		{"a name of other bytes of the same size is ignored",
+			[]string{b64(small64)}, []images.Inline{{B64: twin, Named: images.Name(b64(small64))}},
+			false, false, []string{images.Name(twin)}, 1, nil},
+		{"the stored bytes in other base64 keep their name",
+			[]string{b64(small64)}, []images.Inline{{B64: wrapped, Named: images.Name(b64(small64))}},
+			false, false, []string{images.Name(b64(small64))}, 0, nil},
 		{"a name that cannot be one is ignored",
 			nil, []images.Inline{{B64: small, Named: "../x"}},
 			false, false, []string{images.Name(small)}, 1, nil},
@@ -105,6 +116,28 @@ func TestBatchStoresEachImageOnceUnderOneName(t *testing.T) {
 			}
 		})
 	}
+}
+
+// grayImage is a 16x16 image of one gray.
+func grayImage(g uint8) image.Image {
+	img := image.NewGray(image.Rect(0, 0, 16, 16))
+	for i := range img.Pix {
+		img.Pix[i] = g
+	}
+	return img
+}
+
+// sameSizeOther returns a PNG of other pixels whose file has data's length.
+func sameSizeOther(t *testing.T, data []byte) []byte {
+	t.Helper()
+	for g := range 256 {
+		other := pngBytes(t, grayImage(uint8(g)))
+		if len(other) == len(data) && !bytes.Equal(other, data) {
+			return other
+		}
+	}
+	t.Fatal("no gray PNG has the length of the other")
+	return nil
 }
 
 func TestPrepareNamesTheFirstRefusedImage(t *testing.T) {

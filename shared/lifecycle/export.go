@@ -11,8 +11,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/api"
@@ -27,9 +30,11 @@ import (
 // first entry, "message": the pi message as the host logged it, each image
 // block inline again}, in order. An image that a ref block of a message
 // names comes on a line of its own, {"image": {"name", "mimeType",
-// "data"}}, before the first message of the part that names it. Importing
-// an export logs the same messages, so exporting that chat gives the same
-// lines.
+// "data"}}, before the first message of the part that names it: once per
+// part however often it is named, and a message naming more images than a
+// part holds has them spread over the parts before its line, so a part
+// stays within its budget whatever the refs. Importing an export logs the
+// same messages, so exporting that chat gives the same lines.
 
 // ExportNextHeader names the after of the export's next part; it is absent
 // on the last part.
@@ -57,66 +62,127 @@ type ExportedImage struct {
 	Data     string `json:"data"`
 }
 
-// Export writes the chat's messages from seq from as export lines to w, at
-// most about budget bytes (at least one message, with the images its ref
-// blocks name), and returns the after of the next part, or -1 when the
-// chat ends.
-func (c *Chats) Export(ctx context.Context, tenant, chat string, from int64, w io.Writer, budget int) (int64, error) {
-	written, next := 0, int64(-1)
+// ExportFrom is where an export part starts: at the message after seq
+// After (-1: the first), of the images whose ref blocks name the first
+// Carried were carried by the part before.
+type ExportFrom struct {
+	After   int64
+	Carried int
+}
+
+// String is the from as an export's after: the seq, then "." and the
+// images carried when there are any.
+func (f ExportFrom) String() string {
+	s := strconv.FormatInt(f.After, 10)
+	if f.Carried > 0 {
+		s += "." + strconv.Itoa(f.Carried)
+	}
+	return s
+}
+
+// exportAfter reads the after parameter of an export: absent, a seq, or
+// a seq and the images carried, as ExportNextHeader gives it.
+func exportAfter(r *http.Request) (ExportFrom, error) {
+	a := r.URL.Query().Get("after")
+	if a == "" {
+		return ExportFrom{After: -1}, nil
+	}
+	seq, carried, dotted := strings.Cut(a, ".")
+	after, err := strconv.ParseInt(seq, 10, 64)
+	n := 0
+	if err == nil && dotted {
+		n, err = strconv.Atoi(carried)
+	}
+	if err != nil || after < 0 || after > api.MaxSeq || n < 0 || n > transcript.MaxNamedImages {
+		return ExportFrom{}, api.BadRequest("after", "after must be a message seq from 0 to %d, or the %s of the part before, not %q", int64(api.MaxSeq), ExportNextHeader, a)
+	}
+	return ExportFrom{After: after, Carried: n}, nil
+}
+
+// Export writes the chat's export from from to w, at most about budget
+// bytes (at least one line), and returns where the next part starts, or
+// nil when the chat ends. It holds one image at a time.
+func (c *Chats) Export(ctx context.Context, tenant, chat string, from ExportFrom, w io.Writer, budget int) (*ExportFrom, error) {
+	written := 0
 	sent := map[string]bool{} // images this part carries already
-	imgs := images.New(c.blobs)
-	err := c.eachMessage(ctx, tenant, chat, from, func(lg transcript.Logged) (bool, error) {
-		var named []string
+	var next *ExportFrom
+	write := func(line []byte) error {
+		_, err := w.Write(append(line, '\n'))
+		written += len(line) + 1
+		return err
+	}
+	err := c.eachMessage(ctx, tenant, chat, from.After+1, func(lg transcript.Logged) (bool, error) {
+		var named []string // each image the message's ref blocks name, once
 		m, err := c.render(ctx, tenant, lg, imagesExport, func(name string) {
-			if !sent[name] && !slices.Contains(named, name) {
+			if !slices.Contains(named, name) {
 				named = append(named, name)
 			}
 		})
 		if err != nil {
 			return false, err
 		}
-		var lines [][]byte
-		size := 0
-		for _, name := range named {
-			img, err := imgs.Get(ctx, tenant, name)
+		skip := 0
+		if lg.I == from.After+1 {
+			skip = from.Carried
+		}
+		for k := skip; k < len(named); k++ {
+			name := named[k]
+			if sent[name] {
+				continue
+			}
+			info, err := c.images.Head(ctx, tenant, name)
 			if errors.Is(err, store.ErrNotFound) {
 				continue // the ref names nothing stored: it stays a ref
 			}
 			if err != nil {
 				return false, err
 			}
-			line, err := api.Marshal(ExportImage{Image: ExportedImage{Name: name, MimeType: img.MimeType, Data: base64.StdEncoding.EncodeToString(img.Data)}})
+			if written > 0 && written+imageLineSize(name, info) > budget {
+				next = &ExportFrom{After: lg.I - 1, Carried: k}
+				return false, nil
+			}
+			line, err := c.imageLine(ctx, tenant, name)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
 			if err != nil {
 				return false, err
 			}
-			lines = append(lines, line)
-			size += len(line) + 1
+			if err := write(line); err != nil {
+				return false, err
+			}
+			sent[name] = true
 		}
 		line, err := api.Marshal(ExportLine{Seq: lg.I, Message: m})
 		if err != nil {
 			return false, err
 		}
-		lines = append(lines, line)
-		size += len(line) + 1
-		if written > 0 && written+size > budget {
-			next = lg.I - 1
+		if written > 0 && written+len(line)+1 > budget {
+			// Its images are in this part; the next starts with its line.
+			next = &ExportFrom{After: lg.I - 1, Carried: len(named)}
 			return false, nil
 		}
-		for _, line := range lines {
-			if _, err := w.Write(append(line, '\n')); err != nil {
-				return false, err
-			}
-		}
-		for _, name := range named {
-			sent[name] = true
-		}
-		written += size
-		return true, nil
+		return true, write(line)
 	})
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
 	return next, nil
+}
+
+// imageLineSize is about the length of the line of an image of info's
+// size, without reading it.
+func imageLineSize(name string, info store.BlobInfo) int {
+	return base64.StdEncoding.EncodedLen(int(info.Size)) + len(name) + len(info.ContentType) + 64
+}
+
+// imageLine reads a stored image into its export line.
+func (c *Chats) imageLine(ctx context.Context, tenant, name string) ([]byte, error) {
+	img, err := c.images.Get(ctx, tenant, name)
+	if err != nil {
+		return nil, err
+	}
+	return api.Marshal(ExportImage{Image: ExportedImage{Name: name, MimeType: img.MimeType, Data: base64.StdEncoding.EncodeToString(img.Data)}})
 }
 
 func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
@@ -124,7 +190,7 @@ func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	from, err := fromSeq(r)
+	from, err := exportAfter(r)
 	if err != nil {
 		return err
 	}
@@ -137,47 +203,116 @@ func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
 	}
 	h := w.Header()
 	api.SetDataHeaders(h, "application/x-ndjson")
-	if next >= 0 {
-		h.Set(ExportNextHeader, strconv.FormatInt(next, 10))
+	if next != nil {
+		h.Set(ExportNextHeader, next.String())
 	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(buf.Bytes())
 	return nil
 }
 
-// Import logs the messages of items into the chat in order, keeping their
-// timestamps, in appends of ImportBatch messages whose receipts are
-// digests of their messages: running the same import again logs nothing
-// twice (within the receipt window). Messages whose role durachat does
-// not log (a session's bash executions, custom messages) are skipped. An
-// image an export carries, on its own line or as an image block with the
-// name it was stored under, is stored under that name when the tenant
-// does not hold it yet, so its refs read the same.
+// importMessage is one message of an import file.
+type importMessage struct {
+	line int
+	raw  json.RawMessage
+	msg  pi.Message
+}
+
+// importPlan is an import file checked whole: its image lines in chunks,
+// its messages in the appends they are logged in.
+type importPlan struct {
+	images  [][]importImage
+	appends [][]importMessage
+	res     ImportResult
+}
+
+// importImage is one image line of an import file.
+type importImage struct {
+	line int
+	images.Inline
+}
+
+// Image lines are checked, and stored, a chunk at a time: one import file
+// may carry more images than one request may, and a chunk's decoded bytes
+// are held until it is stored.
+const (
+	importChunkImages = 100
+	importChunkBytes  = 8 << 20
+)
+
+// Import logs a file's items into the chat, all or nothing: every line is
+// checked first (each message as its append would check it, each ref
+// block for an image the tenant holds or the file carries, each image for
+// its bytes) and a bad one is a 400 naming the file's line, with nothing
+// written. Then the file's images are stored and its messages logged in
+// order, keeping their timestamps, in appends of ImportBatch messages
+// whose receipts are digests of their messages: running the same import
+// again logs nothing twice (within the receipt window), so an import cut
+// off by an outage (a 503 saying how far it got) is completed by running
+// it again. Messages whose role durachat does not log (a session's bash
+// executions, custom messages) are skipped.
+//
+// An image keeps the name it carries only when its bytes are the name's
+// (images.Batch.Store): the name of its base64, or the tenant holds these
+// very bytes under it. Otherwise (a shrunk image exported by another
+// tenant or before its chat was deleted: its name is that of bytes no
+// longer anywhere) it is stored under its own name and the file's refs to
+// the old one are made refs to the new (ImportResult.Renamed), so a file
+// can never bind a name to other bytes.
 func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importfile.Item) (ImportResult, error) {
-	var res ImportResult
-	var batch []pi.Message
-	var named transcript.NamedImages // by the batch: an append names at most transcript.MaxNamedImages
+	p, err := c.planImport(ctx, tenant, chat, items)
+	if err != nil {
+		return ImportResult{}, err
+	}
+	res := p.res
+	for _, chunk := range p.images {
+		// Decoded again: a file's images may be more than memory holds.
+		stored, err := prepareImages(ctx, chunk)
+		if err != nil {
+			return ImportResult{}, err
+		}
+		for i, s := range stored.Store(ctx, c.images, tenant) {
+			if s.Err != nil {
+				return ImportResult{}, fmt.Errorf("lifecycle: storing the image of line %d: %w", chunk[i].line, s.Err)
+			}
+			if s.Name != chunk[i].Named {
+				if res.Renamed == nil {
+					res.Renamed = map[string]string{}
+				}
+				res.Renamed[chunk[i].Named] = s.Name
+			}
+		}
+	}
 	h := sha256.New()
 	// held is the chat's length before the first append: an entry id
 	// below it was logged by an earlier import, one at or past it by
 	// this one (a repeated append answers the ids it logged first).
 	held := int64(-1)
-	flush := func() error {
-		named = transcript.NamedImages{}
-		if len(batch) == 0 {
-			return nil
+	for _, batch := range p.appends {
+		msgs := make([]pi.Message, len(batch))
+		h.Reset()
+		for i, m := range batch {
+			if raw, renamed := importfile.RenameRefs(m.raw, res.Renamed); renamed {
+				if err := json.Unmarshal(raw, &m.msg); err != nil {
+					return res, err
+				}
+				m.raw = raw
+			}
+			msgs[i] = m.msg
+			h.Write(m.raw)
+			h.Write([]byte{'\n'})
 		}
 		if held < 0 {
 			n, err := c.log.Len(ctx, tenant, chat)
 			if err != nil {
-				return err
+				return res, err
 			}
 			held = n
 		}
 		receipt := "import/" + hex.EncodeToString(h.Sum(nil)[:16])
-		ids, err := c.log.Append(ctx, tenant, chat, batch, receipt)
+		ids, err := c.log.Append(ctx, tenant, chat, msgs, receipt)
 		if err != nil {
-			return err
+			return res, stoppedAt(batch, res.Entries, err)
 		}
 		res.Entries += len(ids)
 		for _, id := range ids {
@@ -189,80 +324,235 @@ func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importf
 			// The entries are durable; memory finds them on any later call.
 			_ = c.memory.Appended(ctx, tenant, chat, ids[len(ids)-1]+1)
 		}
-		batch = batch[:0]
-		h.Reset()
-		return nil
 	}
-	imgs := images.New(c.blobs)
-	for i, it := range items {
-		if it.Image != nil {
-			var img ExportedImage
-			if err := json.Unmarshal(it.Image, &img); err != nil || !refs.ValidName(img.Name) || img.Data == "" {
-				return res, api.BadRequest(fmt.Sprintf("line %d", it.Line), "line %d: an image line is {\"image\": {\"name\", \"mimeType\", \"data\"}} with a stored image's name", it.Line)
-			}
-			if err := keepName(ctx, imgs, tenant, pi.Block{Type: pi.TypeImage, Name: img.Name, Data: img.Data, MimeType: img.MimeType}); err != nil {
-				return res, err
-			}
+	return res, nil
+}
+
+// planImport checks every item of an import file, writing nothing.
+func (c *Chats) planImport(ctx context.Context, tenant, chat string, items []importfile.Item) (*importPlan, error) {
+	if e, _, err := c.getIndex(ctx, tenant, chat); err != nil {
+		return nil, err
+	} else if e.Deleting != 0 {
+		return nil, deletingError(chat)
+	}
+	p := &importPlan{}
+	carried := map[string]bool{}
+	var chunk []importImage
+	size := 0
+	for _, it := range items {
+		if it.Image == nil {
 			continue
 		}
-		res.Messages++
-		raw := it.Message
-		var m pi.Message
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return res, api.BadRequest(fmt.Sprintf("messages[%d]", i), "message %d is not a pi message: %v", i, err)
+		var img ExportedImage
+		if err := json.Unmarshal(it.Image, &img); err != nil {
+			return nil, lineError(it.Line, "image", "an image line is {\"image\": {\"name\", \"mimeType\", \"data\"}}: %v", err)
 		}
-		switch m.Role {
+		if !refs.ValidName(img.Name) {
+			return nil, lineError(it.Line, "image.name", "%q is not an image name (%d lowercase hex digits)", img.Name, refs.NameLen)
+		}
+		if img.Data == "" {
+			return nil, lineError(it.Line, "image.data", "an image line needs its base64 data")
+		}
+		if len(chunk) == importChunkImages || (len(chunk) > 0 && size+len(img.Data) > importChunkBytes) {
+			p.images, chunk, size = append(p.images, chunk), nil, 0
+		}
+		chunk = append(chunk, importImage{line: it.Line, Inline: images.Inline{B64: img.Data, Named: img.Name}})
+		size += len(img.Data)
+		carried[img.Name] = true
+	}
+	if len(chunk) > 0 {
+		p.images = append(p.images, chunk)
+	}
+	for _, chunk := range p.images {
+		if _, err := prepareImages(ctx, chunk); err != nil {
+			return nil, err
+		}
+	}
+
+	var batch []importMessage
+	var named transcript.NamedImages // by the append: one names at most transcript.MaxNamedImages
+	for _, it := range items {
+		if it.Message == nil {
+			continue
+		}
+		p.res.Messages++
+		m := importMessage{line: it.Line, raw: it.Message}
+		if err := json.Unmarshal(it.Message, &m.msg); err != nil {
+			var fe *pi.FieldError
+			if errors.As(err, &fe) {
+				return nil, lineError(it.Line, "message."+fe.Field, "%s", fe.Error())
+			}
+			return nil, lineError(it.Line, "message", "is not a pi message: %v", err)
+		}
+		switch m.msg.Role {
 		case pi.RoleUser, pi.RoleAssistant, pi.RoleToolResult:
 		default:
-			res.Skipped++
+			p.res.Skipped++
 			continue
 		}
-		for _, b := range m.Content.Blocks {
-			if b.Type == pi.TypeImage && refs.ValidName(b.Name) && b.Data != "" {
-				if err := keepName(ctx, imgs, tenant, b); err != nil {
-					return res, err
-				}
-			}
-		}
-		named.Add(m)
+		named.Add(m.msg)
 		if len(batch) > 0 && named.Count() > transcript.MaxNamedImages {
 			// With this message the append would name too many images: it
 			// starts the next one.
-			if err := flush(); err != nil {
-				return res, err
-			}
-			named.Add(m)
+			p.appends = append(p.appends, batch)
+			batch, named = nil, transcript.NamedImages{}
+			named.Add(m.msg)
 		}
 		batch = append(batch, m)
-		h.Write(raw)
-		h.Write([]byte{'\n'})
 		if len(batch) == ImportBatch {
-			if err := flush(); err != nil {
-				return res, err
+			p.appends = append(p.appends, batch)
+			batch, named = nil, transcript.NamedImages{}
+		}
+	}
+	if len(batch) > 0 {
+		p.appends = append(p.appends, batch)
+	}
+	for _, batch := range p.appends {
+		if err := c.checkAppend(ctx, tenant, batch, carried); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// prepareImages checks and prepares a chunk of image lines; a refused
+// image is a 400 naming its line.
+func prepareImages(ctx context.Context, chunk []importImage) (*images.Batch, error) {
+	inline := make([]images.Inline, len(chunk))
+	for i, im := range chunk {
+		inline[i] = im.Inline
+	}
+	batch, err := images.Prepare(ctx, inline)
+	if refused, ok := errors.AsType[*images.RefusedError](err); ok {
+		return nil, imageLineError(chunk[refused.Index].line, "image.data", refused.Err)
+	}
+	return batch, err
+}
+
+// checkAppend refuses what the append of batch would refuse, naming the
+// file's line: its messages, their inline images, and ref blocks naming
+// an image that is neither stored (nor waiting as an upload) nor carried
+// by the file.
+func (c *Chats) checkAppend(ctx context.Context, tenant string, batch []importMessage, carried map[string]bool) error {
+	msgs := make([]pi.Message, len(batch))
+	var inline []images.Inline
+	var at [][2]int // message and block of each inline image
+	type ref struct{ msg, block int }
+	var refsAt []ref
+	var names []string
+	for i, m := range batch {
+		msgs[i] = m.msg
+		for j, b := range m.msg.Content.Blocks {
+			switch {
+			case b.Type == pi.TypeImage && b.Data != "":
+				inline = append(inline, images.Inline{B64: b.Data, Named: b.Name})
+				at = append(at, [2]int{i, j})
+			case b.Type == pi.TypeText && (m.msg.Role == pi.RoleUser || m.msg.Role == pi.RoleToolResult):
+				if name := refs.RefName(b.Text); name != "" && !carried[name] {
+					refsAt = append(refsAt, ref{i, j})
+					names = append(names, name)
+				}
 			}
 		}
 	}
-	return res, flush()
-}
-
-// keepName stores an exported image under the name it carries, unless the
-// tenant holds that name already or the bytes would be shrunk (then they
-// are not the stored ones, and the append names them as any other image).
-func keepName(ctx context.Context, imgs *images.Store, tenant string, b pi.Block) error {
-	if _, err := imgs.Head(ctx, tenant, b.Name); err == nil {
+	if err := transcript.Check(msgs); err != nil {
+		return batchError(batch, err)
+	}
+	if len(inline) > 0 {
+		// Decoded here and again by the append: a bad image must refuse
+		// the file before its first append.
+		_, err := images.Prepare(ctx, inline)
+		if refused, ok := errors.AsType[*images.RefusedError](err); ok {
+			k := at[refused.Index]
+			return imageLineError(batch[k[0]].line, fmt.Sprintf("message.content[%d].data", k[1]), refused.Err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	found := make([]error, len(names))
+	var mu sync.Mutex
+	idx := make([]int, len(names))
+	for i := range idx {
+		idx[i] = i
+	}
+	err := inParallel(ctx, idx, func(ctx context.Context, i int) error {
+		_, err := c.images.Locate(ctx, tenant, names[i])
+		if err != nil && !images.Refused(err) {
+			return err
+		}
+		mu.Lock()
+		found[i] = err
+		mu.Unlock()
 		return nil
-	} else if !errors.Is(err, store.ErrNotFound) {
+	})
+	if err != nil {
 		return err
 	}
-	p, err := images.Shrink(ctx, b.Data)
+	for i, err := range found {
+		if err != nil {
+			r := refsAt[i]
+			return lineError(batch[r.msg].line, fmt.Sprintf("message.content[%d]", r.block), "%s does not name an image the tenant holds or the file carries", refs.Ref(names[i]))
+		}
+	}
+	return nil
+}
+
+// lineError is a 400 naming a field of a line of an import file: its
+// field is "line N" and the field's path within the line.
+func lineError(line int, field, format string, args ...any) *api.Error {
+	f := fmt.Sprintf("line %d", line)
+	if field != "" {
+		f += " " + field
+	}
+	return api.BadRequest(f, "%s: %s", f, fmt.Sprintf(format, args...))
+}
+
+// imageLineError is lineError for an image the images package refused;
+// an outage or a busy decode budget is passed on.
+func imageLineError(line int, field string, err error) error {
+	if !images.Refused(err) && !errors.Is(err, images.ErrTooMany) {
+		return err
+	}
+	return lineError(line, field, "%v", err)
+}
+
+// batchField is a field of an append's input: messages[i] and the path in it.
+var batchField = regexp.MustCompile(`^messages\[(\d+)\](.*)$`)
+
+// batchError names, in an append's *InputError, the file's line of the
+// message at fault; any other error is passed on.
+func batchError(batch []importMessage, err error) error {
+	var ie *transcript.InputError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	line, path := batch[0].line, ""
+	if m := batchField.FindStringSubmatch(ie.Field); m != nil {
+		if i, _ := strconv.Atoi(m[1]); i < len(batch) {
+			line, path = batch[i].line, "message"+m[2]
+		}
+	}
+	return lineError(line, path, "%s", ie.Msg)
+}
+
+// stoppedAt is the answer to an import whose append of batch failed after
+// entries were logged: an outage says how far the import got and that
+// running it again completes it; a refusal the check did not foresee
+// names its line and what is logged.
+func stoppedAt(batch []importMessage, entries int, err error) error {
+	where := fmt.Sprintf("the messages before line %d are logged (%d entries); importing the same file again logs the rest and nothing twice", batch[0].line, entries)
 	if store.IsOutage(err) {
-		return err // the decode budget is busy: the import may be retried
+		e := api.Unavailable(err)
+		e.Message += ": " + where
+		return e
 	}
-	if err != nil || p.Shrunk {
-		return nil // the append refuses or renames it, naming the block
+	if ae := batchError(batch, err); ae != err {
+		e := api.AsError(ae)
+		e.Message += " (" + where + ")"
+		return e
 	}
-	p.Name = b.Name
-	return imgs.PutPrepared(ctx, tenant, p)
+	return fmt.Errorf("lifecycle: import stopped at line %d: %w", batch[0].line, err)
 }
 
 func (c *Chats) handleImport(w http.ResponseWriter, r *http.Request) error {
@@ -281,10 +571,6 @@ func (c *Chats) handleImport(w http.ResponseWriter, r *http.Request) error {
 	}
 	res, err := c.Import(r.Context(), tenant, chat, items)
 	if err != nil {
-		var ie *transcript.InputError
-		if errors.As(err, &ie) {
-			return api.BadRequest(ie.Field, "%s", ie.Error())
-		}
 		return err
 	}
 	res.Skipped += skipped

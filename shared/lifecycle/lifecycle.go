@@ -103,8 +103,11 @@ type Memory interface {
 
 // Config wires Chats.
 type Config struct {
-	Table  store.Table
-	Blobs  store.Blobs
+	Table store.Table
+	Blobs store.Blobs
+	// Images is the image store appends write (with its uploads' staging);
+	// nil: images.New(Blobs).
+	Images *images.Store
 	Log    *transcript.Log
 	Memory Memory
 	Linker store.Linker
@@ -121,6 +124,7 @@ type Config struct {
 type Chats struct {
 	table  store.Table
 	blobs  store.Blobs
+	images *images.Store
 	log    *transcript.Log
 	memory Memory
 	linker store.Linker
@@ -131,9 +135,12 @@ type Chats struct {
 
 // New returns Chats over cfg; Table and Blobs are required.
 func New(cfg Config) *Chats {
-	c := &Chats{table: cfg.Table, blobs: cfg.Blobs, log: cfg.Log, memory: cfg.Memory, linker: cfg.Linker, queue: cfg.Queue, steps: cfg.Steps, now: cfg.Now}
+	c := &Chats{table: cfg.Table, blobs: cfg.Blobs, images: cfg.Images, log: cfg.Log, memory: cfg.Memory, linker: cfg.Linker, queue: cfg.Queue, steps: cfg.Steps, now: cfg.Now}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	if c.images == nil {
+		c.images = images.New(cfg.Blobs)
 	}
 	if c.steps <= 0 {
 		c.steps = StepsPerCall

@@ -83,7 +83,7 @@ func newEnvBuilding(t *testing.T, b testenv.Backend, steps int, now func() time.
 		// server checks them as they arrive.
 		imgs.Staging = b.Blobs
 	}
-	chats := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
+	chats := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Images: imgs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
 	tl := transcript.New(b.Table, b.Blobs, imgs, transcript.WithChats(chats))
 	logger := testenv.Logger(t)
 	mc := memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: chats, Deletions: chats, Logger: logger}
@@ -805,7 +805,7 @@ func TestAnImportSplitsItsAppendsSoNoneNamesTooManyImages(t *testing.T) {
 	e := newEnv(t, testenv.Embedded(t), 0)
 	// Three messages naming 400 images each: 1,200 in one append would be
 	// refused, so the third starts an append of its own.
-	var raws []importfile.Item
+	var items []importfile.Item
 	for m := range 3 {
 		var text strings.Builder
 		for i := range 400 {
@@ -815,10 +815,10 @@ func TestAnImportSplitsItsAppendsSoNoneNamesTooManyImages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		raws = append(raws, importfile.Item{Line: m + 1, Message: raw})
+		items = append(items, importfile.Item{Line: m + 1, Message: raw})
 	}
 	for round := range 2 { // again: nothing logged twice
-		if res, err := e.chats.Import(t.Context(), "alice", "many", raws); err != nil || res.Entries != 3 {
+		if res, err := e.chats.Import(t.Context(), "alice", "many", items); err != nil || res.Entries != 3 {
 			t.Fatalf("import %d: %+v, %v; want 3 entries", round, res, err)
 		}
 		if p := e.messages("alice", "many", ""); len(p.Messages) != 3 {

@@ -37,8 +37,10 @@ func (e *env) appendCode(tenant, chat string, msgs ...map[string]any) (int, stri
 func waitForReference(t *testing.T, table store.Table, tenant, name, chat string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		_, err := table.Get(context.Background(), store.Key{PK: lifecycle.RefPK(tenant, name), SK: "c/" + chat})
-		if err == nil {
+		// The chat's entry among the image's references (by prefix: it
+		// may name the chat's incarnation too).
+		page, err := table.Query(context.Background(), store.Query{PK: lifecycle.RefPK(tenant, name), Prefix: "c/" + chat, Limit: 1})
+		if err == nil && len(page.Items) > 0 {
 			return
 		}
 		time.Sleep(2 * time.Millisecond)

@@ -180,6 +180,11 @@ func checkMessages(msgs []pi.Message) error {
 	return nil
 }
 
+// Check refuses what an append would refuse for msgs alone, with the same
+// *InputError, reading and storing nothing: a caller that logs several
+// appends checks them all before the first.
+func Check(msgs []pi.Message) error { return checkMessages(msgs) }
+
 // MaxNamedImages bounds the distinct images one append names (refs in its
 // text and arguments, and its image blocks): each is tracked for the
 // chat's deletion with a few store calls, so a message of nothing but refs

@@ -362,7 +362,7 @@ test("past the body limit, images are uploaded first: the session keeps refs, ea
   }
 });
 
-test("a model that takes no images gets refs, never image blocks; DURACHAT_DESCRIBE=1 does the same for any model", async () => {
+test("a model that takes no images gets refs for screenshots and attachments, never image blocks; DURACHAT_DESCRIBE=1 does the same for any model", async () => {
   const work = tempDir("durachat-pi-describe-");
   const server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
   const caught = catchWarnings();
@@ -380,13 +380,16 @@ test("a model that takes no images gets refs, never image blocks; DURACHAT_DESCR
           return fauxAssistantMessage(fauxText("A login page, I read."));
         },
       ]);
-      await run(session, "Take a screenshot of the login page.");
+      const attached = png(40, 30, [20, 90, 200]);
+      await run(session, "Take a screenshot of the login page, like this one.", { images: [{ type: "image", data: attached, mimeType: "image/png" }] });
       const result = lastToolResult(context);
       // The offline compactor writes no descriptions: the ref stays bare.
       assert.deepEqual(result.content, [
         { type: "text", text: "Captured the login page." },
         { type: "text", text: `[image ${nameOf(shot)}]` },
-      ], `${why}: the ref goes as text`);
+      ], `${why}: the screenshot's ref goes as text`);
+      const user = context.messages.find((m) => m.role === "user");
+      assert.deepEqual(user.content.at(-1), { type: "text", text: `[image ${nameOf(attached)}]` }, `${why}: the attachment's ref goes as text`);
       assert.deepEqual(images(context), [], `${why}: no image block in the model's request`);
       await logged(server.url, `pi-${session.sessionId}`, 4);
       await close(session);

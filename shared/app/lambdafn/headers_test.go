@@ -8,12 +8,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// header reads a response header as API Gateway would send it.
-func header(resp events.APIGatewayV2HTTPResponse, name string) string {
-	for k, v := range resp.Headers {
-		if strings.EqualFold(k, name) {
-			return v
-		}
+// responseHeader reads a response header as API Gateway would send it.
+func responseHeader(resp events.APIGatewayV2HTTPResponse, name string) string {
+	if v := header(resp.Headers, name); v != "" {
+		return v
 	}
 	for k, vs := range resp.MultiValueHeaders {
 		if strings.EqualFold(k, name) && len(vs) > 0 {
@@ -56,13 +54,13 @@ func TestEveryJSONAnswerIsNosniffAndNoStore(t *testing.T) {
 			if resp.StatusCode != c.status {
 				t.Fatalf("%d %.300s, want %d", resp.StatusCode, resp.Body, c.status)
 			}
-			if ct := header(resp, "Content-Type"); !strings.HasPrefix(ct, "application/") {
+			if ct := responseHeader(resp, "Content-Type"); !strings.HasPrefix(ct, "application/") {
 				t.Fatalf("content type %q", ct)
 			}
-			if got := header(resp, "X-Content-Type-Options"); got != "nosniff" {
+			if got := responseHeader(resp, "X-Content-Type-Options"); got != "nosniff" {
 				t.Errorf("X-Content-Type-Options %q, want nosniff", got)
 			}
-			if got := header(resp, "Cache-Control"); got != "no-store" {
+			if got := responseHeader(resp, "Cache-Control"); got != "no-store" {
 				t.Errorf("Cache-Control %q, want no-store", got)
 			}
 		})

@@ -73,10 +73,18 @@ func functionsAuth(t *testing.T, auth api.Authenticator) map[string]*function {
 // Lambda takes and that the answer is one Lambda sends.
 func (f *function) call(t *testing.T, path string, body []byte) (int, []byte, int) {
 	t.Helper()
+	resp, n := f.request(t, http.MethodPost, path, "", body)
+	return resp.StatusCode, []byte(resp.Body), n
+}
+
+// request invokes f with a request of method, checking the event and the
+// answer as call does; it returns the answer and its payload size.
+func (f *function) request(t *testing.T, method, path, query string, body []byte) (events.APIGatewayV2HTTPResponse, int) {
+	t.Helper()
 	ev := events.APIGatewayV2HTTPRequest{
-		Version: "2.0", RawPath: path, Body: string(body),
+		Version: "2.0", RawPath: path, RawQueryString: query, Body: string(body),
 		Headers:        map[string]string{"content-type": "application/json"},
-		RequestContext: events.APIGatewayV2HTTPRequestContext{RequestID: "r", HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: http.MethodPost, Path: path}},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{RequestID: "r", HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path}},
 	}
 	raw, err := json.Marshal(ev)
 	if err != nil {
@@ -93,7 +101,7 @@ func (f *function) call(t *testing.T, path string, body []byte) (int, []byte, in
 	if n > lambdahttp.MaxResponsePayload {
 		t.Fatalf("%s %s answered %d bytes, over Lambda's %d", f.name, path, n, lambdahttp.MaxResponsePayload)
 	}
-	return resp.StatusCode, []byte(resp.Body), n
+	return resp, n
 }
 
 // noisyPNG is a PNG of about w*h*4 bytes (noise does not compress).

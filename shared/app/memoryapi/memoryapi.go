@@ -37,7 +37,7 @@ type API struct {
 // when set, receives Embedded Metric Format lines.
 func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logger *slog.Logger, metrics io.Writer) (*API, error) {
 	imgs := stores.Images()
-	chats := lifecycle.New(lifecycle.Config{Table: stores.Table, Blobs: stores.Blobs, Linker: stores.Linker, Queue: stores.Queue})
+	chats := lifecycle.New(lifecycle.Config{Table: stores.Table, Blobs: stores.Blobs, Images: imgs, Linker: stores.Linker, Queue: stores.Queue})
 	tl := transcript.New(stores.Table, stores.Blobs, imgs, transcript.WithChats(chats))
 	m, err := memory.New(memory.Config{
 		Table:        stores.Table,

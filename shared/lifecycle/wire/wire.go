@@ -51,6 +51,10 @@ type ImportResult struct {
 	Entries  int `json:"entries"`
 	New      int `json:"new"`
 	Skipped  int `json:"skipped"`
+	// Renamed maps each name an image line carried whose bytes are not
+	// that name's to the name they are stored under; the file's refs to
+	// it are logged as refs to the new name. Absent when none is.
+	Renamed map[string]string `json:"renamed,omitempty"`
 }
 
 // Retention is a retention setting: chats idle longer than Days days are

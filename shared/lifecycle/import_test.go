@@ -1,0 +1,358 @@
+package lifecycle_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/durachat/durachat/client/importfile"
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/lifecycle"
+	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/testenv"
+)
+
+// postImport posts an import file and returns the answer.
+func (e *env) postImport(tenant, chat string, file []byte) (int, []byte) {
+	e.t.Helper()
+	req, _ := http.NewRequestWithContext(e.t.Context(), "POST", e.url+"/v1/chats/"+chat+"/import", bytes.NewReader(file))
+	req.Header.Set("Authorization", "Bearer "+e.tokens[tenant])
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body bytes.Buffer
+	_, _ = body.ReadFrom(res.Body)
+	return res.StatusCode, body.Bytes()
+}
+
+// exportLines joins lines into an import file.
+func exportLines(t *testing.T, lines ...any) []byte {
+	t.Helper()
+	var out []byte
+	for _, l := range lines {
+		raw, ok := l.(string)
+		if !ok {
+			b, err := json.Marshal(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw = string(b)
+		}
+		out = append(out, raw...)
+		out = append(out, '\n')
+	}
+	return out
+}
+
+func messageLine(seq int, msg any) map[string]any { return map[string]any{"seq": seq, "message": msg} }
+
+// refBlocksMessage is a user message of one ref block per name.
+func refBlocksMessage(names ...string) map[string]any {
+	var content []map[string]any
+	for _, n := range names {
+		content = append(content, map[string]any{"type": "text", "text": refs.Ref(n)})
+	}
+	return map[string]any{"role": "user", "timestamp": 1_700_000_000_000, "content": content}
+}
+
+func imageLine(name, b64 string) map[string]any {
+	return map[string]any{"image": map[string]any{"name": name, "mimeType": "image/png", "data": b64}}
+}
+
+// TestAnImportWithABadLineLogsNothingAndNamesTheLine: a file of 120
+// lines with one bad line is refused whole, naming that line of the file
+// (not a place in an append), and nothing of it is logged; the fixed file
+// then imports whole.
+func TestAnImportWithABadLineLogsNothingAndNamesTheLine(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			shot := pngB64(t, color.RGBA{1, 2, 3, 255})
+			tests := []struct {
+				name  string
+				bad   any
+				field string
+			}{
+				{"a ref to no image", messageLine(109, refBlocksMessage("0123456789abcdef")), "line 110 message.content[0]"},
+				{"a message with no role", messageLine(109, map[string]any{"content": "x"}), "line 110 message.role"},
+				{"an image block that is no image", messageLine(109, map[string]any{"role": "user", "content": []map[string]any{{"type": "image", "data": "bm90IGFuIGltYWdl"}}}), "line 110 message.content[0].data"},
+				{"an image line that is no image", imageLine(images.Name(shot), "bm90IGFuIGltYWdl"), "line 110 image.data"},
+				{"an image line whose name is none", imageLine("../x", shot), "line 110 image.name"},
+				{"a content of the wrong type", messageLine(109, map[string]any{"role": "user", "content": 5}), "line 110 message.content"},
+			}
+			for i, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					chat := fmt.Sprintf("bad%d", i)
+					var lines []any
+					for n := range 120 {
+						lines = append(lines, messageLine(n, user(fmt.Sprintf("message %d", n))))
+					}
+					lines[109] = tt.bad
+					code, body := e.postImport("alice", chat, exportLines(t, lines...))
+					var answer struct {
+						Error struct{ Field, Message string }
+					}
+					_ = json.Unmarshal(body, &answer)
+					if code != http.StatusBadRequest || answer.Error.Field != tt.field || !strings.HasPrefix(answer.Error.Message, tt.field+": ") {
+						t.Fatalf("import = %d %s, want 400 naming %q", code, body, tt.field)
+					}
+					if p := e.messages("alice", chat, ""); len(p.Messages) != 0 {
+						t.Fatalf("a refused import logged %d messages", len(p.Messages))
+					}
+					lines[109] = messageLine(109, user("message 109"))
+					if r := e.importFile("alice", chat, exportLines(t, lines...)); r.Messages != 120 || r.Entries != 120 {
+						t.Fatalf("the fixed file imported as %+v, want 120 entries", r)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestAnImportCannotBindANameToOtherBytes: an image line, or an image
+// block, that carries the name of other bytes is stored under its own
+// name, its refs follow it, and the name still means its own bytes for
+// every later request: an after-tool of the genuine image stores it, and
+// it reads back as itself.
+func TestAnImportCannotBindANameToOtherBytes(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			imgs := images.New(b.Blobs)
+			genuine := pngB64(t, color.RGBA{200, 0, 0, 255})
+			forged := pngB64(t, color.RGBA{0, 0, 200, 255})
+			name, forgedName := images.Name(genuine), images.Name(forged)
+			for _, tt := range []struct {
+				name string
+				file []byte
+			}{
+				{"an image line", exportLines(t, imageLine(name, forged), messageLine(0, refBlocksMessage(name)))},
+				{"an image block", exportLines(t, messageLine(0, map[string]any{"role": "user", "timestamp": 1, "content": []map[string]any{
+					{"type": "image", "name": name, "mimeType": "image/png", "data": forged}}}))},
+			} {
+				t.Run(tt.name, func(t *testing.T) {
+					chat := strings.ReplaceAll(tt.name, " ", "-")
+					r := e.importFile("bob", chat, tt.file)
+					if r.Entries != 1 {
+						t.Fatalf("import = %+v", r)
+					}
+					if _, err := imgs.Get(t.Context(), "bob", name); err == nil {
+						t.Fatalf("the import stored bytes under %s, the name of other bytes", name)
+					}
+					if got := e.messages("bob", chat, ""); len(got.Messages) != 1 || !strings.Contains(string(got.Messages[0].Message), refs.Ref(forgedName)) {
+						t.Fatalf("read back %+v, want the ref to the bytes' own name %s", got, forgedName)
+					}
+					// The genuine image, stored as after-tool stores it, is itself.
+					if n, err := imgs.Put(t.Context(), "bob", genuine); err != nil || n != name {
+						t.Fatalf("put = %s %v", n, err)
+					}
+					img, err := imgs.Get(t.Context(), "bob", name)
+					if err != nil || base64.StdEncoding.EncodeToString(img.Data) != genuine {
+						t.Fatalf("image %s reads back as other bytes (%v)", name, err)
+					}
+					if err := b.Blobs.Delete(t.Context(), store.ImageKey("bob", name)); err != nil {
+						t.Fatal(err)
+					}
+				})
+			}
+			if r := e.importFile("bob", "line", exportLines(t, imageLine(name, forged), messageLine(0, refBlocksMessage(name)))); r.Renamed[name] != forgedName {
+				t.Fatalf("import = %+v, want %s renamed to %s", r, name, forgedName)
+			}
+		})
+	}
+}
+
+// TestAShrunkImageExportedByAnotherTenantImportsUnderItsOwnName: the name
+// of a shrunk image is that of bytes no longer stored, so another tenant
+// cannot be shown they are its; the image is stored under its own name
+// and every ref follows. The tenant that holds the bytes keeps the name.
+func TestAShrunkImageExportedByAnotherTenantImportsUnderItsOwnName(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			wide := noisyPNG(t, 1, 2100, 8) // wider than MaxSide: shrunk
+			name := images.Name(wide)
+			e.append("alice", "src", withImage("wide", wide))
+			e.append("alice", "src", refBlocksMessage(name))
+			file := e.export("alice", "src")
+			if r := e.importFile("alice", "mine", file); len(r.Renamed) != 0 {
+				t.Fatalf("alice's own import renamed %v", r.Renamed)
+			}
+			if again := e.export("alice", "mine"); !bytes.Equal(again, file) {
+				t.Fatalf("alice's import exports as\n%.500s\nwant\n%.500s", again, file)
+			}
+			r := e.importFile("bob", "copy", file)
+			own := r.Renamed[name]
+			if !refs.ValidName(own) || own == name {
+				t.Fatalf("bob's import = %+v, want %s renamed", r, name)
+			}
+			want := bytes.ReplaceAll(file, []byte(name), []byte(own))
+			if again := e.export("bob", "copy"); !bytes.Equal(again, want) {
+				t.Fatalf("bob's import exports as\n%.500s\nwant\n%.500s", again, want)
+			}
+		})
+	}
+}
+
+// TestAnExportPartStaysWithinItsBudgetWhateverTheRefs: a message of 999
+// ref blocks to one image carries the image once; a message naming more
+// images than a part holds is spread over parts, each within the budget;
+// and the export imports back to the same export.
+func TestAnExportPartStaysWithinItsBudgetWhateverTheRefs(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			one := noisyPNG(t, 7, 260, 260) // about 264 KiB of base64
+			e.append("alice", "refs", withImage("the image", one))
+			var many []string
+			for range 999 {
+				many = append(many, images.Name(one))
+			}
+			e.append("alice", "refs", refBlocksMessage(many...))
+			file, parts := e.exportParts("alice", "refs")
+			if n := bytes.Count(file, []byte(`{"image":`)); n != 1 || len(parts) != 1 {
+				t.Fatalf("the export carries the image %d times in %d parts, want once in one", n, len(parts))
+			}
+
+			// Twelve images of about 507 KiB of base64 each, named by one
+			// message: more than one part holds.
+			var distinct []string
+			for i := range 12 {
+				img := noisyPNG(t, uint64(100+i), 360, 360)
+				e.append("alice", "wide", withImage(fmt.Sprintf("image %d", i), img))
+				distinct = append(distinct, images.Name(img))
+			}
+			e.append("alice", "wide", refBlocksMessage(distinct...))
+			file, parts = e.exportParts("alice", "wide")
+			if len(parts) < 3 {
+				t.Fatalf("%d parts, want the images spread over several", len(parts))
+			}
+			for i, p := range parts {
+				if len(p) > lifecycle.PageBudget+1<<20 {
+					t.Errorf("part %d is %d bytes, over its budget of about %d", i, len(p), lifecycle.PageBudget)
+				}
+			}
+			// More than one request takes: imported whole, as durachat
+			// import does into a data directory.
+			items, _, err := importfile.Parse(bytes.NewReader(file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := e.chats.Import(t.Context(), "bob", "wide", items)
+			if err != nil || r.Entries != 13 || len(r.Renamed) != 0 {
+				t.Fatalf("import = %+v, %v", r, err)
+			}
+			if again := e.export("bob", "wide"); !bytes.Equal(again, file) {
+				t.Fatal("the export does not import back to the same export")
+			}
+		})
+	}
+}
+
+// exportParts reads the chat's whole export and each part of it.
+func (e *env) exportParts(tenant, chat string) ([]byte, [][]byte) {
+	e.t.Helper()
+	var all []byte
+	var parts [][]byte
+	after := ""
+	for range 1000 {
+		req, _ := http.NewRequestWithContext(e.t.Context(), "GET", e.url+"/v1/chats/"+chat+"/export?after="+after, nil)
+		req.Header.Set("Authorization", "Bearer "+e.tokens[tenant])
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		var body bytes.Buffer
+		_, _ = body.ReadFrom(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			e.t.Fatalf("export after %q: %d %.300s", after, res.StatusCode, body.Bytes())
+		}
+		all = append(all, body.Bytes()...)
+		parts = append(parts, body.Bytes())
+		if after = res.Header.Get(lifecycle.ExportNextHeader); after == "" {
+			return all, parts
+		}
+	}
+	e.t.Fatal("the export did not end")
+	return nil, nil
+}
+
+// noisyPNG is a PNG of about w*h*4 bytes (noise does not compress), base64.
+func noisyPNG(t *testing.T, seed uint64, w, h int) string {
+	t.Helper()
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	r := rand.New(rand.NewPCG(seed, 1))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(r.Uint32())
+		if i%4 == 3 {
+			img.Pix[i] = 255
+		}
+	}
+	var buf bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.NoCompression}).Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(buf.Bytes())
+}
+
+// TestAnImportCutOffByAnOutageSaysHowFarItGotAndARerunCompletesIt: an
+// outage while the third append of a 120-line file is written answers 503
+// with Retry-After, saying which lines are logged; importing the same file
+// again logs the rest, and nothing twice.
+func TestAnImportCutOffByAnOutageSaysHowFarItGotAndARerunCompletesIt(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			var down atomic.Bool
+			down.Store(true)
+			third := fmt.Sprintf("e/%016d", 2*lifecycle.ImportBatch) // the first entry of the third append
+			b.Table = &testenv.FailingTable{Table: b.Table, FailCreate: func(k store.Key) error {
+				if down.Load() && k.SK == third {
+					return testenv.KeyOutage(k)
+				}
+				return nil
+			}}
+			e := newEnv(t, b, 0)
+			var lines []any
+			for n := range 120 {
+				lines = append(lines, messageLine(n, user(fmt.Sprintf("message %d", n))))
+			}
+			file := exportLines(t, lines...)
+			code, body := e.postImport("alice", "cut", file)
+			if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "before line 101 are logged (100 entries)") {
+				t.Fatalf("import = %d %s, want a 503 saying lines 1-100 are logged", code, body)
+			}
+			if p := e.messages("alice", "cut", "?limit=100"); len(p.Messages) != 100 {
+				t.Fatalf("%d messages logged, want the 100 of the first two appends", len(p.Messages))
+			}
+			down.Store(false)
+			if r := e.importFile("alice", "cut", file); r.Entries != 120 {
+				t.Fatalf("the rerun = %+v, want 120 entries", r)
+			}
+			seen := 0
+			for after := ""; ; {
+				p := e.messages("alice", "cut", "?limit=100"+after)
+				seen += len(p.Messages)
+				if p.Next == "" {
+					break
+				}
+				after = "&after=" + p.Next
+			}
+			if seen != 120 {
+				t.Fatalf("the chat holds %d messages after the rerun, want 120", seen)
+			}
+		})
+	}
+}
