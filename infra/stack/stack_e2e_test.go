@@ -455,6 +455,49 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 		}
 	})
 
+	// The offload function records what it stores in the table the memory
+	// function deletes chats from: the image is the hook's chat's.
+	t.Run("AnImageTheOffloadFunctionStoredIsItsChatsAndGoesWithIt", func(t *testing.T) {
+		host := host
+		host.t = t
+		shot := pngBase64(t, 91)
+		var after struct {
+			Stored []string `json:"stored"`
+		}
+		host.ok(http.MethodPost, "/v1/chats/hooked/hooks/after-tool", map[string]any{
+			"call":   map[string]any{"id": "c1", "name": "screenshot"},
+			"result": map[string]any{"content": []any{map[string]any{"type": "image", "data": shot, "mimeType": "image/png"}}},
+		}, &after)
+		if len(after.Stored) != 1 {
+			t.Fatalf("after-tool stored %v", after.Stored)
+		}
+		ref := "[image " + after.Stored[0] + "]"
+		host.ok(http.MethodPost, "/v1/chats/logger/messages", map[string]any{"receipt": "l1", "messages": []any{
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "image", "data": shot, "mimeType": "image/png"}}}}}, nil)
+		var del struct {
+			Deleted  bool `json:"deleted"`
+			Progress struct {
+				Images int `json:"images"`
+			} `json:"progress"`
+		}
+		restored := func(chat string) bool {
+			var got struct {
+				Restored []string `json:"restored"`
+			}
+			host.ok(http.MethodPost, "/v1/chats/"+chat+"/hooks/before-request", map[string]any{"format": "anthropic", "request": map[string]any{
+				"model": "m", "max_tokens": 10, "messages": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": ref}}}}}}, &got)
+			return len(got.Restored) == 1
+		}
+		host.ok(http.MethodDelete, "/v1/chats/logger", nil, &del)
+		if !del.Deleted || del.Progress.Images != 0 || !restored("hooked") {
+			t.Fatalf("deleting the other chat naming it = %+v, restored %v: want the image kept for the chat whose hook stored it", del, restored("hooked"))
+		}
+		host.ok(http.MethodDelete, "/v1/chats/hooked", nil, &del)
+		if !del.Deleted || del.Progress.Images != 1 || restored("hooked") {
+			t.Fatalf("deleting the hook's chat = %+v: want its image deleted with it", del)
+		}
+	})
+
 	t.Run("AHostTurnWithImagesRestoresThemInEveryFormat", func(t *testing.T) {
 		host := host
 		host.t = t

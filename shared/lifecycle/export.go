@@ -259,7 +259,25 @@ const (
 // longer anywhere) it is stored under its own name and the file's refs to
 // the old one are made refs to the new (ImportResult.Renamed), so a file
 // can never bind a name to other bytes.
+//
+// A line too large for one request comes as pieces (importfile.Piece),
+// each in a request of its own: they are kept until the last arrives,
+// which imports the line they make.
 func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importfile.Item) (ImportResult, error) {
+	items, skipped, done, err := c.joinLines(ctx, tenant, chat, items)
+	if err != nil {
+		return ImportResult{}, err
+	}
+	res, err := c.importItems(ctx, tenant, chat, items)
+	res.Skipped += skipped
+	if err == nil {
+		done()
+	}
+	return res, err
+}
+
+// importItems is Import of items without pieces.
+func (c *Chats) importItems(ctx context.Context, tenant, chat string, items []importfile.Item) (ImportResult, error) {
 	p, err := c.planImport(ctx, tenant, chat, items)
 	if err != nil {
 		return ImportResult{}, err
@@ -326,6 +344,112 @@ func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importf
 		}
 	}
 	return res, nil
+}
+
+// MaxImportLine bounds a line an import puts back together from its
+// pieces: twice the body limit, more than any message the API takes.
+const MaxImportLine = 2 * api.MaxBody
+
+// maxPieces bounds the pieces of one line.
+const maxPieces = 1024
+
+// joinLines replaces the pieces among items by the lines they make: a
+// piece is kept under the chat's texts (deleted with the chat) until the
+// last of its line arrives, which gives the line, checked against the
+// digest its pieces name. done deletes the pieces used, once the import
+// of their lines succeeded; until then a retry of the last piece puts
+// its line together again.
+func (c *Chats) joinLines(ctx context.Context, tenant, chat string, items []importfile.Item) (out []importfile.Item, skipped int, done func(), err error) {
+	var used []func() error
+	done = func() {
+		for _, drop := range used {
+			if err := drop(); err != nil {
+				// Left under the chat's texts, deleted with it.
+				api.Logger(ctx).Warn("import: the pieces of a line were not deleted", "err", err)
+			}
+		}
+	}
+	out = make([]importfile.Item, 0, len(items))
+	for _, it := range items {
+		if it.Piece == nil {
+			out = append(out, it)
+			continue
+		}
+		line, drop, err := c.joinPieces(ctx, tenant, chat, it)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		if line == nil {
+			continue // more pieces to come
+		}
+		used = append(used, drop)
+		whole, n, err := importfile.Parse(bytes.NewReader(line))
+		if err == nil && (len(whole)+n != 1 || len(whole) == 1 && whole[0].Piece != nil) {
+			err = errors.New("they do not make one message or image line")
+		}
+		if err != nil {
+			return nil, 0, nil, errors.Join(drop(), lineError(it.Line, "piece", "the line its pieces make: %v", err))
+		}
+		skipped += n
+		for _, w := range whole {
+			w.Line = it.Line
+			out = append(out, w)
+		}
+	}
+	return out, skipped, done, nil
+}
+
+// joinPieces keeps a piece of a line too large for one import request
+// and, when it is the last, returns the whole line and a func deleting its
+// pieces. nil: more pieces are to come.
+func (c *Chats) joinPieces(ctx context.Context, tenant, chat string, it importfile.Item) ([]byte, func() error, error) {
+	var p importfile.Piece
+	if err := json.Unmarshal(it.Piece, &p); err != nil {
+		return nil, nil, lineError(it.Line, "piece", "a piece is {\"piece\": {\"line\", \"index\", \"count\", \"data\"}}: %v", err)
+	}
+	if sum, err := hex.DecodeString(p.Line); err != nil || len(sum) != sha256.Size {
+		return nil, nil, lineError(it.Line, "piece.line", "a piece's line is the hex SHA-256 of the whole line, not %q", p.Line)
+	}
+	if p.Count < 1 || p.Count > maxPieces || p.Index < 0 || p.Index >= p.Count || len(p.Data) == 0 {
+		return nil, nil, lineError(it.Line, "piece", "piece %d of %d: a line has 1 to %d pieces, each with data", p.Index, p.Count, maxPieces)
+	}
+	key := func(i int) string {
+		return fmt.Sprintf("%simport/%s/%04d", store.TextPrefix(tenant, chat), p.Line, i)
+	}
+	if err := c.blobs.Put(ctx, key(p.Index), store.Blob{ContentType: "application/octet-stream", Data: p.Data}); err != nil {
+		return nil, nil, fmt.Errorf("lifecycle: keeping piece %d of an import line: %w", p.Index, err)
+	}
+	if p.Index < p.Count-1 {
+		return nil, nil, nil
+	}
+	drop := func() error {
+		for i := range p.Count {
+			if err := c.blobs.Delete(ctx, key(i)); err != nil {
+				return fmt.Errorf("lifecycle: deleting piece %d of an import line: %w", i, err)
+			}
+		}
+		return nil
+	}
+	var line bytes.Buffer
+	for i := range p.Count {
+		b, err := c.blobs.Get(ctx, key(i))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil, lineError(it.Line, "piece", "piece %d of the line has not arrived: send a line's pieces in order", i)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("lifecycle: reading piece %d of an import line: %w", i, err)
+		}
+		if line.Len()+len(b.Data) > MaxImportLine {
+			return nil, nil, errors.Join(drop(), &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Field: fmt.Sprintf("line %d", it.Line),
+				Message: fmt.Sprintf("line %d: a line put together from pieces is at most %d bytes", it.Line, MaxImportLine)})
+		}
+		line.Write(b.Data)
+	}
+	if sum := sha256.Sum256(line.Bytes()); hex.EncodeToString(sum[:]) != p.Line {
+		// Dropped, so the line can be sent again whole.
+		return nil, nil, errors.Join(drop(), lineError(it.Line, "piece", "the pieces do not make the line they name (SHA-256 %s); send them again", p.Line))
+	}
+	return line.Bytes(), drop, nil
 }
 
 // planImport checks every item of an import file, writing nothing.
