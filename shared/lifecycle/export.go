@@ -103,7 +103,7 @@ func exportAfter(r *http.Request) (ExportFrom, error) {
 // Export writes the chat's export from from to w, at most about budget
 // bytes (at least one line), and returns where the next part starts, or
 // nil when the chat ends. It holds one image at a time.
-func (c *Chats) Export(ctx context.Context, tenant, chat string, from ExportFrom, w io.Writer, budget int) (*ExportFrom, error) {
+func (c *Routes) Export(ctx context.Context, tenant, chat string, from ExportFrom, w io.Writer, budget int) (*ExportFrom, error) {
 	written := 0
 	sent := map[string]bool{} // images this part carries already
 	var next *ExportFrom
@@ -186,7 +186,7 @@ func (c *Chats) imageLine(ctx context.Context, tenant, name string) ([]byte, err
 	return api.Marshal(ExportImage{Image: ExportedImage{Name: name, MimeType: img.MimeType, Data: base64.StdEncoding.EncodeToString(img.Data)}})
 }
 
-func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
+func (c *Routes) handleExport(w http.ResponseWriter, r *http.Request) error {
 	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err
@@ -264,7 +264,7 @@ const (
 // A line too large for one request comes as pieces (importfile.Piece),
 // each in a request of its own: they are kept until the last arrives,
 // which imports the line they make.
-func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importfile.Item) (ImportResult, error) {
+func (c *Routes) Import(ctx context.Context, tenant, chat string, items []importfile.Item) (ImportResult, error) {
 	items, skipped, done, err := c.joinLines(ctx, tenant, chat, items)
 	if err != nil {
 		return ImportResult{}, err
@@ -278,7 +278,7 @@ func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importf
 }
 
 // importItems is Import of items without pieces.
-func (c *Chats) importItems(ctx context.Context, tenant, chat string, items []importfile.Item) (ImportResult, error) {
+func (c *Routes) importItems(ctx context.Context, tenant, chat string, items []importfile.Item) (ImportResult, error) {
 	p, err := c.planImport(ctx, tenant, chat, items)
 	if err != nil {
 		return ImportResult{}, err
@@ -322,14 +322,18 @@ func (c *Chats) importItems(ctx context.Context, tenant, chat string, items []im
 			h.Write([]byte{'\n'})
 		}
 		if held < 0 {
-			n, err := c.log.Len(ctx, tenant, chat)
+			cur, _, err := c.ids.Current(ctx, tenant, chat)
+			if err != nil {
+				return res, err
+			}
+			n, err := c.log.Len(ctx, cur)
 			if err != nil {
 				return res, err
 			}
 			held = n
 		}
 		receipt := "import/" + hex.EncodeToString(h.Sum(nil)[:16])
-		ids, err := c.log.Append(ctx, tenant, chat, msgs, receipt)
+		ch, ids, err := c.log.AppendChat(ctx, tenant, chat, msgs, receipt)
 		if err != nil {
 			return res, stoppedAt(batch, res.Entries, err)
 		}
@@ -341,7 +345,7 @@ func (c *Chats) importItems(ctx context.Context, tenant, chat string, items []im
 		}
 		if c.memory != nil && len(ids) > 0 {
 			// The entries are durable; memory finds them on any later call.
-			_ = c.memory.Appended(ctx, tenant, chat, ids[len(ids)-1]+1)
+			_ = c.memory.Appended(ctx, ch, ids[len(ids)-1]+1)
 		}
 	}
 	return res, nil
@@ -680,7 +684,7 @@ func stoppedAt(batch []importMessage, entries int, err error) error {
 	return fmt.Errorf("lifecycle: import stopped at line %d: %w", batch[0].line, err)
 }
 
-func (c *Chats) handleImport(w http.ResponseWriter, r *http.Request) error {
+func (c *Routes) handleImport(w http.ResponseWriter, r *http.Request) error {
 	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err

@@ -188,27 +188,16 @@ func (e *env) doOK(tenant, method, path string, body any) []byte {
 // the images' base64, or passes the item budget.
 func (e *env) rowsHoldNoBase64(b64s ...string) {
 	e.t.Helper()
-	for _, pk := range []string{store.ChatPK("alice", "turns"), store.ChatPK("alice", "whole"), store.ChatPK("alice", "big")} {
-		after := ""
-		for {
-			page, err := e.b.Table.Query(e.t.Context(), store.Query{PK: pk, After: after, Limit: 100})
-			if err != nil {
-				e.t.Fatal(err)
-			}
-			for _, it := range page.Items {
-				for _, b64 := range b64s {
-					if bytes.Contains(it.Body, []byte(b64[:64])) {
-						e.t.Fatalf("row %s holds an image's base64", it.SK)
-					}
-				}
-				if it.Size() > store.ItemBudget {
-					e.t.Fatalf("row %s is %d bytes, over the budget of %d", it.SK, it.Size(), store.ItemBudget)
+	for _, chat := range []string{"turns", "whole", "big"} {
+		for _, it := range e.itemsOf(e.current("alice", chat).PK()) {
+			for _, b64 := range b64s {
+				if bytes.Contains(it.Body, []byte(b64[:64])) {
+					e.t.Fatalf("row %s holds an image's base64", it.SK)
 				}
 			}
-			if page.Next == "" {
-				break
+			if it.Size() > store.ItemBudget {
+				e.t.Fatalf("row %s is %d bytes, over the budget of %d", it.SK, it.Size(), store.ItemBudget)
 			}
-			after = page.Next
 		}
 	}
 }

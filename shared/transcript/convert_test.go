@@ -54,7 +54,7 @@ func TestMessagesBecomeEntries(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				es, err := f.log.Entries(ctx, tenant, ch, 0, 100)
+				es, err := f.log.Entries(ctx, f.cur(tenant, ch), 0, 100)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -120,7 +120,7 @@ func TestMemoryToolResultsAreMarked(t *testing.T) {
 				if _, err := f.log.Append(ctx, tenant, ch, []pi.Message{msg(t, c.msg)}, "r"); err != nil {
 					t.Fatal(err)
 				}
-				e, err := f.log.Entry(ctx, tenant, ch, 0)
+				e, err := f.log.Entry(ctx, f.cur(tenant, ch), 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -156,7 +156,7 @@ func TestLongTextSplitIntoPieces(t *testing.T) {
 				if _, err := f.log.Append(ctx, tenant, ch, []pi.Message{m}, "r"); err != nil {
 					t.Fatal(err)
 				}
-				es, err := f.log.Entries(ctx, tenant, ch, 0, 1000)
+				es, err := f.log.Entries(ctx, f.cur(tenant, ch), 0, 1000)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -201,7 +201,7 @@ func TestLongEchoCappedWithRefsOfMiddle(t *testing.T) {
 		if _, err := f.log.Append(ctx, tenant, chat, []pi.Message{m}, "r"); err != nil {
 			t.Fatal(err)
 		}
-		e, err := f.log.Entry(ctx, tenant, chat, 0)
+		e, err := f.log.Entry(ctx, f.cur(tenant, chat), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +252,7 @@ func TestZoomResultLoggedIdenticalWithAndWithoutOffload(t *testing.T) {
 			if _, err := f.log.Append(ctx, tenant, v, []pi.Message{m}, "r"); err != nil {
 				t.Fatal(err)
 			}
-			e, err := f.log.Entry(ctx, tenant, v, 0)
+			e, err := f.log.Entry(ctx, f.cur(tenant, v), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -273,7 +273,7 @@ func TestZoomResultLoggedIdenticalWithAndWithoutOffload(t *testing.T) {
 		if _, err := f.log.Append(ctx, tenant, "extra", []pi.Message{m}, "r"); err != nil {
 			t.Fatal(err)
 		}
-		e, _ := f.log.Entry(ctx, tenant, "extra", 0)
+		e, _ := f.log.Entry(ctx, f.cur(tenant, "extra"), 0)
 		if e.Text != want+"\n"+refs.Ref(images.Name(extra)) {
 			t.Errorf("an image the page does not name: %q", e.Text)
 		}
