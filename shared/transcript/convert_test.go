@@ -2,6 +2,7 @@ package transcript
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -236,16 +237,26 @@ func TestLongEchoCappedWithRefsOfMiddle(t *testing.T) {
 func TestZoomResultLoggedIdenticalWithAndWithoutOffload(t *testing.T) {
 	img := pngB64(t, 2, 6, 6)
 	name := images.Name(img)
-	stored := "fedcba9876543210" // a name the image was stored under earlier
+	wide := pngB64(t, 3, 2100, 4) // stored shrunk: its name is not its copy's
+	stored := images.Name(wide)
 	page := "[42] user: look at this\n" + refs.Ref(name) + "\nand " + refs.Ref(stored)
 	pageBlock := `{"type":"text","text":` + jsonString(page) + `}`
-	variants := map[string]string{
-		"NoImages":           `[` + pageBlock + `]`,
-		"InlineImages":       `[` + pageBlock + `,{"type":"image","mimeType":"image/png","data":"` + img + `"},{"type":"image","mimeType":"image/png","name":"` + stored + `","data":"` + pngB64(t, 3, 6, 6) + `"}]`,
-		"OffloadedRefBlocks": `[` + pageBlock + `,{"type":"text","text":"` + refs.Ref(name) + `"},{"type":"text","text":"` + refs.Ref(stored) + `"}]`,
-	}
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
+		// The page's second image was stored earlier; the zoom result
+		// carries its stored copy under its name, as zoom gives it.
+		if _, err := f.imgs.Put(ctx, tenant, wide); err != nil {
+			t.Fatal(err)
+		}
+		copied, err := f.imgs.Get(ctx, tenant, stored)
+		if err != nil {
+			t.Fatal(err)
+		}
+		variants := map[string]string{
+			"NoImages":           `[` + pageBlock + `]`,
+			"InlineImages":       `[` + pageBlock + `,{"type":"image","mimeType":"image/png","data":"` + img + `"},{"type":"image","mimeType":"image/jpeg","name":"` + stored + `","data":"` + base64.StdEncoding.EncodeToString(copied.Data) + `"}]`,
+			"OffloadedRefBlocks": `[` + pageBlock + `,{"type":"text","text":"` + refs.Ref(name) + `"},{"type":"text","text":"` + refs.Ref(stored) + `"}]`,
+		}
 		got := map[string]string{}
 		for v, content := range variants {
 			m := msg(t, `{"role":"toolResult","toolCallId":"z","toolName":"zoom","content":`+content+`,"details":{"id":42}}`)
