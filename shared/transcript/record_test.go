@@ -38,7 +38,7 @@ func eachBackendAndDynalite(t *testing.T, fn func(t *testing.T, f *fixture)) {
 // one or is an entry written before records.
 func (f *fixture) readRecords(t *testing.T) (msgs []string, shape string) {
 	t.Helper()
-	lgs, err := f.log.Read(context.Background(), tenant, chat, 0, 10_000)
+	lgs, err := f.log.Read(context.Background(), f.cur(tenant, chat), 0, 10_000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestAMessageIsRecordedOnceWhateverTheEntriesOrCrashes(t *testing.T) {
 						t.Fatalf("row %s is %d bytes, over the budget", it.SK, it.Size())
 					}
 				}
-				it, err := f.table.Get(context.Background(), store.Key{PK: store.ChatPK(tenant, chat), SK: entryKey(5)})
+				it, err := f.table.Get(context.Background(), store.Key{PK: f.cur(tenant, chat).PK(), SK: entryKey(5)})
 				if err != nil {
 					t.Fatal(err)
 				}
