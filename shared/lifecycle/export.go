@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"regexp"
 	"slices"
@@ -95,8 +94,8 @@ func exportAfter(r *http.Request) (ExportFrom, error) {
 	if err == nil && dotted {
 		n, err = strconv.Atoi(carried)
 	}
-	if err != nil || after < 0 || after == math.MaxInt64 || n < 0 || n > transcript.MaxNamedImages {
-		return ExportFrom{}, api.BadRequest("after", "after must be a message seq from 0 to %d, or the %s of the part before, not %q", int64(math.MaxInt64-1), ExportNextHeader, a)
+	if err != nil || after < 0 || after > api.MaxSeq || n < 0 || n > transcript.MaxNamedImages {
+		return ExportFrom{}, api.BadRequest("after", "after must be a message seq from 0 to %d, or the %s of the part before, not %q", int64(api.MaxSeq), ExportNextHeader, a)
 	}
 	return ExportFrom{After: after, Carried: n}, nil
 }
@@ -204,7 +203,7 @@ func (c *Routes) handleExport(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/x-ndjson")
+	api.SetDataHeaders(h, "application/x-ndjson")
 	if next != nil {
 		h.Set(ExportNextHeader, next.String())
 	}
