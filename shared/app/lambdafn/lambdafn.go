@@ -106,7 +106,7 @@ func memoryLimit(lookup func(string) (string, bool)) int64 {
 // StartHTTP serves routes (built by the function's main from f) as an API
 // Gateway HTTP API function. It does not return.
 func (f Function) StartHTTP(routes ...api.Routes) {
-	h, err := app.Handler(f.Log, lambdahttp.ClaimTenant(f.Config.TenantClaim, f.Tokens), f.Stores, routes, f.Public...)
+	h, err := app.Handler(f.Log, Auth(f.Config, f.Tokens), f.Stores, routes, f.Public...)
 	if err != nil {
 		fatal(f.Log, "handler", err)
 	}
@@ -119,4 +119,11 @@ func (f Function) Fatal(what string, err error) { fatal(f.Log, what, err) }
 func fatal(logger *slog.Logger, what string, err error) {
 	logger.Error("cannot start: "+what, "err", err.Error())
 	os.Exit(1)
+}
+
+// Auth authenticates requests in Lambda: the tenant is the JWT authorizer's
+// configured claim; without an authorizer, bearer is asked (the tokens
+// secret's, which httpfn.Init reads; nil refuses such requests).
+func Auth(cfg config.Config, bearer api.Authenticator) api.Authenticator {
+	return lambdahttp.ClaimTenant(cfg.TenantClaim, bearer)
 }
