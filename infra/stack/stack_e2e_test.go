@@ -275,6 +275,20 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 		if covered(t, v.View) != 0 {
 			t.Fatalf("another tenant sees the chat: %q", v.View)
 		}
+		// A sub that is a dot segment would make links like
+		// .../images/../<name>: no tenant, whatever the authorizer passes.
+		for _, sub := range []string{"..", "."} {
+			tok, err := s.Issuer.Token(map[string]any{"sub": sub, "aud": stack.Audience}, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dots := api{t: t, base: s.URL, token: tok}
+			for _, path := range []string{"/v1/chats/tenancy/messages", "/v1/chats/tenancy/uploads"} {
+				if status, raw := dots.do(http.MethodPost, path, map[string]any{}); status != http.StatusUnauthorized {
+					t.Fatalf("sub %q: POST %s: %d %s, want 401", sub, path, status, raw)
+				}
+			}
+		}
 	})
 
 	t.Run("TheWalkthroughLogsViewsAndZoomsThroughTheQueue", func(t *testing.T) {
