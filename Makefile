@@ -63,12 +63,18 @@ build:
 # needs: tools-pi), the Runtime Interface Emulator, cfn-lint (with pip, from
 # PyPI) unless that version is on PATH already, and Debian's chromium
 # package for the memory browser's tests (shared/ui) unless a chromium is on
-# PATH.
+# PATH, and curl and jq (apt) for the docs test (cmd/durachat) unless on PATH.
 tools: tools-pi
 	@if ! command -v chromium >/dev/null 2>&1; then \
 		echo "installing chromium (apt) for the browser tests"; \
 		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 		$$sudo apt-get update -q && $$sudo apt-get install -y -q chromium; \
+	fi
+	@missing=; for c in curl jq; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing (apt) for the docs test, which runs the docs' shell examples"; \
+		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		$$sudo apt-get update -q && $$sudo apt-get install -y -q $$missing; \
 	fi
 	npm ci --prefix infra/sqs --no-audit --no-fund
 	npm ci --prefix infra/dynalite --no-audit --no-fund

@@ -201,11 +201,16 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) 
 		// Each line on its own: an image line a message names may go in
 		// an earlier part, which stores it first.
 		var line []byte
-		if it.Image != nil {
+		switch {
+		case it.Image != nil:
 			line, err = json.Marshal(struct {
 				Image json.RawMessage `json:"image"`
 			}{it.Image})
-		} else {
+		case it.Piece != nil:
+			line, err = json.Marshal(struct {
+				Piece json.RawMessage `json:"piece"`
+			}{it.Piece})
+		default:
 			line, err = json.Marshal(struct {
 				Type    string          `json:"type"`
 				Message json.RawMessage `json:"message"`
@@ -219,12 +224,33 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) 
 				return total, err
 			}
 		}
+		if len(line)+1 > importPart {
+			// Too large for one request: its pieces go one a request, in
+			// order, and the last imports the line.
+			pieces, err := importfile.Cut(line, importPiece)
+			if err != nil {
+				return total, err
+			}
+			for _, p := range pieces {
+				part.Write(p)
+				part.WriteByte('\n')
+				lines = append(lines, it.Line)
+				if err := send(); err != nil {
+					return total, err
+				}
+			}
+			continue
+		}
 		part.Write(line)
 		part.WriteByte('\n')
 		lines = append(lines, it.Line)
 	}
 	return total, send()
 }
+
+// importPiece is how much of a line too large for one import request one
+// piece carries: 3 MiB, 4 MiB as base64.
+const importPiece = 3 << 20
 
 // partLine is a line number in an import's answer.
 var partLine = regexp.MustCompile(`\bline (\d+)\b`)

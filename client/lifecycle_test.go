@@ -115,26 +115,33 @@ func TestExportThenImportIntoAnotherChatGivesTheSameExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A result of 6 MiB: its export line is more than one import part, so
+	// Import sends it in pieces.
+	_, err = src.Append(ctx, "export-src-big", map[string]any{"role": "toolResult", "toolCallId": "c", "toolName": "read",
+		"content": []client.Block{client.Text(strings.Repeat("log line\n", 6<<20/9))}, "isError": false, "details": map[string]any{"bytes": 6 << 20}, "timestamp": 1_700_000_002_000})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var first bytes.Buffer
 	if err := src.Export(ctx, &first); err != nil {
 		t.Fatal(err)
 	}
 	dst := newClient(t).Chat(src.ID() + "-copy")
-	for i, wantNew := range []int{2, 0} { // the second import logs nothing new, and says so
+	for i, wantNew := range []int{3, 0} { // the second import logs nothing new, and says so
 		r, err := dst.Import(ctx, bytes.NewReader(first.Bytes()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Messages != 2 || r.Entries != 2 || r.New != wantNew {
-			t.Fatalf("Import %d = %+v, want 2 messages as 2 entries, %d new", i+1, r, wantNew)
+		if r.Messages != 3 || r.Entries != 3 || r.New != wantNew {
+			t.Fatalf("Import %d = %+v, want 3 messages as 3 entries, %d new", i+1, r, wantNew)
 		}
 	}
 	var again bytes.Buffer
 	if err := dst.Export(ctx, &again); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(first.Bytes(), again.Bytes()) || bytes.Count(first.Bytes(), []byte("\n")) != 2 {
-		t.Fatalf("export after import:\n%s\nwant\n%s", again.Bytes(), first.Bytes())
+	if !bytes.Equal(first.Bytes(), again.Bytes()) || bytes.Count(first.Bytes(), []byte("\n")) != 3 {
+		t.Fatalf("export after import:\n%.2000s\nwant\n%.2000s", again.Bytes(), first.Bytes())
 	}
 }
 

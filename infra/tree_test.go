@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -57,6 +58,34 @@ func TestNoTrackedFileIsOver2MB(t *testing.T) {
 		}
 		if fi.Size() > maxTrackedFile {
 			t.Errorf("%s is %d bytes, over the %d a tracked file may have", f, fi.Size(), maxTrackedFile)
+		}
+	}
+}
+
+// TestRootBuildOutputsAreIgnored: `go build ./cmd/X` (and every other
+// main package) run at the root writes a binary named after its directory
+// there, as `go test -c` writes X.test and a Lambda build writes
+// bootstrap; none of them can be added by a `git add .`.
+func TestRootBuildOutputsAreIgnored(t *testing.T) {
+	trackedFiles(t) // skips outside a git checkout
+	cmd := exec.Command("go", "list", "-f", "{{if eq .Name \"main\"}}{{.ImportPath}}{{end}}", "./...")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	outputs := []string{"bootstrap", "client.test", "durachat.test", "cpu.out"}
+	for _, pkg := range strings.Fields(string(out)) {
+		outputs = append(outputs, path.Base(pkg))
+	}
+	if len(outputs) < 6 {
+		t.Fatalf("go list found %d main packages, expected the CLI, the stack and the four functions at least", len(outputs)-4)
+	}
+	for _, name := range outputs {
+		check := exec.Command("git", "check-ignore", "--no-index", "-q", name)
+		check.Dir = ".."
+		if err := check.Run(); err != nil {
+			t.Errorf("%s at the repository's root is not ignored (add it to .gitignore): %v", name, err)
 		}
 	}
 }

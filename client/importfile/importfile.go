@@ -9,6 +9,8 @@ package importfile
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,6 +26,41 @@ type Item struct {
 	// Image is an exported image, {"name", "mimeType", "data"}: stored
 	// under its name before the messages after it are logged.
 	Image json.RawMessage
+	// Piece is a Piece of a line too large for one request.
+	Piece json.RawMessage
+}
+
+// Piece is one piece of a line too large for one import request, on a
+// line of its own: {"piece": {"line", "index", "count", "data"}}. The
+// sender cuts such a line with Cut and sends its pieces in order, each in
+// a request of its own; the import puts the line back together when the
+// last arrives, checks it against Line and imports it.
+type Piece struct {
+	// Line is the hex SHA-256 of the whole line.
+	Line  string `json:"line"`
+	Index int    `json:"index"`
+	Count int    `json:"count"`
+	// Data is the piece's bytes of the line (base64 in JSON).
+	Data []byte `json:"data"`
+}
+
+// Cut cuts line into the lines of its pieces, each carrying at most size
+// bytes of it.
+func Cut(line []byte, size int) ([][]byte, error) {
+	sum := sha256.Sum256(line)
+	count := (len(line) + size - 1) / size
+	out := make([][]byte, 0, count)
+	for i := range count {
+		p := Piece{Line: hex.EncodeToString(sum[:]), Index: i, Count: count, Data: line[i*size : min(len(line), (i+1)*size)]}
+		b, err := json.Marshal(struct {
+			Piece Piece `json:"piece"`
+		}{p})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }
 
 // Parse reads an export, or a pi coding-agent session file, into the
@@ -39,6 +76,7 @@ func Parse(r io.Reader) (items []Item, skipped int, err error) {
 		Seq      *int64          `json:"seq"`
 		Message  json.RawMessage `json:"message"`
 		Image    json.RawMessage `json:"image"`
+		Piece    json.RawMessage `json:"piece"`
 		n        int
 	}
 	sc := bufio.NewScanner(r)
@@ -58,6 +96,7 @@ func Parse(r io.Reader) (items []Item, skipped int, err error) {
 		}
 		l.Message = append(json.RawMessage(nil), l.Message...)
 		l.Image = append(json.RawMessage(nil), l.Image...)
+		l.Piece = append(json.RawMessage(nil), l.Piece...)
 		l.n = n
 		if l.ParentID != nil || (l.ID != "" && l.Type != "session") {
 			tree = true
@@ -115,6 +154,8 @@ func Parse(r io.Reader) (items []Item, skipped int, err error) {
 			items = append(items, item(l))
 		case len(l.Image) > 0 && l.Type == "" && l.Seq == nil:
 			items = append(items, Item{Line: l.n, Image: l.Image})
+		case len(l.Piece) > 0 && l.Type == "" && l.Seq == nil:
+			items = append(items, Item{Line: l.n, Piece: l.Piece})
 		case l.Type != "session":
 			skipped++
 		}

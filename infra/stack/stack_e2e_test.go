@@ -25,9 +25,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/durachat/durachat/infra/stack"
+	"github.com/durachat/durachat/shared/aws/dynamo"
+	"github.com/durachat/durachat/shared/aws/sqsqueue"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/model/offline"
+	"github.com/durachat/durachat/shared/store"
 )
 
 // The deployed shape, end to end: the real bootstraps under the emulator,
@@ -423,6 +430,49 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 		}
 	})
 
+	// The offload function records what it stores in the table the memory
+	// function deletes chats from: the image is the hook's chat's.
+	t.Run("AnImageTheOffloadFunctionStoredIsItsChatsAndGoesWithIt", func(t *testing.T) {
+		host := host
+		host.t = t
+		shot := pngBase64(t, 91)
+		var after struct {
+			Stored []string `json:"stored"`
+		}
+		host.ok(http.MethodPost, "/v1/chats/hooked/hooks/after-tool", map[string]any{
+			"call":   map[string]any{"id": "c1", "name": "screenshot"},
+			"result": map[string]any{"content": []any{map[string]any{"type": "image", "data": shot, "mimeType": "image/png"}}},
+		}, &after)
+		if len(after.Stored) != 1 {
+			t.Fatalf("after-tool stored %v", after.Stored)
+		}
+		ref := "[image " + after.Stored[0] + "]"
+		host.ok(http.MethodPost, "/v1/chats/logger/messages", map[string]any{"receipt": "l1", "messages": []any{
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "image", "data": shot, "mimeType": "image/png"}}}}}, nil)
+		var del struct {
+			Deleted  bool `json:"deleted"`
+			Progress struct {
+				Images int `json:"images"`
+			} `json:"progress"`
+		}
+		restored := func(chat string) bool {
+			var got struct {
+				Restored []string `json:"restored"`
+			}
+			host.ok(http.MethodPost, "/v1/chats/"+chat+"/hooks/before-request", map[string]any{"format": "anthropic", "request": map[string]any{
+				"model": "m", "max_tokens": 10, "messages": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": ref}}}}}}, &got)
+			return len(got.Restored) == 1
+		}
+		host.ok(http.MethodDelete, "/v1/chats/logger", nil, &del)
+		if !del.Deleted || del.Progress.Images != 0 || !restored("hooked") {
+			t.Fatalf("deleting the other chat naming it = %+v, restored %v: want the image kept for the chat whose hook stored it", del, restored("hooked"))
+		}
+		host.ok(http.MethodDelete, "/v1/chats/hooked", nil, &del)
+		if !del.Deleted || del.Progress.Images != 1 || restored("hooked") {
+			t.Fatalf("deleting the hook's chat = %+v: want its image deleted with it", del)
+		}
+	})
+
 	t.Run("AHostTurnWithImagesRestoresThemInEveryFormat", func(t *testing.T) {
 		host := host
 		host.t = t
@@ -542,6 +592,96 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 			t.Errorf("an unknown path: %d %s", status, raw)
 		}
 	})
+
+	t.Run("ADeletedChatsIdNamesOnlyTheNewChatInEveryMemoryProcess", func(t *testing.T) {
+		host := host
+		host.t = t
+		ctx := t.Context()
+		// Two memory-function processes, each asked in turn from here on.
+		if err := s.Functions["MemoryFunction"].Spread(2); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(s.Functions["MemoryFunction"].Emulators()); n < 2 {
+			t.Fatalf("%d memory-function environments, want 2", n)
+		}
+		post := func(texts ...string) {
+			t.Helper()
+			var msgs []any
+			for _, text := range texts {
+				msgs = append(msgs, map[string]any{"role": "user", "content": text + " " + strings.Repeat("and more words that need a summary ", 30)})
+			}
+			host.ok(http.MethodPost, "/v1/chats/reuse/messages", map[string]any{"messages": msgs}, nil)
+		}
+		post("OLD-SECRET the launch code is 4242", "OLD-SECRET second")
+		host.built("reuse", 2, 90*time.Second)
+		for range 2 { // each process caches the old chat's lines
+			if v := host.built("reuse", 2, time.Minute); !strings.Contains(v.View, "OLD-SECRET") {
+				t.Fatalf("the old chat's view: %q", v.View)
+			}
+		}
+		table := dynamo.New(s.DynamoDBClient, s.Table)
+		old, _, err := chatid.New(table).Current(ctx, "local", "reuse")
+		if err != nil || old.Inc == "" {
+			t.Fatalf("the old chat's incarnation = %+v, %v", old, err)
+		}
+		var del struct{ Deleted bool }
+		if host.ok(http.MethodDelete, "/v1/chats/reuse", nil, &del); !del.Deleted {
+			t.Fatal("the chat was not deleted at once")
+		}
+		post("NEW-MESSAGE hello", "NEW-MESSAGE again")
+		// The old chat's build messages reach the compact function again,
+		// after the new chat exists.
+		queue := sqsqueue.New(s.SQSClient, s.Queues["BuildQueue"])
+		for _, n := range [][2]int64{{0, 0}, {0, 1}, {1, 0}} {
+			body, _ := json.Marshal(map[string]any{"tenant": "local", "chat": "reuse", "n": old.Inc, "l": n[0], "i": n[1]})
+			if err := queue.Send(ctx, string(body), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		host.built("reuse", 2, 90*time.Second)
+		deadline := time.Now().Add(30 * time.Second)
+		for s.Functions["CompactFunction"].Busy() > 0 || queued(t, s) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the build queue did not drain")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		for p := range 2 { // each process
+			for _, route := range []struct{ method, path string }{
+				{http.MethodGet, "/v1/chats/reuse/view"}, {http.MethodGet, "/v1/chats/reuse/tree?level=0"},
+				{http.MethodGet, "/v1/chats/reuse/messages"}, {http.MethodPost, "/v1/chats/reuse/tools/zoom"},
+			} {
+				var body any
+				if route.method == http.MethodPost {
+					body = map[string]any{"id": 0, "n": 2}
+				}
+				raw := string(host.ok(route.method, route.path, body, nil))
+				if strings.Contains(raw, "OLD-SECRET") || !strings.Contains(raw, "NEW-MESSAGE") {
+					t.Errorf("process %d: %s %s = %.300s, want only the new chat", p, route.method, route.path, raw)
+				}
+			}
+		}
+		page, err := table.Query(ctx, store.Query{PK: old.PK()})
+		if err != nil || len(page.Items) != 0 {
+			t.Fatalf("the deleted incarnation's partition holds %d items (%v), want none", len(page.Items), err)
+		}
+	})
+}
+
+// queued is how many messages the build queue holds, visible or not.
+func queued(t *testing.T, s *stack.Stack) int {
+	t.Helper()
+	out, err := s.SQSClient.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(s.Queues["BuildQueue"]),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, v := range out.Attributes {
+		k, _ := strconv.Atoi(v)
+		n += k
+	}
+	return n
 }
 
 // restoreRequests are a before-request body in each format, each ref alone

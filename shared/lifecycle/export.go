@@ -103,7 +103,7 @@ func exportAfter(r *http.Request) (ExportFrom, error) {
 // Export writes the chat's export from from to w, at most about budget
 // bytes (at least one line), and returns where the next part starts, or
 // nil when the chat ends. It holds one image at a time.
-func (c *Chats) Export(ctx context.Context, tenant, chat string, from ExportFrom, w io.Writer, budget int) (*ExportFrom, error) {
+func (c *Routes) Export(ctx context.Context, tenant, chat string, from ExportFrom, w io.Writer, budget int) (*ExportFrom, error) {
 	written := 0
 	sent := map[string]bool{} // images this part carries already
 	var next *ExportFrom
@@ -186,7 +186,7 @@ func (c *Chats) imageLine(ctx context.Context, tenant, name string) ([]byte, err
 	return api.Marshal(ExportImage{Image: ExportedImage{Name: name, MimeType: img.MimeType, Data: base64.StdEncoding.EncodeToString(img.Data)}})
 }
 
-func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
+func (c *Routes) handleExport(w http.ResponseWriter, r *http.Request) error {
 	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err
@@ -260,7 +260,25 @@ const (
 // longer anywhere) it is stored under its own name and the file's refs to
 // the old one are made refs to the new (ImportResult.Renamed), so a file
 // can never bind a name to other bytes.
-func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importfile.Item) (ImportResult, error) {
+//
+// A line too large for one request comes as pieces (importfile.Piece),
+// each in a request of its own: they are kept until the last arrives,
+// which imports the line they make.
+func (c *Routes) Import(ctx context.Context, tenant, chat string, items []importfile.Item) (ImportResult, error) {
+	items, skipped, done, err := c.joinLines(ctx, tenant, chat, items)
+	if err != nil {
+		return ImportResult{}, err
+	}
+	res, err := c.importItems(ctx, tenant, chat, items)
+	res.Skipped += skipped
+	if err == nil {
+		done()
+	}
+	return res, err
+}
+
+// importItems is Import of items without pieces.
+func (c *Routes) importItems(ctx context.Context, tenant, chat string, items []importfile.Item) (ImportResult, error) {
 	p, err := c.planImport(ctx, tenant, chat, items)
 	if err != nil {
 		return ImportResult{}, err
@@ -304,14 +322,18 @@ func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importf
 			h.Write([]byte{'\n'})
 		}
 		if held < 0 {
-			n, err := c.log.Len(ctx, tenant, chat)
+			cur, _, err := c.ids.Current(ctx, tenant, chat)
+			if err != nil {
+				return res, err
+			}
+			n, err := c.log.Len(ctx, cur)
 			if err != nil {
 				return res, err
 			}
 			held = n
 		}
 		receipt := "import/" + hex.EncodeToString(h.Sum(nil)[:16])
-		ids, err := c.log.Append(ctx, tenant, chat, msgs, receipt)
+		ch, ids, err := c.log.AppendChat(ctx, tenant, chat, msgs, receipt)
 		if err != nil {
 			return res, stoppedAt(batch, res.Entries, err)
 		}
@@ -323,10 +345,116 @@ func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importf
 		}
 		if c.memory != nil && len(ids) > 0 {
 			// The entries are durable; memory finds them on any later call.
-			_ = c.memory.Appended(ctx, tenant, chat, ids[len(ids)-1]+1)
+			_ = c.memory.Appended(ctx, ch, ids[len(ids)-1]+1)
 		}
 	}
 	return res, nil
+}
+
+// MaxImportLine bounds a line an import puts back together from its
+// pieces: twice the body limit, more than any message the API takes.
+const MaxImportLine = 2 * api.MaxBody
+
+// maxPieces bounds the pieces of one line.
+const maxPieces = 1024
+
+// joinLines replaces the pieces among items by the lines they make: a
+// piece is kept under the chat's texts (deleted with the chat) until the
+// last of its line arrives, which gives the line, checked against the
+// digest its pieces name. done deletes the pieces used, once the import
+// of their lines succeeded; until then a retry of the last piece puts
+// its line together again.
+func (c *Chats) joinLines(ctx context.Context, tenant, chat string, items []importfile.Item) (out []importfile.Item, skipped int, done func(), err error) {
+	var used []func() error
+	done = func() {
+		for _, drop := range used {
+			if err := drop(); err != nil {
+				// Left under the chat's texts, deleted with it.
+				api.Logger(ctx).Warn("import: the pieces of a line were not deleted", "err", err)
+			}
+		}
+	}
+	out = make([]importfile.Item, 0, len(items))
+	for _, it := range items {
+		if it.Piece == nil {
+			out = append(out, it)
+			continue
+		}
+		line, drop, err := c.joinPieces(ctx, tenant, chat, it)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		if line == nil {
+			continue // more pieces to come
+		}
+		used = append(used, drop)
+		whole, n, err := importfile.Parse(bytes.NewReader(line))
+		if err == nil && (len(whole)+n != 1 || len(whole) == 1 && whole[0].Piece != nil) {
+			err = errors.New("they do not make one message or image line")
+		}
+		if err != nil {
+			return nil, 0, nil, errors.Join(drop(), lineError(it.Line, "piece", "the line its pieces make: %v", err))
+		}
+		skipped += n
+		for _, w := range whole {
+			w.Line = it.Line
+			out = append(out, w)
+		}
+	}
+	return out, skipped, done, nil
+}
+
+// joinPieces keeps a piece of a line too large for one import request
+// and, when it is the last, returns the whole line and a func deleting its
+// pieces. nil: more pieces are to come.
+func (c *Chats) joinPieces(ctx context.Context, tenant, chat string, it importfile.Item) ([]byte, func() error, error) {
+	var p importfile.Piece
+	if err := json.Unmarshal(it.Piece, &p); err != nil {
+		return nil, nil, lineError(it.Line, "piece", "a piece is {\"piece\": {\"line\", \"index\", \"count\", \"data\"}}: %v", err)
+	}
+	if sum, err := hex.DecodeString(p.Line); err != nil || len(sum) != sha256.Size {
+		return nil, nil, lineError(it.Line, "piece.line", "a piece's line is the hex SHA-256 of the whole line, not %q", p.Line)
+	}
+	if p.Count < 1 || p.Count > maxPieces || p.Index < 0 || p.Index >= p.Count || len(p.Data) == 0 {
+		return nil, nil, lineError(it.Line, "piece", "piece %d of %d: a line has 1 to %d pieces, each with data", p.Index, p.Count, maxPieces)
+	}
+	key := func(i int) string {
+		return fmt.Sprintf("%simport/%s/%04d", store.TextPrefix(tenant, chat), p.Line, i)
+	}
+	if err := c.blobs.Put(ctx, key(p.Index), store.Blob{ContentType: "application/octet-stream", Data: p.Data}); err != nil {
+		return nil, nil, fmt.Errorf("lifecycle: keeping piece %d of an import line: %w", p.Index, err)
+	}
+	if p.Index < p.Count-1 {
+		return nil, nil, nil
+	}
+	drop := func() error {
+		for i := range p.Count {
+			if err := c.blobs.Delete(ctx, key(i)); err != nil {
+				return fmt.Errorf("lifecycle: deleting piece %d of an import line: %w", i, err)
+			}
+		}
+		return nil
+	}
+	var line bytes.Buffer
+	for i := range p.Count {
+		b, err := c.blobs.Get(ctx, key(i))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil, lineError(it.Line, "piece", "piece %d of the line has not arrived: send a line's pieces in order", i)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("lifecycle: reading piece %d of an import line: %w", i, err)
+		}
+		if line.Len()+len(b.Data) > MaxImportLine {
+			return nil, nil, errors.Join(drop(), &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Field: fmt.Sprintf("line %d", it.Line),
+				Message: fmt.Sprintf("line %d: a line put together from pieces is at most %d bytes", it.Line, MaxImportLine)})
+		}
+		line.Write(b.Data)
+	}
+	if sum := sha256.Sum256(line.Bytes()); hex.EncodeToString(sum[:]) != p.Line {
+		// Dropped, so the line can be sent again whole.
+		return nil, nil, errors.Join(drop(), lineError(it.Line, "piece", "the pieces do not make the line they name (SHA-256 %s); send them again", p.Line))
+	}
+	return line.Bytes(), drop, nil
 }
 
 // planImport checks every item of an import file, writing nothing.
@@ -556,7 +684,7 @@ func stoppedAt(batch []importMessage, entries int, err error) error {
 	return fmt.Errorf("lifecycle: import stopped at line %d: %w", batch[0].line, err)
 }
 
-func (c *Chats) handleImport(w http.ResponseWriter, r *http.Request) error {
+func (c *Routes) handleImport(w http.ResponseWriter, r *http.Request) error {
 	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err

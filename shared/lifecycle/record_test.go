@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/durachat/durachat/client"
+	"github.com/durachat/durachat/client/importfile"
+	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
@@ -185,27 +188,16 @@ func (e *env) doOK(tenant, method, path string, body any) []byte {
 // the images' base64, or passes the item budget.
 func (e *env) rowsHoldNoBase64(b64s ...string) {
 	e.t.Helper()
-	for _, pk := range []string{store.ChatPK("alice", "turns"), store.ChatPK("alice", "whole"), store.ChatPK("alice", "big")} {
-		after := ""
-		for {
-			page, err := e.b.Table.Query(e.t.Context(), store.Query{PK: pk, After: after, Limit: 100})
-			if err != nil {
-				e.t.Fatal(err)
-			}
-			for _, it := range page.Items {
-				for _, b64 := range b64s {
-					if bytes.Contains(it.Body, []byte(b64[:64])) {
-						e.t.Fatalf("row %s holds an image's base64", it.SK)
-					}
-				}
-				if it.Size() > store.ItemBudget {
-					e.t.Fatalf("row %s is %d bytes, over the budget of %d", it.SK, it.Size(), store.ItemBudget)
+	for _, chat := range []string{"turns", "whole", "big"} {
+		for _, it := range e.itemsOf(e.current("alice", chat).PK()) {
+			for _, b64 := range b64s {
+				if bytes.Contains(it.Body, []byte(b64[:64])) {
+					e.t.Fatalf("row %s holds an image's base64", it.SK)
 				}
 			}
-			if page.Next == "" {
-				break
+			if it.Size() > store.ItemBudget {
+				e.t.Fatalf("row %s is %d bytes, over the budget of %d", it.SK, it.Size(), store.ItemBudget)
 			}
-			after = page.Next
 		}
 	}
 }
@@ -327,6 +319,206 @@ func TestEntriesWrittenBeforeMessagesWereRecordedReadAsBefore(t *testing.T) {
 			sameJSON(t, "export", exported, want)
 			if carried[images.Name(a)] != a {
 				t.Fatalf("the export carries %v, want the ref's image", carried)
+			}
+		})
+	}
+}
+
+// anthropicRequest builds an Anthropic Messages request of read-back pi
+// messages, as a host rebuilds a provider conversation from its log:
+// pi's failed turns (stopReason error or aborted) are left out, as pi
+// leaves them out of a model's context; thinking keeps its signature
+// (redacted thinking its payload), tool calls become tool_use blocks with
+// their ids, and consecutive tool results one user message of tool_result
+// blocks naming them.
+func anthropicRequest(t *testing.T, msgs []json.RawMessage) map[string]any {
+	t.Helper()
+	type block = map[string]any
+	var out []map[string]any
+	for _, raw := range msgs {
+		var m struct {
+			Role       string          `json:"role"`
+			Content    json.RawMessage `json:"content"`
+			ToolCallID string          `json:"toolCallId"`
+			IsError    bool            `json:"isError"`
+			StopReason string          `json:"stopReason"`
+		}
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		var blocks []map[string]any
+		if err := json.Unmarshal(m.Content, &blocks); err != nil {
+			var s string
+			if json.Unmarshal(m.Content, &s) != nil {
+				t.Fatalf("content %s", m.Content)
+			}
+			blocks = []map[string]any{{"type": "text", "text": s}}
+		}
+		var content []block
+		for _, b := range blocks {
+			switch b["type"] {
+			case "text":
+				content = append(content, block{"type": "text", "text": b["text"]})
+			case "thinking":
+				if b["redacted"] == true {
+					content = append(content, block{"type": "redacted_thinking", "data": b["thinkingSignature"]})
+				} else {
+					content = append(content, block{"type": "thinking", "thinking": b["thinking"], "signature": b["thinkingSignature"]})
+				}
+			case "toolCall":
+				content = append(content, block{"type": "tool_use", "id": b["id"], "name": b["name"], "input": b["arguments"]})
+			default:
+				t.Fatalf("a read-back block of type %v", b["type"])
+			}
+		}
+		switch m.Role {
+		case "user":
+			out = append(out, map[string]any{"role": "user", "content": content})
+		case "assistant":
+			if m.StopReason == "error" || m.StopReason == "aborted" {
+				continue
+			}
+			out = append(out, map[string]any{"role": "assistant", "content": content})
+		case "toolResult":
+			res := block{"type": "tool_result", "tool_use_id": m.ToolCallID, "content": content, "is_error": m.IsError}
+			if last := len(out) - 1; last >= 0 && out[last]["role"] == "user" {
+				if prev, ok := out[last]["content"].([]block); ok && len(prev) > 0 && prev[0]["type"] == "tool_result" {
+					out[last]["content"] = append(prev, res)
+					continue
+				}
+			}
+			out = append(out, map[string]any{"role": "user", "content": []block{res}})
+		}
+	}
+	return map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 1024, "messages": out}
+}
+
+func TestAnAnthropicRequestRebuiltFromTheReadBackPassesBeforeRequestPaired(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			a, bb := pngB64(t, color.RGBA{70, 80, 90, 255}), pngB64(t, color.RGBA{7, 8, 9, 255})
+			for i, m := range piTurnMessages(t, a, bb) {
+				e.doOK("alice", "POST", "/v1/chats/agent/messages", map[string]any{"messages": []json.RawMessage{m}, "receipt": fmt.Sprint("turn-", i)})
+			}
+			req := anthropicRequest(t, e.readBack("alice", "agent", ""))
+			body := e.doOK("alice", "POST", "/v1/chats/agent/hooks/before-request", map[string]any{"format": "anthropic", "mode": "inline", "request": req})
+			var ans struct {
+				Request struct {
+					Messages []struct {
+						Role    string
+						Content []map[string]any
+					}
+				}
+				Restored   []string
+				Unrestored []any
+			}
+			if err := json.Unmarshal(body, &ans); err != nil {
+				t.Fatal(err)
+			}
+			if len(ans.Restored) != 2 || len(ans.Unrestored) != 0 {
+				t.Fatalf("restored %v, unrestored %v: want both images back", ans.Restored, ans.Unrestored)
+			}
+			// Anthropic takes a tool_use only when the next message answers
+			// each of its ids with a tool_result.
+			msgs := ans.Request.Messages
+			uses := 0
+			for k, m := range msgs {
+				for _, blk := range m.Content {
+					if blk["type"] != "tool_use" {
+						continue
+					}
+					uses++
+					id, _ := blk["id"].(string)
+					if id == "" || k+1 == len(msgs) || msgs[k+1].Role != "user" {
+						t.Fatalf("tool_use %v of message %d has no id or no user message after it", blk, k)
+					}
+					paired := false
+					for _, r := range msgs[k+1].Content {
+						paired = paired || (r["type"] == "tool_result" && r["tool_use_id"] == id)
+					}
+					if !paired {
+						t.Fatalf("tool_use %s is not answered by the message after it: %v", id, msgs[k+1].Content)
+					}
+				}
+				if m.Role == "assistant" {
+					for _, blk := range m.Content {
+						if blk["type"] == "thinking" && blk["signature"] == nil {
+							t.Fatalf("thinking without its signature: %v", blk)
+						}
+					}
+				}
+			}
+			if uses != 2 {
+				t.Fatalf("%d tool_use blocks, want the turn's 2", uses)
+			}
+			if !strings.Contains(string(body), `"is_error":true`) || strings.Count(string(body), `"type":"base64"`) != 2 {
+				t.Fatalf("request = %.3000s: want the failed result marked and both images inline", body)
+			}
+		})
+	}
+}
+
+func TestALineLargerThanOneRequestImportsInPieces(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			// A message of 12 MiB, more than one request may carry: logged
+			// straight into the store, as durachat import does into a data
+			// directory, and exported.
+			big := json.RawMessage(`{"role":"assistant","content":[{"type":"text","text":"` + strings.Repeat("many words ", 12<<20/11) + `"}],"stopReason":"length","timestamp":1}`)
+			if _, err := e.chats.Import(t.Context(), "alice", "huge", []importfile.Item{{Line: 1, Message: big}}); err != nil {
+				t.Fatal(err)
+			}
+			export := e.export("alice", "huge")
+			if len(export) <= api.MaxBody {
+				t.Fatalf("the export is %d bytes, want more than a request's %d", len(export), api.MaxBody)
+			}
+			c, err := client.New(e.url, client.WithToken(e.tokens["bob"]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // again: nothing logged twice
+				r, err := c.Chat("copy").Import(t.Context(), bytes.NewReader(export))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Messages != 1 {
+					t.Fatalf("import = %+v, want the one message", r)
+				}
+			}
+			sameJSON(t, "read back", e.readBack("bob", "copy", ""), []json.RawMessage{big})
+			if keys, err := b.Blobs.List(t.Context(), store.TextPrefix("bob", "copy")+"import/", "", 10); err != nil || len(keys) != 0 {
+				t.Fatalf("pieces left after the import: %v, %v", keys, err)
+			}
+
+			// Pieces that do not make the line they name are refused, and
+			// dropped so the line can be sent again.
+			pieces, err := importfile.Cut(append([]byte(`{"seq":0,"message":`), big...), 4<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range pieces {
+				if i == 1 {
+					var v struct{ Piece map[string]any }
+					json.Unmarshal(p, &v)
+					v.Piece["data"] = "eHh4" // "xxx"
+					p, _ = json.Marshal(v)
+				}
+				code, body := e.do("bob", "POST", "/v1/chats/other/import", json.RawMessage(p))
+				want := http.StatusOK
+				if i == len(pieces)-1 {
+					want = http.StatusBadRequest
+				}
+				if code != want {
+					t.Fatalf("piece %d: %d %s, want %d", i, code, body, want)
+				}
+			}
+			if keys, _ := b.Blobs.List(t.Context(), store.TextPrefix("bob", "other")+"import/", "", 10); len(keys) != 0 {
+				t.Fatalf("pieces left after a refused line: %v", keys)
+			}
+			if p := e.messages("bob", "other", ""); len(p.Messages) != 0 {
+				t.Fatalf("a refused line logged %d messages", len(p.Messages))
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/memory/status"
 )
 
@@ -27,7 +28,16 @@ type TreeArgs struct {
 // Tree reads a page of one level of a chat's summary tree: each complete
 // node's state and, when built, its line.
 func (m *Memory) Tree(ctx context.Context, tenant, chat string, a TreeArgs) (status.Tree, error) {
-	st, _, err := m.states.get(ctx, tenant, chat)
+	c, err := m.current(ctx, tenant, chat)
+	if err != nil {
+		return status.Tree{}, err
+	}
+	return m.tree(ctx, c, a)
+}
+
+// tree is Tree of the incarnation c.
+func (m *Memory) tree(ctx context.Context, c chatid.Chat, a TreeArgs) (status.Tree, error) {
+	st, _, err := m.states.get(ctx, c)
 	if err != nil {
 		return status.Tree{}, err
 	}
@@ -64,7 +74,7 @@ func (m *Memory) Tree(ctx context.Context, tenant, chat string, a TreeArgs) (sta
 			toRead = append(toRead, n)
 		}
 	}
-	rows, err := m.rows(ctx, tenant, chat, toRead)
+	rows, err := m.rows(ctx, c, toRead)
 	if err != nil {
 		return status.Tree{}, err
 	}
@@ -108,16 +118,16 @@ func treeNode(st *chatState, n Node, rows map[Node]nodeInfo) status.TreeNode {
 }
 
 func (m *Memory) handleTree(w http.ResponseWriter, r *http.Request) error {
-	tenant, chat, err := api.TenantChat(r)
-	if err != nil {
-		return err
-	}
 	a, err := treeArgs(r)
 	if err != nil {
 		return err
 	}
-	m.pumpQuietly(r.Context(), tenant, chat)
-	t, err := m.Tree(r.Context(), tenant, chat, a)
+	c, err := m.requestChat(r)
+	if err != nil {
+		return err
+	}
+	m.pumpQuietly(r.Context(), c)
+	t, err := m.tree(r.Context(), c, a)
 	if err != nil {
 		return err
 	}

@@ -196,6 +196,8 @@ type Receiver interface {
 
 // ChatPK is the partition key of one chat of one tenant. Chat ids cannot
 // contain '/', so the last '/' separates an escaped tenant from the chat.
+// Of a chat id it is the home partition; each incarnation of the id keeps
+// its rows in a partition of its own (package chatid).
 func ChatPK(tenant, chat string) string {
 	return "chat/" + url.PathEscape(tenant) + "/" + chat
 }

@@ -1,13 +1,17 @@
 package transcript
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/refs"
 )
 
@@ -93,4 +97,74 @@ func FuzzSplitAndCap(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzRecordKeepsTheMessage: the record of any message DecodeAppend takes,
+// rebuilt with its images' data, is the same JSON value as the message
+// sent, and holds no image data itself.
+func FuzzRecordKeepsTheMessage(f *testing.F) {
+	for _, s := range []string{
+		`{"messages":[{"role":"user","content":"hi","timestamp":1}]}`,
+		`{"messages":[{"role":"assistant","content":[{"type":"thinking","thinking":"t","thinkingSignature":"s"},{"type":"toolCall","id":"1","name":"x","arguments":{"b":1,"a":[1.50,2e3]}}],"usage":{"cost":{"total":0.1}},"x":null}]}`,
+		`{"messages":[{"role":"toolResult","toolName":"t","toolCallId":"z","content":[{"type":"image","data":"QUJD","mimeType":"image/png","k":{"z":1}},{"type":"text","text":""}],"details":{"id":3},"isError":true}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":"\u00e9\u2028<"}],"kind":"note"}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req, err := DecodeAppend(data)
+		if err != nil || checkMessages(req.Messages) != nil {
+			return // refused before anything is recorded
+		}
+		for i, m := range req.Messages {
+			var names []string
+			data := map[string]string{}
+			for _, b := range m.Content.Blocks {
+				if b.Type == pi.TypeImage {
+					name := fmt.Sprintf("%016x", len(names))
+					names = append(names, name)
+					data[name] = b.Data
+				}
+			}
+			rec, err := makeRecord(m, names)
+			if err != nil {
+				t.Fatalf("message %d: %v", i, err)
+			}
+			for _, d := range data {
+				if len(d) >= 4 && bytes.Contains(rec.JSON, []byte(`"data":`)) {
+					t.Fatalf("message %d: the record holds image data: %s", i, rec.JSON)
+				}
+			}
+			back, err := rec.Rebuild(func(name string, b *rawjson.Object) (rawjson.Node, error) {
+				if name == "" {
+					return nil, nil
+				}
+				b.Set("data", rawjson.String(data[name]))
+				return b, nil
+			})
+			if err != nil {
+				t.Fatalf("message %d: rebuilding: %v", i, err)
+			}
+			if !sameValue(t, back, m.Raw) {
+				t.Fatalf("message %d: recorded %s\nsent %s", i, back, m.Raw)
+			}
+		}
+	})
+}
+
+// sameValue reports whether a and b are the same JSON value, numbers
+// compared as written.
+func sameValue(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	norm := func(raw []byte) string {
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber()
+		var v any
+		if err := d.Decode(&v); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		out, _ := json.Marshal(v)
+		return string(out)
+	}
+	return norm(a) == norm(b)
 }

@@ -106,7 +106,7 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 	expired := make(chan struct{})
 	go func() {
 		defer close(expired)
-		expireIdle(workCtx, mem.Chats, logger)
+		expireIdle(workCtx, mem.Chats.Chats, logger)
 	}()
 	// The in-process stand-in for the compact function.
 	worked := make(chan struct{})
