@@ -27,8 +27,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/durachat/durachat/infra/stack"
 	"github.com/durachat/durachat/shared/aws/dynamo"
 	"github.com/durachat/durachat/shared/aws/sqsqueue"
@@ -36,6 +38,7 @@ import (
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/model/offline"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/tokens"
 )
 
 // The deployed shape, end to end: the real bootstraps under the emulator,
@@ -783,4 +786,27 @@ func TestWithTokensTheStackDeploysTheTemplatesBearerTokenFallback(t *testing.T) 
 		t.Fatalf("a wrong token: %d", status)
 	}
 	(api{t: t, base: s.URL, token: "secret-a-0123456789"}).ok(http.MethodGet, "/v1/chats/demo/status", nil, nil)
+
+	// The tokens are the secret's, read through ApiTokensSecret: a token
+	// added to it works once the functions' miss interval has passed.
+	if !strings.HasPrefix(s.TokensSecret, "arn:aws:secretsmanager:") {
+		t.Fatalf("tokens secret %q", s.TokensSecret)
+	}
+	sm, _ := s.SecretsClients()
+	if _, err := sm.PutSecretValue(context.Background(), &secretsmanager.PutSecretValueInput{SecretId: aws.String(s.TokensSecret),
+		SecretString: aws.String("secret-a-0123456789=tenant-a,secret-b-0123456789=tenant-b")}); err != nil {
+		t.Fatal(err)
+	}
+	tokenB := api{t: t, base: s.URL, token: "secret-b-0123456789"}
+	deadline := time.Now().Add(tokens.DefaultMissInterval + 20*time.Second)
+	for {
+		status, raw := tokenB.do(http.MethodGet, "/v1/chats/demo/status", nil)
+		if status == http.StatusOK {
+			break
+		}
+		if status != http.StatusUnauthorized || time.Now().After(deadline) {
+			t.Fatalf("the added token: %d %s", status, raw)
+		}
+		time.Sleep(time.Second)
+	}
 }
