@@ -16,6 +16,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -413,6 +414,37 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 		host.ok(http.MethodGet, "/v1/chats/life/messages?images=links", nil, &page)
 		if len(page.Messages) != 1 || len(page.Messages[0].Message.Content) != 2 || page.Messages[0].Message.Content[1].URL == "" {
 			t.Fatalf("read back %+v, want the message with a linked ref", page.Messages)
+		}
+		// The memory browser may show that link's image, from the
+		// bucket's origin, and images from no other origin.
+		res, err := client.Get(s.URL + "/ui/index.html")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		link, err := url.Parse(page.Messages[0].Message.Content[1].URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var imgSrc []string
+		for directive := range strings.SplitSeq(res.Header.Get("Content-Security-Policy"), ";") {
+			if f := strings.Fields(directive); len(f) > 0 && f[0] == "img-src" {
+				imgSrc = f[1:]
+			}
+		}
+		if !slices.Contains(imgSrc, link.Scheme+"://"+link.Host) || slices.Contains(imgSrc, "https:") || slices.Contains(imgSrc, "http:") || slices.Contains(imgSrc, "*") {
+			t.Fatalf("the browser's img-src %q: want the bucket's origin of %s and no wildcard", imgSrc, link.Redacted())
+		}
+		// A JSON answer, through the gateway and the function, is
+		// neither sniffed nor cached.
+		req, _ := http.NewRequest(http.MethodGet, s.URL+"/v1/chats/life/messages", nil)
+		req.Header.Set("Authorization", "Bearer "+s.DevToken)
+		if res, err = client.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.Header.Get("X-Content-Type-Options") != "nosniff" || res.Header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("a JSON answer's headers %v: want nosniff and no-store", res.Header)
 		}
 		var del struct {
 			Deleted  bool `json:"deleted"`
