@@ -6,20 +6,26 @@
 package main
 
 import (
-	"github.com/durachat/durachat/shared/app/lambdafn"
+	"context"
+
+	"github.com/durachat/durachat/shared/app/httpfn"
 	"github.com/durachat/durachat/shared/app/memoryapi"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/ui"
 )
 
 func main() {
-	f := lambdafn.Init(config.Memory)
+	f := httpfn.Init(config.Memory)
 	m, err := memoryapi.NewLambda(f, nil, nil)
 	if err != nil {
 		f.Fatal("memory", err)
 	}
 	// The memory browser's pages: public, they read the API with the
-	// caller's token.
-	f.Public = append(f.Public, ui.New())
+	// caller's token, and show images from the bucket's signed links.
+	imageOrigins, err := ui.LinkOrigin(context.Background(), f.Stores.Linker)
+	if err != nil {
+		f.Fatal("memory browser", err)
+	}
+	f.Public = append(f.Public, ui.New(imageOrigins...))
 	f.StartHTTP(m.Routes()...)
 }

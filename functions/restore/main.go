@@ -4,13 +4,13 @@
 package main
 
 import (
-	"github.com/durachat/durachat/shared/app/lambdafn"
+	"github.com/durachat/durachat/shared/app/httpfn"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/hooks"
 )
 
 func main() {
-	f := lambdafn.Init(config.Restore)
+	f := httpfn.Init(config.Restore)
 	rs := hooks.NewRestore(f.Stores.Images(), f.Stores.Linker)
 	rs.AnswerLimit = hooks.ResponseLimit // Lambda's response limit
 	f.StartHTTP(rs)

@@ -16,6 +16,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,8 +27,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/durachat/durachat/infra/stack"
 	"github.com/durachat/durachat/shared/aws/dynamo"
 	"github.com/durachat/durachat/shared/aws/sqsqueue"
@@ -35,6 +38,7 @@ import (
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/model/offline"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/tokens"
 )
 
 // The deployed shape, end to end: the real bootstraps under the emulator,
@@ -271,6 +275,20 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 		if covered(t, v.View) != 0 {
 			t.Fatalf("another tenant sees the chat: %q", v.View)
 		}
+		// A sub that is a dot segment would make links like
+		// .../images/../<name>: no tenant, whatever the authorizer passes.
+		for _, sub := range []string{"..", "."} {
+			tok, err := s.Issuer.Token(map[string]any{"sub": sub, "aud": stack.Audience}, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dots := api{t: t, base: s.URL, token: tok}
+			for _, path := range []string{"/v1/chats/tenancy/messages", "/v1/chats/tenancy/uploads"} {
+				if status, raw := dots.do(http.MethodPost, path, map[string]any{}); status != http.StatusUnauthorized {
+					t.Fatalf("sub %q: POST %s: %d %s, want 401", sub, path, status, raw)
+				}
+			}
+		}
 	})
 
 	t.Run("TheWalkthroughLogsViewsAndZoomsThroughTheQueue", func(t *testing.T) {
@@ -413,6 +431,37 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 		host.ok(http.MethodGet, "/v1/chats/life/messages?images=links", nil, &page)
 		if len(page.Messages) != 1 || len(page.Messages[0].Message.Content) != 2 || page.Messages[0].Message.Content[1].URL == "" {
 			t.Fatalf("read back %+v, want the message with a linked ref", page.Messages)
+		}
+		// The memory browser may show that link's image, from the
+		// bucket's origin, and images from no other origin.
+		res, err := client.Get(s.URL + "/ui/index.html")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		link, err := url.Parse(page.Messages[0].Message.Content[1].URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var imgSrc []string
+		for directive := range strings.SplitSeq(res.Header.Get("Content-Security-Policy"), ";") {
+			if f := strings.Fields(directive); len(f) > 0 && f[0] == "img-src" {
+				imgSrc = f[1:]
+			}
+		}
+		if !slices.Contains(imgSrc, link.Scheme+"://"+link.Host) || slices.Contains(imgSrc, "https:") || slices.Contains(imgSrc, "http:") || slices.Contains(imgSrc, "*") {
+			t.Fatalf("the browser's img-src %q: want the bucket's origin of %s and no wildcard", imgSrc, link.Redacted())
+		}
+		// A JSON answer, through the gateway and the function, is
+		// neither sniffed nor cached.
+		req, _ := http.NewRequest(http.MethodGet, s.URL+"/v1/chats/life/messages", nil)
+		req.Header.Set("Authorization", "Bearer "+s.DevToken)
+		if res, err = client.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.Header.Get("X-Content-Type-Options") != "nosniff" || res.Header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("a JSON answer's headers %v: want nosniff and no-store", res.Header)
 		}
 		var del struct {
 			Deleted  bool `json:"deleted"`
@@ -737,4 +786,27 @@ func TestWithTokensTheStackDeploysTheTemplatesBearerTokenFallback(t *testing.T) 
 		t.Fatalf("a wrong token: %d", status)
 	}
 	(api{t: t, base: s.URL, token: "secret-a-0123456789"}).ok(http.MethodGet, "/v1/chats/demo/status", nil, nil)
+
+	// The tokens are the secret's, read through ApiTokensSecret: a token
+	// added to it works once the functions' miss interval has passed.
+	if !strings.HasPrefix(s.TokensSecret, "arn:aws:secretsmanager:") {
+		t.Fatalf("tokens secret %q", s.TokensSecret)
+	}
+	sm, _ := s.SecretsClients()
+	if _, err := sm.PutSecretValue(context.Background(), &secretsmanager.PutSecretValueInput{SecretId: aws.String(s.TokensSecret),
+		SecretString: aws.String("secret-a-0123456789=tenant-a,secret-b-0123456789=tenant-b")}); err != nil {
+		t.Fatal(err)
+	}
+	tokenB := api{t: t, base: s.URL, token: "secret-b-0123456789"}
+	deadline := time.Now().Add(tokens.DefaultMissInterval + 20*time.Second)
+	for {
+		status, raw := tokenB.do(http.MethodGet, "/v1/chats/demo/status", nil)
+		if status == http.StatusOK {
+			break
+		}
+		if status != http.StatusUnauthorized || time.Now().After(deadline) {
+			t.Fatalf("the added token: %d %s", status, raw)
+		}
+		time.Sleep(time.Second)
+	}
 }

@@ -74,9 +74,19 @@ func Marshal(v any) (json.RawMessage, error) {
 	return json.RawMessage(raw), err
 }
 
+// SetDataHeaders marks an answer of contentType that carries a tenant's
+// data: never read as another type (nosniff), never kept by a cache
+// between the tenant and durachat or in a shared browser (no-store). Every
+// JSON answer has them (WriteJSON).
+func SetDataHeaders(h http.Header, contentType string) {
+	h.Set("Content-Type", contentType)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+}
+
 // WriteJSON writes v with status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+	SetDataHeaders(w.Header(), "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
@@ -125,18 +135,36 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 // a field of the wrong type is a 400 naming the field; a body over the limit
 // is a 413.
 func DecodeJSON(r *http.Request, v any) error {
+	data, err := ReadBody(r)
+	if err != nil {
+		return err
+	}
+	return Unmarshal(data, v)
+}
+
+// ReadBody reads a request's JSON body whole, within MaxBody, into one
+// buffer of its own that nothing writes to afterwards: values decoded
+// from it may be slices of it. An empty body is a 400, one over MaxBody a
+// 413.
+func ReadBody(r *http.Request) ([]byte, error) {
 	body := http.MaxBytesReader(nil, r.Body, MaxBody)
 	data, err := readBody(body, r.ContentLength)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body over %d bytes", mbe.Limit)}
+			return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body over %d bytes", mbe.Limit)}
 		}
-		return BadRequest("", "reading body: %v", err)
+		return nil, BadRequest("", "reading body: %v", err)
 	}
 	if len(data) == 0 {
-		return BadRequest("", "request body is empty; a JSON object is expected")
+		return nil, BadRequest("", "request body is empty; a JSON object is expected")
 	}
+	return data, nil
+}
+
+// Unmarshal decodes a request body read by ReadBody into v, as
+// DecodeJSON does: what is wrong with it is a 400 naming the field.
+func Unmarshal(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError
 		var fe *pi.FieldError
@@ -169,6 +197,26 @@ func readBody(body io.Reader, length int64) ([]byte, error) {
 	}
 	_, err := buf.ReadFrom(body)
 	return buf.Bytes(), err
+}
+
+// MaxSeq bounds a message seq or node index a request names: the largest
+// integer every JSON reader holds exactly (2^53 - 1), far past any log,
+// and far enough from the int64 limit that nothing computed from it
+// overflows.
+const MaxSeq = 1<<53 - 1
+
+// QueryInt reads the whole-number query parameter name of r: def when it
+// is absent, else a number from lo to hi, or a 400 naming the parameter.
+func QueryInt(r *http.Request, name string, lo, hi, def int64) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, BadRequest(name, "%s must be a whole number from %d to %d, not %q", name, lo, hi, v)
+	}
+	return n, nil
 }
 
 var chatID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)

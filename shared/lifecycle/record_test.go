@@ -488,7 +488,7 @@ func TestALineLargerThanOneRequestImportsInPieces(t *testing.T) {
 				}
 			}
 			sameJSON(t, "read back", e.readBack("bob", "copy", ""), []json.RawMessage{big})
-			if keys, err := b.Blobs.List(t.Context(), store.TextPrefix("bob", "copy")+"import/", "", 10); err != nil || len(keys) != 0 {
+			if keys, err := b.Blobs.List(t.Context(), e.current("bob", "copy").TextPrefix()+"import/", "", 10); err != nil || len(keys) != 0 {
 				t.Fatalf("pieces left after the import: %v, %v", keys, err)
 			}
 
@@ -514,7 +514,7 @@ func TestALineLargerThanOneRequestImportsInPieces(t *testing.T) {
 					t.Fatalf("piece %d: %d %s, want %d", i, code, body, want)
 				}
 			}
-			if keys, _ := b.Blobs.List(t.Context(), store.TextPrefix("bob", "other")+"import/", "", 10); len(keys) != 0 {
+			if keys, _ := b.Blobs.List(t.Context(), e.current("bob", "other").TextPrefix()+"import/", "", 10); len(keys) != 0 {
 				t.Fatalf("pieces left after a refused line: %v", keys)
 			}
 			if p := e.messages("bob", "other", ""); len(p.Messages) != 0 {

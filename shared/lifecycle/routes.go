@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -47,13 +46,9 @@ func (c *Routes) Register(mux *http.ServeMux) {
 // fromSeq reads the after parameter of a route paging by seq: the seq to
 // start from, 0 when absent.
 func fromSeq(r *http.Request) (int64, error) {
-	a := r.URL.Query().Get("after")
-	if a == "" {
-		return 0, nil
-	}
-	seq, err := strconv.ParseInt(a, 10, 64)
-	if err != nil || seq < 0 {
-		return 0, api.BadRequest("after", "after must be a message seq (a whole number), not %q", a)
+	seq, err := api.QueryInt(r, "after", 0, api.MaxSeq, -1)
+	if err != nil {
+		return 0, err
 	}
 	return seq + 1, nil
 }
@@ -69,15 +64,8 @@ func tenantOf(r *http.Request) (string, error) {
 
 // limit reads the limit parameter: def when absent, at most MaxListLimit.
 func limit(r *http.Request, def int) (int, error) {
-	v := r.URL.Query().Get("limit")
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > MaxListLimit {
-		return 0, api.BadRequest("limit", "limit must be a whole number from 1 to %d, not %q", MaxListLimit, v)
-	}
-	return n, nil
+	n, err := api.QueryInt(r, "limit", 1, MaxListLimit, int64(def))
+	return int(n), err
 }
 
 // List returns a page of the tenant's chats in id order, after the chat id

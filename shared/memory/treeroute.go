@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
@@ -137,28 +136,19 @@ func (m *Memory) handleTree(w http.ResponseWriter, r *http.Request) error {
 
 // treeArgs reads ?level=&from=&limit=.
 func treeArgs(r *http.Request) (TreeArgs, error) {
-	q := r.URL.Query()
 	a := TreeArgs{Level: -1, Limit: TreePage}
-	if v := q.Get("level"); v != "" {
-		l, err := strconv.Atoi(v)
-		if err != nil || l < 0 || l > 62 {
-			return a, api.BadRequest("level", "level must be a whole number from 0 to 62, not %q", v)
-		}
-		a.Level = l
+	level, err := api.QueryInt(r, "level", 0, 62, -1)
+	if err != nil {
+		return a, err
 	}
-	if v := q.Get("from"); v != "" {
-		f, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || f < 0 {
-			return a, api.BadRequest("from", "from must be a node index (0 or more), not %q", v)
-		}
-		a.From = f
+	from, err := api.QueryInt(r, "from", 0, api.MaxSeq, 0)
+	if err != nil {
+		return a, err
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxTreePage {
-			return a, api.BadRequest("limit", "limit must be from 1 to %d, not %q", MaxTreePage, v)
-		}
-		a.Limit = n
+	n, err := api.QueryInt(r, "limit", 1, MaxTreePage, TreePage)
+	if err != nil {
+		return a, err
 	}
+	a.Level, a.From, a.Limit = int(level), from, int(n)
 	return a, nil
 }

@@ -81,7 +81,11 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 	}
 	routes = append(routes, mem.Routes()...) // functions/memory
 
-	h, err := app.Handler(logger, Auth(cfg), stores, routes, data.LinkRoutes(), data.UploadRoutes(uploads.Accept), ui.New())
+	imageOrigins, err := ui.LinkOrigin(ctx, stores.Linker)
+	if err != nil {
+		return err
+	}
+	h, err := app.Handler(logger, Auth(cfg), stores, routes, data.LinkRoutes(), data.UploadRoutes(uploads.Accept), ui.New(imageOrigins...))
 	if err != nil {
 		return err
 	}
