@@ -22,7 +22,6 @@ const (
 	DefaultMaxLines = 2000
 )
 
-
 // Offload serves after-tool and offload-input: it moves the images of a tool
 // result or a user message into the tenant's image store and puts ref blocks
 // in their place. Every image it stores or claims is recorded for the chat
