@@ -25,7 +25,7 @@ func TestTheTemplateIsReadWithTheDeploymentsNamesAndParameters(t *testing.T) {
 		if in := tpl.Integrations[r.Integration]; in.Function == "" || in.TimeoutMillis != 30000 {
 			t.Errorf("route %+v integration %+v", r, in)
 		}
-		public := r.Key == "GET /healthz" || r.Key == "GET /ui" || r.Key == "GET /ui/{proxy+}"
+		public := r.Key == "GET /healthz" || r.Key == "GET /v1/openapi.json" || r.Key == "GET /ui" || r.Key == "GET /ui/{proxy+}"
 		if (r.AuthType == "JWT") == public {
 			t.Errorf("route %+v", r)
 		}
