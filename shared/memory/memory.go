@@ -424,6 +424,9 @@ type nodeRow struct {
 	Skipped     int      `json:"is,omitempty"`
 	NamesOnly   bool     `json:"io,omitempty"`
 	BuiltAt     int64    `json:"at,omitempty"`
+	// Called: the line cost a model call. The row carries it so that the
+	// delivery that records the row counts the call, whichever it is.
+	Called bool `json:"mc,omitempty"`
 }
 
 // nodeInfo is what readers need from a row.
@@ -436,7 +439,7 @@ type nodeInfo struct {
 }
 
 func nodeKey(c chatid.Chat, n Node) store.Key {
-	return store.Key{PK: c.PK(), SK: nodeSK(n)}
+	return store.Key{PK: c.PK(), SK: store.NodeSK(n.L, n.I)}
 }
 
 // batchLimit is DynamoDB's BatchGetItem key limit; reads are chunked to it.
