@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -323,18 +325,29 @@ func (m *Memory) mergeSizes(ctx context.Context, tenant, chat string) mergeSizes
 	}
 }
 
-// send queues one build message per node. When the queue fails, the
-// claims are released at once rather than left to lapse.
+// send queues one build message per node, store.MaxSendBatch to a
+// request. When the queue fails, the claims of the messages not sent are
+// released at once rather than left to lapse.
 func (m *Memory) send(ctx context.Context, tenant, chat string, nodes []Node) error {
 	var failed []Node
 	var firstErr error
-	for _, n := range nodes {
-		body, _ := json.Marshal(buildMessage{Tenant: tenant, Chat: chat, L: n.L, I: n.I})
-		if err := m.queue.Send(ctx, string(body), 0); err != nil {
-			failed = append(failed, n)
-			if firstErr == nil {
-				firstErr = err
+	for chunk := range slices.Chunk(nodes, store.MaxSendBatch) {
+		bodies := make([]string, len(chunk))
+		for i, n := range chunk {
+			body, _ := json.Marshal(buildMessage{Tenant: tenant, Chat: chat, L: n.L, I: n.I})
+			bodies[i] = string(body)
+		}
+		err := m.queue.SendBatch(ctx, bodies, 0)
+		if err == nil {
+			continue
+		}
+		firstErr = cmp.Or(firstErr, err)
+		if be := (*store.BatchError)(nil); errors.As(err, &be) {
+			for _, i := range be.Failed {
+				failed = append(failed, chunk[i])
 			}
+		} else {
+			failed = append(failed, chunk...)
 		}
 	}
 	if len(failed) == 0 {
