@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachat/durachat/client"
 	"github.com/durachat/durachat/shared/images/imagestest"
 	"github.com/durachat/durachat/shared/testenv"
 )
@@ -40,12 +41,34 @@ type stressServer struct {
 	pid int
 }
 
-func startStressServer(t *testing.T) *stressServer {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "durachat")
+// stressBinDir holds the server the stress tests build; TestMain removes it.
+var stressBinDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if stressBinDir != "" {
+		os.RemoveAll(stressBinDir)
+	}
+	os.Exit(code)
+}
+
+// buildServer builds the server once for every stress test of the run.
+var buildServer = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "durachat-stress-")
+	if err != nil {
+		return "", err
+	}
+	stressBinDir = dir
+	bin := filepath.Join(dir, "durachat")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
+	return bin, build.Run()
+})
+
+func startStressServer(t *testing.T) *stressServer {
+	t.Helper()
+	bin, err := buildServer()
+	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -195,5 +218,97 @@ func TestAttackStressPeakRSS(t *testing.T) {
 		idle>>20, worstOne>>20, clients, len(attacks), peak>>20)
 	if peak > maxPeak {
 		t.Errorf("peak RSS %d MB under concurrent attack, aim at most %d MB", peak>>20, maxPeak>>20)
+	}
+}
+
+// An upload target's body is read whole and checked, so a hostile client
+// sends the largest bodies it can from many connections at once: 32
+// concurrent PUTs of 9.5 MiB images, each to a target of its own. The
+// bodies held at once are bounded (embedded.UploadsHeld); a PUT that
+// waits in vain is a 503 with Retry-After, and is retried as a client
+// would.
+func TestConcurrentUploadsPeakRSS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stress test: runs the server as a process and uploads 300 MiB to it")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the server's memory from /proc")
+	}
+	s := startStressServer(t)
+	const uploads = 32
+	type target struct {
+		URL     string
+		Headers map[string]string
+	}
+	targets := make([]target, uploads)
+	var size int
+	for i := range uploads {
+		data := imagestest.NoisyPNG(uint64(i), 1824, 1820)
+		size = len(data)
+		d := client.Describe(data)
+		body, _ := json.Marshal(d)
+		status, out, err := s.post([]string{stressTokenA, stressTokenB}[i%2], "uploads", body)
+		var a struct{ Upload *target }
+		if err != nil || status != http.StatusOK || json.Unmarshal(out, &a) != nil || a.Upload == nil {
+			t.Fatalf("upload target %d: %d %v %s", i, status, err, out)
+		}
+		targets[i] = *a.Upload
+	}
+	runtime.GC()
+	time.Sleep(500 * time.Millisecond)
+	idle, _ := s.memory(t)
+	s.resetPeak()
+
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	retried := make([]int, uploads)
+	errs := make(chan error, uploads)
+	for i := range uploads {
+		wg.Go(func() {
+			// Made again here so the test holds one body per PUT in flight.
+			data := imagestest.NoisyPNG(uint64(i), 1824, 1820)
+			<-start
+			for {
+				req, err := http.NewRequest(http.MethodPut, targets[i].URL, bytes.NewReader(data))
+				if err != nil {
+					errs <- err
+					return
+				}
+				for k, v := range targets[i].Headers {
+					if k != "Content-Length" {
+						req.Header.Set(k, v)
+					}
+				}
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					errs <- fmt.Errorf("PUT %d: %w", i, err)
+					return
+				}
+				out, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				switch {
+				case res.StatusCode == http.StatusOK:
+					return
+				case res.StatusCode == http.StatusServiceUnavailable && res.Header.Get("Retry-After") != "" && retried[i] < 5:
+					retried[i]++
+					time.Sleep(time.Second) // sooner than it says: the test has no time to spare
+				default:
+					errs <- fmt.Errorf("PUT %d: %d %s", i, res.StatusCode, out)
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	_, peak := s.memory(t)
+	t.Logf("RESULT idle %d MB; %d concurrent PUTs of %d bytes (retried after a 503: %v): peak RSS %d MB",
+		idle>>20, uploads, size, retried, peak>>20)
+	if peak > maxPeak {
+		t.Errorf("peak RSS %d MB under concurrent uploads, aim at most %d MB", peak>>20, maxPeak>>20)
 	}
 }

@@ -161,11 +161,11 @@ func run(t *testing.T, bursts int) counts {
 				c.Screenshots++
 			}
 			for k, msg := range msgs {
-				ids, err := log.Append(ctx, tenant, chat, []pi.Message{msg}, fmt.Sprintf("s%d-t%d-m%d", s, turn, k))
+				ch, ids, err := log.AppendChat(ctx, tenant, chat, []pi.Message{msg}, fmt.Sprintf("s%d-t%d-m%d", s, turn, k))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := mem.Appended(ctx, tenant, chat, ids[len(ids)-1]+1); err != nil {
+				if err := mem.Appended(ctx, ch, ids[len(ids)-1]+1); err != nil {
 					t.Fatal(err)
 				}
 				c.Messages++

@@ -144,14 +144,14 @@ func Run(ctx context.Context, s Setup) (Result, error) {
 
 	started := time.Now()
 	for _, c := range s.Conversations {
-		ids, err := log.Append(ctx, tenant, c.Chat, c.Messages, c.Chat+"/all")
+		ch, ids, err := log.AppendChat(ctx, tenant, c.Chat, c.Messages, c.Chat+"/all")
 		if err != nil {
 			return Result{}, fmt.Errorf("imagefacts: logging %s: %w", c.Chat, err)
 		}
 		if len(ids) != ChatEntries {
 			return Result{}, fmt.Errorf("imagefacts: %s logged as %d entries, want %d (one per message)", c.Chat, len(ids), ChatEntries)
 		}
-		if err := mem.Appended(ctx, tenant, c.Chat, ids[len(ids)-1]+1); err != nil {
+		if err := mem.Appended(ctx, ch, ids[len(ids)-1]+1); err != nil {
 			return Result{}, fmt.Errorf("imagefacts: scheduling %s: %w", c.Chat, err)
 		}
 	}

@@ -6,6 +6,8 @@
 package main
 
 import (
+	"context"
+
 	"github.com/durachat/durachat/shared/app/lambdafn"
 	"github.com/durachat/durachat/shared/app/memoryapi"
 	"github.com/durachat/durachat/shared/config"
@@ -19,7 +21,11 @@ func main() {
 		f.Fatal("memory", err)
 	}
 	// The memory browser's pages: public, they read the API with the
-	// caller's token.
-	f.Public = append(f.Public, ui.New())
+	// caller's token, and show images from the bucket's signed links.
+	imageOrigins, err := ui.LinkOrigin(context.Background(), f.Stores.Linker)
+	if err != nil {
+		f.Fatal("memory browser", err)
+	}
+	f.Public = append(f.Public, ui.New(imageOrigins...))
 	f.StartHTTP(m.Routes()...)
 }

@@ -58,6 +58,8 @@ type Function struct {
 	n        atomic.Int64
 	starts   atomic.Int64
 	invoking atomic.Int64
+	// spread: invocations go to the environment idle longest (Spread).
+	spread bool
 }
 
 type instance struct {
@@ -153,8 +155,12 @@ func (f *Function) take() (*instance, error) {
 		return nil, fmt.Errorf("%s: the stack is closed", f.Def.Name)
 	}
 	if n := len(f.idle); n > 0 {
-		in := f.idle[n-1]
-		f.idle = f.idle[:n-1]
+		var in *instance
+		if f.spread {
+			in, f.idle = f.idle[0], f.idle[1:]
+		} else {
+			in, f.idle = f.idle[n-1], f.idle[:n-1]
+		}
 		f.mu.Unlock()
 		return in, nil
 	}
@@ -176,6 +182,28 @@ func (f *Function) discard(in *instance) {
 	delete(f.live, in)
 	f.mu.Unlock()
 	in.stop()
+}
+
+// Spread starts execution environments until n are up (at most Max), as
+// provisioned concurrency would, and from then on hands each invocation
+// to the environment idle longest, so invocations in a row reach every
+// environment in turn: a test can ask each process of a function (each
+// with its own caches). Lambda promises no order; without Spread an
+// invocation takes the environment idle least long.
+func (f *Function) Spread(n int) error {
+	f.init()
+	f.mu.Lock()
+	f.spread = true
+	live := len(f.live)
+	f.mu.Unlock()
+	for ; live < min(n, max(f.Max, 1)); live++ {
+		in, err := f.start()
+		if err != nil {
+			return err
+		}
+		f.put(in)
+	}
+	return nil
 }
 
 // Kill stops every execution environment at once, as a crash of the

@@ -16,6 +16,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,9 +26,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/durachat/durachat/infra/stack"
+	"github.com/durachat/durachat/shared/aws/dynamo"
+	"github.com/durachat/durachat/shared/aws/sqsqueue"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/model/offline"
+	"github.com/durachat/durachat/shared/store"
 )
 
 // The deployed shape, end to end: the real bootstraps under the emulator,
@@ -407,6 +415,37 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 		if len(page.Messages) != 1 || len(page.Messages[0].Message.Content) != 2 || page.Messages[0].Message.Content[1].URL == "" {
 			t.Fatalf("read back %+v, want the message with a linked ref", page.Messages)
 		}
+		// The memory browser may show that link's image, from the
+		// bucket's origin, and images from no other origin.
+		res, err := client.Get(s.URL + "/ui/index.html")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		link, err := url.Parse(page.Messages[0].Message.Content[1].URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var imgSrc []string
+		for directive := range strings.SplitSeq(res.Header.Get("Content-Security-Policy"), ";") {
+			if f := strings.Fields(directive); len(f) > 0 && f[0] == "img-src" {
+				imgSrc = f[1:]
+			}
+		}
+		if !slices.Contains(imgSrc, link.Scheme+"://"+link.Host) || slices.Contains(imgSrc, "https:") || slices.Contains(imgSrc, "http:") || slices.Contains(imgSrc, "*") {
+			t.Fatalf("the browser's img-src %q: want the bucket's origin of %s and no wildcard", imgSrc, link.Redacted())
+		}
+		// A JSON answer, through the gateway and the function, is
+		// neither sniffed nor cached.
+		req, _ := http.NewRequest(http.MethodGet, s.URL+"/v1/chats/life/messages", nil)
+		req.Header.Set("Authorization", "Bearer "+s.DevToken)
+		if res, err = client.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.Header.Get("X-Content-Type-Options") != "nosniff" || res.Header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("a JSON answer's headers %v: want nosniff and no-store", res.Header)
+		}
 		var del struct {
 			Deleted  bool `json:"deleted"`
 			Progress struct {
@@ -585,6 +624,96 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 			t.Errorf("an unknown path: %d %s", status, raw)
 		}
 	})
+
+	t.Run("ADeletedChatsIdNamesOnlyTheNewChatInEveryMemoryProcess", func(t *testing.T) {
+		host := host
+		host.t = t
+		ctx := t.Context()
+		// Two memory-function processes, each asked in turn from here on.
+		if err := s.Functions["MemoryFunction"].Spread(2); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(s.Functions["MemoryFunction"].Emulators()); n < 2 {
+			t.Fatalf("%d memory-function environments, want 2", n)
+		}
+		post := func(texts ...string) {
+			t.Helper()
+			var msgs []any
+			for _, text := range texts {
+				msgs = append(msgs, map[string]any{"role": "user", "content": text + " " + strings.Repeat("and more words that need a summary ", 30)})
+			}
+			host.ok(http.MethodPost, "/v1/chats/reuse/messages", map[string]any{"messages": msgs}, nil)
+		}
+		post("OLD-SECRET the launch code is 4242", "OLD-SECRET second")
+		host.built("reuse", 2, 90*time.Second)
+		for range 2 { // each process caches the old chat's lines
+			if v := host.built("reuse", 2, time.Minute); !strings.Contains(v.View, "OLD-SECRET") {
+				t.Fatalf("the old chat's view: %q", v.View)
+			}
+		}
+		table := dynamo.New(s.DynamoDBClient, s.Table)
+		old, _, err := chatid.New(table).Current(ctx, "local", "reuse")
+		if err != nil || old.Inc == "" {
+			t.Fatalf("the old chat's incarnation = %+v, %v", old, err)
+		}
+		var del struct{ Deleted bool }
+		if host.ok(http.MethodDelete, "/v1/chats/reuse", nil, &del); !del.Deleted {
+			t.Fatal("the chat was not deleted at once")
+		}
+		post("NEW-MESSAGE hello", "NEW-MESSAGE again")
+		// The old chat's build messages reach the compact function again,
+		// after the new chat exists.
+		queue := sqsqueue.New(s.SQSClient, s.Queues["BuildQueue"])
+		for _, n := range [][2]int64{{0, 0}, {0, 1}, {1, 0}} {
+			body, _ := json.Marshal(map[string]any{"tenant": "local", "chat": "reuse", "n": old.Inc, "l": n[0], "i": n[1]})
+			if err := queue.Send(ctx, string(body), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		host.built("reuse", 2, 90*time.Second)
+		deadline := time.Now().Add(30 * time.Second)
+		for s.Functions["CompactFunction"].Busy() > 0 || queued(t, s) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the build queue did not drain")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		for p := range 2 { // each process
+			for _, route := range []struct{ method, path string }{
+				{http.MethodGet, "/v1/chats/reuse/view"}, {http.MethodGet, "/v1/chats/reuse/tree?level=0"},
+				{http.MethodGet, "/v1/chats/reuse/messages"}, {http.MethodPost, "/v1/chats/reuse/tools/zoom"},
+			} {
+				var body any
+				if route.method == http.MethodPost {
+					body = map[string]any{"id": 0, "n": 2}
+				}
+				raw := string(host.ok(route.method, route.path, body, nil))
+				if strings.Contains(raw, "OLD-SECRET") || !strings.Contains(raw, "NEW-MESSAGE") {
+					t.Errorf("process %d: %s %s = %.300s, want only the new chat", p, route.method, route.path, raw)
+				}
+			}
+		}
+		page, err := table.Query(ctx, store.Query{PK: old.PK()})
+		if err != nil || len(page.Items) != 0 {
+			t.Fatalf("the deleted incarnation's partition holds %d items (%v), want none", len(page.Items), err)
+		}
+	})
+}
+
+// queued is how many messages the build queue holds, visible or not.
+func queued(t *testing.T, s *stack.Stack) int {
+	t.Helper()
+	out, err := s.SQSClient.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(s.Queues["BuildQueue"]),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, v := range out.Attributes {
+		k, _ := strconv.Atoi(v)
+		n += k
+	}
+	return n
 }
 
 // restoreRequests are a before-request body in each format, each ref alone

@@ -74,9 +74,19 @@ func Marshal(v any) (json.RawMessage, error) {
 	return json.RawMessage(raw), err
 }
 
+// SetDataHeaders marks an answer of contentType that carries a tenant's
+// data: never read as another type (nosniff), never kept by a cache
+// between the tenant and durachat or in a shared browser (no-store). Every
+// JSON answer has them (WriteJSON).
+func SetDataHeaders(h http.Header, contentType string) {
+	h.Set("Content-Type", contentType)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+}
+
 // WriteJSON writes v with status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+	SetDataHeaders(w.Header(), "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
@@ -169,6 +179,26 @@ func readBody(body io.Reader, length int64) ([]byte, error) {
 	}
 	_, err := buf.ReadFrom(body)
 	return buf.Bytes(), err
+}
+
+// MaxSeq bounds a message seq or node index a request names: the largest
+// integer every JSON reader holds exactly (2^53 - 1), far past any log,
+// and far enough from the int64 limit that nothing computed from it
+// overflows.
+const MaxSeq = 1<<53 - 1
+
+// QueryInt reads the whole-number query parameter name of r: def when it
+// is absent, else a number from lo to hi, or a 400 naming the parameter.
+func QueryInt(r *http.Request, name string, lo, hi, def int64) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, BadRequest(name, "%s must be a whole number from %d to %d, not %q", name, lo, hi, v)
+	}
+	return n, nil
 }
 
 var chatID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)

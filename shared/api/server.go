@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/durachat/durachat/shared/store"
 )
 
 // HealthPattern is the route of the health check; it needs no credentials.
@@ -202,13 +204,30 @@ type server struct {
 	o               Options
 }
 
-// route picks the mux that serves r; pattern is "" when none does.
-func (s *server) route(r *http.Request) (mux *http.ServeMux, pattern string, public bool) {
-	if _, p := s.public.Handler(r); p != "" {
-		return s.public, p, true
+// BodyLimit wraps h so the server limits the bodies of its requests to n
+// bytes instead of Options.MaxBody: a route whose body is not a JSON
+// request (the local server's upload targets) keeps its own limit here.
+func BodyLimit(h http.Handler, n int64) http.Handler { return limitedHandler{h, n} }
+
+type limitedHandler struct {
+	http.Handler
+	limit int64
+}
+
+// route picks the mux that serves r and the body limit of its route;
+// pattern is "" when none does.
+func (s *server) route(r *http.Request) (mux *http.ServeMux, pattern string, public bool, limit int64) {
+	mux, public = s.public, true
+	h, p := s.public.Handler(r)
+	if p == "" {
+		mux, public = s.private, false
+		h, p = s.private.Handler(r)
 	}
-	_, p := s.private.Handler(r)
-	return s.private, p, false
+	limit = s.o.MaxBody
+	if lh, ok := h.(limitedHandler); ok {
+		limit = lh.limit
+	}
+	return mux, p, public, limit
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -225,7 +244,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(ctx)
 	sw := &statusWriter{ResponseWriter: w}
 
-	mux, pattern, public := s.route(r)
+	mux, pattern, public, limit := s.route(r)
 	tenant := ""
 	defer func() {
 		if v := recover(); v != nil {
@@ -256,15 +275,19 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.unrouted(sw, r)
 		return
 	}
-	if r.ContentLength > s.o.MaxBody {
-		WriteError(sw, r, &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body over %d bytes", s.o.MaxBody)})
+	if r.ContentLength > limit {
+		WriteError(sw, r, &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body over %d bytes", limit)})
 		return
 	}
-	r.Body = http.MaxBytesReader(sw, r.Body, s.o.MaxBody)
+	r.Body = http.MaxBytesReader(sw, r.Body, limit)
 	if !public {
 		t, err := s.o.Auth.Authenticate(r)
-		if err == nil && t == "" {
-			err = Unauthorized("no tenant for this request")
+		if err == nil {
+			// Whatever named it, a tenant follows the one rule that keeps
+			// its keys and links well-formed.
+			if terr := store.CheckTenant(t); terr != nil {
+				err = Unauthorized("this request's credentials name no valid tenant: %v", terr)
+			}
 		}
 		if err != nil {
 			WriteError(sw, r, err)

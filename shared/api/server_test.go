@@ -242,6 +242,16 @@ func TestAnAuthenticatorWithoutTenantIsRefused(t *testing.T) {
 	}
 }
 
+func TestATenantOutsideTheRuleIsRefusedWhateverNamedIt(t *testing.T) {
+	for _, tenant := range []string{".", "..", "a\x00b", strings.Repeat("t", store.MaxTenant+1)} {
+		h, _ := newTestHandler(t, Options{Auth: AuthFunc(func(*http.Request) (string, error) { return tenant, nil })})
+		rec := serve(h, "GET", "/v1/chats/c1/whoami", nil, nil)
+		if rec.Code != http.StatusUnauthorized || errorBody(t, rec)["code"] != "unauthorized" {
+			t.Fatalf("tenant %q: %d %s, want 401", tenant, rec.Code, rec.Body)
+		}
+	}
+}
+
 func TestHealthzNeedsNoCredentials(t *testing.T) {
 	h, _ := newTestHandler(t, Options{Auth: BearerTokens(map[string]string{"t": "x"})})
 	rec := serve(h, "GET", "/healthz", nil, nil)

@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/durachat/durachat/shared/store"
 )
 
 // Program names a binary that reads configuration.
@@ -396,8 +398,9 @@ func (r *reader) tokens(name string) map[string]string {
 		case len(token) < MinTokenBytes:
 			r.fail(name, "entry %d: a token must be at least %d bytes, not %d: a short token can be guessed", i+1, MinTokenBytes, len(token))
 			continue
-		case strings.ContainsFunc(tenant, unicode.IsControl):
-			r.fail(name, "entry %d: a tenant cannot contain control characters", i+1)
+		}
+		if err := store.CheckTenant(tenant); err != nil {
+			r.fail(name, "entry %d: %v", i+1, err)
 			continue
 		}
 		if _, dup := out[token]; dup {

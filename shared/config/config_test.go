@@ -74,6 +74,8 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 		{"repeated token", map[string]string{EnvTokens: "token-0123456789-a=x,token-0123456789-a=y"}, EnvTokens},
 		{"token under 16 bytes", map[string]string{EnvTokens: "token-012345678=x"}, EnvTokens},
 		{"token with space", map[string]string{EnvTokens: "a b=x"}, EnvTokens},
+		{"dot-dot tenant", map[string]string{EnvTokens: "token-0123456789-a=.."}, EnvTokens},
+		{"dot tenant", map[string]string{EnvTokens: "token-0123456789-a=."}, EnvTokens},
 		{"addr without port", map[string]string{EnvAddr: "localhost"}, EnvAddr},
 		{"unknown model provider", map[string]string{EnvModel: "llama:7b"}, EnvModel},
 		{"bedrock without id", map[string]string{EnvModel: "bedrock:"}, EnvModel},

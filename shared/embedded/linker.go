@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -37,6 +39,8 @@ type Linker struct {
 	base   string
 	secret []byte
 	now    func() time.Time
+	// uploads holds the bytes of the upload bodies being checked.
+	uploads *semaphore.Weighted
 }
 
 var _ store.Linker = (*Linker)(nil)
@@ -45,7 +49,7 @@ var _ store.Linker = (*Linker)(nil)
 // without a trailing slash) signed with secret. With an empty secret URL
 // fails and Handler refuses every link.
 func NewLinker(baseURL string, secret []byte) *Linker {
-	return &Linker{base: strings.TrimRight(baseURL, "/"), secret: bytes.Clone(secret), now: time.Now}
+	return &Linker{base: strings.TrimRight(baseURL, "/"), secret: bytes.Clone(secret), now: time.Now, uploads: semaphore.NewWeighted(UploadsHeld)}
 }
 
 // URL returns a link to key that works for ttl (at most MaxLinkTTL).

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -23,6 +24,16 @@ import (
 const UploadPath = "/v1/uploads/"
 
 var _ store.Uploader = (*Linker)(nil)
+
+// Upload bodies are held whole while they are checked, so the bytes of the
+// bodies held at once are bounded: UploadsHeld in all, each waiting at most
+// UploadWait for its room (then a 503 with Retry-After). 64 MiB is four
+// uploads of the largest size, and leaves the process's decode budget and
+// the rest of its memory what they had (docs/performance.md).
+const (
+	UploadsHeld = 64 << 20
+	UploadWait  = 10 * time.Second
+)
 
 // UploadTarget returns a signed PUT link to key, the local stand-in for an
 // S3 presigned PUT: the signature covers the key, the expiry, the size, the
@@ -73,9 +84,11 @@ func (l *Linker) signUpload(key string, exp, size int64, sum, contentType string
 // 403, an expired one 410; a body that is not the size the target was made
 // for, or whose SHA-256 differs, is 400 and is never handed on. A body that
 // matches goes to accept, whose error (an api.Error for bad bytes) is the
-// answer; success is 200 {"key"}.
+// answer; success is 200 {"key"}. Its bodies are limited to
+// images.MaxUploadBytes (api.BodyLimit), not the server's JSON limit, and
+// are read only once UploadsHeld has room for them.
 func (l *Linker) UploadHandler(accept func(ctx context.Context, key string, data []byte) error) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return api.BodyLimit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPut {
 			w.Header().Set("Allow", "PUT")
 			api.WriteError(w, r, &api.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: "upload targets answer PUT only"})
@@ -90,7 +103,13 @@ func (l *Linker) UploadHandler(accept func(ctx context.Context, key string, data
 			api.WriteError(w, r, api.BadRequest("Content-Length", "size mismatch: the body is %d bytes, the upload is for %d", r.ContentLength, size))
 			return
 		}
-		data, err := io.ReadAll(io.LimitReader(r.Body, size+1))
+		release, err := l.holdUpload(r.Context(), size)
+		if err != nil {
+			api.WriteError(w, r, err)
+			return
+		}
+		defer release()
+		data, err := readUpload(r.Body, size)
 		if err != nil {
 			api.WriteError(w, r, api.BadRequest("", "reading the body: %v", err))
 			return
@@ -107,9 +126,33 @@ func (l *Linker) UploadHandler(accept func(ctx context.Context, key string, data
 			api.WriteError(w, r, err)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, "{\"key\":%q}\n", key)
-	})
+		api.WriteJSON(w, http.StatusOK, map[string]string{"key": key})
+	}), images.MaxUploadBytes)
+}
+
+// holdUpload takes room for an upload body of size bytes in UploadsHeld,
+// waiting at most UploadWait; the returned func gives it back.
+func (l *Linker) holdUpload(ctx context.Context, size int64) (release func(), err error) {
+	if size > images.MaxUploadBytes {
+		return nil, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("an upload is at most %d bytes", images.MaxUploadBytes)}
+	}
+	wctx, cancel := context.WithTimeout(ctx, UploadWait)
+	defer cancel()
+	if err := l.uploads.Acquire(wctx, size); err != nil {
+		return nil, api.Unavailable(fmt.Errorf("embedded: %d bytes of uploads held for %s: %w", UploadsHeld, UploadWait, err))
+	}
+	return func() { l.uploads.Release(size) }, nil
+}
+
+// readUpload reads a body of the size it was signed for into one buffer of
+// that size and one byte more, to tell a body too long.
+func readUpload(body io.Reader, size int64) ([]byte, error) {
+	data := make([]byte, size+1)
+	n, err := io.ReadFull(body, data)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, err
+	}
+	return data[:n], nil
 }
 
 // verifyUpload returns what an upload target names, or the API error that

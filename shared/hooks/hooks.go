@@ -70,7 +70,7 @@ func writeAnswer(w http.ResponseWriter, key string, raw rawjson.Value, rest any)
 	} else {
 		tail = []byte("}")
 	}
-	w.Header().Set("Content-Type", "application/json")
+	api.SetDataHeaders(w.Header(), "application/json")
 	w.WriteHeader(http.StatusOK)
 	for _, part := range [][]byte{head, raw, tail, []byte("\n")} {
 		if _, err := w.Write(part); err != nil {

@@ -281,6 +281,34 @@ func TestUploadFailuresLeaveNothingBehind(t *testing.T) {
 	}
 }
 
+// The JSON body limit (api.MaxBody) is not the upload limit: an image
+// between the two completes on every backend.
+func TestAnUploadPastTheJSONBodyLimitCompletes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 10 MiB upload: not in -short")
+	}
+	data := pngBytes(t, 9, 1900, 1900, true)
+	if len(data) <= api.MaxBody || len(data) > images.MaxUploadBytes {
+		t.Fatalf("the image is %d bytes: want it past %d and within %d", len(data), api.MaxBody, images.MaxUploadBytes)
+	}
+	eachUploadBackend(t, 0, func(t *testing.T, e *uploadEnv) {
+		d := describe(data)
+		a := e.ask(t, d)
+		if a.Upload == nil {
+			t.Fatalf("answer %+v, want an upload target", a)
+		}
+		if status, out := e.call(t, a.Upload.Method, a.Upload.URL, a.Upload.Header, data); status != http.StatusOK {
+			t.Fatalf("PUT of %d bytes: %d %s", len(data), status, out)
+		}
+		if status, out := e.afterTool(t, textBlock(refs.Ref(d.Name))); status != http.StatusOK {
+			t.Fatalf("after-tool with the ref: %d %s", status, out)
+		}
+		if !e.stored(t, d.Name) {
+			t.Fatal("the uploaded image is not stored under its name")
+		}
+	})
+}
+
 func TestUploadRefusedWhenTooLarge(t *testing.T) {
 	eachUploadBackend(t, 0, func(t *testing.T, e *uploadEnv) {
 		d := describe([]byte("x"))

@@ -216,23 +216,30 @@ func namesBytes(name string, p Prepared) bool {
 // own name it holds what p was stored as, so a Head tells. Under another
 // name it must hold p's very bytes: a stored image is within the limits,
 // so its bytes come back unshrunk, and a shrunk copy is never the stored
-// one; bytes of another size are not read.
+// one.
 func holds(ctx context.Context, w Writer, tenant, name string, p Prepared) (bool, error) {
-	if p.Shrunk && name != p.Name {
+	if name == p.Name {
+		_, err := w.Head(ctx, tenant, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	if p.Shrunk {
 		return false, nil
 	}
+	return sameBytes(ctx, w, tenant, name, p.Data)
+}
+
+// sameBytes reports whether the store holds data under name; bytes of
+// another size are not read.
+func sameBytes(ctx context.Context, w Writer, tenant, name string, data []byte) (bool, error) {
 	info, err := w.Head(ctx, tenant, name)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && info.Size != int64(len(data))) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
-	}
-	if name == p.Name {
-		return true, nil
-	}
-	if info.Size != int64(len(p.Data)) {
-		return false, nil
 	}
 	img, err := w.Get(ctx, tenant, name)
 	if errors.Is(err, store.ErrNotFound) {
@@ -241,7 +248,22 @@ func holds(ctx context.Context, w Writer, tenant, name string, p Prepared) (bool
 	if err != nil {
 		return false, err
 	}
-	return bytes.Equal(img.Data, p.Data), nil
+	return bytes.Equal(img.Data, data), nil
+}
+
+// Names reports whether name is the name of the image b64 carries, without
+// decoding it as an image: the name of b64 itself, or of the very bytes the
+// tenant holds under name (a shrunk image's copy, sent back as restored).
+// Bytes that are neither are another image, whatever name they carry.
+func (s *Store) Names(ctx context.Context, tenant, name, b64 string) (bool, error) {
+	if Name(b64) == name {
+		return true, nil
+	}
+	data, err := Decode(b64)
+	if err != nil {
+		return false, nil
+	}
+	return sameBytes(ctx, s, tenant, name, data)
 }
 
 // each runs fn on every job, Parallel at a time.

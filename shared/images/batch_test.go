@@ -185,3 +185,35 @@ func TestABatchOfMoreDistinctImagesThanARequestMayCarryIsRefusedBeforeAnyDecode(
 		})
 	}
 }
+
+// TestAStoredNameIsTheImageOfOnlyItsOwnBytes: Names tells whether b64 is
+// the image a name means, for a caller that leaves an image to its name.
+func TestAStoredNameIsTheImageOfOnlyItsOwnBytes(t *testing.T) {
+	stored := pngBytes(t, grayImage(64))
+	name := images.Name(b64(stored))
+	tests := []struct {
+		name string
+		b64  string
+		want bool
+	}{
+		{"the name of the base64 itself", b64(stored), true},
+		{"the stored bytes in other base64", b64(stored)[:20] + "\n" + b64(stored)[20:], true},
+		{"other bytes of the same size", b64(sameSizeOther(t, stored)), false},
+		{"other bytes", b64(pngBytes(t, gradient(8, 8))), false},
+		{"not base64", "not base64!", false},
+	}
+	s := images.New(storefake.NewBlobs())
+	if _, err := s.Put(t.Context(), "acme", b64(stored)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, err := s.Names(t.Context(), "acme", name, tt.b64); err != nil || got != tt.want {
+				t.Fatalf("Names = %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+	if got, _ := s.Names(t.Context(), "other", name, b64(stored)[:20]+"\n"+b64(stored)[20:]); got {
+		t.Fatal("another tenant's name was taken for bytes it does not hold")
+	}
+}

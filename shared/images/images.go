@@ -103,6 +103,16 @@ func Name(b64 string) string {
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
+// NameBytes is the Name of data's standard base64, the name the image gets
+// inline, computed without holding the base64 (a third more than data).
+func NameBytes(data []byte) string {
+	h := sha256.New()
+	enc := base64.NewEncoder(base64.StdEncoding, h)
+	_, _ = enc.Write(data) // a hash does not fail
+	_ = enc.Close()
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
 // Decode returns the bytes of base64 text. Standard base64 with padding is
 // the canonical form; unpadded and URL-safe base64 are accepted too, since
 // the bytes, not the text, are what is stored. ASCII whitespace (line

@@ -10,10 +10,12 @@ import (
 	"testing"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/store/storefake"
 	"github.com/durachat/durachat/shared/testenv"
 	"github.com/durachat/durachat/shared/transcript"
@@ -31,6 +33,7 @@ const (
 // over one image store.
 type routesEnv struct {
 	blobs *storefake.Blobs
+	table store.Table
 	log   *transcript.Log
 	srv   *httptest.Server
 }
@@ -49,7 +52,7 @@ func newRoutesEnv(t *testing.T) *routesEnv {
 		mux.ServeHTTP(w, r.WithContext(api.WithTenant(r.Context(), routeTenant)))
 	}))
 	t.Cleanup(srv.Close)
-	return &routesEnv{blobs: blobs, log: log, srv: srv}
+	return &routesEnv{blobs: blobs, table: b.Table, log: log, srv: srv}
 }
 
 func (e *routesEnv) post(t *testing.T, route string, body any) (int, []byte) {
@@ -112,11 +115,15 @@ var inlineRoutes = []inlineRoute{
 		if status != http.StatusOK {
 			return status, out, nil
 		}
-		n, err := e.log.Len(t.Context(), routeTenant, routeChat)
+		c, _, err := chatid.New(e.table).Current(t.Context(), routeTenant, routeChat)
 		if err != nil {
 			t.Fatal(err)
 		}
-		entries, err := e.log.Entries(t.Context(), routeTenant, routeChat, 0, n)
+		n, err := e.log.Len(t.Context(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := e.log.Entries(t.Context(), c, 0, n)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,8 +37,10 @@ type Prepared struct {
 	Name     string // Name of the base64 text as received
 	MimeType string // detected from the bytes
 	Data     []byte // the bytes to store
-	B64      string // base64 of Data: the input itself unless Shrunk
-	Shrunk   bool   // re-encoded as JPEG
+	// B64 is the base64 of Data: the input itself unless Shrunk; empty
+	// for an image ShrinkBytes keeps as it is.
+	B64    string
+	Shrunk bool // re-encoded as JPEG
 }
 
 // Shrink prepares an image for storage. Its bytes must pass Validate: a
@@ -53,11 +55,24 @@ func Shrink(ctx context.Context, b64 string) (Prepared, error) {
 	if err != nil {
 		return Prepared{}, err
 	}
+	return prepare(ctx, Prepared{Name: Name(b64), Data: data, B64: b64})
+}
+
+// ShrinkBytes is Shrink of image bytes that came without base64 (an
+// upload), named as their standard base64 would be (NameBytes) without
+// making it.
+func ShrinkBytes(ctx context.Context, data []byte) (Prepared, error) {
+	return prepare(ctx, Prepared{Name: NameBytes(data), Data: data})
+}
+
+// prepare checks p.Data and shrinks it when it must be (Shrink).
+func prepare(ctx context.Context, p Prepared) (Prepared, error) {
+	data := p.Data
 	mimeType, cfg, err := detect(data)
 	if err != nil {
 		return Prepared{}, err
 	}
-	p := Prepared{Name: Name(b64), MimeType: mimeType, Data: data, B64: b64}
+	p.MimeType = mimeType
 	if !mustShrink(cfg, len(data)) {
 		return p, decodeWithin(ctx, data, mimeType, cfg, 0, func(image.Image) error { return nil })
 	}

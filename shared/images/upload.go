@@ -2,7 +2,6 @@ package images
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"sync"
@@ -33,7 +32,8 @@ type Staging interface {
 }
 
 // Accept checks uploaded bytes exactly as an inline image is checked
-// (Shrink, on their standard base64) and stores them under name. The bytes
+// (ShrinkBytes: Shrink without making their base64) and stores them under
+// name. The bytes
 // must have that name: the Name of their standard base64, the name the
 // same image gets inline, so an image is stored once whichever way it came.
 // Refused bytes are a FormatError or ErrNameMismatch; nothing is stored.
@@ -41,7 +41,7 @@ func (s *Store) Accept(ctx context.Context, tenant, name string, data []byte) er
 	if len(data) > MaxUploadBytes {
 		return &FormatError{Kind: KindTooLarge, Detail: fmt.Sprintf("%d bytes uploaded, limit %d", len(data), MaxUploadBytes)}
 	}
-	p, err := Shrink(ctx, base64.StdEncoding.EncodeToString(data))
+	p, err := ShrinkBytes(ctx, data)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/store"
 )
 
 // IntegrationTimeout is API Gateway's limit on an HTTP API integration,
@@ -199,9 +200,6 @@ func Claims(ctx context.Context) (map[string]string, bool) {
 	return rc.Authorizer.JWT.Claims, true
 }
 
-// MaxTenant bounds a tenant taken from a claim.
-const MaxTenant = 256
-
 // ClaimTenant authenticates a request by the JWT authorizer's claim named
 // claim: API Gateway has verified the token, so the claim is the tenant. A
 // token without the claim is refused. A request API Gateway did not
@@ -217,11 +215,11 @@ func ClaimTenant(claim string, fallback api.Authenticator) api.Authenticator {
 			return "", api.Unauthorized("no JWT authorizer vouched for this request and no bearer tokens are configured")
 		}
 		tenant := claims[claim]
-		switch {
-		case tenant == "":
+		if tenant == "" {
 			return "", api.Unauthorized("the token has no %q claim to name the tenant", claim)
-		case len(tenant) > MaxTenant:
-			return "", api.Unauthorized("the token's %q claim is over %d bytes", claim, MaxTenant)
+		}
+		if err := store.CheckTenant(tenant); err != nil {
+			return "", api.Unauthorized("the token's %q claim cannot name a tenant: %v", claim, err)
 		}
 		return tenant, nil
 	})

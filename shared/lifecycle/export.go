@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"regexp"
 	"slices"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
@@ -94,8 +94,8 @@ func exportAfter(r *http.Request) (ExportFrom, error) {
 	if err == nil && dotted {
 		n, err = strconv.Atoi(carried)
 	}
-	if err != nil || after < 0 || after == math.MaxInt64 || n < 0 || n > transcript.MaxNamedImages {
-		return ExportFrom{}, api.BadRequest("after", "after must be a message seq from 0 to %d, or the %s of the part before, not %q", int64(math.MaxInt64-1), ExportNextHeader, a)
+	if err != nil || after < 0 || after > api.MaxSeq || n < 0 || n > transcript.MaxNamedImages {
+		return ExportFrom{}, api.BadRequest("after", "after must be a message seq from 0 to %d, or the %s of the part before, not %q", int64(api.MaxSeq), ExportNextHeader, a)
 	}
 	return ExportFrom{After: after, Carried: n}, nil
 }
@@ -103,7 +103,7 @@ func exportAfter(r *http.Request) (ExportFrom, error) {
 // Export writes the chat's export from from to w, at most about budget
 // bytes (at least one line), and returns where the next part starts, or
 // nil when the chat ends. It holds one image at a time.
-func (c *Chats) Export(ctx context.Context, tenant, chat string, from ExportFrom, w io.Writer, budget int) (*ExportFrom, error) {
+func (c *Routes) Export(ctx context.Context, tenant, chat string, from ExportFrom, w io.Writer, budget int) (*ExportFrom, error) {
 	written := 0
 	sent := map[string]bool{} // images this part carries already
 	var next *ExportFrom
@@ -186,7 +186,7 @@ func (c *Chats) imageLine(ctx context.Context, tenant, name string) ([]byte, err
 	return api.Marshal(ExportImage{Image: ExportedImage{Name: name, MimeType: img.MimeType, Data: base64.StdEncoding.EncodeToString(img.Data)}})
 }
 
-func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
+func (c *Routes) handleExport(w http.ResponseWriter, r *http.Request) error {
 	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err
@@ -203,7 +203,7 @@ func (c *Chats) handleExport(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/x-ndjson")
+	api.SetDataHeaders(h, "application/x-ndjson")
 	if next != nil {
 		h.Set(ExportNextHeader, next.String())
 	}
@@ -264,7 +264,7 @@ const (
 // A line too large for one request comes as pieces (importfile.Piece),
 // each in a request of its own: they are kept until the last arrives,
 // which imports the line they make.
-func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importfile.Item) (ImportResult, error) {
+func (c *Routes) Import(ctx context.Context, tenant, chat string, items []importfile.Item) (ImportResult, error) {
 	items, skipped, done, err := c.joinLines(ctx, tenant, chat, items)
 	if err != nil {
 		return ImportResult{}, err
@@ -278,7 +278,7 @@ func (c *Chats) Import(ctx context.Context, tenant, chat string, items []importf
 }
 
 // importItems is Import of items without pieces.
-func (c *Chats) importItems(ctx context.Context, tenant, chat string, items []importfile.Item) (ImportResult, error) {
+func (c *Routes) importItems(ctx context.Context, tenant, chat string, items []importfile.Item) (ImportResult, error) {
 	p, err := c.planImport(ctx, tenant, chat, items)
 	if err != nil {
 		return ImportResult{}, err
@@ -322,14 +322,18 @@ func (c *Chats) importItems(ctx context.Context, tenant, chat string, items []im
 			h.Write([]byte{'\n'})
 		}
 		if held < 0 {
-			n, err := c.log.Len(ctx, tenant, chat)
+			cur, _, err := c.ids.Current(ctx, tenant, chat)
+			if err != nil {
+				return res, err
+			}
+			n, err := c.log.Len(ctx, cur)
 			if err != nil {
 				return res, err
 			}
 			held = n
 		}
 		receipt := "import/" + hex.EncodeToString(h.Sum(nil)[:16])
-		ids, err := c.log.Append(ctx, tenant, chat, msgs, receipt)
+		ch, ids, err := c.log.AppendChat(ctx, tenant, chat, msgs, receipt)
 		if err != nil {
 			return res, stoppedAt(batch, res.Entries, err)
 		}
@@ -341,7 +345,7 @@ func (c *Chats) importItems(ctx context.Context, tenant, chat string, items []im
 		}
 		if c.memory != nil && len(ids) > 0 {
 			// The entries are durable; memory finds them on any later call.
-			_ = c.memory.Appended(ctx, tenant, chat, ids[len(ids)-1]+1)
+			_ = c.memory.Appended(ctx, ch, ids[len(ids)-1]+1)
 		}
 	}
 	return res, nil
@@ -414,8 +418,12 @@ func (c *Chats) joinPieces(ctx context.Context, tenant, chat string, it importfi
 	if p.Count < 1 || p.Count > maxPieces || p.Index < 0 || p.Index >= p.Count || len(p.Data) == 0 {
 		return nil, nil, lineError(it.Line, "piece", "piece %d of %d: a line has 1 to %d pieces, each with data", p.Index, p.Count, maxPieces)
 	}
+	ch, err := c.importChat(ctx, tenant, chat)
+	if err != nil {
+		return nil, nil, err
+	}
 	key := func(i int) string {
-		return fmt.Sprintf("%simport/%s/%04d", store.TextPrefix(tenant, chat), p.Line, i)
+		return fmt.Sprintf("%simport/%s/%04d", ch.TextPrefix(), p.Line, i)
 	}
 	if err := c.blobs.Put(ctx, key(p.Index), store.Blob{ContentType: "application/octet-stream", Data: p.Data}); err != nil {
 		return nil, nil, fmt.Errorf("lifecycle: keeping piece %d of an import line: %w", p.Index, err)
@@ -451,6 +459,21 @@ func (c *Chats) joinPieces(ctx context.Context, tenant, chat string, it importfi
 		return nil, nil, errors.Join(drop(), lineError(it.Line, "piece", "the pieces do not make the line they name (SHA-256 %s); send them again", p.Line))
 	}
 	return line.Bytes(), drop, nil
+}
+
+// importChat is the incarnation of the chat that an import's pieces are
+// kept under: the chat's, opened as the import's first append would open
+// it (refused while the chat is being deleted), and the chat listed, so
+// deleting it deletes pieces that never made a line.
+func (c *Chats) importChat(ctx context.Context, tenant, chat string) (chatid.Chat, error) {
+	it, err := c.table.Get(ctx, indexKey(tenant, chat))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return chatid.Chat{}, fmt.Errorf("lifecycle: reading the index item of %s: %w", chat, err)
+	}
+	if err := c.touchFrom(ctx, tenant, chat, it); err != nil {
+		return chatid.Chat{}, err
+	}
+	return c.ids.Open(ctx, tenant, chat)
 }
 
 // planImport checks every item of an import file, writing nothing.
@@ -680,7 +703,7 @@ func stoppedAt(batch []importMessage, entries int, err error) error {
 	return fmt.Errorf("lifecycle: import stopped at line %d: %w", batch[0].line, err)
 }
 
-func (c *Chats) handleImport(w http.ResponseWriter, r *http.Request) error {
+func (c *Routes) handleImport(w http.ResponseWriter, r *http.Request) error {
 	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err

@@ -201,6 +201,7 @@ func TestImagesStoredOnlyThroughAChatsHooksAreDeletedWithIt(t *testing.T) {
 			if l := e.list("alice", ""); len(l.Chats) != 2 || l.Chats[0].Chat != "h" {
 				t.Fatalf("chats = %+v, want the chat used only through its hooks listed", l)
 			}
+			h := e.current("alice", "h")
 			if _, a := e.delete("alice", "h"); !a.Deleted {
 				t.Fatalf("delete = %+v", a)
 			}
@@ -215,7 +216,7 @@ func TestImagesStoredOnlyThroughAChatsHooksAreDeletedWithIt(t *testing.T) {
 			if !e.stored("alice", images.Name(shared)) {
 				t.Fatal("the image another chat logged went with the chat whose hook stored it too")
 			}
-			if left := e.partition("alice", "h"); len(left) != 0 {
+			if left := e.partition(h); len(left) != 0 {
 				t.Fatalf("the deleted chat left %v", left)
 			}
 		})
@@ -254,6 +255,7 @@ func TestAHookForAChatBeingDeletedIsRefused(t *testing.T) {
 		msgs = append(msgs, user(strings.Repeat("x", i%7+1)))
 	}
 	e.append("alice", "big", msgs...)
+	big := e.current("alice", "big")
 	if code, a := e.delete("alice", "big"); code != http.StatusAccepted || a.Deleted {
 		t.Fatalf("delete = %d %+v, want it under way", code, a)
 	}
@@ -265,7 +267,7 @@ func TestAHookForAChatBeingDeletedIsRefused(t *testing.T) {
 		t.Fatalf("after-tool during the deletion = %d %s, want 409", code, body)
 	}
 	e.drain()
-	if keys := e.partition("alice", "big"); len(keys) != 0 {
+	if keys := e.partition(big); len(keys) != 0 {
 		t.Fatalf("left after the deletion: %v", keys)
 	}
 }

@@ -127,12 +127,14 @@ func TestAnImportWithABadLineLogsNothingAndNamesTheLine(t *testing.T) {
 // every later request: an after-tool of the genuine image stores it, and
 // it reads back as itself.
 func TestAnImportCannotBindANameToOtherBytes(t *testing.T) {
-	for _, b := range backends(t) {
+	for i, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
 			imgs := images.New(b.Blobs)
-			genuine := pngB64(t, color.RGBA{200, 0, 0, 255})
-			forged := pngB64(t, color.RGBA{0, 0, 200, 255})
+			// Images of their own for each backend: dynalite's shares the
+			// aws backend's bucket.
+			genuine := pngB64(t, color.RGBA{200, 0, 0, uint8(255 - i)})
+			forged := pngB64(t, color.RGBA{0, 0, 200, uint8(255 - i)})
 			name, forgedName := images.Name(genuine), images.Name(forged)
 			for _, tt := range []struct {
 				name string
@@ -352,6 +354,47 @@ func TestAnImportCutOffByAnOutageSaysHowFarItGotAndARerunCompletesIt(t *testing.
 			}
 			if seen != 120 {
 				t.Fatalf("the chat holds %d messages after the rerun, want 120", seen)
+			}
+		})
+	}
+}
+
+// TestAZoomResultsImageOfOtherBytesIsNotTakenForTheNameItCarries: a zoom
+// result whose page names an image, carrying other bytes under that name,
+// neither binds the name to them (the name not held) nor has them replaced
+// by the name's image (the name held): they are stored under their own
+// name and read back as sent.
+func TestAZoomResultsImageOfOtherBytesIsNotTakenForTheNameItCarries(t *testing.T) {
+	for i, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			imgs := images.New(b.Blobs)
+			// Images of their own for each backend: dynalite's shares the
+			// aws backend's bucket.
+			genuine := pngB64(t, color.RGBA{9, 9, 200, uint8(255 - i)})
+			forged := pngB64(t, color.RGBA{200, 9, 9, uint8(255 - i)})
+			name := images.Name(genuine)
+			zoom := map[string]any{"role": "toolResult", "toolName": "zoom", "toolCallId": "z1", "timestamp": 1_700_000_003_000,
+				"content": []map[string]any{
+					{"type": "text", "text": "0|user: look " + refs.Ref(name)},
+					{"type": "image", "data": forged, "mimeType": "image/png", "name": name}}}
+			for _, held := range []bool{false, true} {
+				chat := fmt.Sprintf("held-%v", held)
+				if held {
+					e.append("alice", "src", withImage("look", genuine))
+				}
+				e.append("alice", chat, zoom)
+				img, err := imgs.Get(t.Context(), "alice", name)
+				if held && (err != nil || base64.StdEncoding.EncodeToString(img.Data) != genuine) {
+					t.Fatalf("held: image %s is no longer itself (%v)", name, err)
+				}
+				if !held && err == nil {
+					t.Fatalf("not held: the zoom result bound %s to other bytes", name)
+				}
+				got := e.messages("alice", chat, "?images=inline")
+				if len(got.Messages) != 1 || !strings.Contains(string(got.Messages[0].Message), forged) {
+					t.Fatalf("held %v: read back %d messages (%.300s), want the bytes sent", held, len(got.Messages), fmt.Sprint(got.Messages))
+				}
 			}
 		})
 	}

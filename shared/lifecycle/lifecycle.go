@@ -1,13 +1,27 @@
 // Package lifecycle is what a tenant does with whole chats: list them,
 // read one back, and delete one with the images only it used.
 //
-// Three kinds of items, besides the chat's own partition, keep it:
+// Chats is the part the transcript and memory are built on: it admits
+// appends (opening the chat's incarnation, see chatid), keeps the index
+// and the image references, and deletes. Routes, built on Chats, the
+// transcript and memory, lists, reads back, exports and imports. So they
+// are wired in one order: Chats, then the transcript and memory, then
+// Routes.
+//
+// A deletion removes one incarnation: its partition, its texts and its
+// references, then its identity item, then its index item. Its queue
+// messages name the incarnation, so one delivered after the id names a new
+// chat deletes nothing of it.
+//
+// Three kinds of items, besides the chat's own partitions, keep it:
 //
 //   - the tenant's chat index, one partition per tenant (IndexPK): an item
 //     per chat with its last activity and, while it is being deleted, the
 //     deletion's progress. Listing reads only this partition.
-//   - image references: for each image a chat names, an item in the chat's
-//     partition (i/<name>) and one in the image's partition (RefPK: c/<chat>).
+//   - image references: for each image a chat names, an item in the
+//     partition of the chat's incarnation (i/<name>) and one in the image's
+//     partition (RefPK: c/<chat>~<incarnation>, or c/<chat> for a chat
+//     written before incarnations were recorded).
 //     The first tells a deletion which images the chat used, the second
 //     whether any other chat still names one.
 //   - an image's deletion lease (RefPK: lock), held while its blob is
@@ -41,6 +55,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/memory/status"
 	"github.com/durachat/durachat/shared/store"
@@ -97,7 +112,7 @@ var ErrDeleting = errors.New("chat is being deleted")
 // Memory is what the lifecycle needs of the summary memory: a glance for
 // listing, and the notice of an import's entries.
 type Memory interface {
-	Glance(ctx context.Context, tenant, chat string) (status.Glance, error)
+	Glance(ctx context.Context, c chatid.Chat) (status.Glance, error)
 	transcript.Notifier
 }
 
@@ -108,8 +123,6 @@ type Config struct {
 	// Images is the image store appends write (with its uploads' staging);
 	// nil: images.New(Blobs).
 	Images *images.Store
-	Log    *transcript.Log
-	Memory Memory
 	Linker store.Linker
 	// Queue carries the rest of a large deletion ({"op":"delete",...});
 	// nil runs every deletion to its end in the call.
@@ -119,14 +132,13 @@ type Config struct {
 	Now   func() time.Time
 }
 
-// Chats keeps the tenant's chat index and image references and deletes
-// chats.
+// Chats keeps the tenant's chat index and image references, admits
+// appends and deletes chats.
 type Chats struct {
 	table  store.Table
 	blobs  store.Blobs
+	ids    *chatid.Registry
 	images *images.Store
-	log    *transcript.Log
-	memory Memory
 	linker store.Linker
 	queue  store.Queue
 	steps  int
@@ -135,7 +147,7 @@ type Chats struct {
 
 // New returns Chats over cfg; Table and Blobs are required.
 func New(cfg Config) *Chats {
-	c := &Chats{table: cfg.Table, blobs: cfg.Blobs, images: cfg.Images, log: cfg.Log, memory: cfg.Memory, linker: cfg.Linker, queue: cfg.Queue, steps: cfg.Steps, now: cfg.Now}
+	c := &Chats{table: cfg.Table, blobs: cfg.Blobs, ids: chatid.New(cfg.Table), images: cfg.Images, linker: cfg.Linker, queue: cfg.Queue, steps: cfg.Steps, now: cfg.Now}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -148,12 +160,19 @@ func New(cfg Config) *Chats {
 	return c
 }
 
-// SetLog sets the log read back, and SetMemory the memory listed: both
-// are built with these Chats as a hook, so they come second.
-func (c *Chats) SetLog(l *transcript.Log) { c.log = l }
+// Routes serves the chat lifecycle over Chats, the log it reads back and
+// imports into, and the memory it lists and tells of an import.
+type Routes struct {
+	*Chats
+	log    *transcript.Log
+	memory Memory
+}
 
-// SetMemory: see SetLog.
-func (c *Chats) SetMemory(m Memory) { c.memory = m }
+// NewRoutes returns the routes; memory may be nil (nothing is listed of
+// it, and an import's entries are found by memory's next call).
+func NewRoutes(chats *Chats, log *transcript.Log, memory Memory) *Routes {
+	return &Routes{Chats: chats, log: log, memory: memory}
+}
 
 // indexEntry is a chat's item in its tenant's index.
 type indexEntry struct {
@@ -230,22 +249,30 @@ func deletingError(chat string) error {
 }
 
 // Appending is transcript.Chats: it records the chat's activity in the
-// index (refusing while the chat is being deleted) and the images it
-// names (Hold), and returns those not stored: deleted before their
-// references were recorded, so the append stores them again or refuses.
-func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []string) ([]string, error) {
+// index (refusing while the chat is being deleted), opens the chat's
+// incarnation, records there the images it names (Hold), and returns the
+// incarnation and the images not stored: deleted before their references
+// were recorded, so the append stores them again or refuses.
+func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []string) (chatid.Chat, []string, error) {
 	if err := c.touch(ctx, tenant, chat); err != nil {
-		return nil, err
+		return chatid.Chat{}, nil, err
+	}
+	// Opened only once the index said the chat is not being deleted: a
+	// deletion marks the index before it reads the incarnation it deletes,
+	// so it never misses one opened here.
+	ch, err := c.ids.Open(ctx, tenant, chat)
+	if err != nil {
+		return chatid.Chat{}, nil, err
 	}
 	names = uniq(slices.Clone(names))
-	if err := c.hold(ctx, tenant, chat, names, nil); err != nil {
-		return nil, err
+	if err := c.hold(ctx, ch, false, names, nil); err != nil {
+		return chatid.Chat{}, nil, err
 	}
 	var (
 		mu      sync.Mutex
 		missing []string
 	)
-	err := inParallel(ctx, names, func(ctx context.Context, name string) error {
+	err = inParallel(ctx, names, func(ctx context.Context, name string) error {
 		_, err := c.blobs.Head(ctx, store.ImageKey(tenant, name))
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -260,10 +287,20 @@ func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []stri
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return chatid.Chat{}, nil, err
 	}
 	slices.Sort(missing)
-	return missing, nil
+	return ch, missing, nil
+}
+
+// refName is how the image's side of a reference names the incarnation
+// ch: the chat id and the incarnation, so a late step of a deleted
+// incarnation's deletion never removes the reference of the next.
+func refName(ch chatid.Chat) string {
+	if ch.Inc == "" {
+		return ch.ID
+	}
+	return ch.ID + "~" + ch.Inc
 }
 
 // touch records an append's time as the chat's last activity, refusing
@@ -301,15 +338,20 @@ func (c *Chats) Hold(ctx context.Context, tenant, chat string, names []string) e
 	if len(names) == 0 {
 		return nil
 	}
+	ch, recorded, err := c.ids.Current(ctx, tenant, chat)
+	if err != nil {
+		return err
+	}
 	idx := indexKey(tenant, chat)
-	return c.hold(ctx, tenant, chat, names, &idx)
+	return c.hold(ctx, ch, !recorded, names, &idx)
 }
 
-// hold records the chat's references to names (distinct) that it lacks,
-// then waits out the deletion lease of each image it referenced just now
-// or found leased. With index, the chat's index item is read in the same
-// batch: a chat being deleted is refused, and a stale activity is
-// brought up to date.
+// hold records the references of the incarnation ch to names (distinct)
+// that it lacks, then waits out the deletion lease of each image it
+// referenced just now or found leased. With index, the chat's index item
+// is read in the same batch: a chat being deleted is refused, and a stale
+// activity is brought up to date; then, with open, the chat's incarnation
+// is opened (ch had none recorded), and its references are all new.
 //
 // The image's side of a reference is written first, then the chat's, so
 // the chat's side is never there without the image's. (A call cut off
@@ -317,11 +359,11 @@ func (c *Chats) Hold(ctx context.Context, tenant, chat string, names []string) e
 // names it again and is deleted: the safe side.) A lease read in the
 // batch is current only for references that were there before it, so a
 // reference made here is followed by a fresh read of its lease.
-func (c *Chats) hold(ctx context.Context, tenant, chat string, names []string, index *store.Key) error {
+func (c *Chats) hold(ctx context.Context, ch chatid.Chat, open bool, names []string, index *store.Key) error {
 	if len(names) == 0 {
 		return nil
 	}
-	pk := store.ChatPK(tenant, chat)
+	tenant, chat, pk := ch.Tenant, ch.ID, ch.PK()
 	keys := make([]store.Key, 0, 2*len(names)+1)
 	for _, name := range names {
 		keys = append(keys, store.Key{PK: pk, SK: chatRefs + name}, lockKey(tenant, name))
@@ -341,6 +383,12 @@ func (c *Chats) hold(ctx context.Context, tenant, chat string, names []string, i
 		if err := c.touchFrom(ctx, tenant, chat, found[*index]); err != nil {
 			return err
 		}
+		if open {
+			if ch, err = c.ids.Open(ctx, tenant, chat); err != nil {
+				return err
+			}
+			pk = ch.PK()
+		}
 	}
 	now := c.now().UnixMilli()
 	var fresh, wait []string
@@ -352,7 +400,7 @@ func (c *Chats) hold(ctx context.Context, tenant, chat string, names []string, i
 		}
 	}
 	err = inParallel(ctx, fresh, func(ctx context.Context, name string) error {
-		for _, k := range []store.Key{{PK: RefPK(tenant, name), SK: refPrefix + chat}, {PK: pk, SK: chatRefs + name}} {
+		for _, k := range []store.Key{{PK: RefPK(tenant, name), SK: refPrefix + refName(ch)}, {PK: pk, SK: chatRefs + name}} {
 			if err := c.table.Create(ctx, store.Item{Key: k, Body: []byte("{}")}); err != nil && !errors.Is(err, store.ErrConditionFailed) {
 				return fmt.Errorf("lifecycle: recording image %s: %w", name, err)
 			}
@@ -387,8 +435,8 @@ func (c *Chats) touchFrom(ctx context.Context, tenant, chat string, it store.Ite
 // lease is an image deletion's lease.
 type lease struct {
 	Until int64 `json:"u"` // Unix ms
-	// Chat is the chat whose deletion holds it: a resumed deletion of the
-	// same chat takes its own lease over.
+	// Chat is the chat whose deletion holds it (its refName): a resumed
+	// deletion of the same chat takes its own lease over.
 	Chat string `json:"c"`
 }
 
@@ -445,7 +493,8 @@ func uniq(names []string) []string {
 
 // releaseImage removes the chat's reference to an image and deletes the
 // image when no other chat names it. It reports whether it deleted it.
-func (c *Chats) releaseImage(ctx context.Context, tenant, chat, name string) (bool, error) {
+func (c *Chats) releaseImage(ctx context.Context, ch chatid.Chat, name string) (bool, error) {
+	tenant, chat := ch.Tenant, refName(ch)
 	if err := c.table.Delete(ctx, store.Key{PK: RefPK(tenant, name), SK: refPrefix + chat}, 0); err != nil {
 		return false, fmt.Errorf("lifecycle: removing the reference to image %s: %w", name, err)
 	}
@@ -517,25 +566,23 @@ func (c *Chats) named(ctx context.Context, tenant, name string) (bool, error) {
 }
 
 // Delete deletes the chat: it marks it deleting in the index (appends are
-// refused from then on), removes its items in batches of BatchItems,
-// releases the images it named, and removes its index item last. One call
-// runs at most steps batches (Config.Steps when 0) and returns what is
-// left to the next call; any call resumes where the last stopped, so a
-// crash midway loses nothing. Deleting a chat that does not exist is done
-// at once.
+// refused from then on), removes the items of its current incarnation in
+// batches of BatchItems, releases the images it named, its texts, then its
+// identity item and its index item last. One call runs at most steps
+// batches (Config.Steps when 0) and returns what is left to the next
+// call; any call resumes where the last stopped, so a crash midway loses
+// nothing. Deleting a chat that does not exist is done at once.
 func (c *Chats) Delete(ctx context.Context, tenant, chat string, steps int) (Progress, error) {
-	p, _, err := c.deleteIf(ctx, tenant, chat, steps, nil)
+	_, p, _, err := c.deleteIf(ctx, tenant, chat, steps, nil)
 	return p, err
 }
 
 // deleteIf is Delete when claim, given the chat's index item as it stands
 // in the write that marks it deleting, allows it (nil: always); otherwise
 // it does nothing and reports claimed false. A deletion already under way
-// is resumed whatever claim says.
-func (c *Chats) deleteIf(ctx context.Context, tenant, chat string, steps int, claim func(indexEntry) bool) (p Progress, claimed bool, err error) {
-	if steps <= 0 {
-		steps = c.steps
-	}
+// is resumed whatever claim says. It returns the incarnation it deletes,
+// which the messages continuing it name.
+func (c *Chats) deleteIf(ctx context.Context, tenant, chat string, steps int, claim func(indexEntry) bool) (ch chatid.Chat, p Progress, claimed bool, err error) {
 	now := c.now().UnixMilli()
 	e, _, err := c.updateIndex(ctx, tenant, chat, func(e *indexEntry) error {
 		if e.Deleting != 0 {
@@ -548,26 +595,34 @@ func (c *Chats) deleteIf(ctx context.Context, tenant, chat string, steps int, cl
 		return nil
 	})
 	if errors.Is(err, errNotClaimed) {
-		return Progress{}, false, nil
+		return chatid.Chat{}, Progress{}, false, nil
 	}
 	if err != nil {
-		return Progress{}, false, err
+		return chatid.Chat{}, Progress{}, false, err
 	}
-	p, err = c.run(ctx, tenant, chat, steps, e)
-	return p, true, err
+	// Read after the mark: no append opens an incarnation from here on.
+	ch, _, err = c.ids.Current(ctx, tenant, chat)
+	if err != nil {
+		return chatid.Chat{}, Progress{}, true, err
+	}
+	p, err = c.run(ctx, ch, steps, e)
+	return ch, p, true, err
 }
 
 // errNotClaimed: a conditional deletion found its condition false.
 var errNotClaimed = errors.New("not claimed")
 
-// run runs up to steps batches of the chat's deletion, from the progress
-// its index item e recorded.
-func (c *Chats) run(ctx context.Context, tenant, chat string, steps int, e indexEntry) (Progress, error) {
+// run runs up to steps batches (Config.Steps when 0) of the deletion of
+// the incarnation ch, from the progress its chat's index item e recorded.
+func (c *Chats) run(ctx context.Context, ch chatid.Chat, steps int, e indexEntry) (Progress, error) {
+	if steps <= 0 {
+		steps = c.steps
+	}
+	tenant, chat := ch.Tenant, ch.ID
 	p := Progress{Removed: e.Removed, Images: e.Images}
-	pk := store.ChatPK(tenant, chat)
 	start := time.Now()
 	for step := 0; step < steps && time.Since(start) < CallBudget; step++ {
-		removed, images, more, err := c.step(ctx, tenant, chat, pk)
+		removed, images, more, err := c.stepAll(ctx, ch)
 		p.Removed += removed
 		p.Images += images
 		if err != nil {
@@ -575,7 +630,7 @@ func (c *Chats) run(ctx context.Context, tenant, chat string, steps int, e index
 			return p, err
 		}
 		if !more {
-			if err := c.finish(ctx, tenant, chat); err != nil {
+			if err := c.finish(ctx, ch); err != nil {
 				return p, err
 			}
 			p.Done = true
@@ -586,30 +641,49 @@ func (c *Chats) run(ctx context.Context, tenant, chat string, steps int, e index
 	return p, nil
 }
 
-// step removes one batch: items of the chat other than its image
-// references first, then the references (each image released before its
-// reference item goes), then the chat's texts. It reports whether anything
-// is left.
-func (c *Chats) step(ctx context.Context, tenant, chat, pk string) (removed, images int64, more bool, err error) {
+// stepAll removes one batch of the incarnation ch and, once it is empty,
+// of what a chat written before incarnations left in the id's home
+// partition and texts (the same chat, before its first append since), so
+// no deletion leaves those behind.
+func (c *Chats) stepAll(ctx context.Context, ch chatid.Chat) (removed, images int64, more bool, err error) {
+	removed, images, more, err = c.step(ctx, ch)
+	if err != nil || more || ch.Inc == "" {
+		return removed, images, more, err
+	}
+	return c.step(ctx, chatid.Chat{Tenant: ch.Tenant, ID: ch.ID})
+}
+
+// step removes one batch of the incarnation ch: its items other than its
+// image references first, then the references (each image released before
+// its reference item goes), then its texts. It reports whether anything
+// is left. The identity item (in the partition of a chat written before
+// incarnations) is left to finish.
+func (c *Chats) step(ctx context.Context, ch chatid.Chat) (removed, images int64, more bool, err error) {
+	chat, pk := ch.ID, ch.PK()
 	page, err := c.table.Query(ctx, store.Query{PK: pk, Limit: BatchItems + 1})
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("lifecycle: reading chat %s: %w", chat, err)
 	}
 	var own, named []store.Item
 	for _, it := range page.Items {
-		if strings.HasPrefix(it.SK, chatRefs) {
+		switch {
+		case strings.HasPrefix(it.SK, chatRefs):
 			named = append(named, it)
-		} else {
+		case it.SK != chatid.SK:
 			own = append(own, it)
 		}
 	}
 	if len(own) == 0 && page.Next != "" {
 		// Only references on this page: look past them for the rest.
-		rest, err := c.table.Query(ctx, store.Query{PK: pk, After: chatRefs + "\xff", Limit: BatchItems})
+		rest, err := c.table.Query(ctx, store.Query{PK: pk, After: chatRefs + "\xff", Limit: BatchItems + 1})
 		if err != nil {
 			return 0, 0, false, fmt.Errorf("lifecycle: reading chat %s: %w", chat, err)
 		}
-		own = rest.Items
+		for _, it := range rest.Items {
+			if it.SK != chatid.SK {
+				own = append(own, it)
+			}
+		}
 	}
 	if len(own) > 0 {
 		own = own[:min(len(own), BatchItems)]
@@ -630,7 +704,7 @@ func (c *Chats) step(ctx context.Context, tenant, chat, pk string) (removed, ima
 		// none is another chat's. (Listed rather than read from the rows:
 		// an append's record expires after 7 days, and a text an append
 		// stored before failing is named by nothing.)
-		keys, err := c.blobs.List(ctx, store.TextPrefix(tenant, chat), "", BatchItems)
+		keys, err := c.blobs.List(ctx, ch.TextPrefix(), "", BatchItems)
 		if err != nil {
 			return 0, 0, true, fmt.Errorf("lifecycle: listing the texts of chat %s: %w", chat, err)
 		}
@@ -647,7 +721,7 @@ func (c *Chats) step(ctx context.Context, tenant, chat, pk string) (removed, ima
 	}
 	for _, it := range named[:min(len(named), BatchItems)] {
 		name := strings.TrimPrefix(it.SK, chatRefs)
-		gone, err := c.releaseImage(ctx, tenant, chat, name)
+		gone, err := c.releaseImage(ctx, ch, name)
 		if err != nil {
 			return removed, images, true, err
 		}
@@ -673,10 +747,14 @@ func inParallel[T any](ctx context.Context, items []T, fn func(context.Context, 
 	return g.Wait()
 }
 
-// finish removes the index item: the chat is gone.
-func (c *Chats) finish(ctx context.Context, tenant, chat string) error {
-	if err := c.table.Delete(ctx, indexKey(tenant, chat), 0); err != nil {
-		return fmt.Errorf("lifecycle: removing chat %s from the index: %w", chat, err)
+// finish retires the incarnation and removes the index item: the chat is
+// gone, and the next append to its id opens a new incarnation.
+func (c *Chats) finish(ctx context.Context, ch chatid.Chat) error {
+	if err := c.ids.Retire(ctx, ch); err != nil {
+		return fmt.Errorf("lifecycle: %w", err)
+	}
+	if err := c.table.Delete(ctx, indexKey(ch.Tenant, ch.ID), 0); err != nil {
+		return fmt.Errorf("lifecycle: removing chat %s from the index: %w", ch.ID, err)
 	}
 	return nil
 }

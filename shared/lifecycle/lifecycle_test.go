@@ -23,6 +23,7 @@ import (
 	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/aws/awstest"
 	"github.com/durachat/durachat/shared/aws/dynamo"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/lifecycle"
@@ -38,7 +39,7 @@ import (
 type env struct {
 	t       *testing.T
 	b       testenv.Backend
-	chats   *lifecycle.Chats
+	chats   *lifecycle.Routes
 	uploads *hooks.Uploads
 	memory  *memory.Memory
 	url     string
@@ -74,7 +75,8 @@ func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) 
 }
 
 // newEnvBuilding is newEnvAt whose memory builds nodes with comp (nil:
-// it schedules builds but builds nothing).
+// it schedules builds but builds nothing). Each env is one process: its
+// own memory, caches and server.
 func newEnvBuilding(t *testing.T, b testenv.Backend, steps int, now func() time.Time, comp memory.Compactor) *env {
 	t.Helper()
 	imgs := images.New(b.Blobs)
@@ -83,10 +85,10 @@ func newEnvBuilding(t *testing.T, b testenv.Backend, steps int, now func() time.
 		// server checks them as they arrive.
 		imgs.Staging = b.Blobs
 	}
-	chats := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Images: imgs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
-	tl := transcript.New(b.Table, b.Blobs, imgs, transcript.WithChats(chats))
+	core := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Images: imgs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
+	tl := transcript.New(b.Table, b.Blobs, imgs, transcript.WithChats(core))
 	logger := testenv.Logger(t)
-	mc := memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: chats, Deletions: chats, Logger: logger}
+	mc := memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: core, Deletions: core, Logger: logger}
 	if comp != nil {
 		mc.Compactor, mc.Descriptions, mc.Retrier, mc.Search = comp, imgs, b.Receiver, true
 	}
@@ -94,17 +96,16 @@ func newEnvBuilding(t *testing.T, b testenv.Backend, steps int, now func() time.
 	if err != nil {
 		t.Fatal(err)
 	}
-	chats.SetLog(tl)
-	chats.SetMemory(m)
+	chats := lifecycle.NewRoutes(core, tl, m)
 	tokens := map[string]string{"alice": "tok-alice", "bob": "tok-bob"}
 	byToken := map[string]string{}
 	for tenant, tok := range tokens {
 		byToken[tok] = tenant
 	}
 	uploader, _ := b.Linker.(store.Uploader)
-	uploads := hooks.NewUploads(imgs, uploader, chats)
+	uploads := hooks.NewUploads(imgs, uploader, core)
 	h, err := app.Handler(logger, api.BearerTokens(byToken), app.Stores{Table: b.Table, Blobs: b.Blobs},
-		[]api.Routes{transcript.NewRoutes(tl, imgs, m), m, chats, hooks.NewOffload(imgs, chats), uploads, hooks.NewRestore(imgs, b.Linker)})
+		[]api.Routes{transcript.NewRoutes(tl, imgs, m), m, chats, hooks.NewOffload(imgs, core), uploads, hooks.NewRestore(imgs, b.Linker)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,16 +255,25 @@ func (e *env) drain() {
 	e.t.Fatal("the queue did not drain")
 }
 
-// partition returns the sort keys left in a chat's partition.
-func (e *env) partition(tenant, chat string) []string {
+// current is the chat's current incarnation.
+func (e *env) current(tenant, chat string) chatid.Chat {
 	e.t.Helper()
-	page, err := e.b.Table.Query(e.t.Context(), store.Query{PK: store.ChatPK(tenant, chat)})
+	c, _, err := chatid.New(e.b.Table).Current(e.t.Context(), tenant, chat)
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return c
+}
+
+// partition returns the sort keys left in the partition of the
+// incarnation c and in its chat's home partition (its identity item).
+func (e *env) partition(c chatid.Chat) []string {
+	e.t.Helper()
 	var sks []string
-	for _, it := range page.Items {
-		sks = append(sks, it.SK)
+	for _, pk := range []string{c.PK(), store.ChatPK(c.Tenant, c.ID)} {
+		for _, it := range e.itemsOf(pk) {
+			sks = append(sks, pk+" "+it.SK)
+		}
 	}
 	return sks
 }
@@ -374,11 +384,12 @@ func TestDeleteRemovesTheChatAndTheImagesOnlyItUsed(t *testing.T) {
 				t.Fatal(err)
 			}
 
+			gone := e.current("alice", "gone")
 			code, a := e.delete("alice", "gone")
 			if code != http.StatusOK || !a.Deleted || !a.Progress.Done || a.Progress.Images != 1 || a.Chat != "gone" {
 				t.Fatalf("delete = %d %+v, want 200, deleted, one image", code, a)
 			}
-			if left := e.partition("alice", "gone"); len(left) != 0 {
+			if left := e.partition(gone); len(left) != 0 {
 				t.Fatalf("items left in the deleted chat: %v", left)
 			}
 			if e.imageStored("alice", own) || !e.imageStored("alice", shared) || !e.imageStored("bob", own) {
@@ -422,23 +433,24 @@ func TestDeleteRemovesTheChatsTextsTooBigForTheirRowsAndNoOtherChats(t *testing.
 				{"type": "toolCall", "id": "t1", "name": "write", "arguments": map[string]any{"content": content}}}}
 			e.append("alice", "gone", user("write it"), call)
 			e.append("alice", "kept", call)
-			texts := func(chat string) []string {
-				keys, err := e.b.Blobs.List(t.Context(), store.TextPrefix("alice", chat), "", 100)
+			gone, kept := e.current("alice", "gone"), e.current("alice", "kept")
+			texts := func(c chatid.Chat) []string {
+				keys, err := e.b.Blobs.List(t.Context(), c.TextPrefix(), "", 100)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return keys
 			}
-			if len(texts("gone")) == 0 || len(texts("kept")) == 0 {
-				t.Fatalf("texts gone %q, kept %q: want each chat's tool call moved out of its row", texts("gone"), texts("kept"))
+			if len(texts(gone)) == 0 || len(texts(kept)) == 0 {
+				t.Fatalf("texts gone %q, kept %q: want each chat's tool call moved out of its row", texts(gone), texts(kept))
 			}
 			if code, a := e.delete("alice", "gone"); code != http.StatusOK || !a.Deleted {
 				t.Fatalf("delete = %d %+v, want 200 and deleted", code, a)
 			}
-			if left := texts("gone"); len(left) != 0 {
+			if left := texts(gone); len(left) != 0 {
 				t.Fatalf("texts of the deleted chat left: %q", left)
 			}
-			if len(texts("kept")) == 0 {
+			if len(texts(kept)) == 0 {
 				t.Fatal("the other chat's copy of the same text was deleted")
 			}
 			if p := e.messages("alice", "kept", ""); len(p.Messages) != 1 || !strings.Contains(string(p.Messages[0].Message), content) {
@@ -457,6 +469,7 @@ func TestDeleteOfALargeChatRunsInBatchesThroughTheQueue(t *testing.T) {
 				msgs = append(msgs, user(fmt.Sprint("m", i)))
 			}
 			e.append("alice", "big", msgs...)
+			big := e.current("alice", "big")
 			code, a := e.delete("alice", "big")
 			if code != http.StatusAccepted || a.Deleted || a.Progress.Removed != lifecycle.BatchItems {
 				t.Fatalf("delete = %d %+v, want 202 after one batch", code, a)
@@ -477,7 +490,7 @@ func TestDeleteOfALargeChatRunsInBatchesThroughTheQueue(t *testing.T) {
 			}
 			// The queue carries the rest, one batch per message.
 			e.drain()
-			if left := e.partition("alice", "big"); len(left) != 0 {
+			if left := e.partition(big); len(left) != 0 {
 				t.Fatalf("%d items left after the queue drained", len(left))
 			}
 			if l := e.list("alice", ""); len(l.Chats) != 0 {
@@ -507,6 +520,7 @@ func TestDeleteCutOffMidwayIsFinishedByTheNextCall(t *testing.T) {
 			e.append("alice", "other", user("x"))
 			// Cut off after every possible number of deletions, then finish.
 			for cut := int64(0); ; cut++ {
+				c := e.current("alice", "c")
 				deletes.Store(0)
 				failAfter.Store(cut)
 				_, err := e.chats.Delete(t.Context(), "alice", "c", 0)
@@ -521,7 +535,7 @@ func TestDeleteCutOffMidwayIsFinishedByTheNextCall(t *testing.T) {
 				if err != nil || !p.Done {
 					t.Fatalf("the call after a cut at %d = %+v, %v, want done", cut, p, err)
 				}
-				if left := e.partition("alice", "c"); len(left) != 0 {
+				if left := e.partition(c); len(left) != 0 {
 					t.Fatalf("cut at %d: items left %v", cut, left)
 				}
 				if e.imageStored("alice", one) || e.imageStored("alice", two) {

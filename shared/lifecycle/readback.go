@@ -51,7 +51,7 @@ const (
 // more than fit PageBudget bytes (at least one), each as the host logged
 // it, its images shown as mode says. Seqs are entry ids: fixed once
 // written, so paging is stable while the chat is appended to.
-func (c *Chats) Messages(ctx context.Context, tenant, chat string, from int64, n int, mode ImageMode) (MessagePage, error) {
+func (c *Routes) Messages(ctx context.Context, tenant, chat string, from int64, n int, mode ImageMode) (MessagePage, error) {
 	out := MessagePage{Messages: []Message{}}
 	size := 0
 	err := c.eachMessage(ctx, tenant, chat, from, func(lg transcript.Logged) (bool, error) {
@@ -86,9 +86,14 @@ const readChunk = 8
 // eachMessage calls fn with each message of the chat whose first entry
 // is at seq from or later, in order, until fn answers false or the log
 // ends. The later entries of a message are passed over.
-func (c *Chats) eachMessage(ctx context.Context, tenant, chat string, from int64, fn func(transcript.Logged) (bool, error)) error {
+func (c *Routes) eachMessage(ctx context.Context, tenant, chat string, from int64, fn func(transcript.Logged) (bool, error)) error {
+	// All of one incarnation: the current one as the call starts.
+	ch, _, err := c.ids.Current(ctx, tenant, chat)
+	if err != nil {
+		return err
+	}
 	for {
-		lgs, err := c.log.Read(ctx, tenant, chat, from, from+readChunk)
+		lgs, err := c.log.Read(ctx, ch, from, from+readChunk)
 		if err != nil {
 			return err
 		}

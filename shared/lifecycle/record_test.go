@@ -188,27 +188,16 @@ func (e *env) doOK(tenant, method, path string, body any) []byte {
 // the images' base64, or passes the item budget.
 func (e *env) rowsHoldNoBase64(b64s ...string) {
 	e.t.Helper()
-	for _, pk := range []string{store.ChatPK("alice", "turns"), store.ChatPK("alice", "whole"), store.ChatPK("alice", "big")} {
-		after := ""
-		for {
-			page, err := e.b.Table.Query(e.t.Context(), store.Query{PK: pk, After: after, Limit: 100})
-			if err != nil {
-				e.t.Fatal(err)
-			}
-			for _, it := range page.Items {
-				for _, b64 := range b64s {
-					if bytes.Contains(it.Body, []byte(b64[:64])) {
-						e.t.Fatalf("row %s holds an image's base64", it.SK)
-					}
-				}
-				if it.Size() > store.ItemBudget {
-					e.t.Fatalf("row %s is %d bytes, over the budget of %d", it.SK, it.Size(), store.ItemBudget)
+	for _, chat := range []string{"turns", "whole", "big"} {
+		for _, it := range e.itemsOf(e.current("alice", chat).PK()) {
+			for _, b64 := range b64s {
+				if bytes.Contains(it.Body, []byte(b64[:64])) {
+					e.t.Fatalf("row %s holds an image's base64", it.SK)
 				}
 			}
-			if page.Next == "" {
-				break
+			if it.Size() > store.ItemBudget {
+				e.t.Fatalf("row %s is %d bytes, over the budget of %d", it.SK, it.Size(), store.ItemBudget)
 			}
-			after = page.Next
 		}
 	}
 }
@@ -499,7 +488,7 @@ func TestALineLargerThanOneRequestImportsInPieces(t *testing.T) {
 				}
 			}
 			sameJSON(t, "read back", e.readBack("bob", "copy", ""), []json.RawMessage{big})
-			if keys, err := b.Blobs.List(t.Context(), store.TextPrefix("bob", "copy")+"import/", "", 10); err != nil || len(keys) != 0 {
+			if keys, err := b.Blobs.List(t.Context(), e.current("bob", "copy").TextPrefix()+"import/", "", 10); err != nil || len(keys) != 0 {
 				t.Fatalf("pieces left after the import: %v, %v", keys, err)
 			}
 
@@ -525,7 +514,7 @@ func TestALineLargerThanOneRequestImportsInPieces(t *testing.T) {
 					t.Fatalf("piece %d: %d %s, want %d", i, code, body, want)
 				}
 			}
-			if keys, _ := b.Blobs.List(t.Context(), store.TextPrefix("bob", "other")+"import/", "", 10); len(keys) != 0 {
+			if keys, _ := b.Blobs.List(t.Context(), e.current("bob", "other").TextPrefix()+"import/", "", 10); len(keys) != 0 {
 				t.Fatalf("pieces left after a refused line: %v", keys)
 			}
 			if p := e.messages("bob", "other", ""); len(p.Messages) != 0 {

@@ -33,7 +33,7 @@ func (e *env) appendCode(tenant, chat string, msgs ...map[string]any) (int, stri
 }
 
 // waitForReference returns once the chat's reference to the image is
-// recorded on the image's side.
+// recorded on the image's side (c/<chat>~<incarnation>).
 func waitForReference(t *testing.T, table store.Table, tenant, name, chat string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {

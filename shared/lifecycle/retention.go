@@ -204,7 +204,7 @@ func (c *Chats) expireTenant(ctx context.Context, tenant string, now time.Time) 
 // expireChat claims the chat's deletion when idle holds of its index item
 // at the claim, runs one call's worth of it and queues the rest.
 func (c *Chats) expireChat(ctx context.Context, tenant, chat string, idle func(indexEntry) bool) (bool, error) {
-	p, claimed, err := c.deleteIf(ctx, tenant, chat, 1, idle)
+	ch, p, claimed, err := c.deleteIf(ctx, tenant, chat, 1, idle)
 	if err != nil || !claimed || p.Done {
 		return claimed, err
 	}
@@ -214,7 +214,7 @@ func (c *Chats) expireChat(ctx context.Context, tenant, chat string, idle func(i
 		}
 		return true, err
 	}
-	return true, c.queue.Send(ctx, deleteBody(tenant, chat), 0)
+	return true, c.queue.Send(ctx, deleteBody(ch), 0)
 }
 
 // ExpireAll runs a whole sweep (the local server's hourly one).

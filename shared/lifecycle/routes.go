@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/lifecycle/wire"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -31,7 +31,7 @@ const LinkTTL = 15 * time.Minute
 // DELETE /v1/chats/{chat}, GET .../export and POST .../import, and the
 // retention settings: GET and PUT
 // /v1/retention (the tenant's default) and /v1/chats/{chat}/retention.
-func (c *Chats) Register(mux *http.ServeMux) {
+func (c *Routes) Register(mux *http.ServeMux) {
 	api.Handle(mux, "GET /v1/chats", c.handleList)
 	api.Handle(mux, "GET /v1/chats/{chat}/messages", c.handleMessages)
 	api.Handle(mux, "DELETE /v1/chats/{chat}", c.handleDelete)
@@ -46,13 +46,9 @@ func (c *Chats) Register(mux *http.ServeMux) {
 // fromSeq reads the after parameter of a route paging by seq: the seq to
 // start from, 0 when absent.
 func fromSeq(r *http.Request) (int64, error) {
-	a := r.URL.Query().Get("after")
-	if a == "" {
-		return 0, nil
-	}
-	seq, err := strconv.ParseInt(a, 10, 64)
-	if err != nil || seq < 0 {
-		return 0, api.BadRequest("after", "after must be a message seq (a whole number), not %q", a)
+	seq, err := api.QueryInt(r, "after", 0, api.MaxSeq, -1)
+	if err != nil {
+		return 0, err
 	}
 	return seq + 1, nil
 }
@@ -68,21 +64,14 @@ func tenantOf(r *http.Request) (string, error) {
 
 // limit reads the limit parameter: def when absent, at most MaxListLimit.
 func limit(r *http.Request, def int) (int, error) {
-	v := r.URL.Query().Get("limit")
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > MaxListLimit {
-		return 0, api.BadRequest("limit", "limit must be a whole number from 1 to %d, not %q", MaxListLimit, v)
-	}
-	return n, nil
+	n, err := api.QueryInt(r, "limit", 1, MaxListLimit, int64(def))
+	return int(n), err
 }
 
 // List returns a page of the tenant's chats in id order, after the chat id
 // after ("" from the start). It reads the tenant's index and, for each
 // chat listed, its log length and memory state: nothing of other tenants.
-func (c *Chats) List(ctx context.Context, tenant, after string, n int) (ChatList, error) {
+func (c *Routes) List(ctx context.Context, tenant, after string, n int) (ChatList, error) {
 	q := store.Query{PK: IndexPK(tenant), Prefix: indexPrefix, Limit: n}
 	if after != "" {
 		q.After = indexPrefix + after
@@ -101,13 +90,15 @@ func (c *Chats) List(ctx context.Context, tenant, after string, n int) (ChatList
 		if e.Deleting != 0 {
 			info.Deleting = &Progress{Removed: e.Removed, Images: e.Images}
 		} else {
-			if c.log != nil {
-				if info.Messages, err = c.log.Len(ctx, tenant, info.Chat); err != nil {
-					return ChatList{}, err
-				}
+			ch, _, err := c.ids.Current(ctx, tenant, info.Chat)
+			if err != nil {
+				return ChatList{}, err
+			}
+			if info.Messages, err = c.log.Len(ctx, ch); err != nil {
+				return ChatList{}, err
 			}
 			if c.memory != nil {
-				if info.Memory, err = c.memory.Glance(ctx, tenant, info.Chat); err != nil {
+				if info.Memory, err = c.memory.Glance(ctx, ch); err != nil {
 					return ChatList{}, err
 				}
 			}
@@ -120,7 +111,7 @@ func (c *Chats) List(ctx context.Context, tenant, after string, n int) (ChatList
 	return out, nil
 }
 
-func (c *Chats) handleList(w http.ResponseWriter, r *http.Request) error {
+func (c *Routes) handleList(w http.ResponseWriter, r *http.Request) error {
 	tenant, err := tenantOf(r)
 	if err != nil {
 		return err
@@ -141,7 +132,7 @@ func (c *Chats) handleList(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (c *Chats) handleMessages(w http.ResponseWriter, r *http.Request) error {
+func (c *Routes) handleMessages(w http.ResponseWriter, r *http.Request) error {
 	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err
@@ -187,7 +178,7 @@ func (c *Chats) handleDelete(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx := r.Context()
-	p, err := c.Delete(ctx, tenant, chat, 0)
+	ch, p, _, err := c.deleteIf(ctx, tenant, chat, 0, nil)
 	if err != nil {
 		return err
 	}
@@ -202,7 +193,7 @@ func (c *Chats) handleDelete(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		} else {
-			if err := c.queue.Send(ctx, deleteBody(tenant, chat), 0); err != nil {
+			if err := c.queue.Send(ctx, deleteBody(ch), 0); err != nil {
 				return fmt.Errorf("lifecycle: queueing the rest of the deletion of %s: %w", chat, err)
 			}
 			code = http.StatusAccepted
@@ -212,13 +203,17 @@ func (c *Chats) handleDelete(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// deleteMessage is the queue message that continues a deletion, or
-// (op "expire") a retention sweep from the tenant after.
+// deleteMessage is the queue message that continues the deletion of an
+// incarnation of a chat, or (op "expire") a retention sweep from the
+// tenant after.
 type deleteMessage struct {
 	Op     string `json:"op"`
 	Tenant string `json:"tenant,omitempty"`
 	Chat   string `json:"chat,omitempty"`
-	After  string `json:"after,omitempty"`
+	// Inc is the incarnation being deleted ("": a chat written before
+	// incarnations, or a message sent before they were recorded).
+	Inc   string `json:"n,omitempty"`
+	After string `json:"after,omitempty"`
 }
 
 const (
@@ -226,8 +221,8 @@ const (
 	opExpire = "expire"
 )
 
-func deleteBody(tenant, chat string) string {
-	b, _ := json.Marshal(deleteMessage{Op: opDelete, Tenant: tenant, Chat: chat})
+func deleteBody(ch chatid.Chat) string {
+	b, _ := json.Marshal(deleteMessage{Op: opDelete, Tenant: ch.Tenant, Chat: ch.ID, Inc: ch.Inc})
 	return string(b)
 }
 
@@ -253,10 +248,10 @@ func (c *Chats) Task(ctx context.Context, body string) (bool, error) {
 	if msg.Op != opDelete {
 		return false, nil
 	}
-	if msg.Chat == "" {
+	if msg.Chat == "" || !chatid.ValidInc(msg.Inc) {
 		return true, nil // names nothing: dropped
 	}
-	p, err := c.Delete(ctx, msg.Tenant, msg.Chat, 0)
+	p, err := c.continueDeletion(ctx, chatid.Chat{Tenant: msg.Tenant, ID: msg.Chat, Inc: msg.Inc})
 	if err != nil {
 		return true, err
 	}
@@ -269,4 +264,27 @@ func (c *Chats) Task(ctx context.Context, body string) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// continueDeletion runs the next steps of the deletion of the incarnation
+// ch that a queue message names. A message delivered after that deletion
+// finished (again, or late) finds the index no longer marking the chat
+// deleting, or the id naming another incarnation, and deletes nothing:
+// the chat the id names now is another one.
+func (c *Chats) continueDeletion(ctx context.Context, ch chatid.Chat) (Progress, error) {
+	e, _, err := c.getIndex(ctx, ch.Tenant, ch.ID)
+	if err != nil {
+		return Progress{}, err
+	}
+	if e.Deleting == 0 {
+		return Progress{Done: true}, nil
+	}
+	cur, recorded, err := c.ids.Current(ctx, ch.Tenant, ch.ID)
+	if err != nil {
+		return Progress{}, err
+	}
+	if recorded && cur != ch {
+		return Progress{Done: true}, nil
+	}
+	return c.run(ctx, ch, 0, e)
 }

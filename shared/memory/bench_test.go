@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/store/storefake"
 )
@@ -31,7 +32,7 @@ func BenchmarkBuild10kChat(b *testing.B) {
 		for i := 0; i < total; i++ {
 			log.add("c", "user", long(i))
 			if i%20 == 19 {
-				if err := m.Appended(ctx, "t", "c", int64(i+1)); err != nil {
+				if err := m.Appended(ctx, chatid.Chat{Tenant: "t", ID: "c"}, int64(i+1)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -41,7 +42,7 @@ func BenchmarkBuild10kChat(b *testing.B) {
 			want += total >> l
 		}
 		for {
-			st, _, err := m.states.get(ctx, "t", "c")
+			st, _, err := m.states.get(ctx, chatid.Chat{Tenant: "t", ID: "c"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -75,7 +76,7 @@ func grownChat(tb testing.TB, n int, cache int) *fixture {
 		for k := 0; k < 64 && i < n; k, i = k+1, i+1 {
 			f.log.add(f.chat, "user", fmt.Sprintf("%d %s", i, strings.Repeat("r", 190)))
 		}
-		if err := f.m.Appended(context.Background(), f.tenant, f.chat, int64(i)); err != nil {
+		if err := f.m.Appended(context.Background(), f.ch(), int64(i)); err != nil {
 			tb.Fatal(err)
 		}
 		f.deliverAll(tb)
@@ -94,7 +95,7 @@ func BenchmarkRenderView100k(b *testing.B) {
 	st := f.state(b)
 	var keys []store.Key
 	for _, n := range st.View.nodes() {
-		keys = append(keys, nodeKey(f.tenant, f.chat, n))
+		keys = append(keys, nodeKey(f.ch(), n))
 	}
 	b.Run("view", func(b *testing.B) {
 		gets, batches, writes := f.table.gets.Load(), f.table.batches.Load(), f.table.writes.Load()
@@ -152,12 +153,12 @@ func BenchmarkSchedulerEvent(b *testing.B) {
 			for b.Loop() {
 				f.log.add(f.chat, "user", fmt.Sprintf("%d %s", i, strings.Repeat("r", 190)))
 				i++
-				if err := f.m.Appended(ctx, f.tenant, f.chat, int64(i)); err != nil {
+				if err := f.m.Appended(ctx, f.ch(), int64(i)); err != nil {
 					b.Fatal(err)
 				}
 				f.deliverAll(b)
 			}
-			b.ReportMetric(float64(f.table.stateBytes(f.tenant, f.chat)), "state-bytes")
+			b.ReportMetric(float64(f.table.stateBytes(f.ch())), "state-bytes")
 			st := f.state(b)
 			b.ReportMetric(float64(len(st.View.Runs)+len(st.Compact.Runs)), "runs")
 		})
@@ -171,10 +172,10 @@ func TestStateItemStaysSmallAfterABurstOf100kEntries(t *testing.T) {
 	for i := 0; i < 100_000; i++ {
 		f.log.add(f.chat, "user", "x")
 	}
-	if err := f.m.Appended(context.Background(), f.tenant, f.chat, 100_000); err != nil {
+	if err := f.m.Appended(context.Background(), f.ch(), 100_000); err != nil {
 		t.Fatal(err)
 	}
-	if size := f.table.stateBytes(f.tenant, f.chat); size > 4<<10 {
+	if size := f.table.stateBytes(f.ch()); size > 4<<10 {
 		t.Errorf("state item after a burst of 100,000 entries: %d bytes", size)
 	}
 	v, err := f.m.ReadView(context.Background(), f.tenant, f.chat, false)

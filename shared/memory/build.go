@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
@@ -47,19 +48,30 @@ const (
 // ErrNoCompactor: this Memory was made without a Compactor and builds nothing.
 var ErrNoCompactor = errors.New("memory: no compactor: this program does not build nodes")
 
-// Build builds node (l, i) of a chat: the work of one queue message. A
-// built node, a build in flight elsewhere, or a node that may not start
-// yet is left alone (nil). A failed build is recorded in the chat's state
-// and answered with a *RetryError asking for the message again after the
-// retry delay; the scheduler re-finds the node even if that never comes.
+// Build builds node (l, i) of the chat's current incarnation; see build.
 func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64) error {
+	c, err := m.current(ctx, tenant, chat)
+	if err != nil {
+		return &RetryError{After: m.retry, Err: err}
+	}
+	return m.build(ctx, c, l, i)
+}
+
+// build builds node (l, i) of the incarnation c: the work of one queue
+// message. A built node, a build in flight elsewhere, or a node that may
+// not start yet is left alone (nil). A failed build is recorded in the
+// chat's state and answered with a *RetryError asking for the message
+// again after the retry delay; the scheduler re-finds the node even if
+// that never comes.
+func (m *Memory) build(ctx context.Context, c chatid.Chat, l int, i int64) error {
 	if l < 0 || l > 62 || i < 0 {
 		return fmt.Errorf("%w: node (%d, %d)", ErrBadMessage, l, i)
 	}
 	if m.compactor == nil {
 		return ErrNoCompactor
 	}
-	b := &nodeBuild{m: m, tenant: tenant, chat: chat, n: Node{L: l, I: i}, owner: newID(), started: m.now()}
+	chat := c.ID
+	b := &nodeBuild{m: m, ch: c, n: Node{L: l, I: i}, owner: newID(), started: m.now()}
 	n := b.n
 	var (
 		outcome startOutcome
@@ -67,7 +79,7 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 		sends   []Node
 		held    bool // another build holds a live claim on n
 	)
-	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
+	_, err := m.states.update(ctx, c, func(st *chatState) error {
 		outcome, sends, b.snapshot, held = skipBuild, nil, nil, false
 		now := m.now()
 		if !n.Complete(st.T) || st.built(n) {
@@ -110,12 +122,15 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 		b.snapshot = st
 		return nil
 	})
+	if errors.Is(err, errRetired) {
+		return nil // the chat was deleted: nothing to build
+	}
 	if err != nil {
 		return &RetryError{After: m.retry, Err: err}
 	}
 	if len(sends) > 0 {
-		m.changes.signal(tenant, chat)
-		if err := m.send(ctx, tenant, chat, sends); err != nil {
+		m.changes.signal(c)
+		if err := m.send(ctx, c, sends); err != nil {
 			m.logger.WarnContext(ctx, "memory: queueing builds", "chat", chat, "err", err)
 		}
 	}
@@ -140,6 +155,9 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 	// unrecorded claim would wait out its whole lease.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer rcancel()
+	if errors.Is(buildErr, errRetired) {
+		return nil // deleted under the build: nothing to record, nothing to retry
+	}
 	if buildErr != nil {
 		return b.fail(rctx, res, buildErr)
 	}
@@ -156,7 +174,7 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 // row yet, the holder is still at work (or died, and the lease frees the
 // node): nothing to do.
 func (b *nodeBuild) recordWritten(ctx context.Context) error {
-	row, err := b.m.readRow(ctx, b.tenant, b.chat, b.n)
+	row, err := b.m.readRow(ctx, b.ch, b.n)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -168,10 +186,9 @@ func (b *nodeBuild) recordWritten(ctx context.Context) error {
 
 // nodeBuild is one build of one node: what its steps share.
 type nodeBuild struct {
-	m      *Memory
-	tenant string
-	chat   string
-	n      Node
+	m  *Memory
+	ch chatid.Chat
+	n  Node
 	// owner marks the claim this build holds.
 	owner   string
 	started time.Time
@@ -226,9 +243,10 @@ type produced struct {
 // When the row exists already, that row is the answer: nothing is built
 // twice.
 func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
-	m, tenant, chat, n := b.m, b.tenant, b.chat, b.n
+	m, ch, n := b.m, b.ch, b.n
+	chat := ch.ID
 	var res produced
-	if row, err := m.readRow(ctx, tenant, chat, n); err == nil {
+	if row, err := m.readRow(ctx, ch, n); err == nil {
 		return res, row, nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return res, nodeRow{}, fmt.Errorf("reading node %s: %w", n.Label(), err)
@@ -237,7 +255,7 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 	var names []string
 	var child [2]int
 	if n.L == 0 {
-		entries, err := m.log.Entries(ctx, tenant, chat, n.I, n.I+1)
+		entries, err := m.log.Entries(ctx, ch, n.I, n.I+1)
 		if err != nil {
 			return res, nodeRow{}, fmt.Errorf("reading entry %d: %w", n.I, err)
 		}
@@ -260,7 +278,7 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 		}
 	} else {
 		a, b := n.Children()
-		rows, err := m.rows(ctx, tenant, chat, []Node{a, b})
+		rows, err := m.rows(ctx, ch, []Node{a, b})
 		if err != nil {
 			return res, nodeRow{}, err
 		}
@@ -328,14 +346,21 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 	if err != nil {
 		return res, nodeRow{}, fmt.Errorf("encoding node %s: %w", n.Label(), err)
 	}
-	err = m.table.Create(ctx, store.Item{Key: nodeKey(tenant, chat, n), Body: body})
+	// The row is written only while the build's incarnation is current:
+	// a chat deleted under its build keeps no node of it.
+	if current, err := m.ids.IsCurrent(ctx, ch); err != nil {
+		return res, nodeRow{}, fmt.Errorf("writing node %s: %w", n.Label(), err)
+	} else if !current {
+		return res, nodeRow{}, errRetired
+	}
+	err = m.table.Create(ctx, store.Item{Key: nodeKey(ch, n), Body: body})
 	switch {
 	case err == nil:
 		res.created = true
 		return res, row, nil
 	case errors.Is(err, store.ErrConditionFailed):
 		// Another builder won the race; its row stands.
-		existing, rerr := m.readRow(ctx, tenant, chat, n)
+		existing, rerr := m.readRow(ctx, ch, n)
 		if rerr != nil {
 			return res, nodeRow{}, fmt.Errorf("reading node %s after a lost race: %w", n.Label(), rerr)
 		}
@@ -351,7 +376,7 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 // drops its image. A logged zoom result sends no image its original's leaf
 // already saw; when that original is unknown it sends none.
 func (b *nodeBuild) leafImages(ctx context.Context, e transcript.Entry, source string) ([]model.Image, leafImages, error) {
-	m, tenant, chat := b.m, b.tenant, b.chat
+	m, tenant := b.m, b.ch.Tenant
 	id, of := e.I, e.Of
 	li := leafImages{I: id}
 	names := refs.Names(source)
@@ -363,7 +388,7 @@ func (b *nodeBuild) leafImages(ctx context.Context, e transcript.Entry, source s
 	if e.Tool == "zoom" {
 		seen := map[string]bool{}
 		if of >= 0 && of < id {
-			orig, err := m.log.Entries(ctx, tenant, chat, of, of+1)
+			orig, err := m.log.Entries(ctx, b.ch, of, of+1)
 			if err != nil {
 				return nil, li, fmt.Errorf("reading entry %d, which entry %d zoomed: %w", of, id, err)
 			}
@@ -424,7 +449,7 @@ func (b *nodeBuild) undescribed(ctx context.Context, names []string) ([]string, 
 	}
 	var out []string
 	for _, name := range names {
-		_, err := b.m.descs.Description(ctx, b.tenant, name)
+		_, err := b.m.descs.Description(ctx, b.ch.Tenant, name)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			out = append(out, name)
@@ -451,7 +476,7 @@ func (b *nodeBuild) describe(ctx context.Context, c Compaction, out Compacted, l
 		if !ok {
 			continue
 		}
-		if err := b.m.descs.PutDescription(ctx, b.tenant, name, d); err != nil {
+		if err := b.m.descs.PutDescription(ctx, b.ch.Tenant, name, d); err != nil {
 			return fmt.Errorf("storing the description of image %s: %w", name, err)
 		}
 		stored++
@@ -502,7 +527,7 @@ scan:
 				want = append(want, c)
 			}
 		}
-		got, err := b.m.rows(ctx, b.tenant, b.chat, want)
+		got, err := b.m.rows(ctx, b.ch, want)
 		if err != nil {
 			return "", fmt.Errorf("reading the compaction view: %w", err)
 		}
@@ -552,13 +577,14 @@ func renderLines(nodes []Node, line func(Node) (string, bool)) string {
 // (a leaf's placeholder becomes its line), runs the sawtooths and sends
 // what may start next.
 func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error {
-	m, tenant, chat, n := b.m, b.tenant, b.chat, b.n
+	m, ch, n := b.m, b.ch, b.n
+	chat := ch.ID
 	line := Line(row.Text)
-	m.lines.put(store.ChatPK(tenant, chat), n, nodeInfo{line: line, child: row.Child, verbatim: row.Verbatim, mechanical: row.Mechanical, images: row.Images})
-	sizes := m.mergeSizes(ctx, tenant, chat)
+	m.lines.put(ch.PK(), n, nodeInfo{line: line, child: row.Child, verbatim: row.Verbatim, mechanical: row.Mechanical, images: row.Images})
+	sizes := m.mergeSizes(ctx, ch)
 	var sends []Node
 	first := false
-	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
+	_, err := m.states.update(ctx, ch, func(st *chatState) error {
 		sends, first = nil, false
 		if !n.Complete(st.T) {
 			// The chat was deleted under this build: it records nothing.
@@ -608,15 +634,18 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 		sends, _ = st.schedule(m.now(), m.lease)
 		return nil
 	})
+	if errors.Is(err, errRetired) {
+		return nil // deleted under this build: it records nothing
+	}
 	if err != nil {
 		// The row is written; the next pump or delivery records it.
 		return &RetryError{After: m.retry, Err: fmt.Errorf("recording node %s: %w", n.Label(), err)}
 	}
-	m.changes.signal(tenant, chat)
+	m.changes.signal(ch)
 	if first {
 		m.record(ctx, chat, n, "built", b.started, res, row, nil)
 	}
-	if err := m.send(ctx, tenant, chat, sends); err != nil {
+	if err := m.send(ctx, ch, sends); err != nil {
 		m.logger.WarnContext(ctx, "memory: queueing builds", "chat", chat, "err", err)
 	}
 	return nil
@@ -626,7 +655,8 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 // store, read, retryable and account errors; a refusal of the node counts
 // toward RefusalLimit), and the transport is asked to deliver again then.
 func (b *nodeBuild) fail(ctx context.Context, res produced, cause error) error {
-	m, tenant, chat, n := b.m, b.tenant, b.chat, b.n
+	m, ch, n := b.m, b.ch, b.n
+	chat := ch.ID
 	refused := countsAsRefusal(cause)
 	now := m.now()
 	msg, outcome := fmt.Sprintf("node %s: %v", n.Label(), cause), "failed"
@@ -634,7 +664,7 @@ func (b *nodeBuild) fail(ctx context.Context, res produced, cause error) error {
 		msg, outcome = fmt.Sprintf("denied (a setting of the account, not node %s; retried every %s until fixed): %v", n.Label(), m.retry, cause), "denied"
 	}
 	var sends []Node
-	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
+	_, err := m.states.update(ctx, ch, func(st *chatState) error {
 		sends = nil
 		if st.built(n) {
 			return errNoChange
@@ -659,11 +689,14 @@ func (b *nodeBuild) fail(ctx context.Context, res produced, cause error) error {
 		sends, _ = st.schedule(now, m.lease)
 		return nil
 	})
+	if errors.Is(err, errRetired) {
+		return nil // deleted under this build: nothing to retry
+	}
 	if err != nil {
 		m.logger.WarnContext(ctx, "memory: recording a failed build", "chat", chat, "node", n.Label(), "err", err)
 	} else {
-		m.changes.signal(tenant, chat)
-		if err := m.send(ctx, tenant, chat, sends); err != nil {
+		m.changes.signal(ch)
+		if err := m.send(ctx, ch, sends); err != nil {
 			m.logger.WarnContext(ctx, "memory: queueing builds", "chat", chat, "err", err)
 		}
 	}

@@ -129,11 +129,11 @@ func (r *realStores) memory(c memory.Compactor, descs bool) *memory.Memory {
 // say logs a user message to chat and tells m; it returns the entry's id.
 func (r *realStores) say(m *memory.Memory, tenant, chat, text string) int64 {
 	ctx := context.Background()
-	ids, err := r.log.Append(ctx, tenant, chat, []pi.Message{{Role: "user", Content: pi.Content{Blocks: []pi.Block{pi.TextBlock(text)}}}}, "r-"+chat+"-"+text)
+	ch, ids, err := r.log.AppendChat(ctx, tenant, chat, []pi.Message{{Role: "user", Content: pi.Content{Blocks: []pi.Block{pi.TextBlock(text)}}}}, "r-"+chat+"-"+text)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if err := m.Appended(ctx, tenant, chat, ids[0]+1); err != nil {
+	if err := m.Appended(ctx, ch, ids[0]+1); err != nil {
 		r.t.Fatal(err)
 	}
 	return ids[0]

@@ -104,11 +104,11 @@ func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS bool) {
 			}
 			msgs = append(msgs, pi.Message{Role: role, Content: pi.Content{Blocks: []pi.Block{pi.TextBlock(e2eText(i))}}})
 		}
-		ids, err := log.Append(ctx, tenant, chat, msgs, fmt.Sprintf("turn-%d", at))
+		ch, ids, err := log.AppendChat(ctx, tenant, chat, msgs, fmt.Sprintf("turn-%d", at))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := m.Appended(ctx, tenant, chat, ids[len(ids)-1]+1); err != nil {
+		if err := m.Appended(ctx, ch, ids[len(ids)-1]+1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -138,7 +138,11 @@ func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS bool) {
 			all = append(all, Node{L: l, I: i})
 		}
 	}
-	rows, err := m.rows(context.Background(), tenant, chat, all)
+	ch, err := m.current(context.Background(), tenant, chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := m.rows(context.Background(), ch, all)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/store/storefake"
@@ -93,8 +94,8 @@ func (t *memTable) BatchGet(ctx context.Context, keys []store.Key) ([]store.Item
 }
 
 // stateBytes is the size of a chat's state item.
-func (t *memTable) stateBytes(tenant, chat string) int {
-	it, _ := t.Table.Get(context.Background(), stateKey(tenant, chat))
+func (t *memTable) stateBytes(c chatid.Chat) int {
+	it, _ := t.Table.Get(context.Background(), stateKey(c))
 	return it.Size()
 }
 
@@ -123,7 +124,8 @@ func (l *fakeLog) addEntry(chat string, e transcript.Entry) int64 {
 	return e.I
 }
 
-func (l *fakeLog) Len(_ context.Context, _, chat string) (int64, error) {
+func (l *fakeLog) Len(_ context.Context, c chatid.Chat) (int64, error) {
+	chat := c.ID
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fail != nil {
@@ -132,7 +134,8 @@ func (l *fakeLog) Len(_ context.Context, _, chat string) (int64, error) {
 	return int64(len(l.entries[chat])), nil
 }
 
-func (l *fakeLog) Entries(_ context.Context, _, chat string, from, to int64) ([]transcript.Entry, error) {
+func (l *fakeLog) Entries(_ context.Context, c chatid.Chat, from, to int64) ([]transcript.Entry, error) {
+	chat := c.ID
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fail != nil {
@@ -354,13 +357,23 @@ func newFixture(t testing.TB) *fixture {
 }
 
 // append logs entries and notifies memory, as the transcript does.
+// ch is the fixture's chat as it is now. Over the fake log nothing opens an
+// incarnation, so it is incarnation "" (also when the table is failing).
+func (f *fixture) ch() chatid.Chat {
+	c, _, err := f.m.ids.Current(context.Background(), f.tenant, f.chat)
+	if err != nil {
+		return chatid.Chat{Tenant: f.tenant, ID: f.chat}
+	}
+	return c
+}
+
 func (f *fixture) append(t testing.TB, kind string, texts ...string) {
 	t.Helper()
 	var n int64
 	for _, text := range texts {
 		n = f.log.add(f.chat, kind, text) + 1
 	}
-	if err := f.m.Appended(context.Background(), f.tenant, f.chat, n); err != nil {
+	if err := f.m.Appended(context.Background(), f.ch(), n); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -388,7 +401,7 @@ func (f *fixture) deliverAll(t testing.TB) (later []sent) {
 
 func (f *fixture) state(t testing.TB) *chatState {
 	t.Helper()
-	st, _, err := f.m.states.get(context.Background(), f.tenant, f.chat)
+	st, _, err := f.m.states.get(context.Background(), f.ch())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +410,7 @@ func (f *fixture) state(t testing.TB) *chatState {
 
 func (f *fixture) row(t testing.TB, n Node) (nodeRow, bool) {
 	t.Helper()
-	r, err := f.m.readRow(context.Background(), f.tenant, f.chat, n)
+	r, err := f.m.readRow(context.Background(), f.ch(), n)
 	if err != nil {
 		return nodeRow{}, false
 	}

@@ -92,7 +92,7 @@ func TestLeafWithoutAKeptImageStaysWordForWord(t *testing.T) {
 			f := imageFixture(t)
 			f.log.add(f.chat, "user", "look "+refs.Ref(kept)) // entry 0, seen by its own leaf
 			i := f.log.addEntry(f.chat, tt.entry)
-			if err := f.m.Appended(context.Background(), f.tenant, f.chat, i+1); err != nil {
+			if err := f.m.Appended(context.Background(), f.ch(), i+1); err != nil {
 				t.Fatal(err)
 			}
 			f.deliverAll(t)
@@ -114,7 +114,7 @@ func TestZoomPageSendsOnlyImagesItsOriginalDidNotShow(t *testing.T) {
 	f := imageFixture(t)
 	f.log.add(f.chat, "user", "look "+refs.Ref(kept))
 	i := f.log.addEntry(f.chat, transcript.Entry{Kind: "echo", Tool: "zoom", Of: 0, Text: "zoom: " + refs.Ref(kept) + " and new " + refs.Ref(kept2)})
-	if err := f.m.Appended(context.Background(), f.tenant, f.chat, i+1); err != nil {
+	if err := f.m.Appended(context.Background(), f.ch(), i+1); err != nil {
 		t.Fatal(err)
 	}
 	f.deliverAll(t)

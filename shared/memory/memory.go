@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/memory/status"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/store"
@@ -22,10 +23,10 @@ import (
 
 // Log is the chat transcript memory reads: its only source of truth.
 type Log interface {
-	// Len is the number of entries logged.
-	Len(ctx context.Context, tenant, chat string) (int64, error)
-	// Entries returns the entries [from, to), in order.
-	Entries(ctx context.Context, tenant, chat string, from, to int64) ([]transcript.Entry, error)
+	// Len is the number of entries logged in the incarnation c.
+	Len(ctx context.Context, c chatid.Chat) (int64, error)
+	// Entries returns c's entries [from, to), in order.
+	Entries(ctx context.Context, c chatid.Chat, from, to int64) ([]transcript.Entry, error)
 }
 
 // Images reads a tenant's stored images: store.ErrNotFound when the name
@@ -56,7 +57,8 @@ type Config struct {
 	// Descriptions, when set, are asked of the compactor for the images a
 	// leaf shows it that have none, and stored; zoom shows them.
 	Descriptions Descriptions
-	// Queue carries build messages: {"tenant","chat","l","i"}.
+	// Queue carries build messages: {"tenant","chat","n","l","i"}, "n"
+	// naming the chat's incarnation.
 	Queue     store.Queue
 	Compactor Compactor
 	// Retrier, for HandleBatch, delays a failed message in place (SQS
@@ -82,8 +84,8 @@ type Config struct {
 	// (default 32); each chat is held to MaxInFlight by its own claims.
 	Workers int
 	// CacheLines bounds the in-process cache of node lines (default
-	// 20,000; negative turns it off). Nodes never change, so it is never
-	// stale.
+	// 20,000; negative turns it off). Nodes never change and the cache is
+	// keyed by the chat's incarnation, so it is never stale.
 	CacheLines int
 	// Logger receives one structured record per build (slog.Default when
 	// nil).
@@ -125,6 +127,7 @@ type Memory struct {
 	retrier   Retrier
 	tasks     Tasks
 	deletions Deletions
+	ids       *chatid.Registry
 	now       func() time.Time
 	search    bool
 	lease     time.Duration
@@ -163,6 +166,7 @@ func New(cfg Config) (*Memory, error) {
 		retrier:   cfg.Retrier,
 		tasks:     cfg.Tasks,
 		deletions: cfg.Deletions,
+		ids:       chatid.New(cfg.Table),
 		now:       cfg.Now,
 		search:    cfg.Search,
 		lease:     cfg.Lease,
@@ -170,7 +174,7 @@ func New(cfg Config) (*Memory, error) {
 		wait:      cfg.Wait,
 		workers:   cfg.Workers,
 		logger:    cfg.Logger,
-		states:    states{table: cfg.Table},
+		states:    states{table: cfg.Table, ids: chatid.New(cfg.Table)},
 		changes:   newNotifier(),
 	}
 	if m.now == nil {
@@ -217,9 +221,20 @@ func (noImages) Get(context.Context, string, string) (model.Image, error) {
 type buildMessage struct {
 	Tenant string `json:"tenant"`
 	Chat   string `json:"chat"`
-	L      int    `json:"l"`
-	I      int64  `json:"i"`
+	// Inc is the chat's incarnation; messages sent before incarnations
+	// were recorded have none, as do chats written before then.
+	Inc string `json:"n,omitempty"`
+	L   int    `json:"l"`
+	I   int64  `json:"i"`
 }
+
+func (msg buildMessage) chat() chatid.Chat {
+	return chatid.Chat{Tenant: msg.Tenant, ID: msg.Chat, Inc: msg.Inc}
+}
+
+// errRetired: the chat's incarnation was deleted; a write for it is left
+// undone.
+var errRetired = errors.New("memory: the chat's incarnation was deleted")
 
 // ErrBadMessage marks a queue message that names no node; retrying it
 // cannot help.
@@ -230,43 +245,55 @@ func parseMessage(body string) (buildMessage, error) {
 	if err := json.Unmarshal([]byte(body), &msg); err != nil {
 		return msg, fmt.Errorf("%w: %w", ErrBadMessage, err)
 	}
-	if msg.Chat == "" || msg.L < 0 || msg.L > 62 || msg.I < 0 {
+	if msg.Chat == "" || !chatid.ValidInc(msg.Inc) || msg.L < 0 || msg.L > 62 || msg.I < 0 {
 		return msg, fmt.Errorf("%w: %q", ErrBadMessage, body)
 	}
 	return msg, nil
 }
 
-// Appended is the transcript's notice that a chat's log now holds length
-// entries: the new leaves join both views and the scheduler runs.
-func (m *Memory) Appended(ctx context.Context, tenant, chat string, length int64) error {
-	_, err := m.pump(ctx, tenant, chat, length)
+// Appended is the transcript's notice that the log of the incarnation c
+// now holds length entries: the new leaves join both views and the
+// scheduler runs.
+func (m *Memory) Appended(ctx context.Context, c chatid.Chat, length int64) error {
+	_, err := m.pump(ctx, c, length)
 	return err
+}
+
+// current is the chat's current incarnation: what a request on the chat
+// reads and writes.
+func (m *Memory) current(ctx context.Context, tenant, chat string) (chatid.Chat, error) {
+	c, _, err := m.ids.Current(ctx, tenant, chat)
+	return c, err
 }
 
 // Pump runs a chat's scheduler: it catches up with the log, resumes an open
 // batch, takes back lapsed claims and sends the builds that may start. Any
 // API call on a chat runs it, so a lost queue message stalls nothing.
 func (m *Memory) Pump(ctx context.Context, tenant, chat string) error {
-	_, err := m.pump(ctx, tenant, chat, -1)
+	c, err := m.current(ctx, tenant, chat)
+	if err != nil {
+		return err
+	}
+	_, err = m.pump(ctx, c, -1)
 	return err
 }
 
-// pump is Pump with a known log length (-1: read it from the log). It
-// returns the state as it stands after the run.
-func (m *Memory) pump(ctx context.Context, tenant, chat string, t int64) (*chatState, error) {
+// pump is Pump of the incarnation c with a known log length (-1: read it
+// from the log). It returns the state as it stands after the run.
+func (m *Memory) pump(ctx context.Context, c chatid.Chat, t int64) (*chatState, error) {
 	if t < 0 {
-		n, err := m.log.Len(ctx, tenant, chat)
+		n, err := m.log.Len(ctx, c)
 		if err != nil {
-			return nil, fmt.Errorf("reading the log length of %s: %w", chat, err)
+			return nil, fmt.Errorf("reading the log length of %s: %w", c.ID, err)
 		}
 		t = n
 	}
 	now := m.now()
-	sizes := m.mergeSizes(ctx, tenant, chat)
+	sizes := m.mergeSizes(ctx, c)
 	var sends []Node
-	st, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
+	st, err := m.states.update(ctx, c, func(st *chatState) error {
 		grew := st.grow(t)
-		merged := m.batches(ctx, chat, st, sizes)
+		merged := m.batches(ctx, c.ID, st, sizes)
 		claims := len(st.Claims)
 		var dropped int
 		sends, dropped = st.schedule(now, m.lease)
@@ -275,11 +302,14 @@ func (m *Memory) pump(ctx context.Context, tenant, chat string, t int64) (*chatS
 		}
 		return nil
 	})
+	if errors.Is(err, errRetired) {
+		return &chatState{}, nil // deleted under this call: nothing to schedule
+	}
 	if err != nil {
 		return nil, err
 	}
-	m.changes.signal(tenant, chat)
-	if err := m.send(ctx, tenant, chat, sends); err != nil {
+	m.changes.signal(c)
+	if err := m.send(ctx, c, sends); err != nil {
 		return st, err
 	}
 	return st, nil
@@ -310,15 +340,15 @@ func (m *Memory) batches(ctx context.Context, chat string, st *chatState, sizes 
 
 // mergeSizes answers a batch from the parent's row, which records its
 // children's line lengths too: one read per merge, cached.
-func (m *Memory) mergeSizes(ctx context.Context, tenant, chat string) mergeSizes {
+func (m *Memory) mergeSizes(ctx context.Context, c chatid.Chat) mergeSizes {
 	return func(parent Node) (int64, int64, error) {
-		rows, err := m.rows(ctx, tenant, chat, []Node{parent})
+		rows, err := m.rows(ctx, c, []Node{parent})
 		if err != nil {
 			return 0, 0, err
 		}
 		r, ok := rows[parent]
 		if !ok {
-			return 0, 0, fmt.Errorf("node %s of %s is marked built but has no row", parent.Label(), chat)
+			return 0, 0, fmt.Errorf("node %s of %s is marked built but has no row", parent.Label(), c.ID)
 		}
 		a, b := parent.Children()
 		return lineSize(parent, len(r.line)), lineSize(a, r.child[0]) + lineSize(b, r.child[1]), nil
@@ -328,13 +358,13 @@ func (m *Memory) mergeSizes(ctx context.Context, tenant, chat string) mergeSizes
 // send queues one build message per node, store.MaxSendBatch to a
 // request. When the queue fails, the claims of the messages not sent are
 // released at once rather than left to lapse.
-func (m *Memory) send(ctx context.Context, tenant, chat string, nodes []Node) error {
+func (m *Memory) send(ctx context.Context, c chatid.Chat, nodes []Node) error {
 	var failed []Node
 	var firstErr error
 	for chunk := range slices.Chunk(nodes, store.MaxSendBatch) {
 		bodies := make([]string, len(chunk))
 		for i, n := range chunk {
-			body, _ := json.Marshal(buildMessage{Tenant: tenant, Chat: chat, L: n.L, I: n.I})
+			body, _ := json.Marshal(buildMessage{Tenant: c.Tenant, Chat: c.ID, Inc: c.Inc, L: n.L, I: n.I})
 			bodies[i] = string(body)
 		}
 		err := m.queue.SendBatch(ctx, bodies, 0)
@@ -353,7 +383,7 @@ func (m *Memory) send(ctx context.Context, tenant, chat string, nodes []Node) er
 	if len(failed) == 0 {
 		return nil
 	}
-	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
+	_, err := m.states.update(ctx, c, func(st *chatState) error {
 		for _, n := range failed {
 			if k, ok := st.claimOf(n); ok && st.Claims[k].Owner == "" {
 				st.Claims = append(st.Claims[:k], st.Claims[k+1:]...)
@@ -363,9 +393,9 @@ func (m *Memory) send(ctx context.Context, tenant, chat string, nodes []Node) er
 		return nil
 	})
 	if err != nil {
-		m.logger.WarnContext(ctx, "memory: releasing unsent claims", "chat", chat, "err", err)
+		m.logger.WarnContext(ctx, "memory: releasing unsent claims", "chat", c.ID, "err", err)
 	}
-	return fmt.Errorf("queueing %d builds of %s: %w", len(failed), chat, firstErr)
+	return fmt.Errorf("queueing %d builds of %s: %w", len(failed), c.ID, firstErr)
 }
 
 // nodeRow is a node as stored: written once, never changed.
@@ -395,8 +425,8 @@ type nodeInfo struct {
 	images     []string
 }
 
-func nodeKey(tenant, chat string, n Node) store.Key {
-	return store.Key{PK: store.ChatPK(tenant, chat), SK: nodeSK(n)}
+func nodeKey(c chatid.Chat, n Node) store.Key {
+	return store.Key{PK: c.PK(), SK: nodeSK(n)}
 }
 
 // batchLimit is DynamoDB's BatchGetItem key limit; reads are chunked to it.
@@ -404,9 +434,9 @@ const batchLimit = 100
 
 // rows reads the given nodes' rows (from the cache when it can); nodes
 // with no row are absent from the answer.
-func (m *Memory) rows(ctx context.Context, tenant, chat string, nodes []Node) (map[Node]nodeInfo, error) {
+func (m *Memory) rows(ctx context.Context, c chatid.Chat, nodes []Node) (map[Node]nodeInfo, error) {
 	out := make(map[Node]nodeInfo, len(nodes))
-	pk := store.ChatPK(tenant, chat)
+	pk := c.PK()
 	var missing []Node
 	for _, n := range nodes {
 		if info, ok := m.lines.get(pk, n); ok {
@@ -421,12 +451,12 @@ func (m *Memory) rows(ctx context.Context, tenant, chat string, nodes []Node) (m
 		keys := make([]store.Key, len(chunk))
 		asked := make(map[string]Node, len(chunk))
 		for k, n := range chunk {
-			keys[k] = nodeKey(tenant, chat, n)
+			keys[k] = nodeKey(c, n)
 			asked[keys[k].SK] = n
 		}
 		items, err := m.table.BatchGet(ctx, keys)
 		if err != nil {
-			return nil, fmt.Errorf("reading %d node rows of %s: %w", len(keys), chat, err)
+			return nil, fmt.Errorf("reading %d node rows of %s: %w", len(keys), c.ID, err)
 		}
 		for _, it := range items {
 			n, ok := asked[it.SK]
@@ -435,7 +465,7 @@ func (m *Memory) rows(ctx context.Context, tenant, chat string, nodes []Node) (m
 			}
 			var r nodeRow
 			if err := json.Unmarshal(it.Body, &r); err != nil {
-				return nil, fmt.Errorf("node %s of %s is corrupt: %w", n.Label(), chat, err)
+				return nil, fmt.Errorf("node %s of %s is corrupt: %w", n.Label(), c.ID, err)
 			}
 			info := nodeInfo{line: Line(r.Text), child: r.Child, verbatim: r.Verbatim, mechanical: r.Mechanical, images: r.Images}
 			m.lines.put(pk, n, info)
@@ -446,14 +476,14 @@ func (m *Memory) rows(ctx context.Context, tenant, chat string, nodes []Node) (m
 }
 
 // readRow reads one full node row.
-func (m *Memory) readRow(ctx context.Context, tenant, chat string, n Node) (nodeRow, error) {
-	it, err := m.table.Get(ctx, nodeKey(tenant, chat, n))
+func (m *Memory) readRow(ctx context.Context, c chatid.Chat, n Node) (nodeRow, error) {
+	it, err := m.table.Get(ctx, nodeKey(c, n))
 	if err != nil {
 		return nodeRow{}, err
 	}
 	var r nodeRow
 	if err := json.Unmarshal(it.Body, &r); err != nil {
-		return nodeRow{}, fmt.Errorf("node %s of %s is corrupt: %w", n.Label(), chat, err)
+		return nodeRow{}, fmt.Errorf("node %s of %s is corrupt: %w", n.Label(), c.ID, err)
 	}
 	return r, nil
 }
@@ -464,8 +494,10 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// lineCache keeps recently read node lines. Rows never change, so an entry
-// is never stale; it only bounds memory, evicting the oldest.
+// lineCache keeps recently read node lines, keyed by the partition of the
+// chat's incarnation. Rows never change, and a chat deleted and created
+// again is another incarnation with another partition, so an entry is
+// never stale; the cache only bounds memory, evicting the oldest.
 type lineCache struct {
 	mu    sync.Mutex
 	max   int
@@ -529,8 +561,8 @@ func newNotifier() *notifier { return &notifier{chans: map[string]*waiters{}} }
 
 // watch returns a channel closed at the chat's next change, and a release
 // to call when done waiting.
-func (n *notifier) watch(tenant, chat string) (<-chan struct{}, func()) {
-	k := store.ChatPK(tenant, chat)
+func (n *notifier) watch(c chatid.Chat) (<-chan struct{}, func()) {
+	k := c.PK()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	w, ok := n.chans[k]
@@ -549,8 +581,8 @@ func (n *notifier) watch(tenant, chat string) (<-chan struct{}, func()) {
 	}
 }
 
-func (n *notifier) signal(tenant, chat string) {
-	k := store.ChatPK(tenant, chat)
+func (n *notifier) signal(c chatid.Chat) {
+	k := c.PK()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if w, ok := n.chans[k]; ok {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/durachat/durachat/shared/chatid"
 )
 
 // View is a chat's view as GET .../view answers it.
@@ -30,29 +32,38 @@ type View struct {
 // first waits, at most the configured bound, until every view line is
 // built or the memory is stalled.
 func (m *Memory) ReadView(ctx context.Context, tenant, chat string, wait bool) (View, error) {
-	st, err := m.pump(ctx, tenant, chat, -1)
+	c, err := m.current(ctx, tenant, chat)
+	if err != nil {
+		return View{}, err
+	}
+	return m.readView(ctx, c, wait)
+}
+
+// readView is ReadView of the incarnation c.
+func (m *Memory) readView(ctx context.Context, c chatid.Chat, wait bool) (View, error) {
+	st, err := m.pump(ctx, c, -1)
 	if err != nil {
 		return View{}, err
 	}
 	if wait {
-		st, err = m.waitBuilt(ctx, tenant, chat, st)
+		st, err = m.waitBuilt(ctx, c, st)
 		if err != nil {
 			return View{}, err
 		}
 	}
-	return m.render(ctx, tenant, chat, st)
+	return m.render(ctx, c, st)
 }
 
 // waitBuilt waits until the view has no placeholder or the memory stalls.
 // Builds may run in another process, so it polls the state item as well as
 // listening for this process's own changes.
-func (m *Memory) waitBuilt(ctx context.Context, tenant, chat string, st *chatState) (*chatState, error) {
+func (m *Memory) waitBuilt(ctx context.Context, c chatid.Chat, st *chatState) (*chatState, error) {
 	deadline := time.NewTimer(m.wait)
 	defer deadline.Stop()
 	poll := 100 * time.Millisecond
 	lastPump := time.Now()
 	for st.unbuiltLeaves() > 0 && !st.stalled() {
-		changed, release := m.changes.watch(tenant, chat)
+		changed, release := m.changes.watch(c)
 		tick := time.NewTimer(poll)
 		select {
 		case <-ctx.Done():
@@ -73,10 +84,10 @@ func (m *Memory) waitBuilt(ctx context.Context, tenant, chat string, st *chatSta
 		if time.Since(lastPump) > 5*time.Second {
 			// A long wait also re-runs the scheduler, so a claim that
 			// lapsed meanwhile is taken back.
-			st, err = m.pump(ctx, tenant, chat, -1)
+			st, err = m.pump(ctx, c, -1)
 			lastPump = time.Now()
 		} else {
-			st, _, err = m.states.get(ctx, tenant, chat)
+			st, _, err = m.states.get(ctx, c)
 		}
 		if err != nil {
 			return nil, err
@@ -87,7 +98,7 @@ func (m *Memory) waitBuilt(ctx context.Context, tenant, chat string, st *chatSta
 
 // render reads the view's built lines (ceil(lines/100) batch reads, fewer
 // with the cache) and renders it.
-func (m *Memory) render(ctx context.Context, tenant, chat string, st *chatState) (View, error) {
+func (m *Memory) render(ctx context.Context, c chatid.Chat, st *chatState) (View, error) {
 	nodes := st.View.nodes()
 	var want []Node
 	for _, n := range nodes {
@@ -95,7 +106,7 @@ func (m *Memory) render(ctx context.Context, tenant, chat string, st *chatState)
 			want = append(want, n)
 		}
 	}
-	rows, err := m.rows(ctx, tenant, chat, want)
+	rows, err := m.rows(ctx, c, want)
 	if err != nil {
 		return View{}, err
 	}
@@ -123,11 +134,20 @@ func (m *Memory) render(ctx context.Context, tenant, chat string, st *chatState)
 // false. It reads the one row (or the cache) and runs no scheduler: it is
 // for tools and evaluations that inspect the tree.
 func (m *Memory) NodeLine(ctx context.Context, tenant, chat string, l int, i int64) (line string, built bool, err error) {
+	c, err := m.current(ctx, tenant, chat)
+	if err != nil {
+		return "", false, err
+	}
+	return m.nodeLine(ctx, c, l, i)
+}
+
+// nodeLine is NodeLine of the incarnation c.
+func (m *Memory) nodeLine(ctx context.Context, c chatid.Chat, l int, i int64) (line string, built bool, err error) {
 	if l < 0 || l > 62 || i < 0 {
 		return "", false, fmt.Errorf("memory: node (%d, %d) does not exist: level 0 to 62, index at least 0", l, i)
 	}
 	n := Node{L: l, I: i}
-	rows, err := m.rows(ctx, tenant, chat, []Node{n})
+	rows, err := m.rows(ctx, c, []Node{n})
 	if err != nil {
 		return "", false, err
 	}

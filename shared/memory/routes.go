@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/memory/status"
 )
 
@@ -23,16 +24,26 @@ func (m *Memory) Register(mux *http.ServeMux) {
 	api.Handle(mux, "PUT /v1/chats/{chat}/memory/settings", m.handleSettings)
 }
 
+// requestChat is the current incarnation of the request's chat: read once
+// per request, so everything the request reads and writes is of one.
+func (m *Memory) requestChat(r *http.Request) (chatid.Chat, error) {
+	tenant, chat, err := api.TenantChat(r)
+	if err != nil {
+		return chatid.Chat{}, err
+	}
+	return m.current(r.Context(), tenant, chat)
+}
+
 // pumpQuietly runs the scheduler for a tool call; the tool answers even
 // when the scheduler cannot run (the next call tries again).
-func (m *Memory) pumpQuietly(ctx context.Context, tenant, chat string) {
-	if _, err := m.pump(ctx, tenant, chat, -1); err != nil {
-		api.Logger(ctx).WarnContext(ctx, "memory: scheduler run failed", "chat", chat, "err", err)
+func (m *Memory) pumpQuietly(ctx context.Context, c chatid.Chat) {
+	if _, err := m.pump(ctx, c, -1); err != nil {
+		api.Logger(ctx).WarnContext(ctx, "memory: scheduler run failed", "chat", c.ID, "err", err)
 	}
 }
 
 func (m *Memory) handleView(w http.ResponseWriter, r *http.Request) error {
-	tenant, chat, err := api.TenantChat(r)
+	c, err := m.requestChat(r)
 	if err != nil {
 		return err
 	}
@@ -44,7 +55,7 @@ func (m *Memory) handleView(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return api.BadRequest("wait", "wait must be \"turn\" or absent, not %q", v)
 	}
-	v, err := m.ReadView(r.Context(), tenant, chat, wait)
+	v, err := m.readView(r.Context(), c, wait)
 	if err != nil {
 		return err
 	}
@@ -53,7 +64,7 @@ func (m *Memory) handleView(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (m *Memory) handleZoom(w http.ResponseWriter, r *http.Request) error {
-	tenant, chat, err := api.TenantChat(r)
+	c, err := m.requestChat(r)
 	if err != nil {
 		return err
 	}
@@ -61,8 +72,8 @@ func (m *Memory) handleZoom(w http.ResponseWriter, r *http.Request) error {
 	if err := api.DecodeJSON(r, &args); err != nil {
 		return err
 	}
-	m.pumpQuietly(r.Context(), tenant, chat)
-	res, err := m.Zoom(r.Context(), tenant, chat, args)
+	m.pumpQuietly(r.Context(), c)
+	res, err := m.zoom(r.Context(), c, args)
 	if err != nil {
 		return err
 	}
@@ -71,7 +82,7 @@ func (m *Memory) handleZoom(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (m *Memory) handleDate(w http.ResponseWriter, r *http.Request) error {
-	tenant, chat, err := api.TenantChat(r)
+	c, err := m.requestChat(r)
 	if err != nil {
 		return err
 	}
@@ -81,8 +92,8 @@ func (m *Memory) handleDate(w http.ResponseWriter, r *http.Request) error {
 	if err := api.DecodeJSON(r, &args); err != nil {
 		return err
 	}
-	m.pumpQuietly(r.Context(), tenant, chat)
-	res, err := m.Date(r.Context(), tenant, chat, args.ID)
+	m.pumpQuietly(r.Context(), c)
+	res, err := m.date(r.Context(), c, args.ID)
 	if err != nil {
 		return err
 	}
@@ -94,7 +105,7 @@ func (m *Memory) handleDate(w http.ResponseWriter, r *http.Request) error {
 const searchOffMessage = "the search tool is off for this chat; turn it on with PUT /v1/chats/{chat}/memory/settings and the body {\"search\": true}, or for every chat in the server's configuration"
 
 func (m *Memory) handleSearch(w http.ResponseWriter, r *http.Request) error {
-	tenant, chat, err := api.TenantChat(r)
+	c, err := m.requestChat(r)
 	if err != nil {
 		return err
 	}
@@ -102,8 +113,8 @@ func (m *Memory) handleSearch(w http.ResponseWriter, r *http.Request) error {
 	if err := api.DecodeJSON(r, &args); err != nil {
 		return err
 	}
-	m.pumpQuietly(r.Context(), tenant, chat)
-	res, err := m.Search(r.Context(), tenant, chat, args)
+	m.pumpQuietly(r.Context(), c)
+	res, err := m.searchIn(r.Context(), c, args)
 	if errors.Is(err, ErrSearchOff) {
 		// A tool result a host can hand its model as it is, with a 404.
 		api.WriteJSON(w, http.StatusNotFound, toolError("%s", searchOffMessage))
@@ -117,12 +128,12 @@ func (m *Memory) handleSearch(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (m *Memory) handleTools(w http.ResponseWriter, r *http.Request) error {
-	tenant, chat, err := api.TenantChat(r)
+	c, err := m.requestChat(r)
 	if err != nil {
 		return err
 	}
-	m.pumpQuietly(r.Context(), tenant, chat)
-	on, err := m.SearchEnabled(r.Context(), tenant, chat)
+	m.pumpQuietly(r.Context(), c)
+	on, err := m.searchEnabled(r.Context(), c)
 	if err != nil {
 		return err
 	}
@@ -131,12 +142,12 @@ func (m *Memory) handleTools(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (m *Memory) handleStatus(w http.ResponseWriter, r *http.Request) error {
-	tenant, chat, err := api.TenantChat(r)
+	c, err := m.requestChat(r)
 	if err != nil {
 		return err
 	}
-	m.pumpQuietly(r.Context(), tenant, chat)
-	s, err := m.Status(r.Context(), tenant, chat)
+	m.pumpQuietly(r.Context(), c)
+	s, err := m.status(r.Context(), c)
 	if err != nil {
 		return err
 	}
@@ -145,7 +156,7 @@ func (m *Memory) handleStatus(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (m *Memory) handleSettings(w http.ResponseWriter, r *http.Request) error {
-	tenant, chat, err := api.TenantChat(r)
+	c, err := m.requestChat(r)
 	if err != nil {
 		return err
 	}
@@ -158,7 +169,7 @@ func (m *Memory) handleSettings(w http.ResponseWriter, r *http.Request) error {
 	if body.Search == nil {
 		return api.BadRequest("search", "search (true or false) is the setting to change, and it is missing")
 	}
-	if err := m.SetSearch(r.Context(), tenant, chat, *body.Search); err != nil {
+	if err := m.setSearch(r.Context(), c, *body.Search); err != nil {
 		return err
 	}
 	api.WriteJSON(w, http.StatusOK, map[string]any{"search": *body.Search})
@@ -227,7 +238,16 @@ func Tools(search bool) []Tool {
 
 // Status reads a chat's memory status.
 func (m *Memory) Status(ctx context.Context, tenant, chat string) (status.Chat, error) {
-	st, _, err := m.states.get(ctx, tenant, chat)
+	c, err := m.current(ctx, tenant, chat)
+	if err != nil {
+		return status.Chat{}, err
+	}
+	return m.status(ctx, c)
+}
+
+// status is Status of the incarnation c.
+func (m *Memory) status(ctx context.Context, c chatid.Chat) (status.Chat, error) {
+	st, _, err := m.states.get(ctx, c)
 	if err != nil {
 		return status.Chat{}, err
 	}
@@ -247,7 +267,7 @@ func (m *Memory) Status(ctx context.Context, tenant, chat string) (status.Chat, 
 		Search:     m.searchOn(st),
 	}
 	if m.deletions != nil {
-		if s.Deleting, err = m.deletions.Deletion(ctx, tenant, chat); err != nil {
+		if s.Deleting, err = m.deletions.Deletion(ctx, c.Tenant, c.ID); err != nil {
 			return status.Chat{}, err
 		}
 	}
@@ -265,7 +285,7 @@ func (m *Memory) Status(ctx context.Context, tenant, chat string) (status.Chat, 
 			Described: li.Described, DescribeFailed: li.DescribeFailed, DescribePending: li.Undescribed})
 	}
 	if len(st.Mechanical) > 0 {
-		rows, err := m.rows(ctx, tenant, chat, st.Mechanical)
+		rows, err := m.rows(ctx, c, st.Mechanical)
 		if err != nil {
 			return status.Chat{}, err
 		}
@@ -276,9 +296,10 @@ func (m *Memory) Status(ctx context.Context, tenant, chat string) (status.Chat, 
 	return s, nil
 }
 
-// Glance is a chat's memory at a glance, from its state alone: one read.
-func (m *Memory) Glance(ctx context.Context, tenant, chat string) (status.Glance, error) {
-	st, _, err := m.states.get(ctx, tenant, chat)
+// Glance is the memory of the incarnation c at a glance, from its state
+// alone: one read.
+func (m *Memory) Glance(ctx context.Context, c chatid.Chat) (status.Glance, error) {
+	st, _, err := m.states.get(ctx, c)
 	if err != nil {
 		return status.Glance{}, err
 	}

@@ -278,7 +278,7 @@ func TestSearchMatchesOriginalsOnlyNewestFirstTwentyAPage(t *testing.T) {
 	}
 	// A logged zoom result that matches is not an original.
 	i := f.log.addEntry(f.chat, transcript.Entry{Kind: "echo", Tool: "zoom", Of: 3, Text: "zoom: needle again"})
-	if err := f.m.Appended(t.Context(), f.tenant, f.chat, i+1); err != nil {
+	if err := f.m.Appended(t.Context(), f.ch(), i+1); err != nil {
 		t.Fatal(err)
 	}
 	f.append(t, "talk", "no match")
@@ -371,7 +371,7 @@ func TestSearchReadsABoundedAmountOfTextPerCall(t *testing.T) {
 	for range 400 {
 		f.log.add(f.chat, "user", big)
 	}
-	if err := f.m.Appended(t.Context(), f.tenant, f.chat, 400); err != nil {
+	if err := f.m.Appended(t.Context(), f.ch(), 400); err != nil {
 		t.Fatal(err)
 	}
 	_, out := f.serve(t, "POST", "/v1/chats/c1/tools/search", map[string]any{"text": "needle"})

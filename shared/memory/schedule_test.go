@@ -240,7 +240,7 @@ func TestDeadBuildersClaimIsRetakenAfterItsLease(t *testing.T) {
 	f.append(t, "user", long(0))
 	f.queue.take()
 	// A builder took the claim and died.
-	if _, err := f.m.states.update(context.Background(), f.tenant, f.chat, func(st *chatState) error {
+	if _, err := f.m.states.update(context.Background(), f.ch(), func(st *chatState) error {
 		st.Claims[0].Owner = "dead"
 		st.Claims[0].Until = f.clock.Now().Add(f.m.lease).UnixMilli()
 		return nil
@@ -307,7 +307,7 @@ func TestRowWrittenByADeadBuilderIsNotBuiltAgain(t *testing.T) {
 	f.queue.take()
 	// The row exists, but its builder died before recording it.
 	body := `{"t":"written before a crash"}`
-	if err := f.table.Create(context.Background(), store.Item{Key: nodeKey(f.tenant, f.chat, Node{0, 0}), Body: []byte(body)}); err != nil {
+	if err := f.table.Create(context.Background(), store.Item{Key: nodeKey(f.ch(), Node{0, 0}), Body: []byte(body)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := build(t, f, Node{0, 0}); err != nil {
@@ -358,7 +358,7 @@ func TestQueueOutageReleasesTheClaims(t *testing.T) {
 	f := newFixture(t)
 	f.queue.fail = store.Unavailable("send", errors.New("queue down"))
 	f.log.add(f.chat, "user", "x")
-	if err := f.m.Appended(context.Background(), f.tenant, f.chat, 1); err == nil {
+	if err := f.m.Appended(context.Background(), f.ch(), 1); err == nil {
 		t.Fatal("a queue outage went unreported")
 	}
 	if st := f.state(t); len(st.Claims) != 0 || !strings.Contains(st.LastError, "queue") {
@@ -394,7 +394,7 @@ func TestABatchEntryNotSentReleasesOnlyItsClaim(t *testing.T) {
 	f.queue.refuse = func(body string) bool { return strings.Contains(body, `"i":1}`) }
 	f.log.add(f.chat, "user", "x")
 	f.log.add(f.chat, "user", "y")
-	if err := f.m.Appended(context.Background(), f.tenant, f.chat, 2); err == nil {
+	if err := f.m.Appended(context.Background(), f.ch(), 2); err == nil {
 		t.Fatal("a refused batch entry went unreported")
 	}
 	st := f.state(t)
@@ -423,11 +423,11 @@ func TestSchedulerStateStaysSmallAsTheChatGrows(t *testing.T) {
 		for ; n < at; n++ {
 			f.log.add(f.chat, "user", fmt.Sprintf("m%d", n))
 		}
-		if err := f.m.Appended(context.Background(), f.tenant, f.chat, int64(n)); err != nil {
+		if err := f.m.Appended(context.Background(), f.ch(), int64(n)); err != nil {
 			t.Fatal(err)
 		}
 		f.deliverAll(t)
-		sizes[at] = f.table.stateBytes(f.tenant, f.chat)
+		sizes[at] = f.table.stateBytes(f.ch())
 	}
 	if sizes[10000] > 4*sizes[1000]+2000 || sizes[10000] > 64<<10 {
 		t.Errorf("state item: %d bytes at 1,000 entries, %d at 10,000", sizes[1000], sizes[10000])
@@ -443,7 +443,7 @@ func TestARowWrittenButNotRecordedIsRecordedByTheNextDelivery(t *testing.T) {
 	var rowWritten, failed atomic.Bool
 	f.table.setFail(func(op string, k store.Key) error {
 		switch {
-		case op == "create" && k == nodeKey(f.tenant, f.chat, Node{0, 0}):
+		case op == "create" && k == nodeKey(f.ch(), Node{0, 0}):
 			rowWritten.Store(true)
 		case op == "update" && rowWritten.Load() && !failed.Swap(true):
 			return store.Unavailable("update", errors.New("ThrottlingException"))

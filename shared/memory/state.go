@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -267,24 +268,25 @@ var errStateTooLarge = errors.New("memory state item over the item budget")
 // states reads and writes the state item with optimistic locking.
 type states struct {
 	table store.Table
+	ids   *chatid.Registry
 }
 
-func stateKey(tenant, chat string) store.Key {
-	return store.Key{PK: store.ChatPK(tenant, chat), SK: stateSK}
+func stateKey(c chatid.Chat) store.Key {
+	return store.Key{PK: c.PK(), SK: stateSK}
 }
 
 // get reads a chat's state; a chat with no state yet has an empty one.
-func (s states) get(ctx context.Context, tenant, chat string) (*chatState, int64, error) {
-	it, err := s.table.Get(ctx, stateKey(tenant, chat))
+func (s states) get(ctx context.Context, c chatid.Chat) (*chatState, int64, error) {
+	it, err := s.table.Get(ctx, stateKey(c))
 	if errors.Is(err, store.ErrNotFound) {
 		return &chatState{}, 0, nil
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("reading memory state of %s: %w", chat, err)
+		return nil, 0, fmt.Errorf("reading memory state of %s: %w", c.ID, err)
 	}
 	var st chatState
 	if err := json.Unmarshal(it.Body, &st); err != nil {
-		return nil, 0, fmt.Errorf("memory state of %s is corrupt: %w", chat, err)
+		return nil, 0, fmt.Errorf("memory state of %s is corrupt: %w", c.ID, err)
 	}
 	return &st, it.Version, nil
 }
@@ -297,9 +299,16 @@ const maxUpdateTries = 64
 // version is unchanged, retrying fn on a fresh copy otherwise. fn may run
 // more than once and must only touch the state it is given. It returns the
 // state as written (or as read, when fn changed nothing).
-func (s states) update(ctx context.Context, tenant, chat string, fn func(st *chatState) error) (*chatState, error) {
+//
+// A state item is created only while c is its chat's current incarnation:
+// a write for a deleted one (a build message delivered late, a request
+// that raced the deletion) finds no item, writes none and returns
+// errRetired, so it leaves nothing behind and nothing in the next
+// incarnation. Updates need no check: they are conditional on the item
+// being there.
+func (s states) update(ctx context.Context, c chatid.Chat, fn func(st *chatState) error) (*chatState, error) {
 	for try := 0; ; try++ {
-		st, version, err := s.get(ctx, tenant, chat)
+		st, version, err := s.get(ctx, c)
 		if err != nil {
 			return nil, err
 		}
@@ -313,11 +322,18 @@ func (s states) update(ctx context.Context, tenant, chat string, fn func(st *cha
 		if err != nil {
 			return nil, fmt.Errorf("encoding memory state: %w", err)
 		}
-		it := store.Item{Key: stateKey(tenant, chat), Version: version + 1, Body: body}
+		it := store.Item{Key: stateKey(c), Version: version + 1, Body: body}
 		if it.Size() > store.ItemBudget {
-			return nil, fmt.Errorf("%w: %d bytes for chat %s", errStateTooLarge, it.Size(), chat)
+			return nil, fmt.Errorf("%w: %d bytes for chat %s", errStateTooLarge, it.Size(), c.ID)
 		}
 		if version == 0 {
+			current, cerr := s.ids.IsCurrent(ctx, c)
+			if cerr != nil {
+				return nil, fmt.Errorf("memory state of %s: %w", c.ID, cerr)
+			}
+			if !current {
+				return &chatState{}, errRetired
+			}
 			err = s.table.Create(ctx, it)
 		} else {
 			err = s.table.Update(ctx, it)
@@ -326,10 +342,10 @@ func (s states) update(ctx context.Context, tenant, chat string, fn func(st *cha
 			return st, nil
 		}
 		if !errors.Is(err, store.ErrConditionFailed) {
-			return nil, fmt.Errorf("writing memory state of %s: %w", chat, err)
+			return nil, fmt.Errorf("writing memory state of %s: %w", c.ID, err)
 		}
 		if try+1 >= maxUpdateTries {
-			return nil, store.Unavailable("memory state update", fmt.Errorf("chat %s: %d conflicting writers in a row: %w", chat, maxUpdateTries, err))
+			return nil, store.Unavailable("memory state update", fmt.Errorf("chat %s: %d conflicting writers in a row: %w", c.ID, maxUpdateTries, err))
 		}
 		// Back off a little, with jitter, so contending builders spread out.
 		d := time.Duration(1+rand.IntN(1+min(try, 10)*2)) * time.Millisecond

@@ -62,11 +62,11 @@ func TestImageLeavesOnRealStores(t *testing.T) {
 				t.Fatal(err)
 			}
 			say := func(text string) int64 {
-				ids, err := log.Append(ctx, f.tenant, f.chat, []pi.Message{{Role: "user", Content: pi.Content{Blocks: []pi.Block{pi.TextBlock(text)}}}}, "receipt-"+text)
+				ch, ids, err := log.AppendChat(ctx, f.tenant, f.chat, []pi.Message{{Role: "user", Content: pi.Content{Blocks: []pi.Block{pi.TextBlock(text)}}}}, "receipt-"+text)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := m.Appended(ctx, f.tenant, f.chat, ids[0]+1); err != nil {
+				if err := m.Appended(ctx, ch, ids[0]+1); err != nil {
 					t.Fatal(err)
 				}
 				return ids[0]

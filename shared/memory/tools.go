@@ -14,6 +14,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/transcript"
@@ -98,7 +99,16 @@ const zoomImageBudget = 4 << 20
 // Zoom answers the zoom tool. Bad arguments are an error result the model
 // can read; only an outage is an error.
 func (m *Memory) Zoom(ctx context.Context, tenant, chat string, a ZoomArgs) (ToolResult, error) {
-	t, err := m.log.Len(ctx, tenant, chat)
+	c, err := m.current(ctx, tenant, chat)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	return m.zoom(ctx, c, a)
+}
+
+// zoom is Zoom of the incarnation c.
+func (m *Memory) zoom(ctx context.Context, c chatid.Chat, a ZoomArgs) (ToolResult, error) {
+	t, err := m.log.Len(ctx, c)
 	if err != nil {
 		return ToolResult{}, err
 	}
@@ -116,16 +126,16 @@ func (m *Memory) Zoom(ctx context.Context, tenant, chat string, a ZoomArgs) (Too
 		return toolError("zoom: id = %d is negative.", id), nil
 	case id%n != 0:
 		return toolError("zoom: id = %d is not a multiple of n = %d; an aligned block starts at a multiple of its size (try id = %d).", id, n, id-id%n), nil
-	case id+n > t:
+	case id > t-n: // not id+n > t: a huge id and n would overflow past the check
 		return toolError("zoom: the block %d+%d ends past the log, which holds %d entries (ids 0 to %d).", id, n, t, t-1), nil
 	}
 	if n > 1 {
 		if a.Offset.Set || a.Limit.Set {
 			return toolError("zoom: offset and limit page one entry; use them with n = 1."), nil
 		}
-		return m.zoomBlock(ctx, tenant, chat, Node{L: log2(n), I: id / n})
+		return m.zoomBlock(ctx, c, Node{L: log2(n), I: id / n})
 	}
-	return m.zoomEntry(ctx, tenant, chat, id, a.Offset, a.Limit)
+	return m.zoomEntry(ctx, c, id, a.Offset, a.Limit)
 }
 
 func log2(n int64) int {
@@ -138,9 +148,9 @@ func log2(n int64) int {
 }
 
 // zoomBlock answers the two child lines of an aligned block.
-func (m *Memory) zoomBlock(ctx context.Context, tenant, chat string, n Node) (ToolResult, error) {
+func (m *Memory) zoomBlock(ctx context.Context, c chatid.Chat, n Node) (ToolResult, error) {
 	a, b := n.Children()
-	rows, err := m.rows(ctx, tenant, chat, []Node{a, b})
+	rows, err := m.rows(ctx, c, []Node{a, b})
 	if err != nil {
 		return ToolResult{}, err
 	}
@@ -165,13 +175,13 @@ func (m *Memory) zoomBlock(ctx context.Context, tenant, chat string, n Node) (To
 
 // zoomEntry answers one original entry, a page of at most PageChars
 // characters, with the images that page names.
-func (m *Memory) zoomEntry(ctx context.Context, tenant, chat string, id int64, offset, limit Int) (ToolResult, error) {
-	entries, err := m.log.Entries(ctx, tenant, chat, id, id+1)
+func (m *Memory) zoomEntry(ctx context.Context, c chatid.Chat, id int64, offset, limit Int) (ToolResult, error) {
+	entries, err := m.log.Entries(ctx, c, id, id+1)
 	if err != nil {
 		return ToolResult{}, err
 	}
 	if len(entries) != 1 {
-		return ToolResult{}, fmt.Errorf("reading entry %d of %s: the log returned %d entries", id, chat, len(entries))
+		return ToolResult{}, fmt.Errorf("reading entry %d of %s: the log returned %d entries", id, c.ID, len(entries))
 	}
 	e := entries[0]
 	source := LeafSource(e.Kind, e.Text)
@@ -200,13 +210,13 @@ func (m *Memory) zoomEntry(ctx context.Context, tenant, chat string, id int64, o
 	budget := zoomImageBudget
 	text := page
 	for _, name := range refs.Names(page) {
-		text = m.withDescription(ctx, tenant, name, text)
+		text = m.withDescription(ctx, c.Tenant, name, text)
 		if len(res.Content)-1 == MaxLeafImages {
 			// No provider takes more in one request; the rest are not read.
 			notes = append(notes, fmt.Sprintf("[image %s is not attached: this page carries %d images already; zoom with a smaller limit to see it]", name, MaxLeafImages))
 			continue
 		}
-		img, err := m.images.Get(ctx, tenant, name)
+		img, err := m.images.Get(ctx, c.Tenant, name)
 		if errors.Is(err, store.ErrNotFound) {
 			notes = append(notes, fmt.Sprintf("[image %s is not stored any more; its ref is left as text]", name))
 			continue
@@ -276,22 +286,31 @@ func runeSlice(s string, from, to int64) string {
 
 // Date answers the date tool: when entry id was logged.
 func (m *Memory) Date(ctx context.Context, tenant, chat string, id Int) (ToolResult, error) {
+	c, err := m.current(ctx, tenant, chat)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	return m.date(ctx, c, id)
+}
+
+// date is Date of the incarnation c.
+func (m *Memory) date(ctx context.Context, c chatid.Chat, id Int) (ToolResult, error) {
 	if !id.Set {
 		return toolError("date needs an id: the entry whose time you want."), nil
 	}
-	t, err := m.log.Len(ctx, tenant, chat)
+	t, err := m.log.Len(ctx, c)
 	if err != nil {
 		return ToolResult{}, err
 	}
 	if id.V < 0 || id.V >= t {
 		return toolError("date: id = %d is outside the log, which holds %d entries (ids 0 to %d).", id.V, t, t-1), nil
 	}
-	entries, err := m.log.Entries(ctx, tenant, chat, id.V, id.V+1)
+	entries, err := m.log.Entries(ctx, c, id.V, id.V+1)
 	if err != nil {
 		return ToolResult{}, err
 	}
 	if len(entries) != 1 {
-		return ToolResult{}, fmt.Errorf("reading entry %d of %s: the log returned %d entries", id.V, chat, len(entries))
+		return ToolResult{}, fmt.Errorf("reading entry %d of %s: the log returned %d entries", id.V, c.ID, len(entries))
 	}
 	d := entries[0].Date.UTC()
 	return textResult(fmt.Sprintf("entry %d was logged at %s (%s)", id.V, d.Format(time.RFC3339), d.Format("Monday, 2 January 2006 15:04 MST"))), nil
@@ -315,7 +334,16 @@ const (
 
 // SearchEnabled reports whether a chat has the search tool.
 func (m *Memory) SearchEnabled(ctx context.Context, tenant, chat string) (bool, error) {
-	st, _, err := m.states.get(ctx, tenant, chat)
+	c, err := m.current(ctx, tenant, chat)
+	if err != nil {
+		return false, err
+	}
+	return m.searchEnabled(ctx, c)
+}
+
+// searchEnabled is SearchEnabled of the incarnation c.
+func (m *Memory) searchEnabled(ctx context.Context, c chatid.Chat) (bool, error) {
+	st, _, err := m.states.get(ctx, c)
 	if err != nil {
 		return false, err
 	}
@@ -331,10 +359,22 @@ func (m *Memory) searchOn(st *chatState) bool {
 
 // SetSearch turns a chat's own search opt-in on or off.
 func (m *Memory) SetSearch(ctx context.Context, tenant, chat string, on bool) error {
-	_, err := m.states.update(ctx, tenant, chat, func(st *chatState) error {
+	c, err := m.current(ctx, tenant, chat)
+	if err != nil {
+		return err
+	}
+	return m.setSearch(ctx, c, on)
+}
+
+// setSearch is SetSearch of the incarnation c.
+func (m *Memory) setSearch(ctx context.Context, c chatid.Chat, on bool) error {
+	_, err := m.states.update(ctx, c, func(st *chatState) error {
 		st.Search = &on
 		return nil
 	})
+	if errors.Is(err, errRetired) {
+		return nil // deleted under this call: its settings went with it
+	}
 	return err
 }
 
@@ -345,7 +385,16 @@ var ErrSearchOff = errors.New("search is off for this chat")
 // entries only (never summaries, never logged tool results of memory's
 // own tools), newest first, SearchHits a page.
 func (m *Memory) Search(ctx context.Context, tenant, chat string, a SearchArgs) (ToolResult, error) {
-	st, _, err := m.states.get(ctx, tenant, chat)
+	c, err := m.current(ctx, tenant, chat)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	return m.searchIn(ctx, c, a)
+}
+
+// searchIn is Search of the incarnation c.
+func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a SearchArgs) (ToolResult, error) {
+	st, _, err := m.states.get(ctx, c)
 	if err != nil {
 		return ToolResult{}, err
 	}
@@ -356,7 +405,7 @@ func (m *Memory) Search(ctx context.Context, tenant, chat string, a SearchArgs) 
 	if query == "" {
 		return toolError("search needs text: the words to find in the original messages."), nil
 	}
-	t, err := m.log.Len(ctx, tenant, chat)
+	t, err := m.log.Len(ctx, c)
 	if err != nil {
 		return ToolResult{}, err
 	}
@@ -367,7 +416,7 @@ func (m *Memory) Search(ctx context.Context, tenant, chat string, a SearchArgs) 
 		}
 		before = a.Before.V
 	}
-	folded := foldString(query)
+	match := newMatcher(foldString(query))
 	type hit struct {
 		e       transcript.Entry
 		snippet string
@@ -377,7 +426,7 @@ func (m *Memory) Search(ctx context.Context, tenant, chat string, a SearchArgs) 
 	to := before
 	for to > 0 && len(hits) < SearchHits && scanned < searchScan && scannedBytes < searchBytes {
 		from := max(0, to-searchChunk)
-		entries, err := m.log.Entries(ctx, tenant, chat, from, to)
+		entries, err := m.log.Entries(ctx, c, from, to)
 		if err != nil {
 			return ToolResult{}, err
 		}
@@ -388,7 +437,11 @@ func (m *Memory) Search(ctx context.Context, tenant, chat string, a SearchArgs) 
 			if e.Tool != "" {
 				continue // a logged memory tool result is not an original
 			}
-			if snip, ok := matchSnippet(e.Text, folded); ok {
+			snip, ok, err := matchSnippet(ctx, e.Text, match)
+			if err != nil {
+				return ToolResult{}, fmt.Errorf("memory: search: %w", err)
+			}
+			if ok {
 				hits = append(hits, hit{e: e, snippet: snip})
 			}
 		}
@@ -409,7 +462,7 @@ func (m *Memory) Search(ctx context.Context, tenant, chat string, a SearchArgs) 
 			want = append(want, n)
 		}
 	}
-	rows, err := m.rows(ctx, tenant, chat, want)
+	rows, err := m.rows(ctx, c, want)
 	if err != nil {
 		return ToolResult{}, err
 	}
@@ -443,43 +496,81 @@ func foldString(s string) []rune {
 	return r
 }
 
-// matchSnippet finds the folded query in text and returns about
-// SnippetChars characters around the first match.
-func matchSnippet(text string, query []rune) (string, bool) {
-	hay := foldString(text)
-	at := indexRunes(hay, query)
-	if at < 0 {
-		return "", false
+// matcher finds a folded query in a text in one pass over it, whatever the
+// query (Knuth-Morris-Pratt over lower-cased characters): a text of n
+// characters takes O(n) steps, where comparing at every position took
+// O(n*m), hours for a 9 MiB text and a 20,000-character query.
+type matcher struct {
+	query []rune
+	// border[k] is the length of the longest proper border (a prefix
+	// that is also a suffix) of query[:k+1].
+	border []int
+}
+
+func newMatcher(query []rune) *matcher {
+	border := make([]int, len(query))
+	k := 0
+	for i := 1; i < len(query); i++ {
+		for k > 0 && query[i] != query[k] {
+			k = border[k-1]
+		}
+		if query[i] == query[k] {
+			k++
+		}
+		border[i] = k
 	}
-	orig := []rune(text)
-	start := max(0, at-(SnippetChars-len(query))/2)
-	end := min(len(orig), start+SnippetChars)
+	return &matcher{query: query, border: border}
+}
+
+// cancelEvery is how many characters a match reads between looks at its
+// context: a few milliseconds of work.
+const cancelEvery = 1 << 16
+
+// index is the character position of the first match in text, or -1. It
+// stops with the context's error when ctx ends.
+func (m *matcher) index(ctx context.Context, text string) (int, error) {
+	if len(m.query) == 0 {
+		return 0, nil
+	}
+	k, pos := 0, 0
+	for _, c := range text {
+		if pos%cancelEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return -1, err
+			}
+		}
+		c = unicode.ToLower(c)
+		for k > 0 && c != m.query[k] {
+			k = m.border[k-1]
+		}
+		if c == m.query[k] {
+			k++
+		}
+		pos++
+		if k == len(m.query) {
+			return pos - k, nil
+		}
+	}
+	return -1, nil
+}
+
+// matchSnippet finds the query in text and returns about SnippetChars
+// characters around the first match.
+func matchSnippet(ctx context.Context, text string, m *matcher) (string, bool, error) {
+	at, err := m.index(ctx, text)
+	if err != nil || at < 0 {
+		return "", false, err
+	}
+	n := utf8.RuneCountInString(text)
+	start := max(0, at-(SnippetChars-len(m.query))/2)
+	end := min(n, start+SnippetChars)
 	start = max(0, end-SnippetChars)
-	snip := strings.Join(strings.Fields(string(orig[start:end])), " ")
+	snip := strings.Join(strings.Fields(runeSlice(text, int64(start), int64(end))), " ")
 	if start > 0 {
 		snip = "..." + snip
 	}
-	if end < len(orig) {
+	if end < n {
 		snip += "..."
 	}
-	return snip, true
-}
-
-func indexRunes(hay, needle []rune) int {
-	if len(needle) == 0 {
-		return 0
-	}
-outer:
-	for i := 0; i+len(needle) <= len(hay); i++ {
-		if hay[i] != needle[0] {
-			continue
-		}
-		for k := 1; k < len(needle); k++ {
-			if hay[i+k] != needle[k] {
-				continue outer
-			}
-		}
-		return i
-	}
-	return -1
+	return snip, true, nil
 }

@@ -3,10 +3,10 @@ package memory
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/memory/status"
 )
 
@@ -27,7 +27,16 @@ type TreeArgs struct {
 // Tree reads a page of one level of a chat's summary tree: each complete
 // node's state and, when built, its line.
 func (m *Memory) Tree(ctx context.Context, tenant, chat string, a TreeArgs) (status.Tree, error) {
-	st, _, err := m.states.get(ctx, tenant, chat)
+	c, err := m.current(ctx, tenant, chat)
+	if err != nil {
+		return status.Tree{}, err
+	}
+	return m.tree(ctx, c, a)
+}
+
+// tree is Tree of the incarnation c.
+func (m *Memory) tree(ctx context.Context, c chatid.Chat, a TreeArgs) (status.Tree, error) {
+	st, _, err := m.states.get(ctx, c)
 	if err != nil {
 		return status.Tree{}, err
 	}
@@ -64,7 +73,7 @@ func (m *Memory) Tree(ctx context.Context, tenant, chat string, a TreeArgs) (sta
 			toRead = append(toRead, n)
 		}
 	}
-	rows, err := m.rows(ctx, tenant, chat, toRead)
+	rows, err := m.rows(ctx, c, toRead)
 	if err != nil {
 		return status.Tree{}, err
 	}
@@ -108,16 +117,16 @@ func treeNode(st *chatState, n Node, rows map[Node]nodeInfo) status.TreeNode {
 }
 
 func (m *Memory) handleTree(w http.ResponseWriter, r *http.Request) error {
-	tenant, chat, err := api.TenantChat(r)
-	if err != nil {
-		return err
-	}
 	a, err := treeArgs(r)
 	if err != nil {
 		return err
 	}
-	m.pumpQuietly(r.Context(), tenant, chat)
-	t, err := m.Tree(r.Context(), tenant, chat, a)
+	c, err := m.requestChat(r)
+	if err != nil {
+		return err
+	}
+	m.pumpQuietly(r.Context(), c)
+	t, err := m.tree(r.Context(), c, a)
 	if err != nil {
 		return err
 	}
@@ -127,28 +136,19 @@ func (m *Memory) handleTree(w http.ResponseWriter, r *http.Request) error {
 
 // treeArgs reads ?level=&from=&limit=.
 func treeArgs(r *http.Request) (TreeArgs, error) {
-	q := r.URL.Query()
 	a := TreeArgs{Level: -1, Limit: TreePage}
-	if v := q.Get("level"); v != "" {
-		l, err := strconv.Atoi(v)
-		if err != nil || l < 0 || l > 62 {
-			return a, api.BadRequest("level", "level must be a whole number from 0 to 62, not %q", v)
-		}
-		a.Level = l
+	level, err := api.QueryInt(r, "level", 0, 62, -1)
+	if err != nil {
+		return a, err
 	}
-	if v := q.Get("from"); v != "" {
-		f, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || f < 0 {
-			return a, api.BadRequest("from", "from must be a node index (0 or more), not %q", v)
-		}
-		a.From = f
+	from, err := api.QueryInt(r, "from", 0, api.MaxSeq, 0)
+	if err != nil {
+		return a, err
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxTreePage {
-			return a, api.BadRequest("limit", "limit must be from 1 to %d, not %q", MaxTreePage, v)
-		}
-		a.Limit = n
+	n, err := api.QueryInt(r, "limit", 1, MaxTreePage, TreePage)
+	if err != nil {
+		return a, err
 	}
+	a.Level, a.From, a.Limit = int(level), from, int(n)
 	return a, nil
 }

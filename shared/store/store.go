@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // MaxItemSize is DynamoDB's item limit: attribute names plus values.
@@ -224,8 +226,36 @@ type Receiver interface {
 	Retry(ctx context.Context, receipt string, delay time.Duration) error
 }
 
+// MaxTenant bounds a tenant name: escaped, it still fits every key it is
+// part of (an S3 key is at most 1,024 bytes).
+const MaxTenant = 256
+
+// CheckTenant is the one rule every tenant name follows, whatever names it
+// (a configured token, a JWT claim): 1 to MaxTenant bytes of UTF-8 with no
+// control characters, and not "." or "..". A tenant is one escaped path
+// segment of every key it owns and of every link to one, and HTTP clients
+// resolve a dot segment away (images/../name), so such a tenant's links
+// would name other objects or none.
+func CheckTenant(tenant string) error {
+	switch {
+	case tenant == "":
+		return errors.New("a tenant name is empty")
+	case len(tenant) > MaxTenant:
+		return fmt.Errorf("a tenant name is at most %d bytes, not %d", MaxTenant, len(tenant))
+	case !utf8.ValidString(tenant):
+		return errors.New("a tenant name must be UTF-8")
+	case strings.ContainsFunc(tenant, unicode.IsControl):
+		return errors.New("a tenant name cannot contain control characters")
+	case tenant == "." || tenant == "..":
+		return fmt.Errorf("the tenant name %q is a dot path segment, which clients rewrite in every link", tenant)
+	}
+	return nil
+}
+
 // ChatPK is the partition key of one chat of one tenant. Chat ids cannot
 // contain '/', so the last '/' separates an escaped tenant from the chat.
+// Of a chat id it is the home partition; each incarnation of the id keeps
+// its rows in a partition of its own (package chatid).
 func ChatPK(tenant, chat string) string {
 	return "chat/" + url.PathEscape(tenant) + "/" + chat
 }

@@ -64,3 +64,48 @@ func FuzzParseUploadKey(f *testing.F) {
 		}
 	})
 }
+
+func TestATenantNameIsOneWellFormedPathSegmentOfEveryKey(t *testing.T) {
+	tests := []struct {
+		tenant string
+		ok     bool
+	}{
+		{"acme", true},
+		{"tenant B", true},
+		{"auth0|5f7c8ec7c33c6c004bbafe82", true},
+		{"a/b", true},
+		{"%2e%2e", true},
+		{".hidden", true},
+		{"...", true},
+		{"ü", true},
+		{strings.Repeat("x", store.MaxTenant), true},
+		{"", false},
+		{".", false},
+		{"..", false},
+		{"a\x00b", false},
+		{"line\nbreak", false},
+		{"\xff", false},
+		{strings.Repeat("x", store.MaxTenant+1), false},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%q", tt.tenant), func(t *testing.T) {
+			err := store.CheckTenant(tt.tenant)
+			if (err == nil) != tt.ok {
+				t.Fatalf("CheckTenant = %v, want ok %v", err, tt.ok)
+			}
+			if !tt.ok {
+				return
+			}
+			// Escaped, the tenant is one segment, and not a dot segment.
+			for _, key := range []string{store.ImageKey(tt.tenant, "0123456789abcdef"), store.UploadKey(tt.tenant, "0123456789abcdef")} {
+				segs := strings.Split(key, "/")
+				if len(segs) != 3 || segs[1] == "" || segs[1] == "." || segs[1] == ".." {
+					t.Fatalf("key %q does not keep the tenant one segment", key)
+				}
+			}
+			if got, _, ok := store.ParseUploadKey(store.UploadKey(tt.tenant, "0123456789abcdef")); !ok || got != tt.tenant {
+				t.Fatalf("ParseUploadKey gives %q %v", got, ok)
+			}
+		})
+	}
+}

@@ -248,8 +248,8 @@ func isEmpty(c pi.Content) bool {
 // putImages stores the inline images of msgs (images.Batch: every one is
 // checked before any is stored) and returns the name of every image block
 // that must be stored, keyed by its position. Image blocks of a zoom result
-// that its page already names are left out: they are stored under that
-// name already and add nothing to the log.
+// that its page already names, with that name's bytes, are left out: they
+// are stored under that name already and add nothing to the log.
 func (l *Log) putImages(ctx context.Context, tenant string, msgs []pi.Message) (map[imageRef]string, error) {
 	var inline []images.Inline
 	var at []imageRef
@@ -260,7 +260,15 @@ func (l *Log) putImages(ctx context.Context, tenant string, msgs []pi.Message) (
 				continue
 			}
 			if named != nil && named[storedName(b)] {
-				continue
+				// Stored under that name already, if its bytes are the
+				// name's; other bytes are an image like any other.
+				same, err := l.imgs.Names(ctx, tenant, b.Name, b.Data)
+				if err != nil {
+					return nil, fmt.Errorf("transcript: checking image messages[%d].content[%d]: %w", i, j, err)
+				}
+				if same {
+					continue
+				}
 			}
 			inline = append(inline, images.Inline{B64: b.Data, Named: b.Name})
 			at = append(at, imageRef{i, j})
@@ -428,10 +436,14 @@ func joined(i int, m pi.Message, names map[imageRef]string, pageNames map[string
 			}
 			add(b.Text)
 		case pi.TypeImage:
-			if pageNames != nil && pageNames[storedName(b)] {
+			name, stored := names[imageRef{i, j}]
+			if !stored {
+				name = storedName(b) // a zoom result's, its page names it
+			}
+			if pageNames[name] {
 				continue
 			}
-			add(refs.Ref(names[imageRef{i, j}]))
+			add(refs.Ref(name))
 		}
 	}
 	return sb.String()

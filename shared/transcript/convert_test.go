@@ -2,6 +2,7 @@ package transcript
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -54,7 +55,7 @@ func TestMessagesBecomeEntries(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				es, err := f.log.Entries(ctx, tenant, ch, 0, 100)
+				es, err := f.log.Entries(ctx, f.cur(tenant, ch), 0, 100)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -120,7 +121,7 @@ func TestMemoryToolResultsAreMarked(t *testing.T) {
 				if _, err := f.log.Append(ctx, tenant, ch, []pi.Message{msg(t, c.msg)}, "r"); err != nil {
 					t.Fatal(err)
 				}
-				e, err := f.log.Entry(ctx, tenant, ch, 0)
+				e, err := f.log.Entry(ctx, f.cur(tenant, ch), 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -156,7 +157,7 @@ func TestLongTextSplitIntoPieces(t *testing.T) {
 				if _, err := f.log.Append(ctx, tenant, ch, []pi.Message{m}, "r"); err != nil {
 					t.Fatal(err)
 				}
-				es, err := f.log.Entries(ctx, tenant, ch, 0, 1000)
+				es, err := f.log.Entries(ctx, f.cur(tenant, ch), 0, 1000)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -201,7 +202,7 @@ func TestLongEchoCappedWithRefsOfMiddle(t *testing.T) {
 		if _, err := f.log.Append(ctx, tenant, chat, []pi.Message{m}, "r"); err != nil {
 			t.Fatal(err)
 		}
-		e, err := f.log.Entry(ctx, tenant, chat, 0)
+		e, err := f.log.Entry(ctx, f.cur(tenant, chat), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,23 +237,33 @@ func TestLongEchoCappedWithRefsOfMiddle(t *testing.T) {
 func TestZoomResultLoggedIdenticalWithAndWithoutOffload(t *testing.T) {
 	img := pngB64(t, 2, 6, 6)
 	name := images.Name(img)
-	stored := "fedcba9876543210" // a name the image was stored under earlier
+	wide := pngB64(t, 3, 2100, 4) // stored shrunk: its name is not its copy's
+	stored := images.Name(wide)
 	page := "[42] user: look at this\n" + refs.Ref(name) + "\nand " + refs.Ref(stored)
 	pageBlock := `{"type":"text","text":` + jsonString(page) + `}`
-	variants := map[string]string{
-		"NoImages":           `[` + pageBlock + `]`,
-		"InlineImages":       `[` + pageBlock + `,{"type":"image","mimeType":"image/png","data":"` + img + `"},{"type":"image","mimeType":"image/png","name":"` + stored + `","data":"` + pngB64(t, 3, 6, 6) + `"}]`,
-		"OffloadedRefBlocks": `[` + pageBlock + `,{"type":"text","text":"` + refs.Ref(name) + `"},{"type":"text","text":"` + refs.Ref(stored) + `"}]`,
-	}
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
+		// The page's second image was stored earlier; the zoom result
+		// carries its stored copy under its name, as zoom gives it.
+		if _, err := f.imgs.Put(ctx, tenant, wide); err != nil {
+			t.Fatal(err)
+		}
+		copied, err := f.imgs.Get(ctx, tenant, stored)
+		if err != nil {
+			t.Fatal(err)
+		}
+		variants := map[string]string{
+			"NoImages":           `[` + pageBlock + `]`,
+			"InlineImages":       `[` + pageBlock + `,{"type":"image","mimeType":"image/png","data":"` + img + `"},{"type":"image","mimeType":"image/jpeg","name":"` + stored + `","data":"` + base64.StdEncoding.EncodeToString(copied.Data) + `"}]`,
+			"OffloadedRefBlocks": `[` + pageBlock + `,{"type":"text","text":"` + refs.Ref(name) + `"},{"type":"text","text":"` + refs.Ref(stored) + `"}]`,
+		}
 		got := map[string]string{}
 		for v, content := range variants {
 			m := msg(t, `{"role":"toolResult","toolCallId":"z","toolName":"zoom","content":`+content+`,"details":{"id":42}}`)
 			if _, err := f.log.Append(ctx, tenant, v, []pi.Message{m}, "r"); err != nil {
 				t.Fatal(err)
 			}
-			e, err := f.log.Entry(ctx, tenant, v, 0)
+			e, err := f.log.Entry(ctx, f.cur(tenant, v), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -273,7 +284,7 @@ func TestZoomResultLoggedIdenticalWithAndWithoutOffload(t *testing.T) {
 		if _, err := f.log.Append(ctx, tenant, "extra", []pi.Message{m}, "r"); err != nil {
 			t.Fatal(err)
 		}
-		e, _ := f.log.Entry(ctx, tenant, "extra", 0)
+		e, _ := f.log.Entry(ctx, f.cur(tenant, "extra"), 0)
 		if e.Text != want+"\n"+refs.Ref(images.Name(extra)) {
 			t.Errorf("an image the page does not name: %q", e.Text)
 		}

@@ -4,11 +4,19 @@
 //
 // # Layout
 //
-// All rows of a chat live in the partition store.ChatPK(tenant, chat):
+// All rows of a chat live in the partition of its current incarnation
+// (chatid.Chat.PK: store.ChatPK(tenant, chat+"~"+incarnation), or
+// store.ChatPK(tenant, chat) for a chat written before incarnations):
 //
 //	e/<id, 16 digits>  one entry; the zero padding makes sort order id order
 //	r/<hash>           one append ("batch"), keyed by a hash of its receipt
 //	meta               a hint of the log's length, never trusted blindly
+//
+// An append writes to the incarnation Chats.Appending opens (after it
+// found the chat not being deleted); reads take the incarnation to read,
+// so one read never mixes two. A receipt names an append of one
+// incarnation: the same receipt after the chat was deleted and created
+// again is a new append.
 //
 // The entry where a message starts also keeps the message whole (Record):
 // its JSON as the host sent it, image blocks without their data, which is
@@ -17,9 +25,11 @@
 // and read back from their text.
 //
 // An entry whose text would not fit ItemBudget keeps it in a blob under
-// "text/<escaped tenant>/<chat>/<sha256>" (store.TextPrefix) and names that
+// the incarnation's text prefix (chatid.Chat.TextPrefix:
+// "text/<escaped tenant>/<chat>~<incarnation>/<sha256>") and names that
 // key instead, as do a message's Record and an append's receipt record
-// too big for their items; readers fetch it transparently. Blobs and images are always written before the
+// too big for their items; readers fetch it transparently. Blobs and
+// images are always written before the
 // rows that name them, so a crash leaves an orphan object, never a row
 // pointing at nothing.
 //

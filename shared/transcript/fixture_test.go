@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/store"
@@ -48,6 +49,15 @@ func newFixture(t testing.TB, be testenv.Backend) *fixture {
 	f.clock = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	f.log = New(f.table, f.blobs, f.imgs, WithClock(func() time.Time { return f.clock }))
 	return f
+}
+
+// cur is the current incarnation of a chat, read past the fault switches.
+func (f *fixture) cur(tenant, chat string) chatid.Chat {
+	c, _, err := chatid.New(f.table.next).Current(context.Background(), tenant, chat)
+	if err != nil {
+		panic(err)
+	}
+	return c
 }
 
 // eachBackend runs fn once per backend as a subtest.
@@ -254,11 +264,11 @@ func imageMsg(t testing.TB, text string, b64s ...string) pi.Message {
 func (f *fixture) all(t testing.TB) []Entry {
 	t.Helper()
 	ctx := context.Background()
-	n, err := f.log.Len(ctx, tenant, chat)
+	n, err := f.log.Len(ctx, f.cur(tenant, chat))
 	if err != nil {
 		t.Fatalf("Len: %v", err)
 	}
-	es, err := f.log.Entries(ctx, tenant, chat, 0, n)
+	es, err := f.log.Entries(ctx, f.cur(tenant, chat), 0, n)
 	if err != nil {
 		t.Fatalf("Entries: %v", err)
 	}

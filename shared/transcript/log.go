@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
@@ -41,12 +42,14 @@ var (
 )
 
 // Chats hears of each append before its entries are written: it may
-// refuse it (a chat being deleted), and it records which images the
-// chat names, returning once no deletion of them is in flight. It
-// returns the names whose images are not stored then (deleted while this
-// append was under way), so the append stores them again or refuses.
+// refuse it (a chat being deleted), opens the chat's incarnation the
+// entries go to (chatid.Registry.Open) and records which images the chat
+// names, returning once no deletion of them is in flight. It returns the
+// incarnation, and the names whose images are not stored then (deleted
+// while this append was under way), so the append stores them again or
+// refuses.
 type Chats interface {
-	Appending(ctx context.Context, tenant, chat string, names []string) (missing []string, err error)
+	Appending(ctx context.Context, tenant, chat string, names []string) (c chatid.Chat, missing []string, err error)
 }
 
 // Log is the transcript of every chat of every tenant over one table.
@@ -56,6 +59,7 @@ type Log struct {
 	imgs  *images.Store
 	now   func() time.Time
 	chats Chats
+	ids   *chatid.Registry
 }
 
 // Option configures a Log.
@@ -70,93 +74,144 @@ func WithChats(c Chats) Option { return func(l *Log) { l.chats = c } }
 // New returns the log kept in table, with oversized text in blobs and
 // images in imgs.
 func New(table store.Table, blobs store.Blobs, imgs *images.Store, opts ...Option) *Log {
-	l := &Log{table: table, blobs: blobs, imgs: imgs, now: time.Now}
+	l := &Log{table: table, blobs: blobs, imgs: imgs, now: time.Now, ids: chatid.New(table)}
 	for _, o := range opts {
 		o(l)
 	}
 	return l
 }
 
-// Append logs msgs as entries of the chat and returns their ids, in order.
+// Append is AppendChat for a caller that needs only the ids.
+func (l *Log) Append(ctx context.Context, tenant, chat string, msgs []pi.Message, receipt string) ([]int64, error) {
+	_, ids, err := l.AppendChat(ctx, tenant, chat, msgs, receipt)
+	return ids, err
+}
+
+// AppendChat logs msgs as entries of the chat and returns the incarnation
+// they went to and their ids, in order.
 // receipt makes it idempotent: the same messages again under it return the
 // same ids and write nothing new; other messages under it are an
 // *InputError wrapping ErrReceiptConflict. See the package comment for how
 // a crash or a racing twin is handled. Bad input is an *InputError; an
 // outage wraps store.ErrUnavailable.
-func (l *Log) Append(ctx context.Context, tenant, chat string, msgs []pi.Message, receipt string) ([]int64, error) {
+func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Message, receipt string) (chatid.Chat, []int64, error) {
 	if tenant == "" || chat == "" {
-		return nil, errors.New("transcript: append needs a tenant and a chat")
+		return chatid.Chat{}, nil, errors.New("transcript: append needs a tenant and a chat")
 	}
 	if err := checkReceipt(receipt); err != nil {
-		return nil, err
+		return chatid.Chat{}, nil, err
 	}
 	if err := checkMessages(msgs); err != nil {
-		return nil, err
+		return chatid.Chat{}, nil, err
 	}
 	req, err := requestDigest(msgs)
 	if err != nil {
-		return nil, err
+		return chatid.Chat{}, nil, err
 	}
-	b := &batch{l: l, pk: store.ChatPK(tenant, chat), texts: store.TextPrefix(tenant, chat), receipt: receipt, rk: receiptKey(receipt), hint: -1}
-
-	rec, version, found, err := b.getRecord(ctx)
+	cur, _, err := l.ids.Current(ctx, tenant, chat)
 	if err != nil {
-		return nil, err
+		return chatid.Chat{}, nil, err
 	}
-	if found {
-		// Compared before anything else: a retry is answered from the
-		// record without converting (and storing images) again.
-		if !rec.sameRequest(req) {
-			return nil, b.conflict()
-		}
-		claimed, err := b.claimed(ctx, rec)
-		if err != nil {
-			return nil, err
-		}
-		if claimed {
-			return b.finish(ctx, rec)
-		}
+	b := l.newBatch(cur, receipt)
+	rec, version, found, ids, err := b.retried(ctx, req)
+	if err != nil {
+		return chatid.Chat{}, nil, err
+	}
+	if ids != nil {
+		return cur, ids, nil
 	}
 
 	drafts, err := l.convert(ctx, tenant, msgs)
 	if err != nil {
-		return nil, err
+		return chatid.Chat{}, nil, err
 	}
-	if l.chats != nil {
-		var names []string
-		for _, d := range drafts {
-			names = append(names, refs.Names(d.Text)...)
+	c, err := l.opening(ctx, tenant, chat, msgs, drafts)
+	if err != nil {
+		return chatid.Chat{}, nil, err
+	}
+	if c != cur {
+		// The chat was opened (its first append) or deleted and opened
+		// again since the receipt was looked up: it is looked up again
+		// in the incarnation the entries go to.
+		b = l.newBatch(c, receipt)
+		if rec, version, found, ids, err = b.retried(ctx, req); err != nil {
+			return chatid.Chat{}, nil, err
 		}
-		missing, err := l.chats.Appending(ctx, tenant, chat, names)
-		if err != nil {
-			return nil, err
-		}
-		if len(missing) > 0 {
-			if err := l.storeMissing(ctx, tenant, msgs, missing); err != nil {
-				return nil, err
-			}
+		if ids != nil {
+			return c, ids, nil
 		}
 	}
 	sum := digest(drafts)
 	if !found {
 		// A twin may open it first: then its record comes back.
 		if rec, version, err = b.open(ctx, drafts, sum, req); err != nil {
-			return nil, err
+			return chatid.Chat{}, nil, err
 		}
 	}
 	// The entries must match too: only they say what the claim row and
 	// the record's rest will hold, and a record may predate req.
 	if !rec.sameRequest(req) || rec.Digest != sum {
-		return nil, b.conflict()
+		return chatid.Chat{}, nil, b.conflict()
 	}
 	first, _, err := l.makeRow(ctx, b.texts, b.pk, drafts[0], time.UnixMilli(rec.Date), receipt, 0, rec.N)
 	if err != nil {
-		return nil, err
+		return chatid.Chat{}, nil, err
 	}
 	if rec, err = b.claim(ctx, rec, version, first); err != nil {
-		return nil, err
+		return chatid.Chat{}, nil, err
 	}
-	return b.finish(ctx, rec)
+	if ids, err = b.finish(ctx, rec); err != nil {
+		return chatid.Chat{}, nil, err
+	}
+	return c, ids, nil
+}
+
+// opening asks Chats (when set) to admit the append and returns the
+// incarnation its entries go to; without Chats the log opens it itself.
+func (l *Log) opening(ctx context.Context, tenant, chat string, msgs []pi.Message, drafts []draft) (chatid.Chat, error) {
+	if l.chats == nil {
+		return l.ids.Open(ctx, tenant, chat)
+	}
+	var names []string
+	for _, d := range drafts {
+		names = append(names, refs.Names(d.Text)...)
+	}
+	c, missing, err := l.chats.Appending(ctx, tenant, chat, names)
+	if err != nil {
+		return chatid.Chat{}, err
+	}
+	if len(missing) > 0 {
+		if err := l.storeMissing(ctx, tenant, msgs, missing); err != nil {
+			return chatid.Chat{}, err
+		}
+	}
+	return c, nil
+}
+
+// newBatch starts an append to the incarnation c under receipt.
+func (l *Log) newBatch(c chatid.Chat, receipt string) *batch {
+	return &batch{l: l, pk: c.PK(), texts: c.TextPrefix(), receipt: receipt, rk: receiptKey(receipt), hint: -1}
+}
+
+// retried looks up the append's record: found, when it exists. When the
+// receipt names another request it answers the conflict; when the append
+// happened already (maybe partly) it finishes it from the record and
+// returns its ids. It is asked before anything else, so a retry is
+// answered without converting (and storing images) again.
+func (b *batch) retried(ctx context.Context, req string) (rec record, version int64, found bool, ids []int64, err error) {
+	rec, version, found, err = b.getRecord(ctx)
+	if err != nil || !found {
+		return rec, version, found, nil, err
+	}
+	if !rec.sameRequest(req) {
+		return rec, version, true, nil, b.conflict()
+	}
+	claimed, err := b.claimed(ctx, rec)
+	if err != nil || !claimed {
+		return rec, version, true, nil, err
+	}
+	ids, err = b.finish(ctx, rec)
+	return rec, version, true, ids, err
 }
 
 func checkReceipt(receipt string) error {
@@ -180,7 +235,7 @@ func checkReceipt(receipt string) error {
 type batch struct {
 	l       *Log
 	pk      string
-	texts   string // store.TextPrefix of the chat
+	texts   string // the incarnation's text prefix
 	receipt string
 	rk      string
 	// hint is the length hint this append's probe started from (-1: none).

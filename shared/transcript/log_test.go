@@ -181,7 +181,7 @@ func TestCrashMidAppendIsNeverHalfVisible(t *testing.T) {
 		"Entry": func(t *testing.T, f *fixture) []Entry {
 			var out []Entry
 			for i := int64(0); ; i++ {
-				e, err := f.log.Entry(context.Background(), tenant, chat, i)
+				e, err := f.log.Entry(context.Background(), f.cur(tenant, chat), i)
 				if errors.Is(err, store.ErrNotFound) {
 					return out
 				}
@@ -192,11 +192,11 @@ func TestCrashMidAppendIsNeverHalfVisible(t *testing.T) {
 			}
 		},
 		"EntriesFromTheMiddle": func(t *testing.T, f *fixture) []Entry {
-			es, err := f.log.Entries(context.Background(), tenant, chat, 2, 100)
+			es, err := f.log.Entries(context.Background(), f.cur(tenant, chat), 2, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
-			first, _ := f.log.Entries(context.Background(), tenant, chat, 0, 2)
+			first, _ := f.log.Entries(context.Background(), f.cur(tenant, chat), 0, 2)
 			return append(first, es...)
 		},
 		"RetrySameReceipt": func(t *testing.T, f *fixture) []Entry {
@@ -513,7 +513,7 @@ func TestReceiptRecordWithoutRequestDigestKeepsItsRule(t *testing.T) {
 func (f *fixture) dropRequestDigest(t testing.TB, receipt string) {
 	t.Helper()
 	ctx := context.Background()
-	it, err := f.table.next.Get(ctx, store.Key{PK: store.ChatPK(tenant, chat), SK: receiptKey(receipt)})
+	it, err := f.table.next.Get(ctx, store.Key{PK: f.cur(tenant, chat).PK(), SK: receiptKey(receipt)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -615,7 +615,7 @@ func TestLargeMessagesReadBackIdentical(t *testing.T) {
 				if _, err := f.log.Append(ctx, tenant, ch, []pi.Message{c.msg, textMsgs("after", 1)[0]}, "r"); err != nil {
 					t.Fatal(err)
 				}
-				es, err := f.log.Entries(ctx, tenant, ch, 0, 1000)
+				es, err := f.log.Entries(ctx, f.cur(tenant, ch), 0, 1000)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -657,15 +657,15 @@ func TestLenProbesPastAStaleHint(t *testing.T) {
 				t.Fatalf("append %d: %v %v", i, ids, err)
 			}
 		}
-		n, err := f.log.Len(ctx, tenant, chat)
+		n, err := f.log.Len(ctx, f.cur(tenant, chat))
 		if err != nil || n != 12 {
 			t.Fatalf("Len %d %v, want 12", n, err)
 		}
 		f.table.setFail(nil)
-		if n, _ := f.log.Len(ctx, tenant, chat); n != 12 {
+		if n, _ := f.log.Len(ctx, f.cur(tenant, chat)); n != 12 {
 			t.Fatalf("Len %d", n)
 		}
-		h, _, _ := f.log.hint(ctx, store.ChatPK(tenant, chat))
+		h, _, _ := f.log.hint(ctx, f.cur(tenant, chat).PK())
 		if h != 12 {
 			t.Errorf("Len left the hint at %d after a long probe", h)
 		}
@@ -677,30 +677,30 @@ func TestLenProbesPastAStaleHint(t *testing.T) {
 func TestReadsPastTheEnd(t *testing.T) {
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
-		if n, err := f.log.Len(ctx, tenant, chat); n != 0 || err != nil {
+		if n, err := f.log.Len(ctx, f.cur(tenant, chat)); n != 0 || err != nil {
 			t.Fatalf("empty chat: %d %v", n, err)
 		}
-		if _, err := f.log.Entry(ctx, tenant, chat, 0); !errors.Is(err, store.ErrNotFound) {
+		if _, err := f.log.Entry(ctx, f.cur(tenant, chat), 0); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("Entry(0) of an empty chat: %v", err)
 		}
 		if _, err := f.log.Append(ctx, tenant, chat, textMsgs("m", 250), "r"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.log.Entry(ctx, tenant, chat, 250); !errors.Is(err, store.ErrNotFound) {
+		if _, err := f.log.Entry(ctx, f.cur(tenant, chat), 250); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("Entry(250): %v", err)
 		}
-		es, err := f.log.Entries(ctx, tenant, chat, 95, 400)
+		es, err := f.log.Entries(ctx, f.cur(tenant, chat), 95, 400)
 		if err != nil || len(es) != 155 || es[0].Text != "m-95" || es[154].Text != "m-249" {
 			t.Fatalf("Entries(95, 400): %d entries, %v", len(es), err)
 		}
-		if es, err := f.log.Entries(ctx, tenant, chat, 300, 310); err != nil || len(es) != 0 {
+		if es, err := f.log.Entries(ctx, f.cur(tenant, chat), 300, 310); err != nil || len(es) != 0 {
 			t.Fatalf("Entries past the end: %d %v", len(es), err)
 		}
-		if _, err := f.log.Entries(ctx, tenant, chat, 5, 4); err == nil {
+		if _, err := f.log.Entries(ctx, f.cur(tenant, chat), 5, 4); err == nil {
 			t.Fatal("a reversed range is accepted")
 		}
 		// Another tenant's chat of the same id is another log.
-		if n, _ := f.log.Len(ctx, "other", chat); n != 0 {
+		if n, _ := f.log.Len(ctx, f.cur("other", chat)); n != 0 {
 			t.Fatalf("another tenant sees %d entries", n)
 		}
 	})
@@ -714,13 +714,13 @@ func TestReadOutageIsUnavailable(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.table.setFail(func(op string, k store.Key) error { return outage(op) })
-		if _, err := f.log.Len(ctx, tenant, chat); !errors.Is(err, store.ErrUnavailable) {
+		if _, err := f.log.Len(ctx, f.cur(tenant, chat)); !errors.Is(err, store.ErrUnavailable) {
 			t.Errorf("Len: %v", err)
 		}
-		if _, err := f.log.Entry(ctx, tenant, chat, 0); !errors.Is(err, store.ErrUnavailable) {
+		if _, err := f.log.Entry(ctx, f.cur(tenant, chat), 0); !errors.Is(err, store.ErrUnavailable) {
 			t.Errorf("Entry: %v", err)
 		}
-		if _, err := f.log.Entries(ctx, tenant, chat, 0, 2); !errors.Is(err, store.ErrUnavailable) {
+		if _, err := f.log.Entries(ctx, f.cur(tenant, chat), 0, 2); !errors.Is(err, store.ErrUnavailable) {
 			t.Errorf("Entries: %v", err)
 		}
 	})
@@ -759,7 +759,7 @@ func TestAnAppendNamingTooManyImagesIsRefusedBeforeAnythingIsWritten(t *testing.
 				if c.ok != (err == nil) || (!c.ok && (!errors.As(err, &ie) || ie.Field != "messages")) {
 					t.Fatalf("append = %v, want ok=%v or an input error naming messages", err, c.ok)
 				}
-				if n, err := f.log.Len(context.Background(), tenant, ch); err != nil || (!c.ok && n != 0) {
+				if n, err := f.log.Len(context.Background(), f.cur(tenant, ch)); err != nil || (!c.ok && n != 0) {
 					t.Fatalf("log length %d, %v after a refused append", n, err)
 				}
 			})

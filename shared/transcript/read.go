@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -92,9 +93,9 @@ func (l *Log) probeFrom(ctx context.Context, pk string, from int64) (int64, erro
 	}
 }
 
-// Len returns the number of entries of the chat.
-func (l *Log) Len(ctx context.Context, tenant, chat string) (int64, error) {
-	pk := store.ChatPK(tenant, chat)
+// Len returns the number of entries of the incarnation c.
+func (l *Log) Len(ctx context.Context, c chatid.Chat) (int64, error) {
+	pk := c.PK()
 	h, _, err := l.hint(ctx, pk)
 	if err != nil {
 		return 0, err
@@ -109,13 +110,13 @@ func (l *Log) Len(ctx context.Context, tenant, chat string) (int64, error) {
 	return n, nil
 }
 
-// Entry returns entry i of the chat, or store.ErrNotFound (wrapped) past
-// the end.
-func (l *Log) Entry(ctx context.Context, tenant, chat string, i int64) (Entry, error) {
+// Entry returns entry i of the incarnation c, or store.ErrNotFound
+// (wrapped) past the end.
+func (l *Log) Entry(ctx context.Context, c chatid.Chat, i int64) (Entry, error) {
 	if i < 0 {
 		return Entry{}, fmt.Errorf("transcript: entry %d: %w", i, store.ErrNotFound)
 	}
-	pk := store.ChatPK(tenant, chat)
+	pk := c.PK()
 	it, err := l.table.Get(ctx, store.Key{PK: pk, SK: entryKey(i)})
 	if err == nil {
 		r, err := decodeRow(it)
@@ -143,14 +144,14 @@ func (l *Log) Entry(ctx context.Context, tenant, chat string, i int64) (Entry, e
 	return es[0], nil
 }
 
-// Entries returns the entries with ids in [from, to), in order; fewer when
-// the log ends before to.
-func (l *Log) Entries(ctx context.Context, tenant, chat string, from, to int64) ([]Entry, error) {
+// Entries returns the entries of the incarnation c with ids in [from, to),
+// in order; fewer when the log ends before to.
+func (l *Log) Entries(ctx context.Context, c chatid.Chat, from, to int64) ([]Entry, error) {
 	if from < 0 || to < from {
 		return nil, fmt.Errorf("transcript: entries [%d, %d) is not a range", from, to)
 	}
 	out := make([]Entry, 0, min(to-from, queryPage))
-	err := l.rows(ctx, store.ChatPK(tenant, chat), from, to, func(id int64, r row) error {
+	err := l.rows(ctx, c.PK(), from, to, func(id int64, r row) error {
 		e, err := l.entry(ctx, id, r)
 		if err != nil {
 			return err
@@ -265,14 +266,14 @@ type Logged struct {
 // recorded: it reads back from its text, as memory sees it.
 func (lg Logged) Legacy() bool { return lg.Record == nil && !lg.Continues }
 
-// Read returns the entries with ids in [from, to) as the record reads
-// them back, in order; fewer when the log ends before to.
-func (l *Log) Read(ctx context.Context, tenant, chat string, from, to int64) ([]Logged, error) {
+// Read returns the entries of the incarnation c with ids in [from, to) as
+// the record reads them back, in order; fewer when the log ends before to.
+func (l *Log) Read(ctx context.Context, c chatid.Chat, from, to int64) ([]Logged, error) {
 	if from < 0 || to < from {
 		return nil, fmt.Errorf("transcript: entries [%d, %d) is not a range", from, to)
 	}
 	var out []Logged
-	err := l.rows(ctx, store.ChatPK(tenant, chat), from, to, func(id int64, r row) error {
+	err := l.rows(ctx, c.PK(), from, to, func(id int64, r row) error {
 		lg, err := l.logged(ctx, id, r)
 		if err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/rawjson"
@@ -20,10 +21,10 @@ import (
 )
 
 // Notifier hears of appended entries; memory implements it to schedule
-// their summaries. length is the log's length as the append left it (a
-// later append may have grown it further).
+// their summaries. length is the log's length of the incarnation c as the
+// append left it (a later append may have grown it further).
 type Notifier interface {
-	Appended(ctx context.Context, tenant, chat string, length int64) error
+	Appended(ctx context.Context, c chatid.Chat, length int64) error
 }
 
 // Routes serves the transcript's HTTP API.
@@ -136,13 +137,13 @@ func (rt *Routes) append(w http.ResponseWriter, r *http.Request) error {
 		// still all-or-nothing, which the log's receipt record provides.
 		req.Receipt = generatedReceipt()
 	}
-	ids, err := rt.log.Append(ctx, tenant, chat, req.Messages, req.Receipt)
+	c, ids, err := rt.log.AppendChat(ctx, tenant, chat, req.Messages, req.Receipt)
 	if err != nil {
 		return appendError(err)
 	}
 	if rt.notify != nil && len(ids) > 0 {
 		// The entries are durable; memory finds them on any later call.
-		if err := rt.notify.Appended(ctx, tenant, chat, ids[len(ids)-1]+1); err != nil {
+		if err := rt.notify.Appended(ctx, c, ids[len(ids)-1]+1); err != nil {
 			api.Logger(ctx).Warn("append: notifying memory failed", "tenant", tenant, "chat", chat, "err", err)
 		}
 	}

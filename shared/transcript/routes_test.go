@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -26,7 +27,7 @@ type notes struct {
 	err     error
 }
 
-func (n *notes) Appended(_ context.Context, tn, ch string, length int64) error {
+func (n *notes) Appended(_ context.Context, _ chatid.Chat, length int64) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.lengths = append(n.lengths, length)

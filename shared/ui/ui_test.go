@@ -112,3 +112,46 @@ func TestTheMemoryFunctionServesThePagesWithoutCredentials(t *testing.T) {
 		}
 	}
 }
+
+func TestImagesMayComeFromTheLinksOriginAndNoOtherOrigin(t *testing.T) {
+	tests := []struct {
+		name    string
+		origins []string
+		want    string
+	}{
+		{"no links", nil, "img-src 'self' blob: data:;"},
+		{"the bucket's links", []string{"https://b.s3.us-east-1.amazonaws.com"}, "img-src 'self' blob: data: https://b.s3.us-east-1.amazonaws.com;"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, err := app.Handler(nil, api.SingleTenant("t"), app.Stores{}, nil, ui.New(tt.origins...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/ui/index.html", nil))
+			if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, tt.want) || strings.Contains(csp, "https:;") || strings.Contains(csp, " http:") {
+				t.Fatalf("policy %q, want %q and no scheme wildcard", csp, tt.want)
+			}
+		})
+	}
+}
+
+func TestAnOriginIsTheSchemeAndHostOfALink(t *testing.T) {
+	tests := []struct {
+		url, want string
+		ok        bool
+	}{
+		{"https://b.s3.us-east-1.amazonaws.com/images/t/0123?X-Amz-Signature=x", "https://b.s3.us-east-1.amazonaws.com", true},
+		{"http://127.0.0.1:8080/v1/links/images/t/0123?exp=1&sig=x", "http://127.0.0.1:8080", true},
+		{"data:image/png;base64,AAAA", "", false},
+		{"/relative/path", "", false},
+		{"https://evil.example;script-src *", "", false},
+	}
+	for _, tt := range tests {
+		got, err := ui.Origin(tt.url)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("Origin(%q) = %q, %v; want %q, ok %v", tt.url, got, err, tt.want, tt.ok)
+		}
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/lambdahttp"
+	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/testenv"
 )
 
@@ -34,8 +35,17 @@ type function struct {
 }
 
 func functions(t *testing.T) map[string]*function {
+	return functionsAuth(t, api.SingleTenant("t"))
+}
+
+// functionsAuth is functions with auth naming the tenants, and upload
+// targets on the embedded store's linker.
+func functionsAuth(t *testing.T, auth api.Authenticator) map[string]*function {
 	b := testenv.Embedded(t)
 	stores := app.Stores{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Receiver: b.Receiver}
+	if u, ok := b.Linker.(store.Uploader); ok {
+		stores.Uploader = u
+	}
 	imgs := stores.Images()
 	restore := hooks.NewRestore(imgs, stores.Linker)
 	restore.AnswerLimit = hooks.ResponseLimit
@@ -45,12 +55,12 @@ func functions(t *testing.T) map[string]*function {
 	}
 	routes := map[string][]api.Routes{
 		"restore": {restore},
-		"offload": {hooks.NewOffload(imgs, mem.Chats), hooks.NewUploads(imgs, nil, mem.Chats)},
+		"offload": {hooks.NewOffload(imgs, mem.Chats), hooks.NewUploads(imgs, stores.Uploader, mem.Chats)},
 		"memory":  mem.Routes(),
 	}
 	out := map[string]*function{}
 	for name, rs := range routes {
-		h, err := app.Handler(slog.New(slog.DiscardHandler), api.SingleTenant("t"), stores, rs)
+		h, err := app.Handler(slog.New(slog.DiscardHandler), auth, stores, rs)
 		if err != nil {
 			t.Fatal(err)
 		}

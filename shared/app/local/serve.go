@@ -81,7 +81,11 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 	}
 	routes = append(routes, mem.Routes()...) // functions/memory
 
-	h, err := app.Handler(logger, Auth(cfg), stores, routes, data.LinkRoutes(), data.UploadRoutes(uploads.Accept), ui.New())
+	imageOrigins, err := ui.LinkOrigin(ctx, stores.Linker)
+	if err != nil {
+		return err
+	}
+	h, err := app.Handler(logger, Auth(cfg), stores, routes, data.LinkRoutes(), data.UploadRoutes(uploads.Accept), ui.New(imageOrigins...))
 	if err != nil {
 		return err
 	}
@@ -106,7 +110,7 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 	expired := make(chan struct{})
 	go func() {
 		defer close(expired)
-		expireIdle(workCtx, mem.Chats, logger)
+		expireIdle(workCtx, mem.Chats.Chats, logger)
 	}()
 	// The in-process stand-in for the compact function.
 	worked := make(chan struct{})

@@ -29,12 +29,14 @@ type API struct {
 	Images     *images.Store
 	Transcript *transcript.Log
 	Memory     *memory.Memory
-	Chats      *lifecycle.Chats
+	Chats      *lifecycle.Routes
 }
 
-// New wires the transcript and memory over stores. compactor may be nil
-// for a program that serves and schedules but does not build; metrics,
-// when set, receives Embedded Metric Format lines.
+// New wires the transcript and memory over stores, in one order: the
+// chats (which admit appends and delete), the transcript, the memory, and
+// the lifecycle routes over all three. compactor may be nil for a program
+// that serves and schedules but does not build; metrics, when set,
+// receives Embedded Metric Format lines.
 func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logger *slog.Logger, metrics io.Writer) (*API, error) {
 	imgs := stores.Images()
 	chats := lifecycle.New(lifecycle.Config{Table: stores.Table, Blobs: stores.Blobs, Images: imgs, Linker: stores.Linker, Queue: stores.Queue})
@@ -58,9 +60,7 @@ func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logge
 	if err != nil {
 		return nil, err
 	}
-	chats.SetLog(tl)
-	chats.SetMemory(m)
-	return &API{Images: imgs, Transcript: tl, Memory: m, Chats: chats}, nil
+	return &API{Images: imgs, Transcript: tl, Memory: m, Chats: lifecycle.NewRoutes(chats, tl, m)}, nil
 }
 
 // NewLambda wires the transcript and memory of a Lambda function: f's

@@ -7,6 +7,9 @@ import (
 	"compress/zlib"
 	"encoding/binary"
 	"hash/crc32"
+	"image"
+	"image/png"
+	"math/rand/v2"
 )
 
 // PNGChunk is one chunk of a PNG: length, type, data and CRC.
@@ -38,4 +41,23 @@ func BombPNG(w, h int) []byte {
 	out = append(out, PNGChunk("IHDR", ihdr)...)
 	out = append(out, PNGChunk("IDAT", idat.Bytes())...)
 	return append(out, PNGChunk("IEND", nil)...)
+}
+
+// NoisyPNG is an opaque RGB PNG of w x h pixels of noise from seed, stored
+// without compression: about 3*w*h bytes that every decoder must read
+// whole, the shape of the largest honest upload.
+func NoisyPNG(seed uint64, w, h int) []byte {
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	r := rand.New(rand.NewPCG(seed, 3))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(r.Uint32())
+		if i%4 == 3 {
+			img.Pix[i] = 255
+		}
+	}
+	var buf bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.NoCompression}).Encode(&buf, img); err != nil {
+		panic(err) // a bytes.Buffer does not fail
+	}
+	return buf.Bytes()
 }

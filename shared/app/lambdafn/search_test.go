@@ -1,0 +1,43 @@
+package lambdafn_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// The search attack through the memory function: an entry of 5 MB of "a"
+// (as much as one Lambda request carries) and a query of 20,000 "a" and a
+// "b", which made a search compare 20,000 characters at every position.
+func TestSearchOfALongQueryInALongEntryAnswers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("5 MB entries: not in -short")
+	}
+	mem := functions(t)["memory"]
+	if status, out, _ := mem.call(t, "/v1/chats/c/messages", mustJSON(t, obj{"messages": list{obj{"role": "user", "content": strings.Repeat("a", 5_000_000)}}})); status != http.StatusOK {
+		t.Fatalf("append: %d %.300s", status, out)
+	}
+	if resp := mem.do(t, "PUT", "/v1/chats/c/memory/settings", "", []byte(`{"search":true}`)); resp.StatusCode != http.StatusOK {
+		t.Fatalf("search on: %d %s", resp.StatusCode, resp.Body)
+	}
+	for _, c := range []struct {
+		query string
+		hit   bool
+	}{
+		{strings.Repeat("a", 20_000) + "b", false},
+		{strings.Repeat("A", 20_000), true},
+	} {
+		status, out, _ := mem.call(t, "/v1/chats/c/tools/search", mustJSON(t, obj{"text": c.query}))
+		var res struct {
+			Content []struct{ Text string }
+			IsError bool
+		}
+		if status != http.StatusOK || json.Unmarshal(out, &res) != nil || res.IsError || len(res.Content) == 0 {
+			t.Fatalf("search: %d %.300s", status, out)
+		}
+		if got := strings.Contains(res.Content[0].Text, " entries match "); got != c.hit {
+			t.Fatalf("search for %d characters: %.200s, want a hit %v", len(c.query), res.Content[0].Text, c.hit)
+		}
+	}
+}
