@@ -83,6 +83,11 @@ type Config struct {
 	// Workers bounds the builds Worker runs at once over all chats
 	// (default 32); each chat is held to MaxInFlight by its own claims.
 	Workers int
+	// BatchBuilds bounds the builds HandleBatch runs at once from one
+	// batch of the build queue (default DefaultBatchBuilds). At the event
+	// source's batch size a batch takes one model call's time; below it,
+	// several.
+	BatchBuilds int
 	// CacheLines bounds the in-process cache of node lines (default
 	// 20,000; negative turns it off). Nodes never change and the cache is
 	// keyed by the chat's incarnation, so it is never stale.
@@ -118,27 +123,28 @@ type Tasks interface {
 // Memory builds and serves the summary trees of all chats. It holds no
 // chat in memory between calls: everything lives in the table.
 type Memory struct {
-	table     store.Table
-	log       Log
-	images    Images
-	descs     Descriptions
-	queue     store.Queue
-	compactor Compactor
-	retrier   Retrier
-	tasks     Tasks
-	deletions Deletions
-	ids       *chatid.Registry
-	now       func() time.Time
-	search    bool
-	lease     time.Duration
-	retry     time.Duration
-	wait      time.Duration
-	workers   int
-	logger    *slog.Logger
-	metrics   *emf
-	states    states
-	lines     *lineCache
-	changes   *notifier
+	table       store.Table
+	log         Log
+	images      Images
+	descs       Descriptions
+	queue       store.Queue
+	compactor   Compactor
+	retrier     Retrier
+	tasks       Tasks
+	deletions   Deletions
+	ids         *chatid.Registry
+	now         func() time.Time
+	search      bool
+	lease       time.Duration
+	retry       time.Duration
+	wait        time.Duration
+	workers     int
+	batchBuilds int
+	logger      *slog.Logger
+	metrics     *emf
+	states      states
+	lines       *lineCache
+	changes     *notifier
 	// onBatch, in tests, sees every batch that merged: which view, its size
 	// before and after, and whether it is still open.
 	onBatch func(view string, before, after int64, open bool)
@@ -157,25 +163,26 @@ func New(cfg Config) (*Memory, error) {
 		return nil, errors.New("memory: Lease, Retry and Wait must not be negative")
 	}
 	m := &Memory{
-		table:     cfg.Table,
-		log:       cfg.Log,
-		images:    cfg.Images,
-		descs:     cfg.Descriptions,
-		queue:     cfg.Queue,
-		compactor: cfg.Compactor,
-		retrier:   cfg.Retrier,
-		tasks:     cfg.Tasks,
-		deletions: cfg.Deletions,
-		ids:       chatid.New(cfg.Table),
-		now:       cfg.Now,
-		search:    cfg.Search,
-		lease:     cfg.Lease,
-		retry:     cfg.Retry,
-		wait:      cfg.Wait,
-		workers:   cfg.Workers,
-		logger:    cfg.Logger,
-		states:    states{table: cfg.Table, ids: chatid.New(cfg.Table)},
-		changes:   newNotifier(),
+		table:       cfg.Table,
+		log:         cfg.Log,
+		images:      cfg.Images,
+		descs:       cfg.Descriptions,
+		queue:       cfg.Queue,
+		compactor:   cfg.Compactor,
+		retrier:     cfg.Retrier,
+		tasks:       cfg.Tasks,
+		deletions:   cfg.Deletions,
+		ids:         chatid.New(cfg.Table),
+		now:         cfg.Now,
+		search:      cfg.Search,
+		lease:       cfg.Lease,
+		retry:       cfg.Retry,
+		wait:        cfg.Wait,
+		workers:     cfg.Workers,
+		batchBuilds: cfg.BatchBuilds,
+		logger:      cfg.Logger,
+		states:      states{table: cfg.Table, ids: chatid.New(cfg.Table)},
+		changes:     newNotifier(),
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -191,6 +198,9 @@ func New(cfg Config) (*Memory, error) {
 	}
 	if m.workers <= 0 {
 		m.workers = 32
+	}
+	if m.batchBuilds <= 0 {
+		m.batchBuilds = DefaultBatchBuilds
 	}
 	if m.logger == nil {
 		m.logger = slog.Default()

@@ -52,6 +52,7 @@ func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logge
 		Tasks:        chats,
 		Deletions:    chats,
 		Search:       cfg.Search,
+		BatchBuilds:  cfg.BatchBuilds,
 		Logger:       logger,
 		Metrics:      metrics,
 		// Lambda sets the function's name; the alarms watch it.
