@@ -13,7 +13,9 @@ import (
 
 	"github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
 
+	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/memory"
+	"github.com/durachat/durachat/shared/tokens"
 )
 
 // metricKey is a metric as an alarm names it: namespace, name and the
@@ -67,14 +69,23 @@ func alarmKey(a *cloudwatch.Alarm) string {
 	return ms[0].key()
 }
 
-// emittedByCompact is every metric the compact function writes, read back
-// from the Embedded Metric Format lines of every build outcome, with the
-// function name CloudFormation gives CompactFunction.
-func emittedByCompact(t *testing.T) map[string]bool {
+// emittedByCode is every metric the functions write, read back from their
+// Embedded Metric Format lines (the compact function's for every build
+// outcome), with the function names CloudFormation gives them.
+func emittedByCode(t *testing.T) map[string]bool {
 	t.Helper()
 	var out bytes.Buffer
 	for _, o := range memory.Outcomes {
 		if err := memory.WriteBuildMetrics(&out, time.Unix(0, 0), "Ref:CompactFunction", o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// And what each HTTP function writes when it cannot read its tokens.
+	for name, p := range functions {
+		if p == config.Compact {
+			continue
+		}
+		if err := tokens.WriteReadErrorMetric(&out, time.Unix(0, 0), "Ref:"+name); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -141,7 +152,7 @@ var awsEmitted = map[string]struct {
 // resource of this stack.
 func checkEmitted(t *testing.T, s stack, where string, m watched, emitted map[string]bool) {
 	t.Helper()
-	if m.namespace == memory.MetricNamespace {
+	if m.namespace == memory.MetricNamespace || m.namespace == tokens.MetricNamespace {
 		if !emitted[m.key()] {
 			t.Errorf("%s reads %s, which the code never emits (it emits %v)", where, m.key(), slices.Sorted(maps.Keys(emitted)))
 		}
@@ -170,8 +181,8 @@ func checkEmitted(t *testing.T, s stack, where string, m watched, emitted map[st
 }
 
 func TestEveryAlarmWatchesAMetricThatIsEmitted(t *testing.T) {
-	emitted := emittedByCompact(t)
-	for _, params := range []map[string]any{defaults, allOptions} {
+	emitted := emittedByCode(t)
+	for _, params := range []map[string]any{defaults, allOptions, tokensInSSM} {
 		s := load(t, params)
 		for name, a := range s.GetAllCloudWatchAlarmResources() {
 			ms := alarmMetrics(a)
@@ -265,7 +276,22 @@ func TestAnOutageRaisesAnAlarmWithinMinutes(t *testing.T) {
 			outage{fn + " near its timeout", lambda("Duration", fn), 15 * time.Minute, "Maximum", float64(timeout) * 1000 * 0.9},
 		)
 	}
-	alarms := s.GetAllCloudWatchAlarmResources()
+	// A tokens secret that cannot be read or does not parse: its alarms
+	// exist only when ApiTokensSecret is set, so they are read from a
+	// stack with it.
+	withTokens := load(t, allOptions)
+	alarms := withTokens.GetAllCloudWatchAlarmResources()
+	for name, p := range functions {
+		if p == config.Compact {
+			continue
+		}
+		tests = append(tests, outage{name + " cannot read its tokens",
+			metricKey(tokens.MetricNamespace, tokens.MetricReadErrors, map[string]string{tokens.MetricDimension: "Ref:" + name}), 5 * time.Minute, "Sum", 0})
+		a, err := withTokens.GetCloudWatchAlarmWithName(strings.TrimSuffix(name, "Function") + "TokensAlarm")
+		if err != nil || a.AWSCloudFormationCondition != "UseTokensSecret" || conditionValues(t, defaults)["UseTokensSecret"] {
+			t.Errorf("%s's tokens alarm (%v) is not made exactly when ApiTokensSecret is set", name, err)
+		}
+	}
 	for _, tt := range tests {
 		t.Run(tt.outage, func(t *testing.T) {
 			var found []string
@@ -403,7 +429,7 @@ func widgetMetrics(t *testing.T, w dashboardWidget) []watched {
 // The dashboard shows requests, latency, errors, builds, queue depth and
 // the DLQ, each from a metric that is emitted for a resource of this stack.
 func TestDashboardShowsRequestsLatencyErrorsBuildsAndQueues(t *testing.T) {
-	emitted := emittedByCompact(t)
+	emitted := emittedByCode(t)
 	s := load(t, defaults)
 	shown := map[string]bool{}
 	var logQueries []string

@@ -25,6 +25,9 @@ const (
 	lambdaSDK    = "github.com/aws/aws-sdk-go-v2/service/lambda"
 	anthropicSDK = "github.com/anthropics/anthropic-sdk-go"
 	openaiSDK    = "github.com/openai/openai-go"
+	// The bearer tokens' stores: only the functions that serve requests.
+	secretsSDK = "github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	ssmSDK     = "github.com/aws/aws-sdk-go-v2/service/ssm"
 )
 
 var modelSDKs = []string{anthropicSDK, openaiSDK, bedrockSDK, lambdaSDK}
@@ -33,12 +36,13 @@ var modelSDKs = []string{anthropicSDK, openaiSDK, bedrockSDK, lambdaSDK}
 // the SDKs its routes call and no others, so it stays small and starts
 // fast. restore touches only S3; offload S3 and the table (the references
 // of the images it stores); memory serves and schedules but calls no
-// model.
+// model; compaction serves no request, so it reads no bearer tokens.
 func TestFunctionsLinkOnlyWhatTheirRoutesUse(t *testing.T) {
 	forbidden := map[config.Program][]string{
 		config.Restore: append([]string{dynamoSDK, sqsSDK}, modelSDKs...),
 		config.Offload: append([]string{sqsSDK}, modelSDKs...),
 		config.Memory:  modelSDKs,
+		config.Compact: {secretsSDK, ssmSDK},
 	}
 	for _, p := range config.Functions() {
 		deps := functionDeps(t, p)
@@ -85,6 +89,8 @@ var sdkActions = map[string]map[string]string{
 		"ChangeMessageVisibility": "sqs:ChangeMessageVisibility", "GetQueueAttributes": "sqs:GetQueueAttributes"},
 	"bedrockruntime": {"Converse": "bedrock:InvokeModel", "InvokeModel": "bedrock:InvokeModel"},
 	"lambda":         {"Invoke": "lambda:InvokeFunction"},
+	"secretsmanager": {"GetSecretValue": "secretsmanager:GetSecretValue"},
+	"ssm":            {"GetParameter": "ssm:GetParameter"},
 }
 
 // neededBesidesCalls are actions a function needs that no call of its code

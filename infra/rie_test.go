@@ -212,7 +212,7 @@ func TestRestoreBootstrapAnswersUnderTheRuntimeEmulator(t *testing.T) {
 		config.EnvBucket + "=" + bucket,
 		config.EnvLogLevel + "=debug",
 		config.EnvTenantClaim + "=sub",
-		config.EnvTokens + "=",
+		config.EnvTokensSecret + "=",
 	})
 
 	resp := invokeHTTP(t, url, healthEvent("rie-healthy"))

@@ -223,7 +223,7 @@ func TestTemplateValidatesAgainstTheSAMSchema(t *testing.T) {
 // would go unchecked.
 func TestParameterSetsTakeEveryConditionBothWays(t *testing.T) {
 	seen := map[string]map[bool]bool{}
-	for _, params := range []map[string]any{defaults, allOptions, compactorByARN, alarmEmail} {
+	for _, params := range []map[string]any{defaults, allOptions, compactorByARN, alarmEmail, tokensInSSM} {
 		for name, v := range conditionValues(t, params) {
 			if seen[name] == nil {
 				seen[name] = map[bool]bool{}

@@ -50,6 +50,7 @@ var (
 		"CompactorFunction":       "my-compactor",
 		"AlarmTopicArn":           "arn:aws:sns:us-east-1:123456789012:alerts",
 		"TableDeletionProtection": "false",
+		"ApiTokensSecret":         tokensSecretARN,
 		"BackupRetentionDays":     "35",
 		// Reserved concurrency (none by default).
 		"RestoreConcurrency": "20",
@@ -62,6 +63,14 @@ var (
 	// alarmEmail subscribes an address to the stack's own alarm topic
 	// (which allOptions replaces with an existing one).
 	alarmEmail = map[string]any{"AlarmEmail": "ops@example.com"}
+	// tokensInSSM keeps the bearer tokens in an SSM SecureString.
+	tokensInSSM = map[string]any{"ApiTokensSecret": tokensParameterARN}
+)
+
+// Where allOptions and tokensInSSM keep the bearer tokens.
+const (
+	tokensSecretARN    = "arn:aws:secretsmanager:us-east-1:123456789012:secret:durachat/tokens-AbC123"
+	tokensParameterARN = "arn:aws:ssm:us-east-1:123456789012:parameter/durachat/tokens"
 )
 
 const compactorARN = "arn:aws:lambda:eu-west-1:210987654321:function:their-compactor"
@@ -537,6 +546,9 @@ var allowed = map[string]map[string][]string{
 	"RestoreFunction": {
 		"s3:ListBucket": {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
 		"s3:GetObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
+		// The bearer tokens, when ApiTokensSecret names them.
+		"secretsmanager:GetSecretValue": {tokensSecretARN},
+		"ssm:GetParameter":              {tokensParameterARN},
 	},
 	"OffloadFunction": {
 		"s3:ListBucket": {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
@@ -548,7 +560,9 @@ var allowed = map[string]map[string][]string{
 		// partitions of references, leases and the chat index: see
 		// TestOffloadWritesOnlyReferencePartitions).
 		"dynamodb:GetItem": {"GetAtt:Table.Arn"}, "dynamodb:PutItem": {"GetAtt:Table.Arn"},
-		"dynamodb:BatchGetItem": {"GetAtt:Table.Arn"},
+		"dynamodb:BatchGetItem":         {"GetAtt:Table.Arn"},
+		"secretsmanager:GetSecretValue": {tokensSecretARN},
+		"ssm:GetParameter":              {tokensParameterARN},
 	},
 	"MemoryFunction": {
 		"s3:ListBucket": {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
@@ -561,7 +575,9 @@ var allowed = map[string]map[string][]string{
 		"dynamodb:BatchGetItem": {"GetAtt:Table.Arn"},
 		"sqs:SendMessage":       {"GetAtt:BuildQueue.Arn"},
 		// Deleting a chat: its rows, and the images only it named.
-		"dynamodb:DeleteItem": {"GetAtt:Table.Arn"},
+		"dynamodb:DeleteItem":           {"GetAtt:Table.Arn"},
+		"secretsmanager:GetSecretValue": {tokensSecretARN},
+		"ssm:GetParameter":              {tokensParameterARN},
 	},
 	"CompactFunction": {
 		"s3:ListBucket":    {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
@@ -590,7 +606,7 @@ var allowed = map[string]map[string][]string{
 }
 
 func TestPoliciesAreLeastPrivilege(t *testing.T) {
-	for _, params := range []map[string]any{defaults, allOptions, compactorByARN} {
+	for _, params := range []map[string]any{defaults, allOptions, compactorByARN, tokensInSSM} {
 		s := load(t, params)
 		for name := range functions {
 			for _, g := range grants(t, s.function(t, name)) {
@@ -615,7 +631,7 @@ func TestRestoreCannotWrite(t *testing.T) {
 	s := load(t, allOptions)
 	for _, g := range grants(t, s.function(t, "RestoreFunction")) {
 		for _, a := range g.actions {
-			if a != "s3:GetObject" && a != "s3:ListBucket" {
+			if a != "s3:GetObject" && a != "s3:ListBucket" && a != "secretsmanager:GetSecretValue" && a != "ssm:GetParameter" {
 				t.Errorf("restore may %s", a)
 			}
 		}
@@ -1093,6 +1109,74 @@ func TestRetentionSweepIsScheduledOntoTheBuildQueue(t *testing.T) {
 	doc, _ := json.Marshal(role.Policies)
 	if !strings.Contains(string(doc), `"Action":"sqs:SendMessage"`) || !strings.Contains(string(doc), `"Resource":"GetAtt:BuildQueue.Arn"`) || strings.Count(string(doc), `"Action"`) != 1 {
 		t.Fatalf("the schedule's role may %s, want only sqs:SendMessage on the build queue", doc)
+	}
+}
+
+// The HTTP functions read their bearer tokens from the one secret (or
+// SecureString parameter) ApiTokensSecret names, with the one read action
+// its store has, and only when it is set; the tokens are never in the
+// functions' environment, and compaction, which serves no request, may
+// not read them.
+func TestBearerTokensAreReadFromTheNamedSecretOnly(t *testing.T) {
+	for _, tt := range []struct {
+		name           string
+		params         map[string]any
+		action, secret string
+	}{
+		{"none", defaults, "", ""},
+		{"Secrets Manager", allOptions, "secretsmanager:GetSecretValue", tokensSecretARN},
+		{"SSM", tokensInSSM, "ssm:GetParameter", tokensParameterARN},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := load(t, tt.params)
+			for name, p := range functions {
+				f := s.function(t, name)
+				var reads []string
+				for _, g := range grants(t, f) {
+					for _, a := range g.actions {
+						if strings.HasPrefix(a, "secretsmanager:") || strings.HasPrefix(a, "ssm:") || strings.HasPrefix(a, "kms:") {
+							reads = append(reads, a+" "+strings.Join(g.resources, ","))
+						}
+					}
+				}
+				var want []string
+				if tt.action != "" && p != config.Compact {
+					want = []string{tt.action + " " + tt.secret}
+				}
+				if !slices.Equal(reads, want) {
+					t.Errorf("%s may %v, want %v", name, reads, want)
+				}
+				env := map[string]string{}
+				if f.Environment != nil {
+					for k, v := range f.Environment.Variables {
+						env[k] = fmt.Sprint(v)
+					}
+				}
+				if _, ok := env[config.EnvTokens]; ok {
+					t.Errorf("%s has %s in its environment", name, config.EnvTokens)
+				}
+				if p != config.Compact && env[config.EnvTokensSecret] != tt.secret {
+					t.Errorf("%s: %s=%q, want %q", name, config.EnvTokensSecret, env[config.EnvTokensSecret], tt.secret)
+				}
+			}
+		})
+	}
+}
+
+// sam deploy --guided re-asks a NoEcho parameter until it gets an answer,
+// and offers each other parameter's default: with every parameter
+// defaulted and none NoEcho, a guided deploy takes Enter for each (with a
+// JWT issuer, two answers: JwtIssuer and JwtAudience).
+func TestAGuidedDeployNeedsNoAnswerForAParameterItDoesNotUse(t *testing.T) {
+	params, _ := writtenTemplate(t)["Parameters"].(map[string]any)
+	for name, p := range params {
+		pm, _ := p.(map[string]any)
+		if _, ok := pm["Default"]; !ok {
+			t.Errorf("%s has no default: a guided deploy must answer it", name)
+		}
+		if pm["NoEcho"] == true {
+			t.Errorf("%s is NoEcho: a guided deploy cannot skip it, and secrets belong in ApiTokensSecret's store", name)
+		}
 	}
 }
 

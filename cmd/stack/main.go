@@ -6,7 +6,9 @@
 //
 // Without DURACHAT_TOKENS the API has the template's JWT authorizer, with
 // a local issuer: a token for tenant "local" is printed at start. With
-// DURACHAT_TOKENS it has the template's bearer-token fallback instead.
+// DURACHAT_TOKENS it has the template's bearer-token fallback instead: the
+// tokens are kept in a local Secrets Manager, which the functions read
+// through ApiTokensSecret as they read the real one in AWS.
 // DURACHAT_MODEL (and _URL, _KEY) choose the compaction model in place of
 // Bedrock; the default is offline. It needs `make tools` (the emulator and
 // the Node servers).
@@ -81,7 +83,8 @@ func run() error {
 		fmt.Fprintf(os.Stderr, "\nA token of tenant %q, valid 24 h:\n\n  export TOKEN=%s\n\n", config.LocalTenant, s.DevToken)
 		fmt.Fprintf(os.Stderr, "  curl -H \"Authorization: Bearer $TOKEN\" %s/v1/chats/demo/status\n\n", s.URL)
 	} else {
-		fmt.Fprintln(os.Stderr, "  auth       bearer tokens from DURACHAT_TOKENS (no JWT authorizer)")
+		fmt.Fprintf(os.Stderr, "  secrets    %s (Secrets Manager and SSM, local)\n", s.Secrets.URL)
+		fmt.Fprintf(os.Stderr, "  auth       bearer tokens from DURACHAT_TOKENS, kept in %s (no JWT authorizer)\n", s.TokensSecret)
 	}
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "stack: stopping")

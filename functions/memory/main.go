@@ -8,14 +8,14 @@ package main
 import (
 	"context"
 
-	"github.com/durachat/durachat/shared/app/lambdafn"
+	"github.com/durachat/durachat/shared/app/httpfn"
 	"github.com/durachat/durachat/shared/app/memoryapi"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/ui"
 )
 
 func main() {
-	f := lambdafn.Init(config.Memory)
+	f := httpfn.Init(config.Memory)
 	m, err := memoryapi.NewLambda(f, nil, nil)
 	if err != nil {
 		f.Fatal("memory", err)

@@ -8,7 +8,7 @@ package main
 import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/durachat/durachat/shared/app/lambdafn"
+	"github.com/durachat/durachat/shared/app/httpfn"
 	"github.com/durachat/durachat/shared/aws/dynamo"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/hooks"
@@ -16,7 +16,7 @@ import (
 )
 
 func main() {
-	f := lambdafn.Init(config.Offload)
+	f := httpfn.Init(config.Offload)
 	f.Stores.Table = dynamo.New(dynamodb.NewFromConfig(f.AWS), f.Config.Table)
 	imgs := f.Stores.Images()
 	chats := lifecycle.New(lifecycle.Config{Table: f.Stores.Table, Blobs: f.Stores.Blobs})

@@ -4,14 +4,14 @@
 package main
 
 import (
-	"github.com/durachat/durachat/shared/app/lambdafn"
+	"github.com/durachat/durachat/shared/app/httpfn"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/images"
 )
 
 func main() {
-	f := lambdafn.Init(config.Restore)
+	f := httpfn.Init(config.Restore)
 	rs := hooks.NewRestore(images.New(f.Stores.Blobs), f.Stores.Linker)
 	rs.AnswerLimit = hooks.ResponseLimit // Lambda's response limit
 	f.StartHTTP(rs)

@@ -22,8 +22,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/durachat/durachat/shared/aws/awslocal"
 	"github.com/durachat/durachat/shared/config"
@@ -37,8 +40,13 @@ type Options struct {
 	// loopback port.
 	Addr string
 	// Tokens, when set (DURACHAT_TOKENS), deploys the template's bearer
-	// token fallback (ApiTokens) instead of the JWT authorizer.
+	// token fallback instead of the JWT authorizer: the stack keeps them
+	// in its local stand-in for the secret store (TokensStore), and the
+	// functions read them from there through ApiTokensSecret, as in AWS.
 	Tokens string
+	// TokensStore is where Tokens are kept: config.SecretsManager (when
+	// "") or config.ParameterStore.
+	TokensStore string
 	// The compaction model, in place of the template's Bedrock model
 	// (which is not reachable locally): "" is offline.
 	Model, ModelURL, ModelKey string
@@ -74,10 +82,16 @@ type Stack struct {
 	Pollers   []*Poller
 
 	DynamoDB, S3, SQS *Backend
-	Table, Bucket     string
-	Queues            map[string]string // logical id -> URL
-	SQSClient         *sqs.Client
-	DynamoDBClient    *dynamodb.Client
+	// Secrets serves Secrets Manager's and SSM Parameter Store's
+	// protocols: the stand-in for where AWS keeps the bearer tokens.
+	Secrets *Backend
+	// TokensSecret is the ARN the functions read their tokens from; ""
+	// without Tokens.
+	TokensSecret   string
+	Table, Bucket  string
+	Queues         map[string]string // logical id -> URL
+	SQSClient      *sqs.Client
+	DynamoDBClient *dynamodb.Client
 
 	srv     *http.Server
 	cancel  context.CancelFunc
@@ -111,8 +125,14 @@ func (s *Stack) start(ctx context.Context, o Options) error {
 	for k, v := range o.Params {
 		params[k] = v
 	}
+	if s.Secrets, err = serveBackend("secrets", awslocal.NewSecrets(Region, AccountID), nil); err != nil {
+		return err
+	}
 	if o.Tokens != "" {
-		params["ApiTokens"] = o.Tokens
+		if s.TokensSecret, err = s.storeTokens(ctx, o); err != nil {
+			return err
+		}
+		params["ApiTokensSecret"] = s.TokensSecret
 		params["JwtIssuer"], params["JwtAudience"] = "", ""
 	} else {
 		if s.Issuer, err = StartIssuer(); err != nil {
@@ -224,7 +244,7 @@ func (s *Stack) Close() {
 		f.Close()
 	}
 	s.wg.Wait()
-	for _, b := range []*Backend{s.DynamoDB, s.SQS, s.S3} {
+	for _, b := range []*Backend{s.DynamoDB, s.SQS, s.S3, s.Secrets} {
 		if b != nil {
 			b.Close()
 		}
@@ -293,6 +313,37 @@ func awsConfig() aws.Config {
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
 		HTTPClient:  &http.Client{Timeout: time.Minute},
 	}
+}
+
+// storeTokens keeps o.Tokens in the local secret store, as an operator
+// keeps them in AWS, and returns the ARN to deploy with.
+func (s *Stack) storeTokens(ctx context.Context, o Options) (string, error) {
+	cfg := awsConfig()
+	cfg.BaseEndpoint = aws.String(s.Secrets.URL)
+	const name = StackName + "-tokens"
+	switch o.TokensStore {
+	case "", config.SecretsManager:
+		out, err := secretsmanager.NewFromConfig(cfg).CreateSecret(ctx, &secretsmanager.CreateSecretInput{
+			Name: aws.String(name), SecretString: aws.String(o.Tokens)})
+		if err != nil {
+			return "", fmt.Errorf("storing the tokens in the local Secrets Manager: %w", err)
+		}
+		return aws.ToString(out.ARN), nil
+	case config.ParameterStore:
+		if _, err := ssm.NewFromConfig(cfg).PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String("/" + name),
+			Value: aws.String(o.Tokens), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
+			return "", fmt.Errorf("storing the tokens in the local Parameter Store: %w", err)
+		}
+		return "arn:aws:ssm:" + Region + ":" + AccountID + ":parameter/" + name, nil
+	}
+	return "", fmt.Errorf("tokens store %q: want %s or %s", o.TokensStore, config.SecretsManager, config.ParameterStore)
+}
+
+// SecretsClients are SDK clients of the stack's local secret store.
+func (s *Stack) SecretsClients() (*secretsmanager.Client, *ssm.Client) {
+	cfg := awsConfig()
+	cfg.BaseEndpoint = aws.String(s.Secrets.URL)
+	return secretsmanager.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
 }
 
 // create makes the template's tables, buckets and queues on the backends
@@ -399,6 +450,8 @@ func (s *Stack) env(def FunctionDef, o Options) []string {
 		"AWS_ENDPOINT_URL_DYNAMODB=" + s.DynamoDB.URL,
 		"AWS_ENDPOINT_URL_S3=" + s.S3.URL,
 		"AWS_ENDPOINT_URL_SQS=" + s.SQS.URL,
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER=" + s.Secrets.URL,
+		"AWS_ENDPOINT_URL_SSM=" + s.Secrets.URL,
 	}
 	keys := make([]string, 0, len(vars))
 	for k := range vars {

@@ -27,8 +27,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/durachat/durachat/infra/stack"
 	"github.com/durachat/durachat/shared/aws/dynamo"
 	"github.com/durachat/durachat/shared/aws/sqsqueue"
@@ -36,6 +38,7 @@ import (
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/model/offline"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/tokens"
 )
 
 // The deployed shape, end to end: the real bootstraps under the emulator,
@@ -271,6 +274,20 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 		other.ok(http.MethodGet, "/v1/chats/tenancy/view", nil, &v)
 		if covered(t, v.View) != 0 {
 			t.Fatalf("another tenant sees the chat: %q", v.View)
+		}
+		// A sub that is a dot segment would make links like
+		// .../images/../<name>: no tenant, whatever the authorizer passes.
+		for _, sub := range []string{"..", "."} {
+			tok, err := s.Issuer.Token(map[string]any{"sub": sub, "aud": stack.Audience}, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dots := api{t: t, base: s.URL, token: tok}
+			for _, path := range []string{"/v1/chats/tenancy/messages", "/v1/chats/tenancy/uploads"} {
+				if status, raw := dots.do(http.MethodPost, path, map[string]any{}); status != http.StatusUnauthorized {
+					t.Fatalf("sub %q: POST %s: %d %s, want 401", sub, path, status, raw)
+				}
+			}
 		}
 	})
 
@@ -769,4 +786,27 @@ func TestWithTokensTheStackDeploysTheTemplatesBearerTokenFallback(t *testing.T) 
 		t.Fatalf("a wrong token: %d", status)
 	}
 	(api{t: t, base: s.URL, token: "secret-a-0123456789"}).ok(http.MethodGet, "/v1/chats/demo/status", nil, nil)
+
+	// The tokens are the secret's, read through ApiTokensSecret: a token
+	// added to it works once the functions' miss interval has passed.
+	if !strings.HasPrefix(s.TokensSecret, "arn:aws:secretsmanager:") {
+		t.Fatalf("tokens secret %q", s.TokensSecret)
+	}
+	sm, _ := s.SecretsClients()
+	if _, err := sm.PutSecretValue(context.Background(), &secretsmanager.PutSecretValueInput{SecretId: aws.String(s.TokensSecret),
+		SecretString: aws.String("secret-a-0123456789=tenant-a,secret-b-0123456789=tenant-b")}); err != nil {
+		t.Fatal(err)
+	}
+	tokenB := api{t: t, base: s.URL, token: "secret-b-0123456789"}
+	deadline := time.Now().Add(tokens.DefaultMissInterval + 20*time.Second)
+	for {
+		status, raw := tokenB.do(http.MethodGet, "/v1/chats/demo/status", nil)
+		if status == http.StatusOK {
+			break
+		}
+		if status != http.StatusUnauthorized || time.Now().After(deadline) {
+			t.Fatalf("the added token: %d %s", status, raw)
+		}
+		time.Sleep(time.Second)
+	}
 }

@@ -41,11 +41,12 @@ func TestTheTemplateIsReadWithTheDeploymentsNamesAndParameters(t *testing.T) {
 		t.Errorf("the DLQ's alarm %+v", a)
 	}
 
-	tpl, err = ReadTemplate("../../template.yaml", map[string]string{"ApiTokens": "x=y"}, phys)
+	const secret = "arn:aws:secretsmanager:us-east-1:000000000000:secret:t-AbCdEf"
+	tpl, err = ReadTemplate("../../template.yaml", map[string]string{"ApiTokensSecret": secret}, phys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tpl.Authorizers) != 0 || tpl.Functions["RestoreFunction"].Env["DURACHAT_TOKENS"] != "x=y" {
+	if len(tpl.Authorizers) != 0 || tpl.Functions["RestoreFunction"].Env["DURACHAT_TOKENS_SECRET"] != secret {
 		t.Errorf("without JWT: %+v %v", tpl.Authorizers, tpl.Functions["RestoreFunction"].Env)
 	}
 	for _, r := range tpl.Routes {

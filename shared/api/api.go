@@ -135,18 +135,36 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 // a field of the wrong type is a 400 naming the field; a body over the limit
 // is a 413.
 func DecodeJSON(r *http.Request, v any) error {
+	data, err := ReadBody(r)
+	if err != nil {
+		return err
+	}
+	return Unmarshal(data, v)
+}
+
+// ReadBody reads a request's JSON body whole, within MaxBody, into one
+// buffer of its own that nothing writes to afterwards: values decoded
+// from it may be slices of it. An empty body is a 400, one over MaxBody a
+// 413.
+func ReadBody(r *http.Request) ([]byte, error) {
 	body := http.MaxBytesReader(nil, r.Body, MaxBody)
 	data, err := readBody(body, r.ContentLength)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body over %d bytes", mbe.Limit)}
+			return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body over %d bytes", mbe.Limit)}
 		}
-		return BadRequest("", "reading body: %v", err)
+		return nil, BadRequest("", "reading body: %v", err)
 	}
 	if len(data) == 0 {
-		return BadRequest("", "request body is empty; a JSON object is expected")
+		return nil, BadRequest("", "request body is empty; a JSON object is expected")
 	}
+	return data, nil
+}
+
+// Unmarshal decodes a request body read by ReadBody into v, as
+// DecodeJSON does: what is wrong with it is a 400 naming the field.
+func Unmarshal(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError
 		var fe *pi.FieldError

@@ -43,6 +43,7 @@ const (
 	EnvAddr              = "DURACHAT_ADDR"
 	EnvData              = "DURACHAT_DATA"
 	EnvTokens            = "DURACHAT_TOKENS"
+	EnvTokensSecret      = "DURACHAT_TOKENS_SECRET"
 	EnvTenantClaim       = "DURACHAT_TENANT_CLAIM"
 	EnvTable             = "DURACHAT_TABLE"
 	EnvBucket            = "DURACHAT_BUCKET"
@@ -82,8 +83,10 @@ const (
 )
 
 // httpCommon is what every function behind the HTTP API reads: logging and
-// authentication.
-var httpCommon = []string{EnvLogLevel, EnvTenantClaim, EnvTokens}
+// authentication. In Lambda the bearer tokens come from a secret, never
+// from the environment (which anyone allowed GetFunctionConfiguration can
+// read).
+var httpCommon = []string{EnvLogLevel, EnvTenantClaim, EnvTokensSecret}
 
 var reads = map[Program][]string{
 	// restore reads images (and presigns links to them) only.
@@ -161,9 +164,12 @@ type Config struct {
 	Addr string
 	// DataDir holds the embedded stores.
 	DataDir string
-	// Tokens maps a bearer token to its tenant. Empty: locally, one tenant
-	// on loopback only; in Lambda, only JWT claims authenticate.
+	// Tokens maps a bearer token to its tenant (the local server). Empty:
+	// one tenant on loopback only.
 	Tokens map[string]string
+	// TokensSecret names the secret the Lambda functions read their bearer
+	// tokens from. Zero: only JWT claims authenticate.
+	TokensSecret TokensSecret
 	// TenantClaim names the JWT claim that carries the tenant.
 	TenantClaim string
 
@@ -217,6 +223,12 @@ func Load(p Program, lookup func(string) (string, bool)) (Config, error) {
 	}
 	c.DataDir = r.str(EnvData, DefaultData)
 	c.Tokens = r.tokens(EnvTokens)
+	if v := r.str(EnvTokensSecret, ""); v != "" {
+		var err error
+		if c.TokensSecret, err = ParseTokensSecret(v); err != nil {
+			r.fail(EnvTokensSecret, "%v", err)
+		}
+	}
 	c.TenantClaim = r.str(EnvTenantClaim, DefaultTenantClaim)
 	c.Table = r.str(EnvTable, "")
 	c.Bucket = r.str(EnvBucket, "")
@@ -393,42 +405,107 @@ func ParseModel(v string) (Model, error) {
 	return Model{}, fmt.Errorf("%q: unknown provider %q: it must be offline, bedrock:<model id>, anthropic:<model> or openai:<model>", v, provider)
 }
 
-// MinTokenBytes is the shortest bearer token DURACHAT_TOKENS accepts.
+// MinTokenBytes is the shortest bearer token accepted.
 const MinTokenBytes = 16
 
-// tokens parses "token1=tenantA,token2=tenantB". Each token is at least
-// MinTokenBytes long.
+// tokens parses name's "token1=tenantA,token2=tenantB".
 func (r *reader) tokens(name string) map[string]string {
-	v := r.str(name, "")
+	out, errs := parseTokens(r.str(name, ""))
+	for _, err := range errs {
+		r.fail(name, "%s", err)
+	}
+	return out
+}
+
+// ParseTokens parses bearer tokens as DURACHAT_TOKENS and the tokens
+// secret hold them: "token1=tenantA,token2=tenantB", each token at least
+// MinTokenBytes long. Empty is no tokens. An error names the entries by
+// number, never their tokens.
+func ParseTokens(v string) (map[string]string, error) {
+	out, errs := parseTokens(v)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("bearer tokens: %s", strings.Join(errs, "; "))
+	}
+	return out, nil
+}
+
+func parseTokens(v string) (map[string]string, []string) {
+	v = strings.TrimSpace(v)
 	if v == "" {
-		return nil
+		return nil, nil
 	}
 	out := make(map[string]string)
+	var errs []string
 	for i, pair := range strings.Split(v, ",") {
 		token, tenant, ok := strings.Cut(strings.TrimSpace(pair), "=")
 		token, tenant = strings.TrimSpace(token), strings.TrimSpace(tenant)
 		switch {
 		case !ok || token == "" || tenant == "":
-			r.fail(name, "entry %d must be token=tenant", i+1)
+			errs = append(errs, fmt.Sprintf("entry %d must be token=tenant", i+1))
 			continue
 		case strings.ContainsFunc(token, unicode.IsSpace) || strings.ContainsFunc(token, unicode.IsControl):
-			r.fail(name, "entry %d: a token cannot contain spaces or control characters", i+1)
+			errs = append(errs, fmt.Sprintf("entry %d: a token cannot contain spaces or control characters", i+1))
 			continue
 		case len(token) < MinTokenBytes:
-			r.fail(name, "entry %d: a token must be at least %d bytes, not %d: a short token can be guessed", i+1, MinTokenBytes, len(token))
+			errs = append(errs, fmt.Sprintf("entry %d: a token must be at least %d bytes, not %d: a short token can be guessed", i+1, MinTokenBytes, len(token)))
 			continue
 		}
 		if err := store.CheckTenant(tenant); err != nil {
-			r.fail(name, "entry %d: %v", i+1, err)
+			errs = append(errs, fmt.Sprintf("entry %d: %v", i+1, err))
 			continue
 		}
 		if _, dup := out[token]; dup {
-			r.fail(name, "entry %d repeats a token", i+1)
+			errs = append(errs, fmt.Sprintf("entry %d repeats a token", i+1))
 			continue
 		}
 		out[token] = tenant
 	}
-	return out
+	return out, errs
+}
+
+// Where a tokens secret is kept.
+const (
+	SecretsManager = "secretsmanager"
+	ParameterStore = "ssm"
+)
+
+// TokensSecret is a parsed DURACHAT_TOKENS_SECRET: the ARN of a Secrets
+// Manager secret or of an SSM SecureString parameter.
+type TokensSecret struct {
+	// Service is SecretsManager or ParameterStore; "" when none is set.
+	Service string
+	// ARN is the secret's or parameter's full ARN, which the function's
+	// role may read and nothing else.
+	ARN string
+}
+
+// Set reports whether a secret is named.
+func (s TokensSecret) Set() bool { return s.ARN != "" }
+
+// ParseTokensSecret parses the ARN of a Secrets Manager secret
+// (arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>)
+// or of an SSM parameter (arn:aws:ssm:<region>:<account>:parameter/<name>).
+func ParseTokensSecret(arn string) (TokensSecret, error) {
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" || !strings.HasPrefix(parts[1], "aws") || parts[3] == "" || len(parts[4]) != 12 {
+		return TokensSecret{}, fmt.Errorf("%q is not the ARN of a Secrets Manager secret or an SSM parameter", arn)
+	}
+	switch resource := parts[5]; parts[2] {
+	case SecretsManager:
+		name, ok := strings.CutPrefix(resource, "secret:")
+		// Secrets Manager appends a dash and 6 random characters to the
+		// name; a partial ARN would match no policy's resource.
+		if !ok || len(name) < 8 || name[len(name)-7] != '-' {
+			return TokensSecret{}, fmt.Errorf("%q is not a secret's full ARN (secret:<name>-<6 characters>, as the console or create-secret shows it)", arn)
+		}
+	case ParameterStore:
+		if name, ok := strings.CutPrefix(resource, "parameter/"); !ok || name == "" {
+			return TokensSecret{}, fmt.Errorf("%q is not a parameter's ARN (parameter/<name>)", arn)
+		}
+	default:
+		return TokensSecret{}, fmt.Errorf("%q: the tokens are kept in Secrets Manager or SSM Parameter Store, not %s", arn, parts[2])
+	}
+	return TokensSecret{Service: parts[2], ARN: arn}, nil
 }
 
 // Logger returns the JSON logger every program writes with (to stdout, in

@@ -224,3 +224,75 @@ func TestLocalServerFallsBackToTheProvidersKeyVariable(t *testing.T) {
 		t.Fatalf("compact without DURACHAT_MODEL_KEY: %v", err)
 	}
 }
+
+func TestTokensSecretIsTheFullARNOfASecretOrAParameter(t *testing.T) {
+	tests := []struct {
+		arn, service string
+	}{
+		{"arn:aws:secretsmanager:us-east-1:123456789012:secret:durachat/tokens-AbC123", SecretsManager},
+		{"arn:aws-cn:secretsmanager:cn-north-1:123456789012:secret:t-xyz789", SecretsManager},
+		{"arn:aws:ssm:eu-west-1:123456789012:parameter/durachat/tokens", ParameterStore},
+		{"arn:aws:ssm:eu-west-1:123456789012:parameter/tokens", ParameterStore},
+		// A partial secret ARN (no random suffix) would match no policy.
+		{"arn:aws:secretsmanager:us-east-1:123456789012:secret:tokens", ""},
+		{"arn:aws:ssm:eu-west-1:123456789012:parameter/", ""},
+		{"arn:aws:s3:::bucket/tokens", ""},
+		{"arn:aws:kms:us-east-1:123456789012:key/abc", ""},
+		{"/durachat/tokens", ""},
+		{"durachat/tokens", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.arn, func(t *testing.T) {
+			c, err := Load(Memory, env(map[string]string{EnvBucket: "b", EnvTable: "t", EnvQueueURL: "http://q/x", EnvTokensSecret: tt.arn}))
+			if tt.service == "" {
+				var ve *VarError
+				if !errors.As(err, &ve) || ve.Var != EnvTokensSecret {
+					t.Fatalf("err %v, want one naming %s", err, EnvTokensSecret)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.TokensSecret != (TokensSecret{Service: tt.service, ARN: tt.arn}) || !c.TokensSecret.Set() {
+				t.Errorf("secret %+v", c.TokensSecret)
+			}
+		})
+	}
+}
+
+// The functions read their tokens from a secret only: a token in their
+// environment is readable by anyone allowed GetFunctionConfiguration.
+func TestFunctionsReadTokensFromASecretAndTheLocalServerFromItsEnvironment(t *testing.T) {
+	for _, p := range Functions() {
+		vars := Vars(p)
+		if slices.Contains(vars, EnvTokens) {
+			t.Errorf("%s reads %s", p, EnvTokens)
+		}
+		if want := p != Compact; slices.Contains(vars, EnvTokensSecret) != want {
+			t.Errorf("%s reads %s: %v, want %v", p, EnvTokensSecret, !want, want)
+		}
+	}
+	if vars := Vars(Serve); !slices.Contains(vars, EnvTokens) || slices.Contains(vars, EnvTokensSecret) {
+		t.Errorf("serve reads %v", vars)
+	}
+}
+
+func TestParseTokensNamesTheBadEntryNeverItsToken(t *testing.T) {
+	got, err := ParseTokens("token-0123456789-a=tenant-a, token-0123456789-b=tenant-b")
+	if err != nil || len(got) != 2 || got["token-0123456789-b"] != "tenant-b" {
+		t.Fatalf("tokens %v, %v", got, err)
+	}
+	if got, err := ParseTokens("  "); err != nil || got != nil {
+		t.Errorf("empty: %v, %v", got, err)
+	}
+	for _, bad := range []string{"short-secret=x", "token-0123456789-a", "token-0123456789-z=y", "token 0123456789-a=x"} {
+		got, err := ParseTokens("token-0123456789-z=ok," + bad)
+		if err == nil || got != nil || !strings.Contains(err.Error(), "entry 2") {
+			t.Errorf("%q: %v, %v; want an error naming entry 2 and no tokens", bad, got, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "short-secret") {
+			t.Errorf("the error shows a token: %v", err)
+		}
+	}
+}

@@ -173,15 +173,16 @@ func benchBeforeRequest(b *testing.B, parallel int, latency time.Duration) {
 	rs.Parallel = parallel
 	mux := http.NewServeMux()
 	rs.Register(mux)
+	const path = "/v1/chats/c/hooks/before-request"
+	// The answer is checked once, outside the timed loop, so the loop
+	// times the hook and not the check.
+	if w := post(b, mux, path, body); bytes.Contains(w.Body.Bytes(), []byte(`"unrestored":[{`)) {
+		b.Fatalf("not all restored: %.300s", w.Body)
+	}
 	b.ReportAllocs()
+	b.ResetTimer()
 	for b.Loop() {
-		r := httptest.NewRequest(http.MethodPost, "/v1/chats/c/hooks/before-request", bytes.NewReader(body))
-		r = r.WithContext(api.WithTenant(r.Context(), tenantA))
-		w := httptest.NewRecorder()
-		mux.ServeHTTP(w, r)
-		if w.Code != http.StatusOK || bytes.Contains(w.Body.Bytes(), []byte(`"unrestored":[{`)) {
-			b.Fatalf("status %d: %.300s", w.Code, w.Body)
-		}
+		post(b, mux, path, body)
 	}
 	b.ReportMetric(float64(b.Elapsed())/float64(b.N)/float64(readLatency), "x-read-latency")
 }
@@ -200,7 +201,8 @@ func BenchmarkBeforeRequest20Refs5ImagesSequential(b *testing.B) {
 }
 
 // BenchmarkBeforeRequest20Refs5ImagesNoLatency is the copy time: the same
-// restore from a store that answers at once (2.7 MB of images written).
+// restore from a store that answers at once (an answer of 2,057,044 bytes,
+// nearly all of it the images' base64).
 func BenchmarkBeforeRequest20Refs5ImagesNoLatency(b *testing.B) {
 	benchBeforeRequest(b, DefaultParallel, 0)
 }

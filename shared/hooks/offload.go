@@ -97,7 +97,7 @@ type afterToolAnswer struct {
 // is not scanned over and over (see BenchmarkAfterTool5MB).
 func (o *Offload) afterTool(w http.ResponseWriter, r *http.Request) error {
 	var req afterToolRequest
-	tenant, chat, err := readHook(r, &req)
+	tenant, chat, err := readHookHolding(r, &req, "result", &req.Result)
 	if err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ type offloadInputAnswer struct {
 
 func (o *Offload) offloadInput(w http.ResponseWriter, r *http.Request) error {
 	var req offloadInputRequest
-	tenant, chat, err := readHook(r, &req)
+	tenant, chat, err := readHookHolding(r, &req, "message", &req.Message)
 	if err != nil {
 		return err
 	}
@@ -374,7 +374,57 @@ func readHook(r *http.Request, v any) (tenant, chat string, err error) {
 	return tenant, chat, api.DecodeJSON(r, v)
 }
 
-// decodeContent decodes pi content: a string (no blocks) or a list of
+// readHookHolding is readHook for a body whose field named big holds the
+// request's images (a 5 MB tool result): the body is checked once and
+// split without a second scan (rawjson.Fields), big's own fields are
+// stored in *fields as slices of the body, and the other fields are
+// decoded into v as readHook would. A body that is not a JSON object, or
+// whose big is not one, is decoded by readHook's way whole, for the same
+// 400.
+func readHookHolding(r *http.Request, v any, big string, fields *map[string]rawjson.Value) (tenant, chat string, err error) {
+	tenant, chat, err = api.TenantChat(r)
+	if err != nil {
+		return "", "", err
+	}
+	data, err := api.ReadBody(r)
+	if err != nil {
+		return "", "", err
+	}
+	if !json.Valid(data) {
+		return "", "", api.Unmarshal(data, v)
+	}
+	rest := []byte{'{'}
+	var split map[string]rawjson.Value
+	whole := false // decode the whole body instead
+	isObject := rawjson.Fields(data, func(k string, val rawjson.Value) {
+		// encoding/json matches a field's name regardless of case, and
+		// an object given twice for a map is merged into it.
+		if strings.EqualFold(k, big) {
+			whole = whole || !rawjson.Fields(val, func(k string, v rawjson.Value) {
+				if split == nil {
+					split = map[string]rawjson.Value{}
+				}
+				split[k] = v
+			})
+			return
+		}
+		if len(rest) > 1 {
+			rest = append(rest, ',')
+		}
+		rest = append(rawjson.AppendKey(rest, k), ':')
+		rest = append(rest, val...)
+	})
+	if !isObject || whole || split == nil {
+		return tenant, chat, api.Unmarshal(data, v)
+	}
+	if err := api.Unmarshal(append(rest, '}'), v); err != nil {
+		return "", "", err
+	}
+	*fields = split
+	return tenant, chat, nil
+}
+
+// decodeContent decodes pi content, a slice of a body checked valid: a string (no blocks) or a list of
 // blocks, each as its raw fields and as the pi.Block fields offload reads.
 // An image block's raw fields leave out its data: the string is all offload
 // needs, and it is the only copy of the base64 the request keeps.
@@ -383,9 +433,19 @@ func decodeContent(content rawjson.Value, path string) ([]map[string]rawjson.Val
 	if len(content) > 0 && content[0] == '"' {
 		return nil, nil, nil
 	}
-	var maps []map[string]rawjson.Value
-	if err := json.Unmarshal(content, &maps); err != nil {
+	// content is a slice of a body checked valid (readHookHolding).
+	items, ok := rawjson.ItemList(content)
+	if !ok {
 		return nil, nil, contentError(content, path)
+	}
+	maps := make([]map[string]rawjson.Value, len(items))
+	for i, it := range items {
+		if it.IsNull() {
+			continue
+		}
+		if maps[i], ok = rawjson.FieldMap(it); !ok {
+			return nil, nil, contentError(content, path)
+		}
 	}
 	blocks := make([]pi.Block, len(maps))
 	for i, fields := range maps {

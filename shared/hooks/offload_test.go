@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"hash/crc32"
 	"net/http"
 	"net/http/httptest"
@@ -412,4 +413,47 @@ func TestBodyValuesAreSlicesOfTheBody(t *testing.T) {
 			t.Fatalf("a later request overwrote the first one's fields: %s", joinObject(first))
 		}
 	})
+}
+
+// TestSplitBodyDecodesAsReadHook: after-tool's one-pass decoding gives
+// what decoding the whole body with encoding/json gives, the same request
+// or the same 400, whatever the body's shape.
+func TestSplitBodyDecodesAsReadHook(t *testing.T) {
+	for _, body := range []string{
+		`{"call":{"id":"c","name":"n"},"result":{"content":[{"type":"text","text":"x"}]}}`,
+		` { "Result" : {"content":"s"} , "call" : {"id":"c"} } `,
+		`{"result":{"a":1},"RESULT":{"b":2}}`,
+		`{"result":{"a":1},"result":null}`,
+		`{"result":{},"call":{"id":"c"}}`,
+		`{"result":7,"call":{"id":"c"}}`,
+		`{"call":{"id":7},"result":{}}`,
+		`{"result":{},"call":{"id":7},"bounds":{"maxBytes":"x"}}`,
+		`{"call":{"id":"c\u00e9\"","nested":true},"res\u0075lt":{"content":[]},"other":[1,{"x":"}"}]}`,
+		`null`, `[]`, `"x"`, `{"result":{"a":1}`, `{"result":{"a":1}} x`,
+	} {
+		decode := func(split bool) (afterToolRequest, error) {
+			r := httptest.NewRequest(http.MethodPost, "/v1/chats/c/hooks/after-tool", strings.NewReader(body))
+			r = r.WithContext(api.WithTenant(r.Context(), tenantA))
+			r.SetPathValue("chat", "c")
+			var req afterToolRequest
+			var err error
+			if split {
+				_, _, err = readHookHolding(r, &req, "result", &req.Result)
+			} else {
+				_, _, err = readHook(r, &req)
+			}
+			return req, err
+		}
+		want, wantErr := decode(false)
+		got, err := decode(true)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Errorf("%s: error %v, want %v", body, err, wantErr)
+			continue
+		}
+		g, _ := json.Marshal(got)
+		w, _ := json.Marshal(want)
+		if string(g) != string(w) {
+			t.Errorf("%s: decoded %s, want %s", body, g, w)
+		}
+	}
 }

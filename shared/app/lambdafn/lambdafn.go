@@ -42,6 +42,10 @@ type Function struct {
 	// Public are routes StartHTTP serves without credentials (the memory
 	// browser's pages); the template routes them without the authorizer.
 	Public []api.Routes
+	// Tokens authenticates bearer tokens for the requests no JWT
+	// authorizer vouched for; nil refuses them. httpfn.Init sets it from
+	// the tokens secret.
+	Tokens api.Authenticator
 }
 
 // Init loads p's configuration and the AWS configuration, and builds the S3
@@ -102,7 +106,7 @@ func memoryLimit(lookup func(string) (string, bool)) int64 {
 // StartHTTP serves routes (built by the function's main from f) as an API
 // Gateway HTTP API function. It does not return.
 func (f Function) StartHTTP(routes ...api.Routes) {
-	h, err := app.Handler(f.Log, Auth(f.Config), f.Stores, routes, f.Public...)
+	h, err := app.Handler(f.Log, Auth(f.Config, f.Tokens), f.Stores, routes, f.Public...)
 	if err != nil {
 		fatal(f.Log, "handler", err)
 	}
@@ -118,12 +122,8 @@ func fatal(logger *slog.Logger, what string, err error) {
 }
 
 // Auth authenticates requests in Lambda: the tenant is the JWT authorizer's
-// configured claim; without an authorizer, bearer tokens from
-// configuration, if any.
-func Auth(cfg config.Config) api.Authenticator {
-	var fallback api.Authenticator
-	if len(cfg.Tokens) > 0 {
-		fallback = api.BearerTokens(cfg.Tokens)
-	}
-	return lambdahttp.ClaimTenant(cfg.TenantClaim, fallback)
+// configured claim; without an authorizer, bearer is asked (the tokens
+// secret's, which httpfn.Init reads; nil refuses such requests).
+func Auth(cfg config.Config, bearer api.Authenticator) api.Authenticator {
+	return lambdahttp.ClaimTenant(cfg.TenantClaim, bearer)
 }

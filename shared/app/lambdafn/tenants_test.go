@@ -30,7 +30,7 @@ func dotSegment(raw string) bool {
 }
 
 func TestATenantFromAJWTClaimKeepsEveryLinkWellFormedOrIsRefused(t *testing.T) {
-	fns := functionsAuth(t, lambdafn.Auth(config.Config{TenantClaim: "sub"}))
+	fns := functionsAuth(t, lambdafn.Auth(config.Config{TenantClaim: "sub"}, nil))
 	img := noisyPNG(t, 3, 8, 8)
 	imgBytes, _ := base64.StdEncoding.DecodeString(img)
 	appendBody := mustJSON(t, obj{"messages": list{obj{"role": "user", "content": list{obj{"type": "image", "mimeType": "image/png", "data": img}}}}})

@@ -1,0 +1,297 @@
+package hooks
+
+import (
+	"bytes"
+	"compress/zlib"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/lifecycle"
+	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/store/storefake"
+)
+
+// The floor benchmarks time each hook against the work no version of it
+// can skip on the same bytes, alternating the two call by call so that the
+// load of a shared machine falls on both alike; the ratio (x-floor) is the
+// figure, not the times.
+
+// screenshotPNG is a 1920x1080 screenshot-like PNG: flat panels, lines of
+// small glyph-like marks, and one noisy picture, compressed as a
+// screenshot tool does (zlib's default level).
+func screenshotPNG(t testing.TB) []byte {
+	t.Helper()
+	const w, h = 1920, 1080
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	r := rand.New(rand.NewPCG(1920, 1080))
+	panels := []color.NRGBA{{243, 243, 243, 255}, {255, 255, 255, 255}, {30, 30, 36, 255}, {225, 235, 250, 255}}
+	for y := range h {
+		for x := range w {
+			c := panels[(x/480+y/270)%len(panels)]
+			switch {
+			case x >= 1200 && x < 1700 && y >= 300 && y < 700: // a photo
+				c = color.NRGBA{uint8(r.Uint32()), uint8(r.Uint32()), uint8(r.Uint32()), 255}
+			case y%24 >= 6 && y%24 < 18 && (x/9)%7 != 0 && r.IntN(3) == 0: // text
+				c = color.NRGBA{c.R / 4, c.G / 4, c.B / 3, 255}
+			}
+			img.SetNRGBA(x, y, c)
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// screenshotResult is a tool result of one line of text and a 1920x1080
+// screenshot, within the stored-image limits as it is.
+func screenshotResult(b testing.TB) []byte {
+	content := list{textBlock("took a screenshot"), imageBlock(base64.StdEncoding.EncodeToString(screenshotPNG(b)))}
+	body, err := json.Marshal(afterTool(obj{"id": "c1", "name": "screenshot"}, content))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
+}
+
+// readFloor reads a body into one buffer of its declared size.
+func readFloor(r *http.Request) []byte {
+	body := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(r.Body, body); err != nil {
+		panic(err)
+	}
+	return body
+}
+
+// afterToolFloor is the irreducible work of after-tool: the body read,
+// one JSON validity pass, and for each image its base64 text found,
+// hashed as it is (its name), decoded, and checked as a PNG by inflating
+// all its image data; then the answer written, the body with a ref in
+// place of each image.
+func afterToolFloor(w http.ResponseWriter, r *http.Request) {
+	body := readFloor(r)
+	if !json.Valid(body) {
+		panic("invalid JSON")
+	}
+	answer := make([]byte, 0, 64<<10)
+	key := []byte(`"data":"`)
+	prev := 0
+	for {
+		i := bytes.Index(body[prev:], key)
+		if i < 0 {
+			break
+		}
+		start := prev + i + len(key)
+		end := start + bytes.IndexByte(body[start:], '"')
+		b64 := body[start:end]
+		sum := sha256.Sum256(b64)
+		data := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+		n, err := base64.StdEncoding.Decode(data, b64)
+		if err != nil {
+			panic(err)
+		}
+		inflatePNG(data[:n])
+		answer = append(answer, body[prev:prev+i]...)
+		answer = append(answer, `"text":"`+refs.Ref(hex.EncodeToString(sum[:8]))+`"`...)
+		prev = end + 1
+	}
+	answer = append(answer, body[prev:]...)
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(answer)
+}
+
+// inflatePNG inflates a PNG's image data to its end.
+func inflatePNG(data []byte) {
+	var idat []io.Reader
+	for i := 8; i+12 <= len(data); {
+		n := int(binary.BigEndian.Uint32(data[i:]))
+		if string(data[i+4:i+8]) == "IDAT" {
+			idat = append(idat, bytes.NewReader(data[i+8:i+8+n]))
+		}
+		i += 12 + n
+	}
+	z, err := zlib.NewReader(io.MultiReader(idat...))
+	if err != nil {
+		panic(err)
+	}
+	if _, err := io.Copy(io.Discard, z); err != nil {
+		panic(err)
+	}
+}
+
+// post sends body to h on path as tenant A and returns the answer.
+func post(b *testing.B, h http.Handler, path string, body []byte) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+	r = r.WithContext(api.WithTenant(r.Context(), tenantA))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		b.Fatalf("status %d: %.300s", w.Code, w.Body)
+	}
+	return w
+}
+
+// benchFloor runs hook and floor alternately on the same body, and reports
+// each one's time per call and their ratio.
+func benchFloor(b *testing.B, path string, body []byte, hook, floor http.Handler) {
+	post(b, hook, path, body) // the images are stored from here on, as for a retried hook
+	post(b, floor, path, body)
+	var inHook, inFloor time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		start := time.Now()
+		post(b, hook, path, body)
+		mid := time.Now()
+		post(b, floor, path, body)
+		inHook += mid.Sub(start)
+		inFloor += time.Since(mid)
+	}
+	b.ReportMetric(float64(inHook.Microseconds())/1000/float64(b.N), "hook-ms")
+	b.ReportMetric(float64(inFloor.Microseconds())/1000/float64(b.N), "floor-ms")
+	b.ReportMetric(float64(inHook)/float64(inFloor), "x-floor")
+	b.ReportMetric(0, "ns/op") // the pair's time: read hook-ms and floor-ms
+}
+
+func offloadMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	blobs := storefake.NewBlobs()
+	NewOffload(images.New(blobs), lifecycle.New(lifecycle.Config{Table: storefake.NewTable(), Blobs: blobs})).Register(mux)
+	return mux
+}
+
+// BenchmarkAfterToolFloor times after-tool against its floor on the 5 MB
+// result of 4 images and on one screenshot.
+func BenchmarkAfterToolFloor(b *testing.B) {
+	for _, in := range []struct {
+		name string
+		body func(testing.TB) []byte
+	}{{"5MB-4images", func(t testing.TB) []byte { return fiveMBResult(t.(*testing.B)) }}, {"screenshot", screenshotResult}} {
+		b.Run(in.name, func(b *testing.B) {
+			benchFloor(b, "/v1/chats/c/hooks/after-tool", in.body(b), offloadMux(), http.HandlerFunc(afterToolFloor))
+		})
+	}
+}
+
+// beforeRequestFloor is the irreducible work of before-request: the body
+// read, each distinct image named by a ref read once from the store, and
+// the answer written once, each ref's image base64-encoded straight into a
+// buffer sized for it.
+func beforeRequestFloor(imgs *images.Store) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body := readFloor(r)
+		type at struct{ start, end int }
+		var found []at
+		read := map[string][]byte{}
+		size := len(body)
+		for i := 0; ; {
+			j := bytes.Index(body[i:], []byte("[image "))
+			if j < 0 {
+				break
+			}
+			start := i + j
+			end := start + refLen
+			name := string(body[start+len("[image ") : end-1])
+			if _, ok := read[name]; !ok {
+				img, err := imgs.Get(r.Context(), tenantA, name)
+				if err != nil {
+					panic(err)
+				}
+				read[name] = img.Data
+			}
+			size += base64.StdEncoding.EncodedLen(len(read[name])) + 64
+			found = append(found, at{start, end})
+			i = end
+		}
+		answer := make([]byte, 0, size)
+		prev := 0
+		for _, f := range found {
+			answer = append(answer, body[prev:f.start]...)
+			answer = append(answer, `","type":"image","source":{"type":"base64","media_type":"image/png","data":"`...)
+			answer = base64.StdEncoding.AppendEncode(answer, read[string(body[f.start+len("[image "):f.end-1])])
+			prev = f.end
+		}
+		answer = append(answer, body[prev:]...)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(answer)
+	}
+}
+
+// beforeRequestInput stores pngs for tenant A and returns a before-request
+// body of n ref blocks naming them in turn (half in a user message, half
+// in a tool_result), with the store.
+func beforeRequestInput(b *testing.B, pngs [][]byte, n int) ([]byte, store.Blobs) {
+	blobs := storefake.NewBlobs()
+	imgs := images.New(blobs)
+	var names []string
+	for _, p := range pngs {
+		name, err := imgs.Put(context.Background(), tenantA, base64.StdEncoding.EncodeToString(p))
+		if err != nil {
+			b.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	var content list
+	for i := range n {
+		content = append(content, textBlock(refs.Ref(names[i%len(names)])))
+	}
+	half := (n + 1) / 2
+	body, err := json.Marshal(restoreBody(FormatAnthropic, obj{"model": "m", "max_tokens": 100, "messages": list{
+		obj{"role": "user", "content": content[:half]},
+		obj{"role": "assistant", "content": "ok"},
+		obj{"role": "user", "content": list{obj{"type": "tool_result", "tool_use_id": "t", "content": content[half:]}}},
+	}}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body, blobs
+}
+
+// BenchmarkBeforeRequestFloor times before-request against its floor,
+// from a store that answers at once, on 20 refs naming 5 images and on
+// one ref to a screenshot.
+func BenchmarkBeforeRequestFloor(b *testing.B) {
+	for _, in := range []struct {
+		name string
+		pngs func(testing.TB) [][]byte
+		refs int
+	}{
+		{"20refs-5images", func(t testing.TB) [][]byte {
+			var pngs [][]byte
+			for i := range 5 {
+				pngs = append(pngs, pngBytes(t, 200+i, 160, 160, true))
+			}
+			return pngs
+		}, 20},
+		{"screenshot", func(t testing.TB) [][]byte { return [][]byte{screenshotPNG(t)} }, 1},
+	} {
+		b.Run(in.name, func(b *testing.B) {
+			body, blobs := beforeRequestInput(b, in.pngs(b), in.refs)
+			mux := http.NewServeMux()
+			imgs := images.New(blobs)
+			NewRestore(imgs, nil).Register(mux)
+			const path = "/v1/chats/c/hooks/before-request"
+			if w := post(b, mux, path, body); strings.Contains(w.Body.String(), `"unrestored":[{`) {
+				b.Fatalf("not all restored: %.300s", w.Body)
+			}
+			benchFloor(b, path, body, mux, beforeRequestFloor(imgs))
+		})
+	}
+}
