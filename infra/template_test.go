@@ -969,6 +969,7 @@ var routes = map[string]routeAuth{
 	"OffloadInputRoute":  {"POST /v1/chats/{chat}/hooks/offload-input", "OffloadIntegration", false},
 	"UploadsRoute":       {"POST /v1/chats/{chat}/uploads", "OffloadIntegration", false},
 	"HealthRoute":        {"GET /healthz", "MemoryIntegration", true},
+	"OpenAPIRoute":       {"GET /v1/openapi.json", "MemoryIntegration", true},
 	"UIRoute":            {"GET /ui", "MemoryIntegration", true},
 	"UIFilesRoute":       {"GET /ui/{proxy+}", "MemoryIntegration", true},
 	"DefaultRoute":       {"$default", "MemoryIntegration", false},

@@ -163,7 +163,8 @@ type Options struct {
 	// Routes are the authenticated routes.
 	Routes []Routes
 	// Public routes need no credentials: they carry their own proof (a
-	// signed link) or tell nothing (the health check, always public).
+	// signed link) or tell nothing (the health check and the OpenAPI
+	// description, always public).
 	Public []Routes
 }
 
@@ -176,7 +177,7 @@ func (f RegisterFunc) Register(mux *http.ServeMux) { f(mux) }
 // NewHandler is the one http.Handler every program serves, locally and in
 // Lambda: it gives each request an id (echoed as X-Request-Id) and a logger,
 // logs it, turns a panic into a 500, limits the body, authenticates the
-// tenant (all routes but /healthz), and answers unknown routes and methods
+// tenant (all routes but /healthz and /v1/openapi.json), and answers unknown routes and methods
 // with JSON errors.
 func NewHandler(o Options) (http.Handler, error) {
 	if o.Auth == nil {
@@ -190,6 +191,7 @@ func NewHandler(o Options) (http.Handler, error) {
 	}
 	public, private := http.NewServeMux(), http.NewServeMux()
 	Handle(public, HealthPattern, Health(o.Health))
+	Handle(public, OpenAPIPattern, serveOpenAPI)
 	for _, rs := range o.Public {
 		rs.Register(public)
 	}

@@ -257,6 +257,9 @@ func TestWithoutAuthorizerOrTokensEverythingIsRefused(t *testing.T) {
 	if resp := invoke(t, a, event("GET", "/healthz", "", nil)); resp.StatusCode != 200 || strings.TrimSpace(resp.Body) != `{"ok":true}` {
 		t.Fatalf("healthz: status %d body %q", resp.StatusCode, resp.Body)
 	}
+	if resp := invoke(t, a, event("GET", "/v1/openapi.json", "", nil)); resp.StatusCode != 200 || resp.Body != string(api.OpenAPI) {
+		t.Fatalf("openapi.json: status %d, %d bytes", resp.StatusCode, len(resp.Body))
+	}
 }
 
 func TestSilentHandlerAnswers200(t *testing.T) {

@@ -248,6 +248,17 @@ func deletingError(chat string) error {
 		Message: fmt.Sprintf("chat %s is being deleted; once that finishes its id names a new, empty chat", chat), Err: ErrDeleting}
 }
 
+// Opening admits a write of a chat's own state before or between its
+// appends (its memory settings) as an append is admitted: it records the
+// chat's activity, refusing while the chat is being deleted, and opens the
+// chat's incarnation.
+func (c *Chats) Opening(ctx context.Context, tenant, chat string) (chatid.Chat, error) {
+	if err := c.touch(ctx, tenant, chat); err != nil {
+		return chatid.Chat{}, err
+	}
+	return c.ids.Open(ctx, tenant, chat)
+}
+
 // Appending is transcript.Chats: it records the chat's activity in the
 // index (refusing while the chat is being deleted), opens the chat's
 // incarnation, records there the images it names (Hold), and returns the

@@ -106,6 +106,17 @@ type Config struct {
 	Tasks Tasks
 	// Deletions, when set, tells status how far a chat's deletion came.
 	Deletions Deletions
+	// Openers, when set, admit a write of the chat's settings the way an
+	// append is admitted (refused while the chat is being deleted) and
+	// open its incarnation; without it memory opens the incarnation itself.
+	Openers Openers
+}
+
+// Openers open a chat's incarnation for a write that may come before the
+// chat's first append (its settings), so what it writes belongs to the
+// incarnation that append then logs into.
+type Openers interface {
+	Opening(ctx context.Context, tenant, chat string) (chatid.Chat, error)
 }
 
 // Deletions tells whether a chat is being deleted, and how far it came
@@ -132,6 +143,7 @@ type Memory struct {
 	retrier     Retrier
 	tasks       Tasks
 	deletions   Deletions
+	openers     Openers
 	ids         *chatid.Registry
 	now         func() time.Time
 	search      bool
@@ -172,6 +184,7 @@ func New(cfg Config) (*Memory, error) {
 		retrier:     cfg.Retrier,
 		tasks:       cfg.Tasks,
 		deletions:   cfg.Deletions,
+		openers:     cfg.Openers,
 		ids:         chatid.New(cfg.Table),
 		now:         cfg.Now,
 		search:      cfg.Search,
@@ -274,6 +287,16 @@ func (m *Memory) Appended(ctx context.Context, c chatid.Chat, length int64) erro
 func (m *Memory) current(ctx context.Context, tenant, chat string) (chatid.Chat, error) {
 	c, _, err := m.ids.Current(ctx, tenant, chat)
 	return c, err
+}
+
+// opening returns the chat's incarnation for a write, opening one when the
+// id has none: settings written before the first append must land in the
+// incarnation that append logs into, not in one it never reads.
+func (m *Memory) opening(ctx context.Context, tenant, chat string) (chatid.Chat, error) {
+	if m.openers != nil {
+		return m.openers.Opening(ctx, tenant, chat)
+	}
+	return m.ids.Open(ctx, tenant, chat)
 }
 
 // Pump runs a chat's scheduler: it catches up with the log, resumes an open

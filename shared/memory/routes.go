@@ -156,7 +156,7 @@ func (m *Memory) handleStatus(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (m *Memory) handleSettings(w http.ResponseWriter, r *http.Request) error {
-	c, err := m.requestChat(r)
+	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err
 	}
@@ -168,6 +168,10 @@ func (m *Memory) handleSettings(w http.ResponseWriter, r *http.Request) error {
 	}
 	if body.Search == nil {
 		return api.BadRequest("search", "search (true or false) is the setting to change, and it is missing")
+	}
+	c, err := m.opening(r.Context(), tenant, chat)
+	if err != nil {
+		return err
 	}
 	if err := m.setSearch(r.Context(), c, *body.Search); err != nil {
 		return err

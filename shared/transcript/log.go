@@ -108,7 +108,7 @@ func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Mes
 	if err != nil {
 		return chatid.Chat{}, nil, err
 	}
-	cur, _, err := l.ids.Current(ctx, tenant, chat)
+	cur, recorded, err := l.ids.Current(ctx, tenant, chat)
 	if err != nil {
 		return chatid.Chat{}, nil, err
 	}
@@ -125,9 +125,11 @@ func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Mes
 	if err != nil {
 		return chatid.Chat{}, nil, err
 	}
-	c, err := l.opening(ctx, tenant, chat, msgs, drafts)
-	if err != nil {
-		return chatid.Chat{}, nil, err
+	c := cur
+	if l.chats != nil || !recorded {
+		if c, err = l.opening(ctx, tenant, chat, msgs, drafts); err != nil {
+			return chatid.Chat{}, nil, err
+		}
 	}
 	if c != cur {
 		// The chat was opened (its first append) or deleted and opened
@@ -167,7 +169,8 @@ func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Mes
 }
 
 // opening asks Chats (when set) to admit the append and returns the
-// incarnation its entries go to; without Chats the log opens it itself.
+// incarnation its entries go to; without Chats (nothing deletes a chat)
+// the log opens it itself, and an incarnation recorded stays current.
 func (l *Log) opening(ctx context.Context, tenant, chat string, msgs []pi.Message, drafts []draft) (chatid.Chat, error) {
 	if l.chats == nil {
 		return l.ids.Open(ctx, tenant, chat)

@@ -41,3 +41,41 @@ func TestSearchOfALongQueryInALongEntryAnswers(t *testing.T) {
 		}
 	}
 }
+
+// A chat's settings written before its first append belong to the chat
+// that append then logs into: the append opens no new chat that has lost
+// them. Once the chat is deleted, its id names a chat with none.
+func TestSettingsBeforeTheFirstAppendAreTheChats(t *testing.T) {
+	mem := functions(t)["memory"]
+	searchFinds := func(t *testing.T, chat string) bool {
+		t.Helper()
+		status, out, _ := mem.call(t, "/v1/chats/"+chat+"/tools/search", mustJSON(t, obj{"text": "zebra"}))
+		var res struct {
+			Content []struct{ Text string }
+			IsError bool
+		}
+		// A search that is off is a 404 tool error the model can read.
+		if (status != http.StatusOK && status != http.StatusNotFound) || json.Unmarshal(out, &res) != nil || len(res.Content) == 0 {
+			t.Fatalf("search: %d %.300s", status, out)
+		}
+		return status == http.StatusOK && !res.IsError && strings.Contains(res.Content[0].Text, "zebra")
+	}
+	if resp := mem.do(t, "PUT", "/v1/chats/early/memory/settings", "", []byte(`{"search":true}`)); resp.StatusCode != http.StatusOK {
+		t.Fatalf("search on: %d %s", resp.StatusCode, resp.Body)
+	}
+	if status, out, _ := mem.call(t, "/v1/chats/early/messages", mustJSON(t, obj{"messages": list{obj{"role": "user", "content": "the zebra crossing"}}})); status != http.StatusOK {
+		t.Fatalf("append: %d %.300s", status, out)
+	}
+	if !searchFinds(t, "early") {
+		t.Fatal("search after settings then append: off or no hit, want the entry")
+	}
+	if resp := mem.do(t, "DELETE", "/v1/chats/early", "", nil); resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("delete: %d %s", resp.StatusCode, resp.Body)
+	}
+	if status, out, _ := mem.call(t, "/v1/chats/early/messages", mustJSON(t, obj{"messages": list{obj{"role": "user", "content": "the zebra again"}}})); status != http.StatusOK {
+		t.Fatalf("append after delete: %d %.300s", status, out)
+	}
+	if searchFinds(t, "early") {
+		t.Fatal("search in the id's new chat: on, want the deleted chat's setting gone with it")
+	}
+}

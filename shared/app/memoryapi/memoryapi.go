@@ -51,6 +51,7 @@ func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logge
 		Compactor:    compactor,
 		Tasks:        chats,
 		Deletions:    chats,
+		Openers:      chats,
 		Search:       cfg.Search,
 		BatchBuilds:  cfg.BatchBuilds,
 		Logger:       logger,
