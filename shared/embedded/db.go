@@ -43,7 +43,8 @@ const LockTimeout = 2 * time.Second
 var (
 	// ErrLocked: another process has the database open.
 	ErrLocked = errors.New("embedded: database is locked by another process")
-	// ErrClosed: the DB was closed; pending Receive calls return it.
+	// ErrClosed: the DB was closed; pending Receive calls return it, and
+	// calls started once Close has begun wrap it in store.ErrUnavailable.
 	ErrClosed = errors.New("embedded: database closed")
 	// ErrInvalidKey: a key the AWS services would refuse too (empty, too
 	// long), or one the embedded layout cannot hold (a NUL in a partition key).
@@ -102,8 +103,10 @@ func Open(dir string) (*DB, error) {
 // Path is the database file.
 func (db *DB) Path() string { return db.path }
 
-// Close releases the file. Waiting receivers return ErrClosed; later calls
-// fail with store.ErrUnavailable.
+// Close releases the file. Waiting receivers return ErrClosed; calls
+// started once Close has begun fail with store.ErrUnavailable (wrapping
+// ErrClosed) and write nothing. Calls already in a transaction finish
+// before the file is released.
 func (db *DB) Close() error {
 	db.mu.Lock()
 	select {
@@ -152,12 +155,31 @@ func unavailable(op string, err error) error {
 // failures, not-found, ...) come back as they are; a failure of bbolt itself
 // (a closed file, a failed commit) is an outage.
 func (db *DB) update(op string, fn func(tx *bolt.Tx) error) error {
+	if err := db.checkOpen(op); err != nil {
+		return err
+	}
 	return transact(op, db.bolt.Update, fn)
 }
 
 // view is update's read-only twin.
 func (db *DB) view(op string, fn func(tx *bolt.Tx) error) error {
+	if err := db.checkOpen(op); err != nil {
+		return err
+	}
 	return transact(op, db.bolt.View, fn)
+}
+
+// checkOpen refuses a call that starts once Close has begun. Close wakes
+// receivers before bbolt takes its own lock, so without this check a call
+// made after a receiver saw ErrClosed could still slip into the file and
+// succeed.
+func (db *DB) checkOpen(op string) error {
+	select {
+	case <-db.closed:
+		return store.Unavailable(op, ErrClosed)
+	default:
+		return nil
+	}
 }
 
 // transact runs fn in a transaction of run (bbolt's Update or View),
