@@ -361,7 +361,7 @@ func TestTheUIDocQuotesTheServedPolicy(t *testing.T) {
 	if len(quoted) != 1 {
 		t.Fatalf("docs/ui.md quotes %d policies, want one", len(quoted))
 	}
-	base, _ := start(t, map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: t.TempDir()})
+	base, _ := startUnchecked(t, map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: t.TempDir()})
 	resp, err := walkClient.Get(base + "/ui/index.html")
 	if err != nil {
 		t.Fatal(err)

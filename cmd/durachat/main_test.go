@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachat/durachat/shared/api/openapitest"
 	"github.com/durachat/durachat/shared/app/local"
 	"github.com/durachat/durachat/shared/config"
 )
@@ -26,8 +27,17 @@ func lookup(kv map[string]string) func(string) (string, bool) {
 }
 
 // start runs serve until the test ends and returns its base URL and a
-// function that stops it and returns run's error.
+// function that stops it and returns run's error. Every exchange through
+// that URL is checked against the OpenAPI document.
 func start(t *testing.T, env map[string]string) (string, func() error) {
+	t.Helper()
+	base, stop := startUnchecked(t, env)
+	return openapitest.Proxy(t, base), stop
+}
+
+// startUnchecked is start answering at the server's own address, for what
+// names it (the memory browser's policy names the links' origin).
+func startUnchecked(t *testing.T, env map[string]string) (string, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan net.Addr, 1)
