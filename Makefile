@@ -11,6 +11,8 @@ TOOLS_BIN := $(TOOLS)/bin
 RIE_MODULE  := github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 TEST_TIMEOUT ?= 30m
+# staticcheck, the linter the Go community runs beside go vet.
+STATICCHECK_VERSION := v0.8.2
 # cfn-lint checks template.yaml (with the SAM transform). The one on PATH
 # serves when it is this version; else tools installs it in a virtualenv.
 CFN_LINT_VERSION := 1.51.0
@@ -20,7 +22,7 @@ CFN_LINT = $(shell if [ "$$(cfn-lint --version 2>/dev/null)" = "cfn-lint $(CFN_L
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags "-s -w"
 GO_FILES = $(shell find . -name '*.go' -not -path './.tools/*' -not -path '*/node_modules/*' -not -path './.aws-sam/*')
 
-.PHONY: run stack test test-client test-pi tools tools-pi fmt-check vet lint-template bench build clean \
+.PHONY: run stack test test-client test-pi tools tools-pi fmt-check vet staticcheck lint-template bench build clean \
 	build-RestoreFunction build-OffloadFunction build-MemoryFunction build-CompactFunction
 
 run:
@@ -60,8 +62,8 @@ build:
 # tools installs the pinned test tools: the Node modules of the local SQS
 # and DynamoDB servers (infra/sqs and infra/dynalite, package-lock.json),
 # those of the pi extension's tests (both pis, and the Node 22 that pi 1.x
-# needs: tools-pi), the Runtime Interface Emulator, cfn-lint (with pip, from
-# PyPI) unless that version is on PATH already, and Debian's chromium
+# needs: tools-pi), the Runtime Interface Emulator, staticcheck, cfn-lint
+# (with pip, from PyPI) unless that version is on PATH already, and Debian's chromium
 # package for the memory browser's tests (shared/ui) unless a chromium is on
 # PATH, and curl and jq (apt) for the docs test (cmd/durachat) unless on PATH.
 tools: tools-pi
@@ -79,6 +81,7 @@ tools: tools-pi
 	npm ci --prefix infra/sqs --no-audit --no-fund
 	npm ci --prefix infra/dynalite --no-audit --no-fund
 	GOBIN=$(TOOLS_BIN) $(GO) install $(RIE_MODULE)@$(RIE_VERSION)
+	GOBIN=$(TOOLS_BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	@if [ "$$($(CFN_LINT) --version 2>/dev/null)" != "cfn-lint $(CFN_LINT_VERSION)" ]; then \
 		echo "installing cfn-lint $(CFN_LINT_VERSION) in $(CFN_LINT_VENV)"; \
 		python3 -m venv $(CFN_LINT_VENV) && \
@@ -92,6 +95,12 @@ vet:
 	$(GO) vet ./...
 	cd client && $(GO) vet ./...
 
+# staticcheck runs with its default checks over both modules; a finding
+# kept on purpose carries a //lint:ignore with its reason.
+staticcheck:
+	$(TOOLS_BIN)/staticcheck ./...
+	cd client && $(TOOLS_BIN)/staticcheck ./...
+
 # lint-template fails on any cfn-lint error, warning or informational
 # finding.
 lint-template:
@@ -101,7 +110,7 @@ lint-template:
 # servers they use (minidyn and gofakes3 in-process, the SQS server as a
 # child of the test binary) and the emulator, and stop them when they end;
 # then it runs test-client and test-pi.
-test: tools fmt-check vet lint-template
+test: tools fmt-check vet staticcheck lint-template
 	PATH="$(TOOLS_BIN):$$PATH" $(GO) test -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) test-client
 	$(MAKE) test-pi

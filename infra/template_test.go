@@ -22,7 +22,6 @@ import (
 
 	localstack "github.com/durachat/durachat/infra/stack"
 	"github.com/durachat/durachat/shared/config"
-	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -1187,7 +1186,7 @@ func TestAGuidedDeployNeedsNoAnswerForAParameterItDoesNotUse(t *testing.T) {
 // check's key, nothing else of the table.
 func TestOffloadWritesOnlyReferencePartitions(t *testing.T) {
 	partition := func(pk string) string { first, _, _ := strings.Cut(pk, "/"); return first + "/*" }
-	want := []string{partition(store.ChatPK("t", "c")), partition(lifecycle.IndexPK("t")), partition(lifecycle.RefPK("t", "0123456789abcdef")), "healthz"}
+	want := []string{partition(store.ChatPK("t", "c")), partition(store.IndexPK("t")), partition(store.RefPK("t", "0123456789abcdef")), "healthz"}
 	slices.Sort(want)
 	for _, params := range []map[string]any{defaults, allOptions} {
 		s := load(t, params)

@@ -7,12 +7,11 @@ import (
 	"github.com/durachat/durachat/shared/app/httpfn"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/hooks"
-	"github.com/durachat/durachat/shared/images"
 )
 
 func main() {
 	f := httpfn.Init(config.Restore)
-	rs := hooks.NewRestore(images.New(f.Stores.Blobs), f.Stores.Linker)
+	rs := hooks.NewRestore(f.Stores.Images(), f.Stores.Linker)
 	rs.AnswerLimit = hooks.ResponseLimit // Lambda's response limit
 	f.StartHTTP(rs)
 }

@@ -72,13 +72,11 @@ func StartNodeServer(root, dir string) (*Backend, error) {
 		return nil, err
 	}
 	target, _ := url.Parse(srv.Endpoint)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	director := proxy.Director
-	proxy.Director = func(r *http.Request) {
-		director(r)
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
 		// Queue URLs name the server's own host; keep its view of itself.
-		r.Host = target.Host
-	}
+		r.Out.Host = target.Host
+	}}
 	var h http.Handler = proxy
 	if dir == awslocal.SQS {
 		h = awslocal.NewLongPoll(proxy)

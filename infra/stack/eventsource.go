@@ -70,9 +70,10 @@ func (p *Poller) poll(ctx context.Context) {
 	backoff := time.Second
 	for ctx.Err() == nil {
 		out, err := p.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(p.QueueURL),
-			MaxNumberOfMessages:         int32(min(max(p.Source.BatchSize, 1), 10)),
-			WaitTimeSeconds:             20,
+			QueueUrl:            aws.String(p.QueueURL),
+			MaxNumberOfMessages: int32(min(max(p.Source.BatchSize, 1), 10)),
+			WaitTimeSeconds:     20,
+			//lint:ignore SA1019 both names, as sqsqueue asks: some SQS-protocol servers read only the older one
 			AttributeNames:              []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll},
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 			MessageAttributeNames:       []string{"All"},

@@ -40,19 +40,12 @@ func (s Stores) Images() *images.Store {
 	return imgs
 }
 
-// healthKey is read by health checks; nothing is ever stored under it. Its
-// blob key is under images/, where every function may read.
-var (
-	healthItem = store.Key{PK: "healthz", SK: "healthz"}
-	healthBlob = store.ImageKey("healthz", "0000000000000000")
-)
-
 // Ping checks that the table and the blob store answer. The queue is not
 // pinged: SQS has no read that the functions' send-only permission allows.
 func (s Stores) Ping(ctx context.Context) error {
 	var errs []error
 	if s.Table != nil {
-		if _, err := s.Table.Get(ctx, healthItem); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if _, err := s.Table.Get(ctx, store.HealthKey()); err != nil && !errors.Is(err, store.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("table: %w", err))
 		}
 	}
@@ -60,7 +53,7 @@ func (s Stores) Ping(ctx context.Context) error {
 		// S3 answers a HEAD of a missing object with 403 to a role that may
 		// not list the bucket (least privilege): an answer all the same.
 		// Only an outage counts.
-		if _, err := s.Blobs.Head(ctx, healthBlob); store.IsOutage(err) {
+		if _, err := s.Blobs.Head(ctx, store.HealthBlobKey()); store.IsOutage(err) {
 			errs = append(errs, fmt.Errorf("blobs: %w", err))
 		}
 	}

@@ -37,9 +37,6 @@ import (
 	"github.com/durachat/durachat/shared/store"
 )
 
-// SK is the sort key of the identity item in the chat's home partition.
-const SK = "id"
-
 // Chat is one incarnation of a chat.
 type Chat struct {
 	Tenant string
@@ -67,7 +64,7 @@ func (c Chat) TextPrefix() string { return store.TextPrefix(c.Tenant, c.key()) }
 
 // Home is the key of the chat's identity item.
 func Home(tenant, chat string) store.Key {
-	return store.Key{PK: store.ChatPK(tenant, chat), SK: SK}
+	return store.Key{PK: store.ChatPK(tenant, chat), SK: store.IdentitySK}
 }
 
 // ValidInc reports whether s can be an incarnation.
@@ -130,10 +127,6 @@ func decode(tenant, chat string, it store.Item) (Chat, error) {
 	return Chat{Tenant: tenant, ID: chat, Inc: id.Inc}, nil
 }
 
-// firstEntrySK is the sort key of a chat's entry 0 (transcript's layout),
-// there in the home partition of any chat that logged before incarnations.
-const firstEntrySK = "e/0000000000000000"
-
 // openTries bounds Open's loop: a lost create is followed by a read of the
 // winner, which only a concurrent Retire can take away again.
 const openTries = 4
@@ -153,7 +146,7 @@ func (r *Registry) Open(ctx context.Context, tenant, chat string) (Chat, error) 
 		// A chat written before incarnations has its first entry in the
 		// home partition. (A read of one item: the hooks' functions may
 		// get items but not query.)
-		_, err = r.table.Get(ctx, store.Key{PK: store.ChatPK(tenant, chat), SK: firstEntrySK})
+		_, err = r.table.Get(ctx, store.Key{PK: store.ChatPK(tenant, chat), SK: store.EntrySK(0)})
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			c.Inc = newInc()

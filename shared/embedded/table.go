@@ -154,7 +154,7 @@ func (t *Table) Query(ctx context.Context, q store.Query) (store.Page, error) {
 					hi = a
 				}
 			}
-			if k, v = c.Seek(hi); k == nil {
+			if k, _ = c.Seek(hi); k == nil {
 				k, v = c.Last()
 			} else {
 				k, v = c.Prev()

@@ -207,7 +207,7 @@ func beforeRequestFloor(imgs *images.Store) http.HandlerFunc {
 				break
 			}
 			start := i + j
-			end := start + refLen
+			end := start + refs.RefLen
 			name := string(body[start+len("[image ") : end-1])
 			if _, ok := read[name]; !ok {
 				img, err := imgs.Get(r.Context(), tenantA, name)

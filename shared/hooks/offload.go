@@ -22,9 +22,6 @@ const (
 	DefaultMaxLines = 2000
 )
 
-// refLen is the length of every ref: "[image " + 16 hex digits + "]".
-var refLen = len(refs.Ref(strings.Repeat("0", refs.NameLen)))
-
 // Offload serves after-tool and offload-input: it moves the images of a tool
 // result or a user message into the tenant's image store and puts ref blocks
 // in their place. Every image it stores or claims is recorded for the chat
@@ -185,7 +182,7 @@ func couldPassBound(blocks []pi.Block, maxBytes, maxLines int) bool {
 			n += len(b.Text) + 1
 			lines += strings.Count(b.Text, "\n") + 1
 		case pi.TypeImage:
-			n += refLen + 1
+			n += refs.RefLen + 1
 			lines++
 		}
 	}

@@ -97,6 +97,29 @@ func (s *Store) Head(ctx context.Context, tenant, name string) (store.BlobInfo, 
 	return info, nil
 }
 
+// Delete deletes an image of tenant with all it leaves in the blobs: its
+// description first (what the image showed leaves with it, and a retry
+// after a failure between the two finds the image still there to delete),
+// then an upload of it still waiting to be claimed, then the image.
+// Deleting what is not there is no error, and a name no Put makes has
+// nothing there. The caller decides that no chat names the image any more.
+func (s *Store) Delete(ctx context.Context, tenant, name string) error {
+	key, err := imageKey(tenant, name)
+	if err != nil {
+		return nil
+	}
+	if err := s.Blobs.Delete(ctx, store.DescriptionKey(tenant, name)); err != nil {
+		return fmt.Errorf("images: deleting the description of %s: %w", name, err)
+	}
+	if err := s.Blobs.Delete(ctx, store.UploadKey(tenant, name)); err != nil {
+		return fmt.Errorf("images: deleting the upload of %s: %w", name, err)
+	}
+	if err := s.Blobs.Delete(ctx, key); err != nil {
+		return fmt.Errorf("images: deleting %s: %w", name, err)
+	}
+	return nil
+}
+
 // imageKey refuses names that no Put makes, so a crafted name cannot reach
 // outside the tenant's images.
 func imageKey(tenant, name string) (string, error) {
@@ -109,31 +132,19 @@ func imageKey(tenant, name string) (string, error) {
 // MaxDescription is the most bytes of an image's description.
 const MaxDescription = 300
 
-// descriptionSuffix ends the key of an image's description, stored beside
-// the image: store.ImageKey(tenant, name) + descriptionSuffix. No image key
-// ends so (names are hex), and the key stays under the images prefix every
-// function may read.
-const descriptionSuffix = ".description"
-
-// DescriptionKey is the key of the description of an image of tenant.
-func DescriptionKey(tenant, name string) string {
-	return store.ImageKey(tenant, name) + descriptionSuffix
-}
-
 // PutDescription stores the description of an image of tenant, once: an
 // image described already keeps its first description, so an image that
 // several chats name is described once. The text is made one line of at
 // most MaxDescription bytes (CleanDescription); an empty one is an error.
 func (s *Store) PutDescription(ctx context.Context, tenant, name, text string) error {
-	key, err := imageKey(tenant, name)
-	if err != nil {
+	if _, err := imageKey(tenant, name); err != nil {
 		return err
 	}
 	text = CleanDescription(text)
 	if text == "" {
 		return fmt.Errorf("images: describe %s: empty description", name)
 	}
-	err = s.Blobs.Put(ctx, key+descriptionSuffix, store.Blob{ContentType: "text/plain; charset=utf-8", Data: []byte(text)})
+	err := s.Blobs.Put(ctx, store.DescriptionKey(tenant, name), store.Blob{ContentType: "text/plain; charset=utf-8", Data: []byte(text)})
 	if err != nil {
 		return fmt.Errorf("images: describe %s: %w", name, err)
 	}
@@ -144,11 +155,10 @@ func (s *Store) PutDescription(ctx context.Context, tenant, name, text string) e
 // store.ErrNotFound (wrapped) while it has none. It is read from beside the
 // image, so it stays readable when the image itself is gone.
 func (s *Store) Description(ctx context.Context, tenant, name string) (string, error) {
-	key, err := imageKey(tenant, name)
-	if err != nil {
+	if _, err := imageKey(tenant, name); err != nil {
 		return "", err
 	}
-	b, err := s.Blobs.Get(ctx, key+descriptionSuffix)
+	b, err := s.Blobs.Get(ctx, store.DescriptionKey(tenant, name))
 	if err != nil {
 		return "", fmt.Errorf("images: description of %s: %w", name, err)
 	}

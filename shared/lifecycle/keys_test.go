@@ -19,6 +19,7 @@ import (
 	"github.com/durachat/durachat/shared/compactor"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/model/offline"
+	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/testenv"
 )
 
@@ -185,7 +186,7 @@ func TestADeletedChatLeavesNoKeyBehindButWhatOtherChatsUse(t *testing.T) {
 			// not the chat's).
 			allowed := map[string]bool{}
 			for _, k := range during {
-				if strings.HasSuffix(k, images.DescriptionKey("alice", sharedName)) || strings.Contains(k, "retention\x00") {
+				if strings.HasSuffix(k, store.DescriptionKey("alice", sharedName)) || strings.Contains(k, "retention\x00") {
 					allowed[k] = true
 				}
 			}

@@ -46,7 +46,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -61,20 +60,6 @@ import (
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/transcript"
 )
-
-// Sort keys and partitions this package owns.
-const (
-	indexPrefix = "c/"
-	chatRefs    = "i/"
-	refPrefix   = "c/"
-	lockSK      = "lock"
-)
-
-// IndexPK is the partition of a tenant's chat index.
-func IndexPK(tenant string) string { return "chats/" + url.PathEscape(tenant) }
-
-// RefPK is the partition of the references to one image of a tenant.
-func RefPK(tenant, name string) string { return "imgrefs/" + url.PathEscape(tenant) + "/" + name }
 
 // Tunables.
 const (
@@ -188,7 +173,7 @@ type indexEntry struct {
 }
 
 func indexKey(tenant, chat string) store.Key {
-	return store.Key{PK: IndexPK(tenant), SK: indexPrefix + chat}
+	return store.Key{PK: store.IndexPK(tenant), SK: store.IndexChatSK(chat)}
 }
 
 func (c *Chats) getIndex(ctx context.Context, tenant, chat string) (indexEntry, int64, error) {
@@ -377,7 +362,7 @@ func (c *Chats) hold(ctx context.Context, ch chatid.Chat, open bool, names []str
 	tenant, chat, pk := ch.Tenant, ch.ID, ch.PK()
 	keys := make([]store.Key, 0, 2*len(names)+1)
 	for _, name := range names {
-		keys = append(keys, store.Key{PK: pk, SK: chatRefs + name}, lockKey(tenant, name))
+		keys = append(keys, store.Key{PK: pk, SK: store.ChatImageSK(name)}, lockKey(tenant, name))
 	}
 	if index != nil {
 		keys = append(keys, *index)
@@ -404,14 +389,14 @@ func (c *Chats) hold(ctx context.Context, ch chatid.Chat, open bool, names []str
 	now := c.now().UnixMilli()
 	var fresh, wait []string
 	for _, name := range names {
-		if _, ok := found[store.Key{PK: pk, SK: chatRefs + name}]; !ok {
+		if _, ok := found[store.Key{PK: pk, SK: store.ChatImageSK(name)}]; !ok {
 			fresh = append(fresh, name)
 		} else if it, ok := found[lockKey(tenant, name)]; ok && liveLease(it, now) {
 			wait = append(wait, name)
 		}
 	}
 	err = inParallel(ctx, fresh, func(ctx context.Context, name string) error {
-		for _, k := range []store.Key{{PK: RefPK(tenant, name), SK: refPrefix + refName(ch)}, {PK: pk, SK: chatRefs + name}} {
+		for _, k := range []store.Key{{PK: store.RefPK(tenant, name), SK: store.RefChatSK(refName(ch))}, {PK: pk, SK: store.ChatImageSK(name)}} {
 			if err := c.table.Create(ctx, store.Item{Key: k, Body: []byte("{}")}); err != nil && !errors.Is(err, store.ErrConditionFailed) {
 				return fmt.Errorf("lifecycle: recording image %s: %w", name, err)
 			}
@@ -451,7 +436,9 @@ type lease struct {
 	Chat string `json:"c"`
 }
 
-func lockKey(tenant, name string) store.Key { return store.Key{PK: RefPK(tenant, name), SK: lockSK} }
+func lockKey(tenant, name string) store.Key {
+	return store.Key{PK: store.RefPK(tenant, name), SK: store.LockSK}
+}
 
 // liveLease reports whether a lease item is held at now (Unix ms).
 func liveLease(it store.Item, now int64) bool {
@@ -487,7 +474,7 @@ func (c *Chats) awaitLeases(ctx context.Context, tenant string, names []string) 
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return store.Unavailable("lifecycle lease", fmt.Errorf("image %s is being deleted", strings.TrimPrefix(keys[0].PK, RefPK(tenant, ""))))
+			return store.Unavailable("lifecycle lease", fmt.Errorf("image %s is being deleted", strings.TrimPrefix(keys[0].PK, store.RefPK(tenant, ""))))
 		}
 		select {
 		case <-ctx.Done():
@@ -506,7 +493,7 @@ func uniq(names []string) []string {
 // image when no other chat names it. It reports whether it deleted it.
 func (c *Chats) releaseImage(ctx context.Context, ch chatid.Chat, name string) (bool, error) {
 	tenant, chat := ch.Tenant, refName(ch)
-	if err := c.table.Delete(ctx, store.Key{PK: RefPK(tenant, name), SK: refPrefix + chat}, 0); err != nil {
+	if err := c.table.Delete(ctx, store.Key{PK: store.RefPK(tenant, name), SK: store.RefChatSK(chat)}, 0); err != nil {
 		return false, fmt.Errorf("lifecycle: removing the reference to image %s: %w", name, err)
 	}
 	if named, err := c.named(ctx, tenant, name); err != nil || named {
@@ -550,26 +537,17 @@ func (c *Chats) releaseImage(ctx context.Context, ch chatid.Chat, name string) (
 	}
 	dctx, cancel := context.WithDeadline(ctx, time.UnixMilli(until).Add(-5*time.Second))
 	defer cancel()
-	// The description goes first: what the image showed leaves with it,
-	// and a retry after a failure between the two finds the image still
-	// there to delete.
-	if err := c.blobs.Delete(dctx, images.DescriptionKey(tenant, name)); err != nil {
-		return false, fmt.Errorf("lifecycle: deleting the description of image %s: %w", name, err)
-	}
 	// An upload of it still waiting to be claimed goes too: the chat that
 	// asked for it is the one being deleted.
-	if err := c.blobs.Delete(dctx, store.UploadKey(tenant, name)); err != nil {
-		return false, fmt.Errorf("lifecycle: deleting the upload of image %s: %w", name, err)
-	}
-	if err := c.blobs.Delete(dctx, store.ImageKey(tenant, name)); err != nil {
-		return false, fmt.Errorf("lifecycle: deleting image %s: %w", name, err)
+	if err := c.images.Delete(dctx, tenant, name); err != nil {
+		return false, fmt.Errorf("lifecycle: %w", err)
 	}
 	return true, nil
 }
 
 // named reports whether any chat references the image.
 func (c *Chats) named(ctx context.Context, tenant, name string) (bool, error) {
-	page, err := c.table.Query(ctx, store.Query{PK: RefPK(tenant, name), Prefix: refPrefix, Limit: 1})
+	page, err := c.table.Query(ctx, store.Query{PK: store.RefPK(tenant, name), Prefix: store.RefChatPrefix, Limit: 1})
 	if err != nil {
 		return false, fmt.Errorf("lifecycle: reading the references to image %s: %w", name, err)
 	}
@@ -678,20 +656,20 @@ func (c *Chats) step(ctx context.Context, ch chatid.Chat) (removed, images int64
 	var own, named []store.Item
 	for _, it := range page.Items {
 		switch {
-		case strings.HasPrefix(it.SK, chatRefs):
+		case strings.HasPrefix(it.SK, store.ChatImagePrefix):
 			named = append(named, it)
-		case it.SK != chatid.SK:
+		case it.SK != store.IdentitySK:
 			own = append(own, it)
 		}
 	}
 	if len(own) == 0 && page.Next != "" {
 		// Only references on this page: look past them for the rest.
-		rest, err := c.table.Query(ctx, store.Query{PK: pk, After: chatRefs + "\xff", Limit: BatchItems + 1})
+		rest, err := c.table.Query(ctx, store.Query{PK: pk, After: store.ChatImagePrefix + "\xff", Limit: BatchItems + 1})
 		if err != nil {
 			return 0, 0, false, fmt.Errorf("lifecycle: reading chat %s: %w", chat, err)
 		}
 		for _, it := range rest.Items {
-			if it.SK != chatid.SK {
+			if it.SK != store.IdentitySK {
 				own = append(own, it)
 			}
 		}
@@ -731,7 +709,7 @@ func (c *Chats) step(ctx context.Context, ch chatid.Chat) (removed, images int64
 		return int64(len(keys)), 0, len(keys) > 0, nil
 	}
 	for _, it := range named[:min(len(named), BatchItems)] {
-		name := strings.TrimPrefix(it.SK, chatRefs)
+		name := strings.TrimPrefix(it.SK, store.ChatImagePrefix)
 		gone, err := c.releaseImage(ctx, ch, name)
 		if err != nil {
 			return removed, images, true, err

@@ -569,7 +569,7 @@ func TestAnImageNamedAgainWhileItIsBeingDeletedSurvives(t *testing.T) {
 					code, _ := e.do("alice", "POST", "/v1/chats/new/messages", map[string]any{"messages": []any{withImage("again", shot)}})
 					raced <- code
 				}()
-				refs := lifecycle.RefPK("alice", images.Name(shot))
+				refs := store.RefPK("alice", images.Name(shot))
 				for {
 					page, err := b.Table.Query(context.Background(), store.Query{PK: refs, Prefix: "c/"})
 					if err == nil && len(page.Items) > 0 {

@@ -178,7 +178,7 @@ func (c *Chats) imageBlock(ctx context.Context, tenant, name string, b *rawjson.
 		}
 		return ref, nil
 	}
-	img, err := images.New(c.blobs).Get(ctx, tenant, name)
+	img, err := c.images.Get(ctx, tenant, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return ref, nil
 	}
@@ -239,7 +239,7 @@ func (c *Chats) legacyRef(ctx context.Context, tenant, line string, mode ImageMo
 	case imagesExport:
 		named(name)
 	case ImagesInline:
-		img, err := images.New(c.blobs).Get(ctx, tenant, name)
+		img, err := c.images.Get(ctx, tenant, name)
 		if errors.Is(err, store.ErrNotFound) {
 			return b, nil
 		}

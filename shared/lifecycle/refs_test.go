@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/images"
-	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/testenv"
@@ -39,7 +38,7 @@ func waitForReference(t *testing.T, table store.Table, tenant, name, chat string
 	for time.Now().Before(deadline) {
 		// The chat's entry among the image's references (by prefix: it
 		// may name the chat's incarnation too).
-		page, err := table.Query(context.Background(), store.Query{PK: lifecycle.RefPK(tenant, name), Prefix: "c/" + chat, Limit: 1})
+		page, err := table.Query(context.Background(), store.Query{PK: store.RefPK(tenant, name), Prefix: "c/" + chat, Limit: 1})
 		if err == nil && len(page.Items) > 0 {
 			return
 		}
@@ -247,7 +246,7 @@ type sweepRace struct {
 
 func (s *sweepRace) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	p, err := s.Table.Query(ctx, q)
-	if err == nil && q.PK == lifecycle.IndexPK(s.tenant) && q.Prefix == "c/" && s.during != nil && s.once.CompareAndSwap(false, true) {
+	if err == nil && q.PK == store.IndexPK(s.tenant) && q.Prefix == "c/" && s.during != nil && s.once.CompareAndSwap(false, true) {
 		s.during()
 	}
 	return p, err

@@ -29,11 +29,9 @@ const MaxRetentionDays = 36500
 // reads at once.
 const expirePage = 100
 
-// retentionPK lists the tenants that set a retention anywhere: only their
-// chats can expire, so a sweep reads nothing of the others.
-const retentionPK = "retention"
-
-func settingsKey(tenant string) store.Key { return store.Key{PK: IndexPK(tenant), SK: "settings"} }
+func settingsKey(tenant string) store.Key {
+	return store.Key{PK: store.IndexPK(tenant), SK: store.SettingsSK}
+}
 
 // tenantSettings is a tenant's defaults.
 type tenantSettings struct {
@@ -85,7 +83,7 @@ func (c *Chats) SetTenantRetention(ctx context.Context, tenant string, days int)
 
 // enroll lists the tenant among those a sweep visits.
 func (c *Chats) enroll(ctx context.Context, tenant string) error {
-	err := c.table.Create(ctx, store.Item{Key: store.Key{PK: retentionPK, SK: url.PathEscape(tenant)}, Body: []byte("{}")})
+	err := c.table.Create(ctx, store.Item{Key: store.Key{PK: store.RetentionPK, SK: store.RetentionSK(tenant)}, Body: []byte("{}")})
 	if err != nil && !errors.Is(err, store.ErrConditionFailed) {
 		return fmt.Errorf("lifecycle: enrolling the tenant for retention: %w", err)
 	}
@@ -132,7 +130,7 @@ func (c *Chats) SetChatRetention(ctx context.Context, tenant, chat string, days 
 // retention (deletions that do not finish in the call go on through the
 // queue), and returns the tenant to continue after ("" when done).
 func (c *Chats) Expire(ctx context.Context, after string) (next string, expired int, err error) {
-	page, err := c.table.Query(ctx, store.Query{PK: retentionPK, After: after, Limit: expirePage})
+	page, err := c.table.Query(ctx, store.Query{PK: store.RetentionPK, After: after, Limit: expirePage})
 	if err != nil {
 		return after, 0, fmt.Errorf("lifecycle: reading the tenants with retention: %w", err)
 	}
@@ -159,7 +157,7 @@ func (c *Chats) expireTenant(ctx context.Context, tenant string, now time.Time) 
 		return 0, err
 	}
 	expired := 0
-	q := store.Query{PK: IndexPK(tenant), Prefix: indexPrefix, Limit: expirePage}
+	q := store.Query{PK: store.IndexPK(tenant), Prefix: store.IndexChatPrefix, Limit: expirePage}
 	for {
 		page, err := c.table.Query(ctx, q)
 		if err != nil {
@@ -180,7 +178,7 @@ func (c *Chats) expireTenant(ctx context.Context, tenant string, now time.Time) 
 			if e.Deleting == 0 && !idle(e) {
 				continue
 			}
-			chat := strings.TrimPrefix(it.SK, indexPrefix)
+			chat := strings.TrimPrefix(it.SK, store.IndexChatPrefix)
 			// The page may be old news: idle is asked again of the index
 			// item as it stands in the write that claims the deletion, so
 			// an append since the page was read keeps the chat (or, once

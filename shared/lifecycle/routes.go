@@ -72,9 +72,9 @@ func limit(r *http.Request, def int) (int, error) {
 // after ("" from the start). It reads the tenant's index and, for each
 // chat listed, its log length and memory state: nothing of other tenants.
 func (c *Routes) List(ctx context.Context, tenant, after string, n int) (ChatList, error) {
-	q := store.Query{PK: IndexPK(tenant), Prefix: indexPrefix, Limit: n}
+	q := store.Query{PK: store.IndexPK(tenant), Prefix: store.IndexChatPrefix, Limit: n}
 	if after != "" {
-		q.After = indexPrefix + after
+		q.After = store.IndexChatSK(after)
 	}
 	page, err := c.table.Query(ctx, q)
 	if err != nil {
@@ -86,7 +86,7 @@ func (c *Routes) List(ctx context.Context, tenant, after string, n int) (ChatLis
 		if err := json.Unmarshal(it.Body, &e); err != nil {
 			return ChatList{}, fmt.Errorf("lifecycle: index item %s is corrupt: %w", it.SK, err)
 		}
-		info := ChatInfo{Chat: strings.TrimPrefix(it.SK, indexPrefix), LastActivity: time.UnixMilli(e.Activity).UTC()}
+		info := ChatInfo{Chat: strings.TrimPrefix(it.SK, store.IndexChatPrefix), LastActivity: time.UnixMilli(e.Activity).UTC()}
 		if e.Deleting != 0 {
 			info.Deleting = &Progress{Removed: e.Removed, Images: e.Images}
 		} else {
@@ -106,7 +106,7 @@ func (c *Routes) List(ctx context.Context, tenant, after string, n int) (ChatLis
 		out.Chats = append(out.Chats, info)
 	}
 	if page.Next != "" {
-		out.Next = strings.TrimPrefix(page.Next, indexPrefix)
+		out.Next = strings.TrimPrefix(page.Next, store.IndexChatPrefix)
 	}
 	return out, nil
 }

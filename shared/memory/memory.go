@@ -459,7 +459,7 @@ type nodeInfo struct {
 }
 
 func nodeKey(c chatid.Chat, n Node) store.Key {
-	return store.Key{PK: c.PK(), SK: nodeSK(n)}
+	return store.Key{PK: c.PK(), SK: store.NodeSK(n.L, n.I)}
 }
 
 // batchLimit is DynamoDB's BatchGetItem key limit; reads are chunked to it.

@@ -13,16 +13,6 @@ import (
 	"github.com/durachat/durachat/shared/store"
 )
 
-// Sort keys memory owns in a chat's partition.
-const (
-	stateSK    = "state"
-	nodePrefix = "n/"
-)
-
-// nodeSK is a node row's sort key; zero-padded so rows sort by level, then
-// index.
-func nodeSK(n Node) string { return fmt.Sprintf("n/%02d/%012d", n.L, n.I) }
-
 // level records which nodes of one level are built: all below Done, plus
 // the few in More that finished out of order. Both stay small because
 // builds start in order and at most MaxInFlight run at once.
@@ -272,7 +262,7 @@ type states struct {
 }
 
 func stateKey(c chatid.Chat) store.Key {
-	return store.Key{PK: c.PK(), SK: stateSK}
+	return store.Key{PK: c.PK(), SK: store.StateSK}
 }
 
 // get reads a chat's state; a chat with no state yet has an empty one.

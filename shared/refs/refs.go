@@ -7,6 +7,9 @@ import "regexp"
 // NameLen is the number of hex digits in an image name.
 const NameLen = 16
 
+// RefLen is the length in bytes of every ref (all ASCII).
+const RefLen = len("[image ]") + NameLen
+
 var (
 	exact   = regexp.MustCompile(`^\[image ([0-9a-f]{16})\]$`)
 	anyRef  = regexp.MustCompile(`\[image ([0-9a-f]{16})\]`)
@@ -21,7 +24,7 @@ func Ref(name string) string { return "[image " + name + "]" }
 func RefName(text string) string {
 	// regexp's $ matches only at the very end without the (?m) flag, but Go's
 	// $ also refuses a trailing "\n", which is what the rule needs.
-	if len(text) != len("[image ]")+NameLen {
+	if len(text) != RefLen {
 		return ""
 	}
 	m := exact.FindStringSubmatch(text)

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 	"unicode"
@@ -252,26 +251,6 @@ func CheckTenant(tenant string) error {
 	return nil
 }
 
-// ChatPK is the partition key of one chat of one tenant. Chat ids cannot
-// contain '/', so the last '/' separates an escaped tenant from the chat.
-// Of a chat id it is the home partition; each incarnation of the id keeps
-// its rows in a partition of its own (package chatid).
-func ChatPK(tenant, chat string) string {
-	return "chat/" + url.PathEscape(tenant) + "/" + chat
-}
-
-// TextPrefix is where a chat's texts too big for their rows are kept: under
-// the chat, so its deletion can delete them without asking whether another
-// chat still needs one.
-func TextPrefix(tenant, chat string) string {
-	return "text/" + url.PathEscape(tenant) + "/" + chat + "/"
-}
-
-// ImageKey is the blob key of a tenant's image.
-func ImageKey(tenant, name string) string {
-	return "images/" + url.PathEscape(tenant) + "/" + name
-}
-
 // Upload describes the one object an upload target accepts: exactly Size
 // bytes whose SHA-256 is SHA256, sent with ContentType.
 type Upload struct {
@@ -294,30 +273,4 @@ type UploadTarget struct {
 // checksum: an S3 presigned PUT, or a signed link of the local server.
 type Uploader interface {
 	UploadTarget(ctx context.Context, key string, u Upload, ttl time.Duration) (UploadTarget, error)
-}
-
-// UploadKey is the staging key an upload of a tenant's image lands under
-// before it is checked (S3 expires the prefix; see template.yaml).
-func UploadKey(tenant, name string) string {
-	return UploadPrefix + url.PathEscape(tenant) + "/" + name
-}
-
-// UploadPrefix is the staging prefix of every UploadKey.
-const UploadPrefix = "uploads/"
-
-// ParseUploadKey returns the tenant and name of an UploadKey, or ok false.
-func ParseUploadKey(key string) (tenant, name string, ok bool) {
-	rest, found := strings.CutPrefix(key, UploadPrefix)
-	if !found {
-		return "", "", false
-	}
-	i := strings.LastIndexByte(rest, '/')
-	if i <= 0 {
-		return "", "", false
-	}
-	tenant, err := url.PathUnescape(rest[:i])
-	if err != nil || tenant == "" {
-		return "", "", false
-	}
-	return tenant, rest[i+1:], true
 }

@@ -74,7 +74,7 @@ func benchChat(b *testing.B, side int) {
 		writes = len(f.table.writes())
 		for _, it := range f.table.writes() {
 			tableB += it.Size()
-			if !strings.HasPrefix(it.SK, entryPrefix) {
+			if !strings.HasPrefix(it.SK, store.EntryPrefix) {
 				continue
 			}
 			rowsB += it.Size()

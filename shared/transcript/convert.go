@@ -498,16 +498,13 @@ func pieces(kind, text string, date time.Time) []draft {
 	return out
 }
 
-// refLen is the length of a ref in bytes (all ASCII).
-const refLen = len("[image ]") + refs.NameLen
-
 // splitText cuts text into parts of at most max characters, never inside a
 // rune and never inside a ref (the cut moves to before it).
 func splitText(text string, max int) []string {
 	var out []string
 	for utf8.RuneCountInString(text) > max {
 		cut := refSafe(text, byteOffset(text, max), false)
-		if cut == 0 { // cannot happen for max >= refLen; never loop forever
+		if cut == 0 { // cannot happen for max >= refs.RefLen; never loop forever
 			cut = byteOffset(text, max)
 		}
 		out = append(out, text[:cut])
@@ -530,14 +527,14 @@ func byteOffset(s string, n int) int {
 // refSafe moves a cut at byte offset cut out of a ref it would split:
 // before the ref, or after it when forward is set.
 func refSafe(s string, cut int, forward bool) int {
-	lo := max(0, cut-refLen+1)
+	lo := max(0, cut-refs.RefLen+1)
 	for start := lo; start < cut; start++ {
-		if start+refLen > len(s) {
+		if start+refs.RefLen > len(s) {
 			break
 		}
-		if s[start] == '[' && refs.RefName(s[start:start+refLen]) != "" && start+refLen > cut {
+		if s[start] == '[' && refs.RefName(s[start:start+refs.RefLen]) != "" && start+refs.RefLen > cut {
 			if forward {
-				return start + refLen
+				return start + refs.RefLen
 			}
 			return start
 		}

@@ -287,7 +287,7 @@ func (f *fixture) all(t testing.TB) []Entry {
 func (f *fixture) entryRows() []store.Item {
 	var out []store.Item
 	for _, it := range f.table.writes() {
-		if strings.HasPrefix(it.SK, entryPrefix) {
+		if strings.HasPrefix(it.SK, store.EntryPrefix) {
 			out = append(out, it)
 		}
 	}

@@ -57,7 +57,7 @@ func FuzzSplitAndCap(f *testing.F) {
 	f.Add(strings.Repeat("é[image 0123456789abcdef]x", 20), 25)
 	f.Add(strings.Repeat("🙂", 300), 24)
 	f.Fuzz(func(t *testing.T, text string, max int) {
-		if !utf8.ValidString(text) || max < refLen || max > 1000 {
+		if !utf8.ValidString(text) || max < refs.RefLen || max > 1000 {
 			return
 		}
 		parts := splitText(text, max)

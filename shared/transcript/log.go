@@ -193,7 +193,7 @@ func (l *Log) opening(ctx context.Context, tenant, chat string, msgs []pi.Messag
 
 // newBatch starts an append to the incarnation c under receipt.
 func (l *Log) newBatch(c chatid.Chat, receipt string) *batch {
-	return &batch{l: l, pk: c.PK(), texts: c.TextPrefix(), receipt: receipt, rk: receiptKey(receipt), hint: -1}
+	return &batch{l: l, pk: c.PK(), texts: c.TextPrefix(), receipt: receipt, rk: store.ReceiptSK(receipt), hint: -1}
 }
 
 // retried looks up the append's record: found, when it exists. When the
@@ -267,7 +267,7 @@ func (b *batch) getRecord(ctx context.Context) (record, int64, bool, error) {
 
 // claimed reports whether the record's first id holds this append's claim.
 func (b *batch) claimed(ctx context.Context, rec record) (bool, error) {
-	it, err := b.l.table.Get(ctx, store.Key{PK: b.pk, SK: entryKey(rec.First)})
+	it, err := b.l.table.Get(ctx, store.Key{PK: b.pk, SK: store.EntrySK(rec.First)})
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
@@ -311,7 +311,7 @@ func (b *batch) open(ctx context.Context, drafts []draft, sum, req string) (reco
 		if err != nil {
 			return record{}, 0, err
 		}
-		key := textKey(b.texts, rest)
+		key := store.TextKey(b.texts, rest)
 		if err := l.blobs.Put(ctx, key, store.Blob{ContentType: "application/json", Data: rest}); err != nil {
 			return record{}, 0, fmt.Errorf("transcript: storing the rows of a large append: %w", err)
 		}
@@ -351,7 +351,7 @@ func (b *batch) claim(ctx context.Context, rec record, version int64, first row)
 		return record{}, err
 	}
 	for range claimAttempts {
-		it, err := checked(b.pk, entryKey(rec.First), body)
+		it, err := checked(b.pk, store.EntrySK(rec.First), body)
 		if err != nil {
 			return record{}, err
 		}
@@ -484,7 +484,7 @@ func (l *Log) writeRow(ctx context.Context, pk string, id int64, r row) error {
 	if err != nil {
 		return err
 	}
-	it, err := checked(pk, entryKey(id), body)
+	it, err := checked(pk, store.EntrySK(id), body)
 	if err != nil {
 		return err
 	}
@@ -529,15 +529,15 @@ func (l *Log) eachRow(ctx context.Context, pk string, from, to int64, fn func(id
 	next := from
 	after := ""
 	if from > 0 {
-		after = entryKey(from - 1)
+		after = store.EntrySK(from - 1)
 	}
 	for next < to {
-		page, err := l.table.Query(ctx, store.Query{PK: pk, Prefix: entryPrefix, After: after, Limit: int(min(to-next, queryPage))})
+		page, err := l.table.Query(ctx, store.Query{PK: pk, Prefix: store.EntryPrefix, After: after, Limit: int(min(to-next, queryPage))})
 		if err != nil {
 			return fmt.Errorf("transcript: reading entries: %w", err)
 		}
 		for _, it := range page.Items {
-			id, err := entryID(it.SK)
+			id, err := store.ParseEntrySK(it.SK)
 			if err != nil {
 				return err
 			}

@@ -161,9 +161,9 @@ func TestConcurrentTwinsWithOneReceiptWriteOnce(t *testing.T) {
 // of an append is written: the state a process dying mid-append leaves.
 func crashAfterClaim(f *fixture) {
 	f.table.setFail(func(op string, k store.Key) error {
-		if op == "create" && strings.HasPrefix(k.SK, entryPrefix) {
+		if op == "create" && strings.HasPrefix(k.SK, store.EntryPrefix) {
 			for _, it := range f.table.writes() {
-				if strings.HasPrefix(it.SK, entryPrefix) {
+				if strings.HasPrefix(it.SK, store.EntryPrefix) {
 					return outage(op)
 				}
 			}
@@ -243,13 +243,13 @@ func TestOutageBeforeClaimLeavesNothing(t *testing.T) {
 	failures := map[string]func(op string, k store.Key) error{
 		"AllCalls": func(op string, k store.Key) error { return outage(op) },
 		"ReceiptWrite": func(op string, k store.Key) error {
-			if op == "create" && strings.HasPrefix(k.SK, receiptPrefix) {
+			if op == "create" && strings.HasPrefix(k.SK, store.ReceiptPrefix) {
 				return outage(op)
 			}
 			return nil
 		},
 		"ClaimWrite": func(op string, k store.Key) error {
-			if op == "create" && strings.HasPrefix(k.SK, entryPrefix) {
+			if op == "create" && strings.HasPrefix(k.SK, store.EntryPrefix) {
 				return outage(op)
 			}
 			return nil
@@ -433,7 +433,7 @@ func TestReceiptReusedWithOtherMessagesAfterCompletionIsAConflict(t *testing.T) 
 // its record, before its claim.
 func failEntryCreates(f *fixture) {
 	f.table.setFail(func(op string, k store.Key) error {
-		if op == "create" && strings.HasPrefix(k.SK, entryPrefix) {
+		if op == "create" && strings.HasPrefix(k.SK, store.EntryPrefix) {
 			return outage(op)
 		}
 		return nil
@@ -513,7 +513,7 @@ func TestReceiptRecordWithoutRequestDigestKeepsItsRule(t *testing.T) {
 func (f *fixture) dropRequestDigest(t testing.TB, receipt string) {
 	t.Helper()
 	ctx := context.Background()
-	it, err := f.table.next.Get(ctx, store.Key{PK: f.cur(tenant, chat).PK(), SK: receiptKey(receipt)})
+	it, err := f.table.next.Get(ctx, store.Key{PK: f.cur(tenant, chat).PK(), SK: store.ReceiptSK(receipt)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -646,7 +646,7 @@ func TestLenProbesPastAStaleHint(t *testing.T) {
 		ctx := context.Background()
 		// Raises of the hint fail: it stays behind.
 		f.table.setFail(func(op string, k store.Key) error {
-			if k.SK == metaKey && op != "get" {
+			if k.SK == store.MetaSK && op != "get" {
 				return outage(op)
 			}
 			return nil

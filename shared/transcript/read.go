@@ -27,7 +27,7 @@ type meta struct {
 
 // hint reads the length hint: every id below it is taken. 0 when absent.
 func (l *Log) hint(ctx context.Context, pk string) (length, version int64, err error) {
-	it, err := l.table.Get(ctx, store.Key{PK: pk, SK: metaKey})
+	it, err := l.table.Get(ctx, store.Key{PK: pk, SK: store.MetaSK})
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, 0, nil
 	}
@@ -55,7 +55,7 @@ func (l *Log) raiseHint(ctx context.Context, pk string, length int64) error {
 		if cur >= length {
 			return nil
 		}
-		it := store.Item{Key: store.Key{PK: pk, SK: metaKey}, Body: body}
+		it := store.Item{Key: store.Key{PK: pk, SK: store.MetaSK}, Body: body}
 		if version == 0 {
 			err = l.table.Create(ctx, it)
 		} else {
@@ -74,7 +74,7 @@ func (l *Log) raiseHint(ctx context.Context, pk string, length int64) error {
 func (l *Log) probeFrom(ctx context.Context, pk string, from int64) (int64, error) {
 	n := from
 	for {
-		it, err := l.table.Get(ctx, store.Key{PK: pk, SK: entryKey(n)})
+		it, err := l.table.Get(ctx, store.Key{PK: pk, SK: store.EntrySK(n)})
 		if errors.Is(err, store.ErrNotFound) {
 			return n, nil
 		}
@@ -117,7 +117,7 @@ func (l *Log) Entry(ctx context.Context, c chatid.Chat, i int64) (Entry, error) 
 		return Entry{}, fmt.Errorf("transcript: entry %d: %w", i, store.ErrNotFound)
 	}
 	pk := c.PK()
-	it, err := l.table.Get(ctx, store.Key{PK: pk, SK: entryKey(i)})
+	it, err := l.table.Get(ctx, store.Key{PK: pk, SK: store.EntrySK(i)})
 	if err == nil {
 		r, err := decodeRow(it)
 		if err != nil {
@@ -198,14 +198,14 @@ func (l *Log) rows(ctx context.Context, pk string, from, to int64, fn func(id in
 // belong to an unfinished batch.
 func (l *Log) fill(ctx context.Context, pk string, from, to int64, atEnd bool, fn func(id int64, r row) error) error {
 	for from < to {
-		page, err := l.table.Query(ctx, store.Query{PK: pk, Prefix: entryPrefix, After: entryKey(from), Desc: true, Limit: 1})
+		page, err := l.table.Query(ctx, store.Query{PK: pk, Prefix: store.EntryPrefix, After: store.EntrySK(from), Desc: true, Limit: 1})
 		if err != nil {
 			return fmt.Errorf("transcript: reading entries: %w", err)
 		}
 		var below row
 		var id int64 = -1
 		if len(page.Items) == 1 {
-			if id, err = entryID(page.Items[0].SK); err != nil {
+			if id, err = store.ParseEntrySK(page.Items[0].SK); err != nil {
 				return err
 			}
 			if below, err = decodeRow(page.Items[0]); err != nil {
@@ -219,7 +219,7 @@ func (l *Log) fill(ctx context.Context, pk string, from, to int64, atEnd bool, f
 			return fmt.Errorf("transcript: entry %d is missing inside the log: %w", from, errCorrupt)
 		}
 		start := id - int64(below.Pos)
-		b := &batch{l: l, pk: pk, receipt: below.Receipt, rk: receiptKey(below.Receipt), hint: -1}
+		b := &batch{l: l, pk: pk, receipt: below.Receipt, rk: store.ReceiptSK(below.Receipt), hint: -1}
 		rec, _, found, err := b.getRecord(ctx)
 		if err != nil {
 			return err

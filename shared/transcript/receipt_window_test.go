@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/durachat/durachat/shared/store"
 )
 
 // TestReceiptRecordsExpireAfterTheRetryWindow: a receipt's record carries
@@ -20,7 +22,7 @@ func TestReceiptRecordsExpireAfterTheRetryWindow(t *testing.T) {
 		records := 0
 		for _, it := range f.table.writes() {
 			switch {
-			case strings.HasPrefix(it.SK, receiptPrefix):
+			case strings.HasPrefix(it.SK, store.ReceiptPrefix):
 				records++
 				if it.Expires < before || it.Expires > after {
 					t.Errorf("record %s expires at %d, want %v after the append (%d-%d)", it.SK, it.Expires, ReceiptWindow, before, after)

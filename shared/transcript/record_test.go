@@ -103,7 +103,7 @@ func TestAMessageIsRecordedOnceWhateverTheEntriesOrCrashes(t *testing.T) {
 						t.Fatalf("row %s is %d bytes, over the budget", it.SK, it.Size())
 					}
 				}
-				it, err := f.table.Get(context.Background(), store.Key{PK: f.cur(tenant, chat).PK(), SK: entryKey(5)})
+				it, err := f.table.Get(context.Background(), store.Key{PK: f.cur(tenant, chat).PK(), SK: store.EntrySK(5)})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -8,50 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/store"
 )
-
-// Sort keys and their prefixes in a chat's partition.
-const (
-	entryPrefix   = "e/"
-	receiptPrefix = "r/"
-	metaKey       = "meta"
-	idDigits      = 16
-)
-
-// entryKey is the sort key of entry id; zero padding keeps ids in order.
-func entryKey(id int64) string {
-	return fmt.Sprintf("%s%0*d", entryPrefix, idDigits, id)
-}
-
-// entryID parses an entry sort key.
-func entryID(sk string) (int64, error) {
-	s, ok := strings.CutPrefix(sk, entryPrefix)
-	if !ok || len(s) != idDigits {
-		return 0, fmt.Errorf("transcript: %q is not an entry key", sk)
-	}
-	return strconv.ParseInt(s, 10, 64)
-}
-
-// receiptKey is the sort key of an append's record: a hash, so any receipt
-// text makes a short, safe key.
-func receiptKey(receipt string) string {
-	sum := sha256.Sum256([]byte(receipt))
-	return receiptPrefix + hex.EncodeToString(sum[:16])
-}
-
-// textKey is the blob key of a text moved out of its row, under the chat's
-// store.TextPrefix: content addressed, so a retried put is a no-op.
-func textKey(prefix string, data []byte) string {
-	sum := sha256.Sum256(data)
-	return prefix + hex.EncodeToString(sum[:])
-}
 
 // row is an entry as stored. Short field names keep rows small.
 type row struct {
@@ -158,7 +120,7 @@ func (l *Log) makeRow(ctx context.Context, texts, pk string, d draft, date time.
 	if err != nil {
 		return row{}, nil, err
 	}
-	if fits(pk, entryKey(0), body) {
+	if fits(pk, store.EntrySK(0), body) {
 		return r, body, nil
 	}
 	if r.Rec != nil {
@@ -166,7 +128,7 @@ func (l *Log) makeRow(ctx context.Context, texts, pk string, d draft, date time.
 		if err != nil {
 			return row{}, nil, err
 		}
-		key := textKey(texts, rec)
+		key := store.TextKey(texts, rec)
 		if err := l.blobs.Put(ctx, key, store.Blob{ContentType: "application/json", Data: rec}); err != nil {
 			return row{}, nil, fmt.Errorf("transcript: moving a %d-byte message record out of its row: %w", len(rec), err)
 		}
@@ -174,11 +136,11 @@ func (l *Log) makeRow(ctx context.Context, texts, pk string, d draft, date time.
 		if body, err = api.Marshal(r); err != nil {
 			return row{}, nil, err
 		}
-		if fits(pk, entryKey(0), body) {
+		if fits(pk, store.EntrySK(0), body) {
 			return r, body, nil
 		}
 	}
-	key := textKey(texts, []byte(d.Text))
+	key := store.TextKey(texts, []byte(d.Text))
 	if err := l.blobs.Put(ctx, key, store.Blob{ContentType: "text/plain; charset=utf-8", Data: []byte(d.Text)}); err != nil {
 		return row{}, nil, fmt.Errorf("transcript: moving a %d-byte text out of its row: %w", len(d.Text), err)
 	}

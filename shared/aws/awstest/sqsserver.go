@@ -133,12 +133,9 @@ func proxy(endpoint string) http.Handler {
 			http.Error(w, "bad SQS endpoint: "+err.Error(), http.StatusBadGateway)
 		})
 	}
-	p := httputil.NewSingleHostReverseProxy(target)
-	// Queue URLs name the proxied server's host; keep its view of itself.
-	director := p.Director
-	p.Director = func(r *http.Request) {
-		director(r)
-		r.Host = target.Host
-	}
-	return p
+	return &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		// Queue URLs name the proxied server's host; keep its view of itself.
+		r.Out.Host = target.Host
+	}}
 }
