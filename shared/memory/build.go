@@ -169,9 +169,8 @@ func (m *Memory) build(ctx context.Context, c chatid.Chat, l int, i int64) error
 // build's message comes back, finds the claim still held, and would
 // otherwise leave the node unbuilt until the lease ran out. A row is the
 // node's final line, so any build may record it; a build that is still
-// running records nothing twice (finish marks a node built once). The
-// model call of that build is not counted in the chat's status. With no
-// row yet, the holder is still at work (or died, and the lease frees the
+// running records nothing twice (finish marks a node built once), and the
+// row's model call is counted by whichever records it. With no row yet, the holder is still at work (or died, and the lease frees the
 // node): nothing to do.
 func (b *nodeBuild) recordWritten(ctx context.Context) error {
 	row, err := b.m.readRow(ctx, b.ch, b.n)
@@ -341,6 +340,7 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 		Text: line, Child: child, Verbatim: out.Verbatim, Mechanical: out.Mechanical,
 		Attempts: out.Attempts, Model: out.Model, SourceBytes: len(c.Source), Images: names,
 		Attached: out.Attached, Skipped: out.Skipped, NamesOnly: out.NamesOnly, BuiltAt: m.now().UnixMilli(),
+		Called: res.called,
 	}
 	body, err := json.Marshal(row)
 	if err != nil {
@@ -582,6 +582,13 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 	line := Line(row.Text)
 	m.lines.put(ch.PK(), n, nodeInfo{line: line, child: row.Child, verbatim: row.Verbatim, mechanical: row.Mechanical, images: row.Images})
 	sizes := m.mergeSizes(ctx, ch)
+	// The row's model call is counted when the row is first recorded, by
+	// whichever delivery does it: the build that wrote it, or a duplicate
+	// or a build past a lapsed lease that found it written. A build that
+	// called the model and then lost the race to write the row made a
+	// call of its own, counted too.
+	called := res.called || row.Called
+	lostRace := res.called && !res.created
 	var sends []Node
 	first := false
 	_, err := m.states.update(ctx, ch, func(st *chatState) error {
@@ -605,10 +612,10 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 				if len(st.Mechanical) > keepMechanical {
 					st.Mechanical = st.Mechanical[len(st.Mechanical)-keepMechanical:]
 				}
-			case row.Verbatim && !res.called:
+			case row.Verbatim && !called:
 				st.Verbatim++
 			}
-			if res.called {
+			if called {
 				st.ModelCalls++
 			}
 			if n.L == 0 && res.hasImage {
@@ -628,6 +635,9 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 				st.ImageTotals.DescribeFailed += int64(li.DescribeFailed)
 				st.ImageTotals.Undescribed += int64(li.Undescribed)
 			}
+		}
+		if lostRace {
+			st.ModelCalls++
 		}
 		st.dropClaim(n)
 		m.batches(ctx, chat, st, sizes)

@@ -447,6 +447,9 @@ type nodeRow struct {
 	Skipped     int      `json:"is,omitempty"`
 	NamesOnly   bool     `json:"io,omitempty"`
 	BuiltAt     int64    `json:"at,omitempty"`
+	// Called: the line cost a model call. The row carries it so that the
+	// delivery that records the row counts the call, whichever it is.
+	Called bool `json:"mc,omitempty"`
 }
 
 // nodeInfo is what readers need from a row.

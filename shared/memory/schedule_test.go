@@ -435,30 +435,76 @@ func TestSchedulerStateStaysSmallAsTheChatGrows(t *testing.T) {
 }
 
 func TestARowWrittenButNotRecordedIsRecordedByTheNextDelivery(t *testing.T) {
+	// The next delivery comes while the claim is live (a duplicate, or the
+	// build's own message back) or after its lease lapsed (the scheduler
+	// retakes the node): either way it records the row without a model
+	// call, and the status counts the call that wrote the row.
+	for _, tc := range []struct {
+		name   string
+		lapsed bool
+	}{
+		{"while its claim is live", false},
+		{"after its lease lapsed", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.append(t, "user", long(0))
+			f.queue.take()
+			// The build writes its row, then the state write that records
+			// it fails (DynamoDB throttling past the SDK's retries).
+			var rowWritten, failed atomic.Bool
+			f.table.setFail(func(op string, k store.Key) error {
+				switch {
+				case op == "create" && k == nodeKey(f.ch(), Node{0, 0}):
+					rowWritten.Store(true)
+				case op == "update" && rowWritten.Load() && !failed.Swap(true):
+					return store.Unavailable("update", errors.New("ThrottlingException"))
+				}
+				return nil
+			})
+			var retry *RetryError
+			if err := build(t, f, Node{0, 0}); !errors.As(err, &retry) {
+				t.Fatalf("build whose record failed = %v, want a RetryError", err)
+			}
+			if _, ok := f.row(t, Node{0, 0}); !ok {
+				t.Fatal("the row was not written")
+			}
+			if tc.lapsed {
+				f.clock.Add(f.m.lease + time.Second)
+			}
+			if err := build(t, f, Node{0, 0}); err != nil {
+				t.Fatal(err)
+			}
+			s, err := f.m.Status(context.Background(), f.tenant, f.chat)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Unbuilt != 0 || s.Built != 1 || f.comp.callsOf("0+1") != 1 {
+				t.Fatalf("after the redelivery: %d unbuilt, %d built, %d model calls; want the leaf built by one call", s.Unbuilt, s.Built, f.comp.callsOf("0+1"))
+			}
+			if s.ModelCalls != 1 || s.Verbatim != 0 {
+				t.Errorf("status counts %d model calls and %d verbatim, the compactor saw %d calls", s.ModelCalls, s.Verbatim, f.comp.total())
+			}
+		})
+	}
+}
+
+func TestAModelCallThatLostTheRaceToWriteTheRowIsCounted(t *testing.T) {
 	f := newFixture(t)
 	f.append(t, "user", long(0))
 	f.queue.take()
-	// The build writes its row, then the state write that records it fails
-	// (DynamoDB throttling past the SDK's retries).
-	var rowWritten, failed atomic.Bool
-	f.table.setFail(func(op string, k store.Key) error {
-		switch {
-		case op == "create" && k == nodeKey(f.ch(), Node{0, 0}):
-			rowWritten.Store(true)
-		case op == "update" && rowWritten.Load() && !failed.Swap(true):
-			return store.Unavailable("update", errors.New("ThrottlingException"))
+	// While the first build waits on the model, its lease lapses and a
+	// second build takes the node, calls the model and writes the row.
+	var second atomic.Bool
+	f.comp.script = func(c Compaction) (Compacted, error) {
+		if !second.Swap(true) {
+			f.clock.Add(f.m.lease + time.Second)
+			if err := build(t, f, Node{0, 0}); err != nil {
+				t.Errorf("second build: %v", err)
+			}
 		}
-		return nil
-	})
-	var retry *RetryError
-	if err := build(t, f, Node{0, 0}); !errors.As(err, &retry) {
-		t.Fatalf("build whose record failed = %v, want a RetryError", err)
+		return Compacted{Line: "line of " + c.Label, Attempts: 1, Model: "scripted"}, nil
 	}
-	if _, ok := f.row(t, Node{0, 0}); !ok {
-		t.Fatal("the row was not written")
-	}
-	// Its message comes back while the claim it holds is live: the row is
-	// recorded, with no second model call and no wait for the lease.
 	if err := build(t, f, Node{0, 0}); err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +512,10 @@ func TestARowWrittenButNotRecordedIsRecordedByTheNextDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Unbuilt != 0 || s.Built != 1 || f.comp.callsOf("0+1") != 1 {
-		t.Fatalf("after the redelivery: %d unbuilt, %d built, %d model calls; want the leaf built by one call", s.Unbuilt, s.Built, f.comp.callsOf("0+1"))
+	if f.comp.callsOf("0+1") != 2 || s.Built != 1 {
+		t.Fatalf("%d compactor calls, %d built; want two builds racing past the lease to one row", f.comp.callsOf("0+1"), s.Built)
+	}
+	if s.ModelCalls != 2 {
+		t.Errorf("status counts %d model calls, the compactor saw %d", s.ModelCalls, f.comp.total())
 	}
 }
