@@ -305,10 +305,13 @@ func load(t *testing.T, params map[string]any) stack {
 // a string: a parameter's value reaches them as a string, which
 // CloudFormation converts; the typed parse wants the number or boolean.
 var parameterTyped = map[string]string{
-	"ReservedConcurrentExecutions": "int",
-	"NoncurrentDays":               "int",
-	"RecoveryPeriodInDays":         "int",
-	"DeletionProtectionEnabled":    "bool",
+	"ReservedConcurrentExecutions":   "int",
+	"BatchSize":                      "int",
+	"MaximumBatchingWindowInSeconds": "int",
+	"MaximumConcurrency":             "int",
+	"NoncurrentDays":                 "int",
+	"RecoveryPeriodInDays":           "int",
+	"DeletionProtectionEnabled":      "bool",
 }
 
 // convertParameterValues converts, anywhere under v, the string values of
@@ -918,7 +921,7 @@ func TestDeadLetterQueueIsRetained(t *testing.T) {
 	}
 }
 
-func TestCompactReportsBatchItemFailuresWithBoundedConcurrency(t *testing.T) {
+func TestCompactReportsBatchItemFailuresAndScalesToAThousandChats(t *testing.T) {
 	s := load(t, defaults)
 	var found bool
 	for name, m := range s.GetAllLambdaEventSourceMappingResources() {
@@ -934,6 +937,18 @@ func TestCompactReportsBatchItemFailuresWithBoundedConcurrency(t *testing.T) {
 		}
 		if m.ScalingConfig == nil || m.ScalingConfig.MaximumConcurrency == nil || *m.ScalingConfig.MaximumConcurrency < 2 {
 			t.Errorf("%s: no MaximumConcurrency (2 or more)", name)
+		}
+		// The defaults carry 1,000 active chats at 0.4 builds/s each and
+		// 3 s a build (docs/scale.md): 1,200 builds at once.
+		if m.ScalingConfig != nil && m.ScalingConfig.MaximumConcurrency != nil && m.BatchSize != nil &&
+			*m.ScalingConfig.MaximumConcurrency**m.BatchSize < 1200 {
+			t.Errorf("%s: %d invocations x %d builds run at once, want at least 1,200", name, *m.ScalingConfig.MaximumConcurrency, *m.BatchSize)
+		}
+		if m.BatchSize != nil && *m.BatchSize > 10 && (m.MaximumBatchingWindowInSeconds == nil || *m.MaximumBatchingWindowInSeconds < 1) {
+			t.Errorf("%s: batches of %d need a batching window of at least 1 s", name, *m.BatchSize)
+		}
+		if env := s.function(t, "CompactFunction").Environment; env == nil || env.Variables["DURACHAT_BATCH_BUILDS"] != fmt.Sprint(deref(m.BatchSize)) {
+			t.Errorf("the compact function does not run a whole batch (%d) at once", deref(m.BatchSize))
 		}
 	}
 	if !found {

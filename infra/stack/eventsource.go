@@ -91,8 +91,37 @@ func (p *Poller) poll(ctx context.Context) {
 		if len(out.Messages) == 0 {
 			continue
 		}
-		p.handle(ctx, out.Messages)
+		p.handle(ctx, p.fill(ctx, out.Messages))
 	}
+}
+
+// fill gathers more messages after the first receive, as Lambda does with
+// a batching window: up to BatchSize, for at most BatchWindow seconds.
+// SQS hands out at most 10 a receive.
+func (p *Poller) fill(ctx context.Context, msgs []sqstypes.Message) []sqstypes.Message {
+	deadline := time.Now().Add(time.Duration(p.Source.BatchWindow) * time.Second)
+	for len(msgs) < p.Source.BatchSize && ctx.Err() == nil {
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		out, err := p.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl:                    aws.String(p.QueueURL),
+			MaxNumberOfMessages:         int32(min(p.Source.BatchSize-len(msgs), 10)),
+			WaitTimeSeconds:             int32(min(left/time.Second, 20)),
+			AttributeNames:              []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll},
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+			MessageAttributeNames:       []string{"All"},
+		})
+		if err != nil {
+			break // what was received goes now; the poll loop reports errors
+		}
+		if len(out.Messages) == 0 && left < time.Second {
+			break
+		}
+		msgs = append(msgs, out.Messages...)
+	}
+	return msgs
 }
 
 func (p *Poller) handle(ctx context.Context, msgs []sqstypes.Message) {

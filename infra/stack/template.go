@@ -251,17 +251,17 @@ func (t *Template) add(name, typ string, props json.RawMessage) error {
 		var p struct {
 			FunctionName                   string
 			EventSourceArn                 string
-			BatchSize                      int
+			BatchSize                      number
 			FunctionResponseTypes          []string
-			MaximumBatchingWindowInSeconds int
-			ScalingConfig                  struct{ MaximumConcurrency int }
+			MaximumBatchingWindowInSeconds number
+			ScalingConfig                  struct{ MaximumConcurrency number }
 		}
 		if err := json.Unmarshal(props, &p); err != nil {
 			return err
 		}
 		es := EventSource{Function: logicalOf(p.FunctionName), Queue: queueOfARN(p.EventSourceArn), QueueARN: p.EventSourceArn,
-			BatchSize: or(p.BatchSize, 10), MaxConcurrency: or(p.ScalingConfig.MaximumConcurrency, 5),
-			BatchWindow: p.MaximumBatchingWindowInSeconds}
+			BatchSize: or(int(p.BatchSize), 10), MaxConcurrency: or(int(p.ScalingConfig.MaximumConcurrency), 5),
+			BatchWindow: int(p.MaximumBatchingWindowInSeconds)}
 		for _, rt := range p.FunctionResponseTypes {
 			es.ReportFailures = es.ReportFailures || rt == "ReportBatchItemFailures"
 		}
@@ -348,6 +348,28 @@ func queueOfARN(arn string) string {
 		return strings.TrimSuffix(v, ".Arn")
 	}
 	return arn[strings.LastIndex(arn, ":")+1:]
+}
+
+// number is a whole-number property written as a number, or as the string
+// a Ref to a Number parameter resolves to.
+type number int
+
+func (n *number) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", s)
+		}
+		*n = number(v)
+		return nil
+	}
+	var v int
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*n = number(v)
+	return nil
 }
 
 func or[T comparable](v, def T) T {

@@ -30,7 +30,7 @@ func TestTheTemplateIsReadWithTheDeploymentsNamesAndParameters(t *testing.T) {
 			t.Errorf("route %+v", r)
 		}
 	}
-	if len(tpl.Sources) != 1 || tpl.Sources[0] != (EventSource{Function: "CompactFunction", Queue: "BuildQueue", QueueARN: "GetAtt:BuildQueue.Arn", BatchSize: 10, ReportFailures: true, MaxConcurrency: 5}) {
+	if len(tpl.Sources) != 1 || tpl.Sources[0] != (EventSource{Function: "CompactFunction", Queue: "BuildQueue", QueueARN: "GetAtt:BuildQueue.Arn", BatchSize: 20, ReportFailures: true, MaxConcurrency: 100, BatchWindow: 1}) {
 		t.Errorf("sources %+v", tpl.Sources)
 	}
 	if q := tpl.Queues["BuildQueue"]; q.VisibilityTimeout != 720 || q.DeadLetterQueue != "BuildDeadLetterQueue" || q.MaxReceiveCount != 1000 {
@@ -53,6 +53,16 @@ func TestTheTemplateIsReadWithTheDeploymentsNamesAndParameters(t *testing.T) {
 		if r.AuthType != "NONE" {
 			t.Errorf("route %+v", r)
 		}
+	}
+	// The build throughput parameters reach the event source and the
+	// compact function, as CloudFormation passes a Number parameter: a string.
+	tpl, err = ReadTemplate("../../template.yaml", map[string]string{"BuildConcurrency": "7", "BuildBatchSize": "30", "BuildBatchWindow": "2"}, phys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src := tpl.Sources[0]; src.MaxConcurrency != 7 || src.BatchSize != 30 || src.BatchWindow != 2 ||
+		tpl.Functions["CompactFunction"].Env["DURACHAT_BATCH_BUILDS"] != "30" {
+		t.Errorf("with build parameters: source %+v, compact env %v", src, tpl.Functions["CompactFunction"].Env)
 	}
 	targets, err := BuildTargets("../../Makefile")
 	if err != nil || targets["CompactFunction"] != "./functions/compact" || len(targets) != 4 {

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -56,6 +57,7 @@ const (
 	EnvLogLevel          = "DURACHAT_LOG_LEVEL"
 	EnvCompactorURL      = "DURACHAT_COMPACTOR_URL"
 	EnvCompactorFunction = "DURACHAT_COMPACTOR_FUNCTION"
+	EnvBatchBuilds       = "DURACHAT_BATCH_BUILDS"
 
 	// The providers' conventional key variables: the local server falls
 	// back to them when DURACHAT_MODEL_KEY is unset.
@@ -96,7 +98,8 @@ var reads = map[Program][]string{
 	// memory serves the transcript, view, tools and status, and schedules builds.
 	Memory: {EnvBucket, EnvTable, EnvQueueURL, EnvSearch},
 	// compact builds nodes: rows, images, the retry queue and the model.
-	Compact: {EnvBucket, EnvTable, EnvQueueURL, EnvSearch, EnvModel, EnvModelURL, EnvModelKey, EnvCompactorURL, EnvCompactorFunction, EnvLogLevel},
+	// and how many builds of one batch run at once.
+	Compact: {EnvBucket, EnvTable, EnvQueueURL, EnvSearch, EnvModel, EnvModelURL, EnvModelKey, EnvCompactorURL, EnvCompactorFunction, EnvLogLevel, EnvBatchBuilds},
 	// serve is every route on the embedded stores.
 	Serve: {EnvAddr, EnvData, EnvTokens, EnvSearch, EnvModel, EnvModelURL, EnvModelKey, EnvAnthropicKey, EnvOpenAIKey,
 		EnvPublicURL, EnvLinkSecret, EnvLogLevel, EnvCompactorURL, EnvCompactorFunction},
@@ -192,7 +195,16 @@ type Config struct {
 
 	CompactorURL      string
 	CompactorFunction string
+
+	// BatchBuilds bounds the builds one batch of the build queue runs at
+	// once (1 to MaxBatchBuilds); 0 leaves memory's default.
+	BatchBuilds int
 }
+
+// MaxBatchBuilds is the most builds one compact invocation runs at once:
+// each holds a model call and a few rows, and the function's memory bounds
+// how many fit.
+const MaxBatchBuilds = 100
 
 // Load reads p's configuration through lookup (os.LookupEnv in a program).
 // All bad values are reported together, each naming its variable.
@@ -259,6 +271,13 @@ func Load(p Program, lookup func(string) (string, bool)) (Config, error) {
 		r.httpURL(EnvCompactorURL, c.CompactorURL)
 	}
 	c.CompactorFunction = r.str(EnvCompactorFunction, "")
+	if v := r.str(EnvBatchBuilds, ""); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxBatchBuilds {
+			r.fail(EnvBatchBuilds, "%q must be a whole number from 1 to %d", v, MaxBatchBuilds)
+		}
+		c.BatchBuilds = n
+	}
 	// A setting under its old name would otherwise be silently ignored.
 	for old, now := range renamed {
 		if !r.declares(now) {

@@ -73,6 +73,44 @@ func (q *Queue) Name() string { return q.name }
 
 // Send stores body, receivable after delay (0 to MaxDelay).
 func (q *Queue) Send(ctx context.Context, body string, delay time.Duration) error {
+	if len(body) > MaxMessageSize {
+		return fmt.Errorf("send to %s: body is %d bytes, limit %d: %w", q.name, len(body), MaxMessageSize, store.ErrTooLarge)
+	}
+	return q.put(ctx, []string{body}, delay)
+}
+
+// SendBatch stores 1 to store.MaxSendBatch bodies in one transaction, each
+// receivable after delay. A body over MaxMessageSize is not sent and is
+// named in the *store.BatchError, with store.ErrTooLarge; the others are.
+func (q *Queue) SendBatch(ctx context.Context, bodies []string, delay time.Duration) error {
+	if err := store.CheckSendBatch(bodies); err != nil {
+		return fmt.Errorf("send to %s: %w", q.name, err)
+	}
+	var be store.BatchError
+	fit := make([]string, 0, len(bodies))
+	for i, b := range bodies {
+		if len(b) > MaxMessageSize {
+			if be.Err == nil {
+				be.Err = fmt.Errorf("send to %s: body is %d bytes, limit %d: %w", q.name, len(b), MaxMessageSize, store.ErrTooLarge)
+			}
+			be.Failed = append(be.Failed, i)
+			continue
+		}
+		fit = append(fit, b)
+	}
+	if len(fit) > 0 {
+		if err := q.put(ctx, fit, delay); err != nil {
+			return err
+		}
+	}
+	if len(be.Failed) > 0 {
+		return &be
+	}
+	return nil
+}
+
+// put stores bodies (each within MaxMessageSize) in one transaction.
+func (q *Queue) put(ctx context.Context, bodies []string, delay time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -82,26 +120,32 @@ func (q *Queue) Send(ctx context.Context, body string, delay time.Duration) erro
 	if delay < 0 || delay > MaxDelay {
 		return fmt.Errorf("send to %s: delay %s outside 0-%s", q.name, delay, MaxDelay)
 	}
-	if len(body) > MaxMessageSize {
-		return fmt.Errorf("send to %s: body is %d bytes, limit %d: %w", q.name, len(body), MaxMessageSize, store.ErrTooLarge)
-	}
-	id := make([]byte, idLen)
-	rand.Read(id)
 	now := time.Now()
-	rec, err := json.Marshal(message{Body: body, Sent: now.UnixNano()})
-	if err != nil {
-		return fmt.Errorf("send to %s: %w", q.name, err)
+	recs := make([][]byte, len(bodies))
+	for i, body := range bodies {
+		rec, err := json.Marshal(message{Body: body, Sent: now.UnixNano()})
+		if err != nil {
+			return fmt.Errorf("send to %s: %w", q.name, err)
+		}
+		recs[i] = rec
 	}
-	err = q.db.update("send", func(tx *bolt.Tx) error {
+	err := q.db.update("send", func(tx *bolt.Tx) error {
 		m, idx, err := q.buckets(tx)
 		if err != nil {
 			return err
 		}
-		key := messageKey(now.Add(delay), id)
-		if err := m.Put(key, rec); err != nil {
-			return err
+		for _, rec := range recs {
+			id := make([]byte, idLen)
+			rand.Read(id)
+			key := messageKey(now.Add(delay), id)
+			if err := m.Put(key, rec); err != nil {
+				return err
+			}
+			if err := idx.Put(id, key); err != nil {
+				return err
+			}
 		}
-		return idx.Put(id, key)
+		return nil
 	})
 	if err != nil {
 		return err

@@ -1,8 +1,10 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -183,9 +185,11 @@ type sent struct {
 
 // recQueue records what is sent; tests deliver by hand.
 type recQueue struct {
-	mu   sync.Mutex
-	msgs []sent
-	fail error
+	mu      sync.Mutex
+	msgs    []sent
+	batches []int             // bodies per SendBatch
+	refuse  func(string) bool // bodies SendBatch names as not sent
+	fail    error
 }
 
 func (q *recQueue) Send(_ context.Context, body string, delay time.Duration) error {
@@ -199,6 +203,32 @@ func (q *recQueue) Send(_ context.Context, body string, delay time.Duration) err
 		return err
 	}
 	q.msgs = append(q.msgs, sent{msg: m, delay: delay})
+	return nil
+}
+
+// SendBatch records each body as Send does, and counts the batches.
+func (q *recQueue) SendBatch(ctx context.Context, bodies []string, delay time.Duration) error {
+	if err := store.CheckSendBatch(bodies); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	q.batches = append(q.batches, len(bodies))
+	refuse := q.refuse
+	q.mu.Unlock()
+	var be store.BatchError
+	for i, b := range bodies {
+		if refuse != nil && refuse(b) {
+			be.Failed = append(be.Failed, i)
+			be.Err = cmp.Or(be.Err, error(store.Unavailable("send batch entry", errors.New("refused"))))
+			continue
+		}
+		if err := q.Send(ctx, b, delay); err != nil {
+			return err
+		}
+	}
+	if len(be.Failed) > 0 {
+		return &be
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -81,6 +83,11 @@ type Config struct {
 	// Workers bounds the builds Worker runs at once over all chats
 	// (default 32); each chat is held to MaxInFlight by its own claims.
 	Workers int
+	// BatchBuilds bounds the builds HandleBatch runs at once from one
+	// batch of the build queue (default DefaultBatchBuilds). At the event
+	// source's batch size a batch takes one model call's time; below it,
+	// several.
+	BatchBuilds int
 	// CacheLines bounds the in-process cache of node lines (default
 	// 20,000; negative turns it off). Nodes never change and the cache is
 	// keyed by the chat's incarnation, so it is never stale.
@@ -127,28 +134,29 @@ type Tasks interface {
 // Memory builds and serves the summary trees of all chats. It holds no
 // chat in memory between calls: everything lives in the table.
 type Memory struct {
-	table     store.Table
-	log       Log
-	images    Images
-	descs     Descriptions
-	queue     store.Queue
-	compactor Compactor
-	retrier   Retrier
-	tasks     Tasks
-	deletions Deletions
-	openers   Openers
-	ids       *chatid.Registry
-	now       func() time.Time
-	search    bool
-	lease     time.Duration
-	retry     time.Duration
-	wait      time.Duration
-	workers   int
-	logger    *slog.Logger
-	metrics   *emf
-	states    states
-	lines     *lineCache
-	changes   *notifier
+	table       store.Table
+	log         Log
+	images      Images
+	descs       Descriptions
+	queue       store.Queue
+	compactor   Compactor
+	retrier     Retrier
+	tasks       Tasks
+	deletions   Deletions
+	openers     Openers
+	ids         *chatid.Registry
+	now         func() time.Time
+	search      bool
+	lease       time.Duration
+	retry       time.Duration
+	wait        time.Duration
+	workers     int
+	batchBuilds int
+	logger      *slog.Logger
+	metrics     *emf
+	states      states
+	lines       *lineCache
+	changes     *notifier
 	// onBatch, in tests, sees every batch that merged: which view, its size
 	// before and after, and whether it is still open.
 	onBatch func(view string, before, after int64, open bool)
@@ -167,26 +175,27 @@ func New(cfg Config) (*Memory, error) {
 		return nil, errors.New("memory: Lease, Retry and Wait must not be negative")
 	}
 	m := &Memory{
-		table:     cfg.Table,
-		log:       cfg.Log,
-		images:    cfg.Images,
-		descs:     cfg.Descriptions,
-		queue:     cfg.Queue,
-		compactor: cfg.Compactor,
-		retrier:   cfg.Retrier,
-		tasks:     cfg.Tasks,
-		deletions: cfg.Deletions,
-		openers:   cfg.Openers,
-		ids:       chatid.New(cfg.Table),
-		now:       cfg.Now,
-		search:    cfg.Search,
-		lease:     cfg.Lease,
-		retry:     cfg.Retry,
-		wait:      cfg.Wait,
-		workers:   cfg.Workers,
-		logger:    cfg.Logger,
-		states:    states{table: cfg.Table, ids: chatid.New(cfg.Table)},
-		changes:   newNotifier(),
+		table:       cfg.Table,
+		log:         cfg.Log,
+		images:      cfg.Images,
+		descs:       cfg.Descriptions,
+		queue:       cfg.Queue,
+		compactor:   cfg.Compactor,
+		retrier:     cfg.Retrier,
+		tasks:       cfg.Tasks,
+		deletions:   cfg.Deletions,
+		openers:     cfg.Openers,
+		ids:         chatid.New(cfg.Table),
+		now:         cfg.Now,
+		search:      cfg.Search,
+		lease:       cfg.Lease,
+		retry:       cfg.Retry,
+		wait:        cfg.Wait,
+		workers:     cfg.Workers,
+		batchBuilds: cfg.BatchBuilds,
+		logger:      cfg.Logger,
+		states:      states{table: cfg.Table, ids: chatid.New(cfg.Table)},
+		changes:     newNotifier(),
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -202,6 +211,9 @@ func New(cfg Config) (*Memory, error) {
 	}
 	if m.workers <= 0 {
 		m.workers = 32
+	}
+	if m.batchBuilds <= 0 {
+		m.batchBuilds = DefaultBatchBuilds
 	}
 	if m.logger == nil {
 		m.logger = slog.Default()
@@ -376,18 +388,29 @@ func (m *Memory) mergeSizes(ctx context.Context, c chatid.Chat) mergeSizes {
 	}
 }
 
-// send queues one build message per node. When the queue fails, the
-// claims are released at once rather than left to lapse.
+// send queues one build message per node, store.MaxSendBatch to a
+// request. When the queue fails, the claims of the messages not sent are
+// released at once rather than left to lapse.
 func (m *Memory) send(ctx context.Context, c chatid.Chat, nodes []Node) error {
 	var failed []Node
 	var firstErr error
-	for _, n := range nodes {
-		body, _ := json.Marshal(buildMessage{Tenant: c.Tenant, Chat: c.ID, Inc: c.Inc, L: n.L, I: n.I})
-		if err := m.queue.Send(ctx, string(body), 0); err != nil {
-			failed = append(failed, n)
-			if firstErr == nil {
-				firstErr = err
+	for chunk := range slices.Chunk(nodes, store.MaxSendBatch) {
+		bodies := make([]string, len(chunk))
+		for i, n := range chunk {
+			body, _ := json.Marshal(buildMessage{Tenant: c.Tenant, Chat: c.ID, Inc: c.Inc, L: n.L, I: n.I})
+			bodies[i] = string(body)
+		}
+		err := m.queue.SendBatch(ctx, bodies, 0)
+		if err == nil {
+			continue
+		}
+		firstErr = cmp.Or(firstErr, err)
+		if be := (*store.BatchError)(nil); errors.As(err, &be) {
+			for _, i := range be.Failed {
+				failed = append(failed, chunk[i])
 			}
+		} else {
+			failed = append(failed, chunk...)
 		}
 	}
 	if len(failed) == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -369,6 +370,46 @@ func TestQueueOutageReleasesTheClaims(t *testing.T) {
 	}
 	if n := len(f.queue.take()); n != 1 {
 		t.Errorf("%d sent once the queue is back", n)
+	}
+}
+
+func TestAChatsNewBuildsAreQueuedInOneRequest(t *testing.T) {
+	f := newFixture(t)
+	texts := make([]string, 25)
+	for i := range texts {
+		texts[i] = long(i)
+	}
+	f.append(t, "user", texts...)
+	sent := f.queue.take()
+	if len(sent) != MaxInFlight {
+		t.Fatalf("%d builds queued for 25 new leaves, want MaxInFlight (%d)", len(sent), MaxInFlight)
+	}
+	if want := []int{MaxInFlight}; !slices.Equal(f.queue.batches, want) {
+		t.Errorf("sent in batches of %v, want %v: one request", f.queue.batches, want)
+	}
+}
+
+func TestABatchEntryNotSentReleasesOnlyItsClaim(t *testing.T) {
+	f := newFixture(t)
+	f.queue.refuse = func(body string) bool { return strings.Contains(body, `"i":1}`) }
+	f.log.add(f.chat, "user", "x")
+	f.log.add(f.chat, "user", "y")
+	if err := f.m.Appended(context.Background(), f.ch(), 2); err == nil {
+		t.Fatal("a refused batch entry went unreported")
+	}
+	st := f.state(t)
+	if len(st.Claims) != 1 || st.Claims[0].I != 0 || !strings.Contains(st.LastError, "queue") {
+		t.Fatalf("claims %+v after entry 1 was refused, want only leaf 0's; last error %q", st.Claims, st.LastError)
+	}
+	if sent := f.queue.take(); len(sent) != 1 || sent[0].msg.I != 0 {
+		t.Fatalf("sent %+v, want leaf 0's build only", sent)
+	}
+	f.queue.refuse = nil
+	if err := f.m.Pump(context.Background(), f.tenant, f.chat); err != nil {
+		t.Fatal(err)
+	}
+	if sent := f.queue.take(); len(sent) != 1 || sent[0].msg.I != 1 {
+		t.Errorf("sent %+v once the queue takes it, want leaf 1's build", sent)
 	}
 }
 

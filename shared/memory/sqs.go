@@ -17,8 +17,10 @@ type Retrier interface {
 	Retry(ctx context.Context, receipt string, delay time.Duration) error
 }
 
-// batchConcurrency bounds the builds one batch runs at once.
-const batchConcurrency = 8
+// DefaultBatchBuilds is how many builds of one batch run at once unless
+// Config.BatchBuilds says otherwise: the template's default batch size,
+// so that a full batch takes one model call's time.
+const DefaultBatchBuilds = 20
 
 // deadlineMargin is the time a batch keeps after its builds stop, before
 // the function's deadline (a quarter of the time left, when that is less).
@@ -41,7 +43,7 @@ var errDrained = errors.New("memory: batch drained")
 
 // HandleBatch is the compaction function: it builds the node of each
 // delivery of a batch the platform received on the program's behalf (the
-// Lambda SQS event source), at most batchConcurrency at once, and returns
+// Lambda SQS event source), at most Config.BatchBuilds at once, and returns
 // the IDs of the deliveries to leave on the queue (partial batch
 // failures); the platform deletes the others. A build that must come back
 // (failed, or not due yet) is made visible again after its delay through
@@ -49,7 +51,7 @@ var errDrained = errors.New("memory: batch drained")
 // to the queue instead and the original acknowledged.
 func (m *Memory) HandleBatch(ctx context.Context, ds []store.Delivery) (retry []string) {
 	b := &batch{m: m, pending: ds}
-	m.consume(ctx, b, batchConcurrency)
+	m.consume(ctx, b, m.batchBuilds)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	// Deliveries the deadline left unstarted come back too.

@@ -170,9 +170,39 @@ type Linker interface {
 	URL(ctx context.Context, key string, ttl time.Duration) (string, error)
 }
 
+// MaxSendBatch is the most bodies one Queue.SendBatch takes: SQS's
+// SendMessageBatch limit.
+const MaxSendBatch = 10
+
 // Queue sends messages, each delivered at least once after its delay.
 type Queue interface {
 	Send(ctx context.Context, body string, delay time.Duration) error
+	// SendBatch sends 1 to MaxSendBatch bodies, each delivered after delay,
+	// in one request. When some are not sent it returns a *BatchError
+	// naming them; the others were sent. Any other error sent none.
+	SendBatch(ctx context.Context, bodies []string, delay time.Duration) error
+}
+
+// BatchError is the error of a SendBatch that sent some of its bodies and
+// not others.
+type BatchError struct {
+	Failed []int // indexes of the bodies not sent, ascending
+	Err    error // why the first of them was not
+}
+
+func (e *BatchError) Error() string {
+	return fmt.Sprintf("%d of the batch's messages not sent: %v", len(e.Failed), e.Err)
+}
+
+func (e *BatchError) Unwrap() error { return e.Err }
+
+// CheckSendBatch refuses a batch SendBatch cannot take: none, or more than
+// MaxSendBatch bodies.
+func CheckSendBatch(bodies []string) error {
+	if len(bodies) < 1 || len(bodies) > MaxSendBatch {
+		return fmt.Errorf("queue send batch: %d messages, want 1-%d", len(bodies), MaxSendBatch)
+	}
+	return nil
 }
 
 // Delivery is one received message. Receipt acknowledges or retries it.

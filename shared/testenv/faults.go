@@ -1,8 +1,10 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/durachat/durachat/shared/store"
@@ -153,6 +155,50 @@ func (f *FailingQueue) Send(ctx context.Context, body string, delay time.Duratio
 		}
 	}
 	return f.Queue.Send(ctx, body, delay)
+}
+
+// SendBatch sends the bodies FailSend passes and names the others in a
+// *store.BatchError, as a queue refusing some entries of a batch does.
+func (f *FailingQueue) SendBatch(ctx context.Context, bodies []string, delay time.Duration) error {
+	if err := store.CheckSendBatch(bodies); err != nil {
+		return err
+	}
+	var be store.BatchError
+	var pass []string
+	var passed []int // pass[k] is bodies[passed[k]]
+	for i, b := range bodies {
+		if f.FailSend != nil {
+			if err := f.FailSend(b); err != nil {
+				if be.Err == nil {
+					be.Err = err
+				}
+				be.Failed = append(be.Failed, i)
+				continue
+			}
+		}
+		pass, passed = append(pass, b), append(passed, i)
+	}
+	if len(pass) > 0 {
+		err := f.Queue.SendBatch(ctx, pass, delay)
+		var inner *store.BatchError
+		switch {
+		case errors.As(err, &inner):
+			for _, k := range inner.Failed {
+				be.Failed = append(be.Failed, passed[k])
+			}
+			be.Err = cmp.Or(be.Err, inner.Err)
+			slices.Sort(be.Failed)
+		case err != nil && len(be.Failed) == 0:
+			return err
+		case err != nil:
+			be.Failed = append(be.Failed, passed...)
+			slices.Sort(be.Failed)
+		}
+	}
+	if len(be.Failed) > 0 {
+		return &be
+	}
+	return nil
 }
 
 // FailingReceiver passes calls on to Receiver unless the Fail function for

@@ -53,6 +53,7 @@ func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logge
 		Deletions:    chats,
 		Openers:      chats,
 		Search:       cfg.Search,
+		BatchBuilds:  cfg.BatchBuilds,
 		Logger:       logger,
 		Metrics:      metrics,
 		// Lambda sets the function's name; the alarms watch it.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -69,6 +70,82 @@ func (q *Queue) Send(ctx context.Context, body string, delay time.Duration) erro
 	})
 	if err != nil {
 		return mapError("send", err)
+	}
+	return nil
+}
+
+// SendBatch enqueues 1 to store.MaxSendBatch bodies, each delivered after
+// delay, with SendMessageBatch: one request, or more when the bodies
+// together pass SQS's payload limit (MaxMessageSize for the whole batch).
+// A body over MaxMessageSize, and an entry SQS refuses, are named in the
+// *store.BatchError; the others are sent.
+func (q *Queue) SendBatch(ctx context.Context, bodies []string, delay time.Duration) error {
+	if err := store.CheckSendBatch(bodies); err != nil {
+		return err
+	}
+	if delay < 0 || delay > MaxDelay {
+		return fmt.Errorf("queue send batch: delay %s outside 0-%s", delay, MaxDelay)
+	}
+	var be store.BatchError
+	fail := func(i int, err error) {
+		if be.Err == nil {
+			be.Err = err
+		}
+		be.Failed = append(be.Failed, i)
+	}
+	var (
+		entries []types.SendMessageBatchRequestEntry
+		size    int
+		settled int // bodies sent or failed so far
+	)
+	flush := func() error {
+		if len(entries) == 0 {
+			return nil
+		}
+		out, err := q.client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+		if err != nil {
+			err = mapError("send batch", err)
+			if settled == 0 {
+				return err // nothing was sent: a plain error
+			}
+			for _, e := range entries {
+				i, _ := strconv.Atoi(aws.ToString(e.Id))
+				fail(i, err)
+			}
+		} else {
+			for _, f := range out.Failed {
+				i, _ := strconv.Atoi(aws.ToString(f.Id))
+				fail(i, fmt.Errorf("queue send batch: %s: %s", aws.ToString(f.Code), aws.ToString(f.Message)))
+			}
+		}
+		settled += len(entries)
+		entries, size = entries[:0], 0
+		return nil
+	}
+	for i, b := range bodies {
+		if len(b) > MaxMessageSize {
+			fail(i, fmt.Errorf("queue send batch: body of %d bytes, limit %d: %w", len(b), MaxMessageSize, store.ErrTooLarge))
+			settled++
+			continue
+		}
+		if size+len(b) > MaxMessageSize {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		entries = append(entries, types.SendMessageBatchRequestEntry{
+			Id:           aws.String(strconv.Itoa(i)),
+			MessageBody:  aws.String(b),
+			DelaySeconds: seconds(delay),
+		})
+		size += len(b)
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if len(be.Failed) > 0 {
+		slices.Sort(be.Failed)
+		return &be
 	}
 	return nil
 }

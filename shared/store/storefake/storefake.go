@@ -10,6 +10,7 @@ package storefake
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -272,6 +273,9 @@ func (q *Queue) Send(ctx context.Context, body string, delay time.Duration) erro
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if len(body) > MaxMessageSize {
+		return fmt.Errorf("storefake send: body is %d bytes, limit %d: %w", len(body), MaxMessageSize, store.ErrTooLarge)
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.seq++
@@ -279,6 +283,32 @@ func (q *Queue) Send(ctx context.Context, body string, delay time.Duration) erro
 	q.notify()
 	return nil
 }
+
+// SendBatch queues 1 to store.MaxSendBatch bodies, each receivable after
+// delay.
+func (q *Queue) SendBatch(ctx context.Context, bodies []string, delay time.Duration) error {
+	if err := store.CheckSendBatch(bodies); err != nil {
+		return err
+	}
+	var be store.BatchError
+	for i, b := range bodies {
+		err := q.Send(ctx, b, delay)
+		switch {
+		case errors.Is(err, store.ErrTooLarge):
+			be.Err = cmp.Or(be.Err, err)
+			be.Failed = append(be.Failed, i)
+		case err != nil:
+			return err
+		}
+	}
+	if len(be.Failed) > 0 {
+		return &be
+	}
+	return nil
+}
+
+// MaxMessageSize is SQS's limit on a body, which the fake keeps too.
+const MaxMessageSize = 256 << 10
 
 // notify wakes every waiting Receive. q.mu is held.
 func (q *Queue) notify() {

@@ -2,8 +2,10 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,6 +131,98 @@ func TestQueue(t *testing.T, newQueue func(t *testing.T) (store.Queue, store.Rec
 			t.Fatalf("received %q, want each of %q once", got, want)
 		}
 	})
+
+	t.Run("SendBatchDeliversEachBodyOnce", func(t *testing.T) {
+		t.Parallel()
+		ctx := testContext(t)
+		q, r := newQueue(t)
+		var want []string
+		for i := range store.MaxSendBatch {
+			want = append(want, fmt.Sprintf(`{"n":%d}`, i))
+		}
+		must(t, q.SendBatch(ctx, want, 0))
+		got := receiveAll(ctx, t, r, len(want))
+		if !slices.Equal(got, want) {
+			t.Fatalf("received %q, want each of %q once", got, want)
+		}
+	})
+
+	t.Run("SendBatchDelayHidesEveryBody", func(t *testing.T) {
+		t.Parallel()
+		ctx := testContext(t)
+		q, r := newQueue(t)
+		must(t, q.SendBatch(ctx, []string{"a", "b"}, 2*second))
+		expectNothing(ctx, t, r, 1*second, "during the batch's 2 s delay")
+		if got := receiveAll(ctx, t, r, 2); !slices.Equal(got, []string{"a", "b"}) {
+			t.Fatalf("after the delay: %q, want [a b]", got)
+		}
+	})
+
+	t.Run("SendBatchRefusesNoneAndTooMany", func(t *testing.T) {
+		t.Parallel()
+		ctx := testContext(t)
+		q, r := newQueue(t)
+		for _, n := range []int{0, store.MaxSendBatch + 1} {
+			bodies := make([]string, n)
+			for i := range bodies {
+				bodies[i] = "x"
+			}
+			err := q.SendBatch(ctx, bodies, 0)
+			var be *store.BatchError
+			if err == nil || errors.As(err, &be) {
+				t.Fatalf("SendBatch of %d bodies: %v, want a plain error (nothing sent)", n, err)
+			}
+		}
+		expectNothing(ctx, t, r, 1*second, "after refused batches")
+	})
+
+	t.Run("SendBatchNamesTheBodyTooLargeAndSendsTheRest", func(t *testing.T) {
+		t.Parallel()
+		ctx := testContext(t)
+		q, r := newQueue(t)
+		big := strings.Repeat("x", maxBody+1)
+		// Two bodies near the limit also pass the batch's payload limit
+		// together: they still both arrive.
+		near := strings.Repeat("n", maxBody-10)
+		err := q.SendBatch(ctx, []string{"first", big, near, near + "2"}, 0)
+		var be *store.BatchError
+		if !errors.As(err, &be) || !slices.Equal(be.Failed, []int{1}) || !errors.Is(err, store.ErrTooLarge) {
+			t.Fatalf("SendBatch with body 1 too large: %v, want a *store.BatchError naming [1] with store.ErrTooLarge", err)
+		}
+		got := receiveAll(ctx, t, r, 3)
+		if want := []string{"first", near, near + "2"}; !slices.Equal(got, want) {
+			t.Fatalf("received %d bodies, want the 3 that fit", len(got))
+		}
+	})
+}
+
+// maxBody is SQS's message size limit, which every adapter keeps.
+const maxBody = 256 << 10
+
+// receiveAll receives (and acks) n messages within patience, failing on a
+// duplicate, and returns their bodies sorted.
+func receiveAll(ctx context.Context, t *testing.T, r store.Receiver, n int) []string {
+	t.Helper()
+	var got []string
+	ids := map[string]bool{}
+	deadline := time.Now().Add(patience)
+	for len(got) < n && time.Now().Before(deadline) {
+		ds, err := r.Receive(ctx, batchSize, hideLong, longWait)
+		must(t, err)
+		for _, d := range ds {
+			if ids[d.ID] {
+				t.Fatalf("message %s delivered twice while hidden", d.ID)
+			}
+			ids[d.ID] = true
+			got = append(got, d.Body)
+			must(t, r.Ack(ctx, d.Receipt))
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("received %d messages within %s, want %d", len(got), patience, n)
+	}
+	slices.Sort(got)
+	return got
 }
 
 // receiveOne waits (up to patience) for exactly one message and hides it
