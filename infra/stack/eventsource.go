@@ -106,9 +106,10 @@ func (p *Poller) fill(ctx context.Context, msgs []sqstypes.Message) []sqstypes.M
 			break
 		}
 		out, err := p.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(p.QueueURL),
-			MaxNumberOfMessages:         int32(min(p.Source.BatchSize-len(msgs), 10)),
-			WaitTimeSeconds:             int32(min(left/time.Second, 20)),
+			QueueUrl:            aws.String(p.QueueURL),
+			MaxNumberOfMessages: int32(min(p.Source.BatchSize-len(msgs), 10)),
+			WaitTimeSeconds:     int32(min(left/time.Second, 20)),
+			//lint:ignore SA1019 both names, as the first receive asks
 			AttributeNames:              []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll},
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 			MessageAttributeNames:       []string{"All"},
