@@ -2,14 +2,13 @@ package memory
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"time"
 
+	emfline "github.com/durachat/durachat/shared/emf"
 	"github.com/durachat/durachat/shared/model"
 )
 
@@ -30,7 +29,7 @@ const (
 	MetricDeniedBuilds = "DeniedBuilds"
 	// MetricDimension is the metrics' one dimension: the name of the
 	// function that emits them, so two stacks in one account stay apart.
-	MetricDimension = "FunctionName"
+	MetricDimension = emfline.Dimension
 )
 
 // Outcomes of a build, as its log record names them.
@@ -64,34 +63,7 @@ func WriteBuildMetrics(w io.Writer, at time.Time, function, outcome string) erro
 	default:
 		return nil
 	}
-	dims := []string{}
-	rec := map[string]any{}
-	if function != "" {
-		dims = append(dims, MetricDimension)
-		rec[MetricDimension] = function
-	}
-	metrics := make([]emfMetric, len(names))
-	for i, n := range names {
-		metrics[i] = emfMetric{Name: n, Unit: "Count"}
-		rec[n] = 1
-	}
-	rec["Outcome"] = outcome
-	rec["_aws"] = map[string]any{
-		"Timestamp": at.UnixMilli(),
-		"CloudWatchMetrics": []any{map[string]any{
-			"Namespace":  MetricNamespace,
-			"Dimensions": [][]string{dims},
-			"Metrics":    metrics,
-		}},
-	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	if _, err := w.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	return nil
+	return emfline.Counts{Namespace: MetricNamespace, Function: function, Names: names, Fields: map[string]any{"Outcome": outcome}}.Write(w, at)
 }
 
 // emf writes a build's metrics to w, one line at a time.
@@ -100,11 +72,6 @@ type emf struct {
 	w        io.Writer
 	now      func() time.Time
 	function string
-}
-
-type emfMetric struct {
-	Name string `json:"Name"`
-	Unit string `json:"Unit"`
 }
 
 func (e *emf) build(outcome string) {

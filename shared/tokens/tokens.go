@@ -10,7 +10,6 @@ package tokens
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/emf"
 )
 
 // Reader reads the text of the secret that holds the tokens.
@@ -33,7 +33,7 @@ const (
 	MetricNamespace  = "durachat/auth"
 	MetricReadErrors = "TokenReadErrors"
 	// MetricDimension is the metric's one dimension: the function's name.
-	MetricDimension = "FunctionName"
+	MetricDimension = emf.Dimension
 )
 
 // Defaults of Options.
@@ -241,26 +241,5 @@ func (e *MalformedError) Unwrap() error { return e.Err }
 // WriteReadErrorMetric writes the Embedded Metric Format line of one
 // failed read by function (no dimension when empty) to w.
 func WriteReadErrorMetric(w io.Writer, at time.Time, function string) error {
-	dims := []string{}
-	rec := map[string]any{MetricReadErrors: 1}
-	if function != "" {
-		dims = append(dims, MetricDimension)
-		rec[MetricDimension] = function
-	}
-	rec["_aws"] = map[string]any{
-		"Timestamp": at.UnixMilli(),
-		"CloudWatchMetrics": []any{map[string]any{
-			"Namespace":  MetricNamespace,
-			"Dimensions": [][]string{dims},
-			"Metrics":    []map[string]string{{"Name": MetricReadErrors, "Unit": "Count"}},
-		}},
-	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	if _, err := w.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	return nil
+	return emf.Counts{Namespace: MetricNamespace, Function: function, Names: []string{MetricReadErrors}}.Write(w, at)
 }
