@@ -5,16 +5,15 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"image"
-	"image/png"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/durachat/durachat/shared/images/imagestest"
 
 	"github.com/durachat/durachat/shared/images"
 )
@@ -23,22 +22,10 @@ import (
 // the one line that may cross it.
 const exportPartLimit = 4<<20 + 1<<20
 
-// noisyPNGBase64 is a PNG of about w*h*4 bytes (noise does not compress).
+// noisyPNGBase64 is imagestest.NoisyPNG in base64.
 func noisyPNGBase64(t *testing.T, seed uint64, w, h int) string {
 	t.Helper()
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	r := rand.New(rand.NewPCG(seed, 1))
-	for i := range img.Pix {
-		img.Pix[i] = uint8(r.Uint32())
-		if i%4 == 3 {
-			img.Pix[i] = 255
-		}
-	}
-	var buf bytes.Buffer
-	if err := (&png.Encoder{CompressionLevel: png.NoCompression}).Encode(&buf, img); err != nil {
-		t.Fatal(err)
-	}
-	return base64.StdEncoding.EncodeToString(buf.Bytes())
+	return base64.StdEncoding.EncodeToString(imagestest.NoisyPNG(seed, w, h))
 }
 
 // exportAll reads a chat's whole export part by part and returns its size

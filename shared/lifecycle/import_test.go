@@ -5,14 +5,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"image"
 	"image/color"
-	"image/png"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/durachat/durachat/shared/images/imagestest"
 
 	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/images"
@@ -292,22 +291,10 @@ func (e *env) exportParts(tenant, chat string) ([]byte, [][]byte) {
 	return nil, nil
 }
 
-// noisyPNG is a PNG of about w*h*4 bytes (noise does not compress), base64.
+// noisyPNG is imagestest.NoisyPNG in base64.
 func noisyPNG(t *testing.T, seed uint64, w, h int) string {
 	t.Helper()
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	r := rand.New(rand.NewPCG(seed, 1))
-	for i := range img.Pix {
-		img.Pix[i] = uint8(r.Uint32())
-		if i%4 == 3 {
-			img.Pix[i] = 255
-		}
-	}
-	var buf bytes.Buffer
-	if err := (&png.Encoder{CompressionLevel: png.NoCompression}).Encode(&buf, img); err != nil {
-		t.Fatal(err)
-	}
-	return base64.StdEncoding.EncodeToString(buf.Bytes())
+	return base64.StdEncoding.EncodeToString(imagestest.NoisyPNG(seed, w, h))
 }
 
 // TestAnImportCutOffByAnOutageSaysHowFarItGotAndARerunCompletesIt: an

@@ -5,13 +5,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"image"
-	"image/png"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/durachat/durachat/shared/images/imagestest"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -104,21 +103,10 @@ func (f *function) request(t *testing.T, method, path, query string, body []byte
 	return resp, n
 }
 
-// noisyPNG is a PNG of about w*h*4 bytes (noise does not compress).
+// noisyPNG is imagestest.NoisyPNG in base64.
 func noisyPNG(t *testing.T, seed uint64, w, h int) string {
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	r := rand.New(rand.NewPCG(seed, 1))
-	for i := range img.Pix {
-		img.Pix[i] = uint8(r.Uint32())
-		if i%4 == 3 {
-			img.Pix[i] = 255
-		}
-	}
-	var buf bytes.Buffer
-	if err := (&png.Encoder{CompressionLevel: png.NoCompression}).Encode(&buf, img); err != nil {
-		t.Fatal(err)
-	}
-	return base64.StdEncoding.EncodeToString(buf.Bytes())
+	t.Helper()
+	return base64.StdEncoding.EncodeToString(imagestest.NoisyPNG(seed, w, h))
 }
 
 func mustJSON(t *testing.T, v any) []byte {
