@@ -1,11 +1,28 @@
-package client
+package wire
 
 import "time"
 
-// The server's answers, as it defines them. The client's module depends
-// on nothing but the standard library, so it holds its own copy; a test
-// of the server's module keeps each one field for field the same as the
-// server's (names, JSON keys and types).
+// View is a chat's memory view, as GET .../view answers it.
+type View struct {
+	// View is the text for the system prompt: "<chat>\n", one
+	// "<start>+<count>|<line>\n" per node, "</chat>".
+	View string `json:"view"`
+	// Lines is the number of node lines.
+	Lines int64 `json:"lines"`
+	// Bytes is the view's size: the bytes of its node lines, heads and
+	// newlines included, without the <chat> and </chat> tags. The
+	// sawtooth compares this number with 128,000 and 64,000.
+	Bytes int64 `json:"bytes"`
+	// Unbuilt counts the lines shown as the placeholder, not summarized
+	// yet.
+	Unbuilt int64 `json:"unbuilt"`
+	// Retrying counts nodes waiting out a retry delay.
+	Retrying int `json:"retrying"`
+	// Stalled: nothing in flight and something waiting on a retry (builds
+	// keep failing; LastError says why); a turn goes on with placeholders.
+	Stalled   bool   `json:"stalled"`
+	LastError string `json:"lastError"`
+}
 
 // Status is a chat's memory at a glance, as GET .../status answers it.
 type Status struct {
@@ -161,91 +178,4 @@ type TreeNode struct {
 	Refusals int        `json:"refusals,omitempty"`
 	Error    string     `json:"error,omitempty"`
 	Next     *time.Time `json:"next,omitempty"`
-}
-
-// ChatInfo is one chat as GET /v1/chats lists it.
-type ChatInfo struct {
-	Chat         string    `json:"chat"`
-	Messages     int64     `json:"messages"`
-	LastActivity time.Time `json:"lastActivity"`
-	// Memory is the chat's summary memory at a glance.
-	Memory MemoryGlance `json:"memory"`
-	// Deleting is the progress of a deletion under way.
-	Deleting *DeleteProgress `json:"deleting,omitempty"`
-}
-
-// ChatList is a page of the tenant's chats; Next is "" on the last page,
-// else the after of the next.
-type ChatList struct {
-	Chats []ChatInfo `json:"chats"`
-	Next  string     `json:"next"`
-}
-
-// DeleteProgress is how far a chat's deletion has come.
-type DeleteProgress struct {
-	// Removed counts the chat's stored items removed (entries, memory
-	// nodes, receipts, state, texts too big for their rows), Images the
-	// images deleted with it (those no other chat of the tenant names).
-	Removed int64 `json:"removed"`
-	Images  int64 `json:"images"`
-	// Done says the chat is gone; its id now names a new, empty chat.
-	Done bool `json:"done"`
-}
-
-// ImportResult says what an import logged.
-type ImportResult struct {
-	// Messages counts the messages read, Entries the entries they are
-	// logged as (a repeat of an import answers the same entries), New
-	// those of them this import logged (0: the chat held the file
-	// already, nothing new was logged), Skipped the session lines
-	// durachat does not log (another branch, model changes, custom
-	// entries).
-	Messages int `json:"messages"`
-	Entries  int `json:"entries"`
-	New      int `json:"new"`
-	Skipped  int `json:"skipped"`
-	// Renamed maps each name an image line carried whose bytes are not
-	// that name's to the name they are stored under; the file's refs to
-	// it are logged as refs to the new name. Absent when none is.
-	Renamed map[string]string `json:"renamed,omitempty"`
-}
-
-// Retention is a retention setting: chats idle longer than Days days are
-// deleted (0 keeps them).
-type Retention struct {
-	Days int `json:"days"`
-	// Inherited says a chat has no setting of its own: Days is its
-	// tenant's default.
-	Inherited bool `json:"inherited,omitempty"`
-}
-
-// Unrestored is a ref left as text, and why: "not_found", "unavailable",
-// "budget", "format", "limit" (the provider takes no more images) or
-// "describe".
-type Unrestored struct {
-	Name   string `json:"name"`
-	Reason string `json:"reason"`
-}
-
-// Restoration is what before-request did to a request: the images it put
-// back, the refs it left as text, and what the request now costs.
-type Restoration struct {
-	Restored   []string     `json:"restored"`
-	Unrestored []Unrestored `json:"unrestored"`
-	// UnrestoredOmitted counts the refs left as text past the first 1,000
-	// listed in Unrestored.
-	UnrestoredOmitted int `json:"unrestoredOmitted,omitempty"`
-	// InlineBytes is the base64 the restore added inline.
-	InlineBytes int64 `json:"inlineBytes"`
-	// Images counts the images the request now shows the model, every ref
-	// left as text counted as one (it stands for an image).
-	Images int `json:"images"`
-	// EstimatedImageTokens estimates what those images cost as input.
-	EstimatedImageTokens int `json:"estimatedImageTokens"`
-	// Described counts the refs left as text that carry their image's
-	// description ("[image <name>: <description>]"); PendingDescriptions
-	// the images whose refs stay bare because they have none yet (or it
-	// could not be read now).
-	Described           int `json:"described"`
-	PendingDescriptions int `json:"pendingDescriptions"`
 }
