@@ -127,7 +127,7 @@ export interface ClientOptions {
    * local server only); 0 or less never uploads. Default defaultBodyLimit.
    */
   bodyLimit?: number;
-  /** The fetch to send with; default the global one. */
+  /** The fetch to send with; default the global fetch as it is when the client is made. */
   fetch?: typeof fetch;
 }
 
@@ -299,7 +299,10 @@ export class Client {
     this.maxWaitMs = opts.maxWaitMs ?? defaultMaxWaitMs;
     this.timeoutMs = opts.timeoutMs ?? defaultTimeoutMs;
     this.bodyLimit = opts.bodyLimit ?? defaultBodyLimit;
-    this.fetchFn = opts.fetch ?? ((...args) => fetch(...args));
+    // The fetch of the moment the client is made, called unbound (a
+    // browser's fetch refuses another this).
+    const f = opts.fetch ?? globalThis.fetch;
+    this.fetchFn = (...args) => f(...args);
   }
 
   /** A handle on the chat id (1-128 of A-Z a-z 0-9 . _ -). Nothing is sent: a chat exists once something is logged in it. */
