@@ -125,8 +125,11 @@ test-client:
 # test-pi tests the pi extension (clients/pi) in real pi sessions, with
 # pi-ai's faux model and the local server built from cmd/durachat, on both
 # pinned pis at once: 1.x (@earendil-works) under Node 22 (clients/pi/test/
-# node22) and 0.73.1 (@mariozechner) under the Node on PATH.
-test-pi: tools-pi
+# node22) and 0.73.1 (@mariozechner) under the Node on PATH. The extension
+# calls durachat through the TypeScript client (clients/ts, a file:
+# dependency), built first.
+test-pi: tools-pi tools-ts
+	npm --prefix clients/ts run build
 	npm --prefix clients/pi test
 
 # tools-pi installs the pi extension's Node modules when their lock changed:
