@@ -23,7 +23,7 @@ LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.n
 GO_FILES = $(shell find . -name '*.go' -not -path './.tools/*' -not -path '*/node_modules/*' -not -path './.aws-sam/*')
 
 .PHONY: run stack test test-client test-pi test-ts tools tools-pi tools-ts fmt-check vet staticcheck lint-template bench build clean \
-	build-RestoreFunction build-OffloadFunction build-MemoryFunction build-CompactFunction
+	build-RestoreFunction build-OffloadFunction build-MemoryFunction build-ViewFunction build-CompactFunction
 
 run:
 	$(GO) run ./cmd/durachat serve
@@ -48,6 +48,11 @@ build-OffloadFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/offload
 
 build-MemoryFunction:
+	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/memory
+
+# The view route's function runs the memory API's program (template.yaml,
+# ViewFunction).
+build-ViewFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/memory
 
 build-CompactFunction:
