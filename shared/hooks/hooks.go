@@ -39,7 +39,8 @@ const (
 	ReasonBudget = "budget"
 	// ReasonFormat: the format cannot carry an image in that place.
 	ReasonFormat = "format"
-	// ReasonError: any other failure of the store.
+	// ReasonError: any other failure of the store (or stored bytes that
+	// are not an image).
 	ReasonError = "error"
 	// ReasonDescribe: mode "describe" sends every image as its description.
 	ReasonDescribe = "describe"

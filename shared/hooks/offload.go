@@ -344,8 +344,14 @@ func (o *Offload) claim(ctx context.Context, tenant, chat string, blocks []pi.Bl
 	return nil
 }
 
+// reasonOf is why a store's err leaves an image inline (after-tool,
+// offload-input) or a ref as text (before-request): the one mapping of
+// store errors to reasons.
 func reasonOf(err error) string {
-	if store.IsOutage(err) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return ReasonNotFound
+	case store.IsOutage(err):
 		return ReasonUnavailable
 	}
 	return ReasonError
