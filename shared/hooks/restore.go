@@ -130,7 +130,7 @@ type beforeRequestBody struct {
 
 type beforeRequestAnswer struct {
 	// Request is written around the rest (writeAnswer).
-	Request rawjson.Value `json:"-"`
+	Request rawjson.Node `json:"-"`
 	wire.Restoration
 }
 
@@ -148,10 +148,7 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	answer, err := rt.run()
-	if err != nil {
-		return err
-	}
+	answer := rt.run()
 	return writeAnswer(w, "request", answer.Request, answer)
 }
 
@@ -190,7 +187,7 @@ type restoration struct {
 	tenant string
 	mode   string
 	walk   *walk
-	build  func() (rawjson.Value, error)
+	build  func() rawjson.Node
 	// links: the format takes image URLs and there is a Linker.
 	links bool
 
@@ -271,15 +268,13 @@ func (rs *Restore) plan(ctx context.Context, tenant string, f format, body befor
 }
 
 // run takes the planned restoration through its steps.
-func (rt *restoration) run() (beforeRequestAnswer, error) {
+func (rt *restoration) run() beforeRequestAnswer {
 	if rt.mode == ModeDescribe {
 		rt.describeAll()
 		return rt.finish()
 	}
 	rt.read()
-	if err := rt.fill(); err != nil {
-		return beforeRequestAnswer{}, err
-	}
+	rt.fill()
 	return rt.finish()
 }
 
@@ -336,7 +331,7 @@ func answerSize(req rawjson.Value) int64 {
 
 // fetched is what restore learned about one image.
 type fetched struct {
-	b64    string // read: the image as base64
+	data   []byte // read: the image's bytes, encoded as base64 into the answer
 	mime   string
 	width  int
 	height int
@@ -345,7 +340,8 @@ type fetched struct {
 	err    error // not found, or the store failed
 }
 
-func (f *fetched) size() int64 { return int64(len(f.b64)) }
+// size is what the image takes inline: its base64.
+func (f *fetched) size() int64 { return int64(base64.StdEncoding.EncodedLen(len(f.data))) }
 
 // read learns what each planned name holds: with every image linked (mode
 // url), only whether it is stored; else its bytes, as far as the budget
@@ -423,8 +419,7 @@ func (rt *restoration) readImage(name string) {
 		f.err = err
 		return
 	}
-	f.b64 = base64.StdEncoding.EncodeToString(img.Data)
-	f.mime, f.read, f.exists = img.MimeType, true, true
+	f.data, f.mime, f.read, f.exists = img.Data, img.MimeType, true, true
 	if cfg, _, err := image.DecodeConfig(bytes.NewReader(img.Data)); err == nil {
 		f.width, f.height = cfg.Width, cfg.Height
 	}
@@ -432,44 +427,39 @@ func (rt *restoration) readImage(name string) {
 
 // fill puts an image, a link or text in the place of each ref block, in
 // request order.
-func (rt *restoration) fill() error {
-	for _, s := range rt.walk.slots {
-		if err := rt.place(s); err != nil {
-			return err
-		}
+func (rt *restoration) fill() {
+	for i := range rt.walk.slots {
+		rt.place(&rt.walk.slots[i])
 	}
-	return nil
 }
 
 // place fills the ref block of s, or leaves it as text with its reason.
-func (rt *restoration) place(s *slot) error {
+func (rt *restoration) place(s *slot) {
 	if !s.canImage {
 		rt.leave(s, ReasonFormat)
-		return nil
+		return
 	}
 	g := rt.fetched[s.name]
 	if rt.quota == 0 || g == nil {
 		rt.leave(s, ReasonLimit)
-		return nil
+		return
 	}
 	if g.err != nil {
 		rt.leave(s, reasonOf(g.err))
-		return nil
+		return
 	}
 	p := picture{name: s.name, mimeType: g.mime}
 	if rt.inline(g) {
-		p.b64 = g.b64
+		p.data = g.data
 	} else {
 		url, reason := rt.link(s.name, g)
 		if reason != "" {
 			rt.leave(s, reason)
-			return nil
+			return
 		}
 		p.url = url
 	}
-	if err := s.fill(p); err != nil {
-		return err
-	}
+	s.fill(p)
 	rt.quota--
 	if !rt.restored[s.name] {
 		rt.restored[s.name] = true
@@ -477,7 +467,6 @@ func (rt *restoration) place(s *slot) error {
 	}
 	rt.answer.Images++
 	rt.answer.EstimatedImageTokens += imageTokens(g.width, g.height)
-	return nil
 }
 
 // inline reports whether g goes inline, and spends what it takes. The
@@ -543,7 +532,8 @@ func (rt *restoration) leave(s *slot, reason string) {
 // image's description, reported with reason "describe"; no image is read.
 func (rt *restoration) describeAll() {
 	seen := map[string]bool{}
-	for _, s := range rt.walk.slots {
+	for i := range rt.walk.slots {
+		s := &rt.walk.slots[i]
 		if !seen[s.name] {
 			seen[s.name] = true
 			rt.answer.unrestored(Unrestored{Name: s.name, Reason: ReasonDescribe})
@@ -555,15 +545,12 @@ func (rt *restoration) describeAll() {
 
 // finish describes the refs left as text, counts the images the request
 // already carries (they are left as they are) and rebuilds the request.
-func (rt *restoration) finish() (beforeRequestAnswer, error) {
+func (rt *restoration) finish() beforeRequestAnswer {
 	rt.answer.Images += rt.walk.images
 	rt.answer.EstimatedImageTokens += rt.walk.images * imageTokens(0, 0)
 	rt.describe()
-	var err error
-	if rt.answer.Request, err = rt.build(); err != nil {
-		return beforeRequestAnswer{}, err
-	}
-	return rt.answer, nil
+	rt.answer.Request = rt.build()
+	return rt.answer
 }
 
 // textRefs are the ref blocks left as text. Only the first limit (at most
@@ -573,7 +560,7 @@ func (rt *restoration) finish() (beforeRequestAnswer, error) {
 // a request of many refs go before its answer is built.
 type textRefs struct {
 	limit int
-	slots []*slot
+	slots []slot
 	more  map[string]bool
 }
 
@@ -581,7 +568,7 @@ func newTextRefs(limit int) *textRefs { return &textRefs{limit: limit, more: map
 
 func (t *textRefs) add(s *slot) {
 	if len(t.slots) < t.limit {
-		t.slots = append(t.slots, s)
+		t.slots = append(t.slots, *s)
 		return
 	}
 	t.more[s.name] = true
@@ -618,7 +605,8 @@ func (rt *restoration) describe() {
 		}
 	}
 	pending := map[string]bool{}
-	for _, s := range rt.asText.slots {
+	for i := range rt.asText.slots {
+		s := &rt.asText.slots[i]
 		d := descs[s.name]
 		if d == "" {
 			pending[s.name] = true
