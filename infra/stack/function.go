@@ -49,7 +49,9 @@ type Function struct {
 	Max       int      // concurrent execution environments
 	Logs      io.Writer
 
-	once     sync.Once
+	once sync.Once
+	// slots bounds the invocations running at once: Max of its own, or
+	// the account's unreserved concurrency, shared with other functions.
 	slots    chan struct{}
 	mu       sync.Mutex
 	idle     []*instance
@@ -70,7 +72,9 @@ type instance struct {
 
 func (f *Function) init() {
 	f.once.Do(func() {
-		f.slots = make(chan struct{}, max(f.Max, 1))
+		if f.slots == nil {
+			f.slots = make(chan struct{}, max(f.Max, 1))
+		}
 		f.live = map[*instance]bool{}
 	})
 }

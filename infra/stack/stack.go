@@ -57,9 +57,16 @@ type Options struct {
 	// a shorter one to converge in minutes. The retries the function makes
 	// itself (10 s) are unchanged.
 	Visibility time.Duration
-	// APIConcurrency bounds each HTTP function's execution environments
-	// (10 when 0); the compact function's are its mapping's
-	// MaximumConcurrency.
+	// AccountConcurrency is the account's concurrent executions
+	// (AccountConcurrency, Lambda's default quota, when 0). As in Lambda,
+	// a function with reserved concurrency runs at most that many
+	// invocations at once, and the others share what is left; the event
+	// source's MaximumConcurrency bounds the compact function's fan-out
+	// too. An execution environment starts only when invocations overlap.
+	AccountConcurrency int
+	// APIConcurrency, when set, bounds each HTTP function's execution
+	// environments instead (a test that wants each process to see several
+	// requests).
 	APIConcurrency int
 	// Logs receives the emulators' and functions' output; Log the stack's
 	// own lines.
@@ -80,6 +87,9 @@ type Stack struct {
 	Template  *Template
 	Functions map[string]*Function // by logical id
 	Pollers   []*Poller
+	// Unreserved is the account's concurrency left to the functions that
+	// reserve none, which they share.
+	Unreserved int
 
 	DynamoDB, S3, SQS *Backend
 	// Secrets serves Secrets Manager's and SSM Parameter Store's
@@ -185,18 +195,19 @@ func (s *Stack) start(ctx context.Context, o Options) error {
 		return err
 	}
 
+	lim, err := concurrencyLimits(s.Template, o.AccountConcurrency, o.APIConcurrency)
+	if err != nil {
+		return err
+	}
+	s.Unreserved = lim.pool
+	unreserved := make(chan struct{}, lim.pool)
 	for name, def := range s.Template.Functions {
-		n := o.APIConcurrency
-		if n == 0 {
-			n = 10
+		fn := &Function{Def: def, Bootstrap: filepath.Join(s.tmp, name, "bootstrap"), RIE: rie,
+			Env: s.env(def, o), Max: lim.bound(name), Logs: o.Logs}
+		if _, own := lim.own[name]; !own {
+			fn.slots = unreserved
 		}
-		for _, src := range s.Template.Sources {
-			if src.Function == name {
-				n = src.MaxConcurrency
-			}
-		}
-		s.Functions[name] = &Function{Def: def, Bootstrap: filepath.Join(s.tmp, name, "bootstrap"), RIE: rie,
-			Env: s.env(def, o), Max: n, Logs: o.Logs}
+		s.Functions[name] = fn
 	}
 
 	addr := o.Addr
