@@ -673,7 +673,9 @@ func (c *opCounter) rates(chatSeconds float64) string {
 	for k := range c.n {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return c.n[keys[i]] > c.n[keys[j]] || c.n[keys[i]] == c.n[keys[j]] && keys[i] < keys[j] })
+	sort.Slice(keys, func(i, j int) bool {
+		return c.n[keys[i]] > c.n[keys[j]] || c.n[keys[i]] == c.n[keys[j]] && keys[i] < keys[j]
+	})
 	var b strings.Builder
 	for _, k := range keys {
 		fmt.Fprintf(&b, "\n    %-44s %8.4f (%d)", k, float64(c.n[k])/chatSeconds, c.n[k])
