@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -229,7 +230,7 @@ func loadRun(t *testing.T, p loadProfile, params map[string]string) loadReport {
 	model := bedrocktest.New(t, func(n int, req bedrocktest.Request) bedrocktest.Reply {
 		inBytes.Add(int64(promptBytes(req)))
 		time.Sleep(p.modelDelay)
-		text := fmt.Sprintf("Line %d: the host and the assistant went on with the task.", n)
+		text := scriptedLines(n, req)
 		outBytes.Add(int64(len(text)))
 		return bedrocktest.Reply{Text: text}
 	})
@@ -549,6 +550,33 @@ func jsonEqual(a, b []byte) bool {
 	xa, _ := json.Marshal(x)
 	ya, _ := json.Marshal(y)
 	return bytes.Equal(xa, ya)
+}
+
+// groupLabel finds the nodes a task asks lines for, when it asks for
+// several: each is named at the start of a line, "<start>+<count>: ...".
+var groupLabel = regexp.MustCompile(`(?m)^(\d+\+\d+): `)
+
+// scriptedLines answers a compaction call: one line, or, when the task
+// asks for several lines, one per node it names, each under the node's
+// "<start>+<count>|" head.
+func scriptedLines(n int, req bedrocktest.Request) string {
+	line := fmt.Sprintf("Line %d: the host and the assistant went on with the task.", n)
+	var task string
+	if len(req.Messages) > 0 {
+		for _, b := range req.Messages[len(req.Messages)-1].Content {
+			if b.Text != nil && strings.Contains(*b.Text, "lines only") {
+				task = *b.Text
+			}
+		}
+	}
+	if task == "" {
+		return line
+	}
+	var b strings.Builder
+	for _, m := range groupLabel.FindAllStringSubmatch(task, -1) {
+		fmt.Fprintf(&b, "%s|%s\n", m[1], line)
+	}
+	return b.String()
 }
 
 func promptBytes(req bedrocktest.Request) int {

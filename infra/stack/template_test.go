@@ -30,7 +30,7 @@ func TestTheTemplateIsReadWithTheDeploymentsNamesAndParameters(t *testing.T) {
 			t.Errorf("route %+v", r)
 		}
 	}
-	if len(tpl.Sources) != 1 || tpl.Sources[0] != (EventSource{Function: "CompactFunction", Queue: "BuildQueue", QueueARN: "GetAtt:BuildQueue.Arn", BatchSize: 20, ReportFailures: true, MaxConcurrency: 100, BatchWindow: 1}) {
+	if len(tpl.Sources) != 1 || tpl.Sources[0] != (EventSource{Function: "CompactFunction", Queue: "BuildQueue", QueueARN: "GetAtt:BuildQueue.Arn", BatchSize: 10, ReportFailures: true, MaxConcurrency: 200, BatchWindow: 0}) {
 		t.Errorf("sources %+v", tpl.Sources)
 	}
 	if q := tpl.Queues["BuildQueue"]; q.VisibilityTimeout != 720 || q.DeadLetterQueue != "BuildDeadLetterQueue" || q.MaxReceiveCount != 1000 {
