@@ -217,10 +217,11 @@ func (r *loadReport) summary() string {
 		name string
 		ops  *opCounter
 	}{{"DynamoDB", r.dynamo}, {"SQS", r.sqsOps}, {"S3", r.s3Ops}} {
-		fmt.Fprintf(&b, "  %s per active chat per second:%s\n", c.name, c.ops.rates(float64(r.chats)*secs))
+		fmt.Fprintf(&b, "  %s per active chat per second (requests; DynamoDB: items, a batch counting each):%s\n", c.name, c.ops.rates(float64(r.chats)*secs))
 	}
-	fmt.Fprintf(&b, "  machine: %d cores, %.0f%% busy (the run's processes %.0f%%), load average %.1f mean, %.1f max; memory: the test process %.0f MB at peak, the function processes %.0f MB\n",
+	fmt.Fprintf(&b, "  machine: %d cores, %.0f%% busy (the run's processes %.0f%%), load average %.1f mean, %.1f max; memory: the test process %.0f MB at peak, the function processes %.0f MB (proportional set size)\n",
 		runtime.NumCPU(), 100*r.load.busy, 100*r.load.own, r.load.meanLoad, r.load.maxLoad, r.rssOwnMB, r.rssStackMB)
+	fmt.Fprintf(&b, "  the run's CPU by program:%s\n", r.load.programs())
 	return b.String()
 }
 
@@ -839,24 +840,26 @@ func s3Ops(r *http.Request, _ []byte) []string {
 }
 
 // machineLoad is how busy the machine was during a run: the CPU share in
-// use (of every core), the share the run's own processes used, and the
-// 1-minute load average.
+// use (of every core), the share the run's own processes used (by
+// program: the test process with the gateway, S3 and the event source,
+// the emulators, the functions, the Node servers), and the 1-minute load
+// average.
 type machineLoad struct {
-	busy, own          float64
-	meanLoad, maxLoad  float64
-	cpuBefore, ownCPUs float64
-	idleBefore         float64
-	totalBefore        float64
-	began              time.Time
-	loads              []float64
-	stopped            chan struct{}
-	quit               chan struct{}
+	busy, own         float64
+	byProgram         map[string]float64 // CPU seconds
+	meanLoad, maxLoad float64
+
+	before                  map[string]float64
+	idleBefore, totalBefore float64
+	began                   time.Time
+	loads                   []float64
+	stopped, quit           chan struct{}
 }
 
 func startMachineMeter() *machineLoad {
 	m := &machineLoad{began: time.Now(), stopped: make(chan struct{}), quit: make(chan struct{})}
 	m.idleBefore, m.totalBefore = cpuTimes()
-	m.cpuBefore = ownCPU()
+	m.before = ownCPU()
 	go func() {
 		defer close(m.stopped)
 		for {
@@ -880,12 +883,32 @@ func (m *machineLoad) stop() machineLoad {
 	if d := total - m.totalBefore; d > 0 {
 		m.busy = 1 - (idle-m.idleBefore)/d
 	}
-	m.own = (ownCPU() - m.cpuBefore) / (time.Since(m.began).Seconds() * float64(runtime.NumCPU()))
+	m.byProgram = map[string]float64{}
+	own := 0.0
+	for prog, c := range ownCPU() {
+		m.byProgram[prog] = c - m.before[prog]
+		own += c - m.before[prog]
+	}
+	m.own = own / (time.Since(m.began).Seconds() * float64(runtime.NumCPU()))
 	for _, l := range m.loads {
 		m.meanLoad += l / float64(len(m.loads))
 		m.maxLoad = max(m.maxLoad, l)
 	}
 	return *m
+}
+
+// programs lists the CPU seconds by program, largest first.
+func (m machineLoad) programs() string {
+	names := make([]string, 0, len(m.byProgram))
+	for n := range m.byProgram {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return m.byProgram[names[i]] > m.byProgram[names[j]] })
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, " %s %.0f s,", n, m.byProgram[n])
+	}
+	return strings.TrimSuffix(b.String(), ",")
 }
 
 // cpuTimes are the machine's idle and total CPU seconds (/proc/stat).
@@ -916,11 +939,16 @@ func loadAverage() (float64, bool) {
 }
 
 // ownCPU is the CPU seconds of this process and every process below it
-// (the servers, the emulators and the functions), living or waited for.
-func ownCPU() float64 {
+// (the servers, the emulators and the functions), living or waited for,
+// by program name.
+func ownCPU() map[string]float64 {
 	self := os.Getpid()
-	parents := map[int]int{}
-	cpu := map[int]float64{}
+	type proc struct {
+		ppid int
+		name string
+		cpu  float64
+	}
+	procs := map[int]proc{}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -931,39 +959,53 @@ func ownCPU() float64 {
 		if err != nil {
 			continue
 		}
-		// Fields after the command's closing parenthesis: state ppid ... utime(14) stime(15) cutime(16) cstime(17).
-		rest := string(data[bytes.LastIndexByte(data, ')')+2:])
-		f := strings.Fields(rest)
+		// pid (comm) state ppid ... utime(14) stime(15) cutime(16) cstime(17).
+		open, closing := bytes.IndexByte(data, '('), bytes.LastIndexByte(data, ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		f := strings.Fields(string(data[closing+2:]))
 		if len(f) < 15 {
 			continue
 		}
-		ppid, _ := strconv.Atoi(f[1])
-		parents[pid] = ppid
+		p := proc{name: string(data[open+1 : closing])}
+		p.ppid, _ = strconv.Atoi(f[1])
 		for _, i := range []int{11, 12, 13, 14} {
 			v, _ := strconv.ParseFloat(f[i], 64)
-			cpu[pid] += v / 100
+			p.cpu += v / 100
 		}
+		procs[pid] = p
 	}
-	total := 0.0
-	for pid, c := range cpu {
-		for p := pid; p > 1; p = parents[p] {
-			if p == self {
-				total += c
+	out := map[string]float64{}
+	for pid, p := range procs {
+		for q := pid; q > 1; q = procs[q].ppid {
+			if q == self {
+				name := p.name
+				if pid == self {
+					name = "test process"
+				}
+				out[name] += p.cpu
+				break
+			}
+			if _, ok := procs[q]; !ok {
 				break
 			}
 		}
 	}
-	return total
+	return out
 }
 
-// rssMB is a process's resident memory now.
-func rssMB(pid int) float64 { return statusMB(strconv.Itoa(pid), "VmRSS:") }
+// rssMB is a process's share of resident memory now (its proportional
+// set size: the pages it shares with other processes, such as the
+// binary's, divided among them), so that the sum over many processes of
+// one binary is the memory they take.
+func rssMB(pid int) float64 { return procMB(strconv.Itoa(pid), "smaps_rollup", "Pss:") }
 
 // peakRSSMB is this process's peak resident memory.
-func peakRSSMB() float64 { return statusMB("self", "VmHWM:") }
+func peakRSSMB() float64 { return procMB("self", "status", "VmHWM:") }
 
-func statusMB(pid, field string) float64 {
-	data, err := os.ReadFile("/proc/" + pid + "/status")
+func procMB(pid, file, field string) float64 {
+	data, err := os.ReadFile("/proc/" + pid + "/" + file)
 	if err != nil {
 		return 0
 	}
