@@ -32,10 +32,8 @@ type FunctionDef struct {
 	Name     string
 	Timeout  int // seconds
 	MemoryMB int
-	// Reserved is its ReservedConcurrentExecutions: the most invocations
-	// it runs at once, kept from every other function; 0 when the
-	// template reserves none (the account's unreserved concurrency bounds
-	// it).
+	// Reserved is its ReservedConcurrentExecutions; 0 when it reserves
+	// none and draws on the account's unreserved concurrency.
 	Reserved int
 	Env      map[string]string
 }
