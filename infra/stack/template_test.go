@@ -113,12 +113,12 @@ func TestEachFunctionGetsTheConcurrencyLambdaWouldGiveIt(t *testing.T) {
 	}{
 		{
 			name: "nothing reserved", account: 0,
-			max:    map[string]int{"RestoreFunction": 1000, "OffloadFunction": 1000, "MemoryFunction": 1000, "ViewFunction": 1000, "CompactFunction": 100},
+			max:    map[string]int{"RestoreFunction": 1000, "OffloadFunction": 1000, "MemoryFunction": 1000, "ViewFunction": 1000, "CompactFunction": 200},
 			pooled: []string{"CompactFunction", "MemoryFunction", "OffloadFunction", "RestoreFunction", "ViewFunction"}, pool: 1000,
 		},
 		{
 			name: "the view and memory reserved", params: map[string]string{"ViewConcurrency": "100", "MemoryConcurrency": "20"}, account: 1000,
-			max:    map[string]int{"RestoreFunction": 880, "OffloadFunction": 880, "MemoryFunction": 20, "ViewFunction": 100, "CompactFunction": 100},
+			max:    map[string]int{"RestoreFunction": 880, "OffloadFunction": 880, "MemoryFunction": 20, "ViewFunction": 100, "CompactFunction": 200},
 			pooled: []string{"CompactFunction", "OffloadFunction", "RestoreFunction"}, pool: 880,
 		},
 		{
