@@ -98,6 +98,12 @@ func (c *Compactor) CompactGroup(ctx context.Context, g memory.Group) ([]memory.
 		}
 		addUsage(&usage, resp.Usage)
 		lines := splitGroupReply(resp.Text, describe, descs)
+		if len(lines) == 0 {
+			// No line under any head: the model does not follow the
+			// group's form, and asking again would not help. Every node
+			// is built on its own.
+			break
+		}
 		for _, i := range pending {
 			if text, ok := lines[nodes[i].in.Label]; ok {
 				nodes[i].line = text

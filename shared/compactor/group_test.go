@@ -168,6 +168,15 @@ func TestAGroupLeavesOutALeafWhoseImagesDoNotFitTheRequest(t *testing.T) {
 	}
 }
 
+func TestAGroupReplyWithNoLabelledLineIsNotAskedAgain(t *testing.T) {
+	m := &scripted{caps: vision, answer: replies("one summary of everything")}
+	g := memory.Group{Context: view, Nodes: []memory.Compaction{leafAt(0, "talk", long(900)), leafAt(1, "talk", long(900))}}
+	outs, err := compactor.New(m, compactor.Options{}).CompactGroup(context.Background(), g)
+	if err != nil || outs[0].Line != "" || outs[1].Line != "" || len(m.calls()) != 1 {
+		t.Fatalf("outs %+v, err %v, %d calls: want every node left to its own build after one call", outs, err, len(m.calls()))
+	}
+}
+
 func TestAGroupErrorOnTheFirstCallIsReturnedClassifiedAndOnAFollowUpKeepsTheAcceptedLines(t *testing.T) {
 	g := memory.Group{Context: view, Nodes: []memory.Compaction{leafAt(0, "talk", long(900)), leafAt(1, "talk", long(900))}}
 	m := &scripted{caps: vision, answer: func(int, model.Request) (model.Response, error) {
