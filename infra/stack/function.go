@@ -39,15 +39,19 @@ var (
 // Function runs one function's bootstrap under the Runtime Interface
 // Emulator, as Lambda runs it: each execution environment (an emulator
 // with its own function process) takes one invocation at a time, more are
-// started as invocations overlap, up to Max, and one that failed or timed
-// out is discarded.
+// started as invocations overlap, up to Max (and while Pool has room), and
+// one that failed or timed out is discarded.
 type Function struct {
 	Def       FunctionDef
 	Bootstrap string   // path of the built bootstrap
 	RIE       string   // path of aws-lambda-rie
 	Env       []string // the function's environment
 	Max       int      // concurrent execution environments
-	Logs      io.Writer
+	// Pool, when set, is the account's unreserved concurrency, which the
+	// functions without a reservation share: an invocation also takes a
+	// place in it. A function with a reservation has none.
+	Pool *Pool
+	Logs io.Writer
 
 	once     sync.Once
 	slots    chan struct{}
@@ -61,6 +65,16 @@ type Function struct {
 	// spread: invocations go to the environment idle longest (Spread).
 	spread bool
 }
+
+// Pool is concurrency that several functions share: the account's
+// unreserved concurrency of a Region.
+type Pool struct{ places chan struct{} }
+
+// NewPool returns a pool of n concurrent invocations.
+func NewPool(n int) *Pool { return &Pool{places: make(chan struct{}, max(n, 1))} }
+
+// Size is how many invocations the pool lets run at once.
+func (p *Pool) Size() int { return cap(p.places) }
 
 type instance struct {
 	url  string
@@ -91,6 +105,14 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%s: waiting for an execution environment: %w", f.Def.Name, ctx.Err())
 	}
 	defer func() { <-f.slots }()
+	if f.Pool != nil {
+		select {
+		case f.Pool.places <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: waiting for the account's unreserved concurrency: %w", f.Def.Name, ctx.Err())
+		}
+		defer func() { <-f.Pool.places }()
+	}
 	in, err := f.take()
 	if err != nil {
 		return nil, err
