@@ -193,6 +193,9 @@ func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS, groups bool
 	if groups && groupCalls == 0 {
 		t.Error("no group call")
 	}
+	for _, p := range gcomp.groupProblems() {
+		t.Error(p)
+	}
 
 	// The view is within its bounds and renders what the state says.
 	v, err := m.ReadView(context.Background(), tenant, chat, false)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -321,6 +322,7 @@ type grouping struct {
 	gmu         sync.Mutex
 	groups      [][]string // the labels of each group call
 	groupScript func(g Group) ([]Compacted, error)
+	problems    []string // groups memory should not have sent
 }
 
 func newGrouping() *grouping { return &grouping{scripted: newScripted()} }
@@ -346,14 +348,23 @@ func (s *grouping) CompactGroup(ctx context.Context, g Group) ([]Compacted, erro
 		source := c.Source
 		if c.Level > 0 && source == "" {
 			a, b := Node{L: c.Level, I: c.Index}.Children()
-			la, lb := c.Children[0], c.Children[1]
-			if la == "" {
-				la = lines[a.Label()]
+			ls := c.Children
+			for j, child := range []Node{a, b} {
+				if ls[j] != "" {
+					continue
+				}
+				l, ok := lines[child.Label()]
+				if !ok {
+					// Memory must give a child it does not write here.
+					err := fmt.Errorf("group merge %s: child %s is neither given nor a node before it", c.Label, child.Label())
+					s.gmu.Lock()
+					s.problems = append(s.problems, err.Error())
+					s.gmu.Unlock()
+					return nil, err
+				}
+				ls[j] = l
 			}
-			if lb == "" {
-				lb = lines[b.Label()]
-			}
-			source = MergeSource(la, lb)
+			source = MergeSource(ls[0], ls[1])
 		}
 		if len(c.Images) == 0 && len(source) <= LineBytes {
 			outs[k] = Compacted{Line: source, Verbatim: true, Model: "scripted"}
@@ -374,6 +385,13 @@ func (s *grouping) groupCalls() (calls int, labels []string) {
 		labels = append(labels, g...)
 	}
 	return len(s.groups), labels
+}
+
+// groupProblems are the groups memory should not have sent.
+func (s *grouping) groupProblems() []string {
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	return slices.Clone(s.problems)
 }
 
 func (s *scripted) callsOf(label string) int {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -169,18 +170,15 @@ func (b *nodeBuild) buildGroup(ctx context.Context) error {
 			continue
 		}
 		if n.L > 0 && pendingChild(n, byNode, known) {
+			// Its stored children now; the others once the call wrote them.
 			mb.chained = true
-			mb.src.lines, mb.err = mb.nb.storedChildren(bctx, byNode)
+			mb.src, mb.err = mb.nb.load(bctx, withPending(n, byNode, known))
 			continue
 		}
-		src, err := mb.nb.load(bctx, known)
-		mb.src, mb.res = src, src.res
-		if err != nil {
-			mb.err = err
+		if !mb.load(bctx, known) {
 			continue
 		}
-		mb.loaded = true
-		c := src.c
+		src, c := mb.src, mb.src.c
 		if len(c.Images) == 0 && len(c.Source) <= LineBytes {
 			mb.res, mb.row, mb.err = mb.nb.store(bctx, src, Compacted{Line: c.Source, Verbatim: true})
 			if mb.err == nil {
@@ -309,13 +307,9 @@ func (b *nodeBuild) groupCall(ctx context.Context, gc GroupCompactor, members []
 				mb.released = true
 				continue
 			}
-			src, lerr := mb.nb.load(ctx, known)
-			mb.src, mb.res = src, src.res
-			if lerr != nil {
-				mb.err = lerr
+			if !mb.load(ctx, known) {
 				continue
 			}
-			mb.loaded = true
 		}
 		if out.Line == "" {
 			mb.alone = true
@@ -336,32 +330,26 @@ func (b *nodeBuild) groupCall(ctx context.Context, gc GroupCompactor, members []
 	return nil
 }
 
-// storedChildren reads the lines of merge b.n's children that were built
-// before the group; "" stands for a child of the group.
-func (b *nodeBuild) storedChildren(ctx context.Context, byNode map[Node]*member) ([2]string, error) {
-	a, c := b.n.Children()
-	var want []Node
+// load loads the member's source, its children's lines from known where
+// it has them, and reports whether it did.
+func (mb *member) load(ctx context.Context, known map[Node]string) bool {
+	mb.src, mb.err = mb.nb.load(ctx, known)
+	mb.res, mb.loaded = mb.src.res, mb.err == nil
+	return mb.loaded
+}
+
+// withPending is known with "" for each child of merge n that is a node
+// of the group not written yet: loading n then reads only the children
+// stored before the group.
+func withPending(n Node, byNode map[Node]*member, known map[Node]string) map[Node]string {
+	out := maps.Clone(known)
+	a, c := n.Children()
 	for _, child := range []Node{a, c} {
-		if byNode[child] == nil {
-			want = append(want, child)
+		if _, w := known[child]; !w && byNode[child] != nil {
+			out[child] = ""
 		}
 	}
-	rows, err := b.m.rows(ctx, b.ch, want)
-	if err != nil {
-		return [2]string{}, err
-	}
-	var lines [2]string
-	for j, child := range []Node{a, c} {
-		if byNode[child] != nil {
-			continue
-		}
-		r, ok := rows[child]
-		if !ok {
-			return lines, fmt.Errorf("merge %s: a child is not built yet", b.n.Label())
-		}
-		lines[j] = r.line
-	}
-	return lines, nil
+	return out
 }
 
 // pendingChild reports whether a child of merge n is a node of the group

@@ -23,6 +23,11 @@ func newGroupFixture(t testing.TB) (*fixture, *grouping) {
 		t.Fatal(err)
 	}
 	f.m = m
+	t.Cleanup(func() {
+		for _, p := range g.groupProblems() {
+			t.Error(p)
+		}
+	})
 	return f, g
 }
 
