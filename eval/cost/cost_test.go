@@ -131,10 +131,6 @@ func TestReferenceChatCost(t *testing.T) {
 	}
 }
 
-// oneNodeACall hides a compactor's group calls: memory then builds each
-// node with a call of its own.
-type oneNodeACall struct{ memory.Compactor }
-
 func run(t *testing.T, bursts int, groups bool) counts {
 	ctx := context.Background()
 	be := testenv.Embedded(t)
@@ -156,7 +152,7 @@ func run(t *testing.T, bursts int, groups bool) counts {
 	log := transcript.New(table, blobs, imgs, transcript.WithClock(clock.Now))
 	var comp memory.Compactor = compactor.New(bedrock.New(srv.Client(), modelID, bedrock.Options{CachePoint: true}), compactor.Options{})
 	if !groups {
-		comp = oneNodeACall{comp}
+		comp = compactor.Single(comp)
 	}
 	mem, err := memory.New(memory.Config{
 		Table: table, Log: log, Images: imgs, Queue: queue, Now: clock.Now,
