@@ -6,7 +6,7 @@
 //   const dc = durachat({ url: process.env.DURACHAT_URL, chat: "demo" });
 //   const r = await generateText({ ...await dc.setup({ model, tools, system }), messages, stopWhen: stepCountIs(5) });
 //
-// The host's own history (result.response.messages) then holds refs, not
+// The host's own history (result.responseMessages) then holds refs, not
 // images: a screenshot is stored once, and the model still sees it.
 
 import { jsonSchema, wrapLanguageModel } from "ai";
@@ -50,7 +50,7 @@ export interface Setup<TOOLS extends ToolSet> {
   model: Model;
   tools: TOOLS & ToolSet;
   system: string;
-  onStepFinish: (step: { response: { messages: ModelMessage[] } }) => Promise<void>;
+  onStepEnd: (step: { response: { messages: ModelMessage[] } }) => Promise<void>;
 }
 
 /** The system prompt's part that introduces the memory view. */
@@ -222,8 +222,8 @@ export function durachat(options: DurachatOptions) {
     return kept;
   }
 
-  /** Logs a step's messages (the assistant's, and the tool results with refs): give it as onStepFinish. */
-  async function onStepFinish(step: { response: { messages: readonly ModelMessage[] } }): Promise<void> {
+  /** Logs a step's messages (the assistant's, and the tool results with refs): give it as onStepEnd. */
+  async function onStepEnd(step: { response: { messages: readonly ModelMessage[] } }): Promise<void> {
     await log(step.response.messages);
   }
 
@@ -244,7 +244,7 @@ export function durachat(options: DurachatOptions) {
     system,
     user,
     log,
-    onStepFinish,
+    onStepEnd,
     /**
      * All of it for generateText or streamText: the wrapped model, the
      * host's tools wrapped and the memory tools, the system prompt with the
@@ -256,7 +256,7 @@ export function durachat(options: DurachatOptions) {
         model: wrapLanguageModel({ model: o.model, middleware }),
         tools: { ...tools(o.tools ?? ({} as TOOLS)), ...memory } as TOOLS & ToolSet,
         system: sys,
-        onStepFinish,
+        onStepEnd,
       };
     },
   };

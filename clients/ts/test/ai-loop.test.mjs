@@ -146,7 +146,7 @@ test("a tool result durachat cannot store keeps its image, and the loop goes on"
     execute: async () => shot,
     toModelOutput: ({ output }) => ({ type: "content", value: [{ type: "file", mediaType: "image/png", data: { type: "data", data: output } }] }),
   });
-  const r = await generateText({ model: dc.model(model), tools: dc.tools({ screenshot }), prompt: "go", stopWhen: stepCountIs(3), onStepFinish: dc.onStepFinish });
+  const r = await generateText({ model: dc.model(model), tools: dc.tools({ screenshot }), prompt: "go", stopWhen: stepCountIs(3), onStepEnd: dc.onStepEnd });
   assert.equal(r.text, "ok");
   assert.deepEqual(toolImages(prompts[1]), [shot]);
   assert.ok(told.includes("storing the images of a screenshot result"));
