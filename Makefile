@@ -41,6 +41,13 @@ stack: tools
 stack-faults: tools
 	DURACHAT_FAULT_RUNS=1 PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -timeout 30m -run TestFaultRunsOnTheDeployedShape -v ./infra/stack/
 
+# stack-turns measures host turns on the stack against the local server,
+# and appends while 100 views wait (minutes; figures in docs/stack.md). Not
+# part of test.
+.PHONY: stack-turns
+stack-turns: tools
+	DURACHAT_TURN_RUNS=1 PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -timeout 30m -run 'TestHostTurnsOnTheDeployedShapeAgainstTheLocalServer|TestAppendsKeepTheirLatencyWhileAHundredViewsWait' -v ./infra/stack/
+
 build-RestoreFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/restore
 
