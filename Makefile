@@ -48,6 +48,15 @@ stack-faults: tools
 stack-turns: tools
 	DURACHAT_TURN_RUNS=1 PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -timeout 30m -run 'TestHostTurnsOnTheDeployedShapeAgainstTheLocalServer|TestAppendsKeepTheirLatencyWhileAHundredViewsWait' -v ./infra/stack/
 
+# stack-load runs the load runs on the stack: 120 active chats against a
+# scripted model that answers in 1 s, at BuildConcurrency 2 and 4 and with
+# the defaults (about 5 minutes each; figures in docs/scale.md). Not part
+# of test. DURACHAT_LOAD_CHATS, _SECONDS, _MODEL_DELAY and _CONCURRENCY
+# change the profile.
+.PHONY: stack-load
+stack-load: tools
+	DURACHAT_LOAD_RUNS=1 PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -timeout 60m -run TestLoadRunsOnTheDeployedShape -v ./infra/stack/
+
 build-RestoreFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/restore
 

@@ -30,7 +30,7 @@ func TestTheTemplateIsReadWithTheDeploymentsNamesAndParameters(t *testing.T) {
 			t.Errorf("route %+v", r)
 		}
 	}
-	if len(tpl.Sources) != 1 || tpl.Sources[0] != (EventSource{Function: "CompactFunction", Queue: "BuildQueue", QueueARN: "GetAtt:BuildQueue.Arn", BatchSize: 20, ReportFailures: true, MaxConcurrency: 100, BatchWindow: 1}) {
+	if len(tpl.Sources) != 1 || tpl.Sources[0] != (EventSource{Function: "CompactFunction", Queue: "BuildQueue", QueueARN: "GetAtt:BuildQueue.Arn", BatchSize: 10, ReportFailures: true, MaxConcurrency: 200, BatchWindow: 0}) {
 		t.Errorf("sources %+v", tpl.Sources)
 	}
 	if q := tpl.Queues["BuildQueue"]; q.VisibilityTimeout != 720 || q.DeadLetterQueue != "BuildDeadLetterQueue" || q.MaxReceiveCount != 1000 {
@@ -113,12 +113,12 @@ func TestEachFunctionGetsTheConcurrencyLambdaWouldGiveIt(t *testing.T) {
 	}{
 		{
 			name: "nothing reserved", account: 0,
-			max:    map[string]int{"RestoreFunction": 1000, "OffloadFunction": 1000, "MemoryFunction": 1000, "ViewFunction": 1000, "CompactFunction": 100},
+			max:    map[string]int{"RestoreFunction": 1000, "OffloadFunction": 1000, "MemoryFunction": 1000, "ViewFunction": 1000, "CompactFunction": 200},
 			pooled: []string{"CompactFunction", "MemoryFunction", "OffloadFunction", "RestoreFunction", "ViewFunction"}, pool: 1000,
 		},
 		{
 			name: "the view and memory reserved", params: map[string]string{"ViewConcurrency": "100", "MemoryConcurrency": "20"}, account: 1000,
-			max:    map[string]int{"RestoreFunction": 880, "OffloadFunction": 880, "MemoryFunction": 20, "ViewFunction": 100, "CompactFunction": 100},
+			max:    map[string]int{"RestoreFunction": 880, "OffloadFunction": 880, "MemoryFunction": 20, "ViewFunction": 100, "CompactFunction": 200},
 			pooled: []string{"CompactFunction", "OffloadFunction", "RestoreFunction"}, pool: 880,
 		},
 		{

@@ -7,6 +7,7 @@ package rawjson
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"slices"
 )
@@ -48,13 +49,46 @@ func (v Value) Text() (string, bool) {
 		return "", false
 	}
 	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw[1 : len(raw)-1]), true
+		return word(raw[1 : len(raw)-1]), true
 	}
 	var s string
 	if json.Unmarshal(raw, &s) != nil {
 		return "", false
 	}
 	return s, true
+}
+
+// word returns b as a string, without allocating when it is one of the
+// words content blocks repeat in every block (their keys, types and
+// roles): a request may hold hundreds of thousands of blocks.
+func word(b []byte) string {
+	switch string(b) { // compared in place, not converted
+	case "type":
+		return "type"
+	case "text":
+		return "text"
+	case "image":
+		return "image"
+	case "content":
+		return "content"
+	case "role":
+		return "role"
+	case "user":
+		return "user"
+	case "assistant":
+		return "assistant"
+	case "source":
+		return "source"
+	case "data":
+		return "data"
+	case "mimeType":
+		return "mimeType"
+	case "tool_result":
+		return "tool_result"
+	case "toolResult":
+		return "toolResult"
+	}
+	return string(b)
 }
 
 // Of encodes v as JSON without HTML escaping (text such as "<chat>" is kept
@@ -110,6 +144,23 @@ func (q Quoted) AppendTo(dst []byte) []byte {
 		dst = append(dst, s...)
 	}
 	return append(dst, '"')
+}
+
+// Base64 is a JSON string of Prefix (text that needs no escaping, such as
+// "data:image/png;base64,") and Data in standard base64, encoded straight
+// into the document as it is written: the base64 is never held apart.
+type Base64 struct {
+	Prefix string
+	Data   []byte
+}
+
+// Len is the length of the string's JSON.
+func (b Base64) Len() int { return 2 + len(b.Prefix) + base64.StdEncoding.EncodedLen(len(b.Data)) }
+
+// AppendTo appends the string to dst.
+func (b Base64) AppendTo(dst []byte) []byte {
+	dst = append(append(dst, '"'), b.Prefix...)
+	return append(base64.StdEncoding.AppendEncode(dst, b.Data), '"')
 }
 
 // Encode writes n out in one buffer of its size.
