@@ -32,7 +32,7 @@ const TurnRunsEnv = "DURACHAT_TURN_RUNS"
 func turnRuns(t *testing.T) {
 	t.Helper()
 	if os.Getenv(TurnRunsEnv) == "" {
-		t.Skipf("set %s=1 (make stack-turns) to run the turn runs", TurnRunsEnv)
+		t.Skipf("set %v=1 (make stack-turns) to run the turn runs", TurnRunsEnv)
 	}
 }
 
@@ -89,7 +89,7 @@ func (h *hostTurns) play(i int) {
 	path := "/v1/chats/" + h.chat
 	// A user message over 512 bytes, so that its leaf is built (through
 	// the queue and the compact function on the stack) and the view waits.
-	user := fmt.Sprintf("turn %d: %s", i, strings.Repeat("please look at the screen and tell me what changed since the last step. ", 10))
+	user := fmt.Sprintf("turn %d: %v", i, strings.Repeat("please look at the screen and tell me what changed since the last step. ", 10))
 	var steps []time.Duration
 	lap := time.Now()
 	mark := func() {
@@ -106,7 +106,7 @@ func (h *hostTurns) play(i int) {
 	var v view
 	h.host.ok(http.MethodGet, path+"/view?wait=turn", nil, &v)
 	if v.Unbuilt != 0 || v.Stalled {
-		t.Fatalf("turn %d: the view answered with %d lines unbuilt (stalled %v: %s)", i, v.Unbuilt, v.Stalled, v.LastError)
+		t.Fatalf("turn %d: the view answered with %d lines unbuilt (stalled %v: %v)", i, v.Unbuilt, v.Stalled, v.LastError)
 	}
 	mark()
 	msgs := []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": user}}, "timestamp": 1}}
@@ -135,19 +135,6 @@ func (h *hostTurns) play(i int) {
 		h.took[k] = append(h.took[k], d)
 	}
 }
-
-// quantile is the q-quantile of ds (nearest rank).
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	k := int(q*float64(len(s))+0.5) - 1
-	return s[min(max(k, 0), len(s)-1)]
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 
 // localServer runs `durachat serve` (what make run runs) on the embedded
 // stores in a temporary directory, with one bearer token.
@@ -218,11 +205,11 @@ func TestHostTurnsOnTheDeployedShapeAgainstTheLocalServer(t *testing.T) {
 		onStack.play(i)
 		onRun.play(i)
 	}
-	stackP50, runP50 := quantile(onStack.turn, 0.5), quantile(onRun.turn, 0.5)
-	t.Logf("RESULT %d turns, one client: stack p50 %s (p90 %s), make run p50 %s (p90 %s): %.2fx", turns,
-		ms(stackP50), ms(quantile(onStack.turn, 0.9)), ms(runP50), ms(quantile(onRun.turn, 0.9)), float64(stackP50)/float64(runP50))
+	stackP50, runP50 := percentile(onStack.turn, 50), percentile(onRun.turn, 50)
+	t.Logf("RESULT %d turns, one client: stack p50 %v (p90 %v), make run p50 %v (p90 %v): %.2fx", turns,
+		stackP50, percentile(onStack.turn, 90), runP50, percentile(onRun.turn, 90), float64(stackP50)/float64(runP50))
 	for k, step := range turnSteps {
-		t.Logf("RESULT   %s: stack p50 %s, make run p50 %s", step, ms(quantile(onStack.took[k], 0.5)), ms(quantile(onRun.took[k], 0.5)))
+		t.Logf("RESULT   %v: stack p50 %v, make run p50 %v", step, percentile(onStack.took[k], 50), percentile(onRun.took[k], 50))
 	}
 }
 
@@ -286,6 +273,7 @@ func TestAppendsKeepTheirLatencyWhileAHundredViewsWait(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var answered, failed atomic.Int64
+	var firstFailure atomic.Value
 	for v := range views {
 		wg.Go(func() {
 			for ctx.Err() == nil {
@@ -305,7 +293,9 @@ func TestAppendsKeepTheirLatencyWhileAHundredViewsWait(t *testing.T) {
 					return // the body was cut short by the run's end
 				}
 				if res.StatusCode != http.StatusOK || err != nil || got.Unbuilt != 1 {
-					failed.Add(1)
+					if failed.Add(1) == 1 {
+						firstFailure.Store(fmt.Sprintf("%d %v %+v", res.StatusCode, err, got))
+					}
 					continue
 				}
 				answered.Add(1)
@@ -330,13 +320,13 @@ func TestAppendsKeepTheirLatencyWhileAHundredViewsWait(t *testing.T) {
 	after := appendRun("alone-after")
 	stopModel()
 	if n := failed.Load(); n > 0 {
-		t.Errorf("%d views failed or answered with the leaf built", n)
+		t.Errorf("%d views failed or answered with the leaf built, the first: %v", n, firstFailure.Load())
 	}
 	both := append(slices.Clone(alone), after...)
-	t.Logf("RESULT appends alone: p50 %s, p99 %s (before the views), p50 %s, p99 %s (after); while %d views wait (%d to %d view invocations running, %d view environments started, %d answered meanwhile): p50 %s, p99 %s: p99 %.2fx the %d alone's",
-		ms(quantile(alone, 0.5)), ms(quantile(alone, 0.99)), ms(quantile(after, 0.5)), ms(quantile(after, 0.99)),
+	t.Logf("RESULT appends alone: p50 %v, p99 %v (before the views), p50 %v, p99 %v (after); while %d views wait (%d to %d view invocations running, %d view environments started, %d answered meanwhile): p50 %v, p99 %v: p99 %.2fx the %d alone's",
+		percentile(alone, 50), percentile(alone, 99), percentile(after, 50), percentile(after, 99),
 		views, busyBefore, busyAfter, viewFn.ColdStarts(), answered.Load(),
-		ms(quantile(waiting, 0.5)), ms(quantile(waiting, 0.99)), float64(quantile(waiting, 0.99))/float64(quantile(both, 0.99)), len(both))
+		percentile(waiting, 50), percentile(waiting, 99), float64(percentile(waiting, 99))/float64(percentile(both, 99)), len(both))
 	perSecond := func(n int64, d time.Duration) float64 { return float64(n) / d.Seconds() }
 	t.Logf("RESULT table requests: appends alone %.0f/s (%.1f per append); while the views wait %.0f/s; the %d views alone %.0f/s, %.1f a second per waiting view",
 		perSecond(aloneCalls, aloneTook), float64(aloneCalls)/appends, perSecond(waitingCalls, waitingTook),
