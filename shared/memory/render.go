@@ -96,8 +96,8 @@ func (m *Memory) waitBuilt(ctx context.Context, c chatid.Chat, st *chatState) (*
 	return st, nil
 }
 
-// render reads the view's built lines (ceil(lines/100) batch reads, fewer
-// with the cache) and renders it.
+// render reads the view's built lines (from the cache, the view snapshot
+// and the rows of the lines it lacks) and renders it.
 func (m *Memory) render(ctx context.Context, c chatid.Chat, st *chatState) (View, error) {
 	nodes := st.View.nodes()
 	var want []Node
@@ -106,7 +106,7 @@ func (m *Memory) render(ctx context.Context, c chatid.Chat, st *chatState) (View
 			want = append(want, n)
 		}
 	}
-	rows, err := m.rows(ctx, c, want)
+	rows, err := m.viewRows(ctx, c, want)
 	if err != nil {
 		return View{}, err
 	}

@@ -223,18 +223,28 @@ func (v *viewTarget) read(tb testing.TB, f *fixture, m *Memory) viewReads {
 	return reads
 }
 
-// rowsView is the view of f's chat as its state and its rows in the
-// fixture's table give it, read one by one.
+// rowsView is the view of f's chat as its state and its rows give it,
+// read by a process with no line cache.
 func rowsView(tb testing.TB, f *fixture) View {
 	tb.Helper()
-	st := f.state(tb)
+	return stateView(tb, f, f.state(tb))
+}
+
+// stateView is the view st gives with the rows in f's process's table.
+func stateView(tb testing.TB, f *fixture, st *chatState) View {
+	tb.Helper()
 	nodes := st.View.nodes()
+	var built []Node
+	for _, n := range nodes {
+		if st.built(n) {
+			built = append(built, n)
+		}
+	}
+	rows := cachelessRows(tb, f, built)
 	var unbuilt int64
 	text := renderLines(nodes, func(n Node) (string, bool) {
-		if st.built(n) {
-			if r, ok := f.row(tb, n); ok {
-				return Line(r.Text), true
-			}
+		if info, ok := rows[n]; ok && st.built(n) {
+			return info.line, true
 		}
 		unbuilt++
 		return "", false
@@ -243,6 +253,21 @@ func rowsView(tb testing.TB, f *fixture) View {
 		View: text, Lines: int64(len(nodes)), Bytes: int64(len(text) - len("<chat>\n") - len("</chat>")),
 		Unbuilt: unbuilt, Retrying: st.waiting(), Stalled: st.stalled(), LastError: st.LastError,
 	}
+}
+
+// cachelessRows reads the rows of nodes from the table of f's process,
+// through no line cache and no snapshot.
+func cachelessRows(tb testing.TB, f *fixture, nodes []Node) map[Node]nodeInfo {
+	tb.Helper()
+	m, err := New(Config{Table: f.m.table, Log: f.log, Queue: &recQueue{}, Now: f.clock.Now, Logger: discardLogger(), CacheLines: -1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rows, err := m.rows(context.Background(), f.ch(), nodes)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rows
 }
 
 // brief shortens a view for a failure message.
@@ -361,6 +386,9 @@ func BenchmarkViewReads100k(b *testing.B) {
 			st := f.state(b)
 			b.ReportMetric(float64(st.View.lines()), "lines")
 			b.ReportMetric(float64(st.View.Size), "view-bytes")
+			if it, err := v.table.Get(context.Background(), snapshotKey(f.ch())); err == nil {
+				b.ReportMetric(float64(it.Size()), "snapshot-bytes")
+			}
 			b.ReportMetric(float64(first.Items), "first-items")
 			b.ReportMetric(float64(first.ReadUnits), "first-RRU")
 			b.ReportMetric(float64(cold.Items)/n, "cold-items/view")
