@@ -22,8 +22,8 @@ CFN_LINT = $(shell if [ "$$(cfn-lint --version 2>/dev/null)" = "cfn-lint $(CFN_L
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags "-s -w"
 GO_FILES = $(shell find . -name '*.go' -not -path './.tools/*' -not -path '*/node_modules/*' -not -path './.aws-sam/*')
 
-.PHONY: run stack test test-client test-pi tools tools-pi fmt-check vet staticcheck lint-template bench build clean \
-	build-RestoreFunction build-OffloadFunction build-MemoryFunction build-CompactFunction
+.PHONY: run stack test test-client test-pi test-ts tools tools-pi tools-ts fmt-check vet staticcheck lint-template bench build clean \
+	build-RestoreFunction build-OffloadFunction build-MemoryFunction build-ViewFunction build-CompactFunction
 
 run:
 	$(GO) run ./cmd/durachat serve
@@ -41,6 +41,15 @@ stack: tools
 stack-faults: tools
 	DURACHAT_FAULT_RUNS=1 PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -timeout 30m -run TestFaultRunsOnTheDeployedShape -v ./infra/stack/
 
+# stack-load runs the load runs on the stack: 120 active chats against a
+# scripted model that answers in 1 s, at BuildConcurrency 2 and 4 and with
+# the defaults (about 5 minutes each; figures in docs/scale.md). Not part
+# of test. DURACHAT_LOAD_CHATS, _SECONDS, _MODEL_DELAY and _CONCURRENCY
+# change the profile.
+.PHONY: stack-load
+stack-load: tools
+	DURACHAT_LOAD_RUNS=1 PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -timeout 60m -run TestLoadRunsOnTheDeployedShape -v ./infra/stack/
+
 build-RestoreFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/restore
 
@@ -48,6 +57,11 @@ build-OffloadFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/offload
 
 build-MemoryFunction:
+	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/memory
+
+# The view route's function runs the memory API's program (template.yaml,
+# ViewFunction).
+build-ViewFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/memory
 
 build-CompactFunction:
@@ -62,11 +76,11 @@ build:
 # tools installs the pinned test tools: the Node modules of the local SQS
 # and DynamoDB servers (infra/sqs and infra/dynalite, package-lock.json),
 # those of the pi extension's tests (both pis, and the Node 22 that pi 1.x
-# needs: tools-pi), the Runtime Interface Emulator, staticcheck, cfn-lint
+# needs: tools-pi) and of the TypeScript client's (tools-ts), the Runtime Interface Emulator, staticcheck, cfn-lint
 # (with pip, from PyPI) unless that version is on PATH already, and Debian's chromium
 # package for the memory browser's tests (shared/ui) unless a chromium is on
 # PATH, and curl and jq (apt) for the docs test (cmd/durachat) unless on PATH.
-tools: tools-pi
+tools: tools-pi tools-ts
 	@if ! command -v chromium >/dev/null 2>&1; then \
 		echo "installing chromium (apt) for the browser tests"; \
 		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
@@ -109,10 +123,11 @@ lint-template:
 # test needs no running services: the tests start the local AWS-protocol
 # servers they use (minidyn and gofakes3 in-process, the SQS server as a
 # child of the test binary) and the emulator, and stop them when they end;
-# then it runs test-client and test-pi.
+# then it runs test-client, test-ts and test-pi.
 test: tools fmt-check vet staticcheck lint-template
 	PATH="$(TOOLS_BIN):$$PATH" $(GO) test -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) test-client
+	$(MAKE) test-ts
 	$(MAKE) test-pi
 
 # test-client tests the Go client's module on its own (GOWORK=off: only
@@ -124,8 +139,11 @@ test-client:
 # test-pi tests the pi extension (clients/pi) in real pi sessions, with
 # pi-ai's faux model and the local server built from cmd/durachat, on both
 # pinned pis at once: 1.x (@earendil-works) under Node 22 (clients/pi/test/
-# node22) and 0.73.1 (@mariozechner) under the Node on PATH.
-test-pi: tools-pi
+# node22) and 0.73.1 (@mariozechner) under the Node on PATH. The extension
+# calls durachat through the TypeScript client (clients/ts, a file:
+# dependency), built first.
+test-pi: tools-pi tools-ts
+	npm --prefix clients/ts run build
 	npm --prefix clients/pi test
 
 # tools-pi installs the pi extension's Node modules when their lock changed:
@@ -144,6 +162,23 @@ $(PI_NODE22): clients/pi/test/node22/package-lock.json clients/pi/test/node22/pa
 	else \
 		echo "no pinned Node 22 for this platform: set PI_NODE22 to a Node 22.19 or later for the pi 1.x tests"; \
 	fi
+
+# test-ts tests the TypeScript client (clients/ts) against the local server
+# built from cmd/durachat under the Node on PATH, against the deployed shape
+# (cmd/stack, when make tools has installed it), and its AI SDK adapter with
+# the ai package's mock model under Node 22 (ai needs Node 22; the pinned
+# one of tools-pi). It checks src/openapi.ts is what shared/api/openapi.json
+# generates.
+test-ts: tools-ts $(PI_NODE22)
+	npm --prefix clients/ts test
+
+# tools-ts installs the TypeScript client's Node modules when their lock
+# changed: typescript, openapi-typescript and, for the adapter's tests, ai.
+TS_MODULES := clients/ts/node_modules/.package-lock.json
+tools-ts: $(TS_MODULES)
+$(TS_MODULES): clients/ts/package-lock.json clients/ts/package.json
+	npm ci --prefix clients/ts --no-audit --no-fund
+	@touch $@
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

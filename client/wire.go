@@ -220,8 +220,8 @@ type Retention struct {
 }
 
 // Unrestored is a ref left as text, and why: "not_found", "unavailable",
-// "budget", "format", "limit" (the provider takes no more images) or
-// "describe".
+// "error" (any other failure of the store), "budget", "format", "limit"
+// (the provider takes no more images) or "describe".
 type Unrestored struct {
 	Name   string `json:"name"`
 	Reason string `json:"reason"`

@@ -87,7 +87,7 @@ func TestAPIStageWritesAccessLogsAndThrottlesThePublicRoutes(t *testing.T) {
 // function decodes and downscales up to 20 images a build, for the builds
 // of a batch running at once: it keeps 1024 MB.
 func TestMemorySizesFitTheMeasuredPeaks(t *testing.T) {
-	want := map[string]int{"RestoreFunction": 512, "OffloadFunction": 512, "MemoryFunction": 512, "CompactFunction": 1024}
+	want := map[string]int{"RestoreFunction": 512, "OffloadFunction": 512, "MemoryFunction": 512, "ViewFunction": 512, "CompactFunction": 1024}
 	s := load(t, defaults)
 	for name, mb := range want {
 		if f := s.function(t, name); f.MemorySize == nil || *f.MemorySize != mb {

@@ -32,6 +32,7 @@ var functions = map[string]config.Program{
 	"RestoreFunction": config.Restore,
 	"OffloadFunction": config.Offload,
 	"MemoryFunction":  config.Memory,
+	"ViewFunction":    config.Memory, // the view route's own function
 	"CompactFunction": config.Compact,
 }
 
@@ -55,6 +56,7 @@ var (
 		"RestoreConcurrency": "20",
 		"OffloadConcurrency": "20",
 		"MemoryConcurrency":  "40",
+		"ViewConcurrency":    "40",
 		"CompactConcurrency": "5",
 	}
 	// compactorByARN names the custom compactor by ARN, in another Region.
@@ -578,6 +580,15 @@ var allowed = map[string]map[string][]string{
 		"secretsmanager:GetSecretValue": {tokensSecretARN},
 		"ssm:GetParameter":              {tokensParameterARN},
 	},
+	// The view: the chat's rows and state, and scheduling builds.
+	"ViewFunction": {
+		"dynamodb:GetItem": {"GetAtt:Table.Arn"}, "dynamodb:PutItem": {"GetAtt:Table.Arn"},
+		"dynamodb:Query":                {"GetAtt:Table.Arn"},
+		"dynamodb:BatchGetItem":         {"GetAtt:Table.Arn"},
+		"sqs:SendMessage":               {"GetAtt:BuildQueue.Arn"},
+		"secretsmanager:GetSecretValue": {tokensSecretARN},
+		"ssm:GetParameter":              {tokensParameterARN},
+	},
 	"CompactFunction": {
 		"s3:ListBucket":    {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
 		"s3:GetObject":     {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*", "arn:{AWS::Partition}:s3:::Ref:Bucket/text/*"},
@@ -967,6 +978,7 @@ var routes = map[string]routeAuth{
 	"AfterToolRoute":     {"POST /v1/chats/{chat}/hooks/after-tool", "OffloadIntegration", false},
 	"OffloadInputRoute":  {"POST /v1/chats/{chat}/hooks/offload-input", "OffloadIntegration", false},
 	"UploadsRoute":       {"POST /v1/chats/{chat}/uploads", "OffloadIntegration", false},
+	"ViewRoute":          {"GET /v1/chats/{chat}/view", "ViewIntegration", false},
 	"HealthRoute":        {"GET /healthz", "MemoryIntegration", true},
 	"OpenAPIRoute":       {"GET /v1/openapi.json", "MemoryIntegration", true},
 	"UIRoute":            {"GET /ui", "MemoryIntegration", true},
@@ -1019,7 +1031,7 @@ func TestJWTAuthorizerIsOptional(t *testing.T) {
 
 func TestAPIIntegrationsUsePayloadV2AndMayInvoke(t *testing.T) {
 	s := load(t, defaults)
-	for _, name := range []string{"Restore", "Offload", "Memory"} {
+	for _, name := range []string{"Restore", "Offload", "Memory", "View"} {
 		in, err := s.GetApiGatewayV2IntegrationWithName(name + "Integration")
 		if err != nil {
 			t.Fatal(err)
@@ -1070,14 +1082,14 @@ func deref[T any](p *T) T {
 // concurrency unless its parameter asks; the compact function's fan-out
 // stays bounded by its event source mapping either way.
 func TestNoFunctionReservesConcurrencyUnlessAsked(t *testing.T) {
-	asked := map[string]any{"RestoreConcurrency": "20", "OffloadConcurrency": "21", "MemoryConcurrency": "40", "CompactConcurrency": "5"}
+	asked := map[string]any{"RestoreConcurrency": "20", "OffloadConcurrency": "21", "MemoryConcurrency": "40", "ViewConcurrency": "41", "CompactConcurrency": "5"}
 	resources := func(params map[string]any) map[string]any {
 		r, _ := load(t, params).raw["Resources"].(map[string]any)
 		return r
 	}
 	byDefault, reserved := resources(defaults), resources(asked)
 	for fn, param := range map[string]string{"RestoreFunction": "RestoreConcurrency", "OffloadFunction": "OffloadConcurrency",
-		"MemoryFunction": "MemoryConcurrency", "CompactFunction": "CompactConcurrency"} {
+		"MemoryFunction": "MemoryConcurrency", "ViewFunction": "ViewConcurrency", "CompactFunction": "CompactConcurrency"} {
 		props := byDefault[fn].(map[string]any)["Properties"].(map[string]any)
 		if got, ok := props["ReservedConcurrentExecutions"]; ok {
 			t.Errorf("%s reserves %v by default, want none", fn, got)

@@ -102,7 +102,7 @@ func TestEveryPackageIsApacheLicensed(t *testing.T) {
 	if !bytes.Contains(license, []byte("Apache License\n                           Version 2.0, January 2004")) {
 		t.Fatal("LICENSE is not the Apache License 2.0")
 	}
-	for _, dir := range []string{"client", "clients/pi"} {
+	for _, dir := range []string{"client", "clients/pi", "clients/ts"} {
 		got, err := os.ReadFile(filepath.Join("..", dir, "LICENSE"))
 		if err != nil {
 			t.Errorf("%s has no LICENSE of its own: %v", dir, err)

@@ -1,5 +1,5 @@
 // Command stack runs durachat's deployed shape on one machine (`make
-// stack`): the four functions' bootstraps under the Lambda Runtime
+// stack`): the template's functions' bootstraps under the Lambda Runtime
 // Interface Emulator, behind an emulation of the HTTP API and the SQS
 // event source read from template.yaml, over local DynamoDB (dynalite),
 // S3 and SQS servers. It serves the API on DURACHAT_ADDR until interrupted.

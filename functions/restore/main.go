@@ -12,6 +12,6 @@ import (
 func main() {
 	f := httpfn.Init(config.Restore)
 	rs := hooks.NewRestore(f.Stores.Images(), f.Stores.Linker)
-	rs.AnswerLimit = hooks.ResponseLimit // Lambda's response limit
+	rs.Bounded = true // within Lambda's response limit
 	f.StartHTTP(rs)
 }

@@ -6,8 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,13 +69,12 @@ func StartNodeServer(root, dir string) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	target, _ := url.Parse(srv.Endpoint)
-	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
-		r.SetURL(target)
-		// Queue URLs name the server's own host; keep its view of itself.
-		r.Out.Host = target.Host
-	}}
-	var h http.Handler = proxy
+	proxy, err := awslocal.NewProxy(srv.Endpoint)
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	h := proxy
 	if dir == awslocal.SQS {
 		h = awslocal.NewLongPoll(proxy)
 	}

@@ -96,8 +96,10 @@ func (p *Poller) poll(ctx context.Context) {
 }
 
 // fill gathers more messages after the first receive, as Lambda does with
-// a batching window: up to BatchSize, for at most BatchWindow seconds.
-// SQS hands out at most 10 a receive.
+// a batching window: until the batch holds BatchSize or BatchWindow
+// seconds have passed, whichever comes first. SQS hands out at most 10 a
+// receive and waits in whole seconds, so the window's last fraction of a
+// second is polled.
 func (p *Poller) fill(ctx context.Context, msgs []sqstypes.Message) []sqstypes.Message {
 	deadline := time.Now().Add(time.Duration(p.Source.BatchWindow) * time.Second)
 	for len(msgs) < p.Source.BatchSize && ctx.Err() == nil {
@@ -118,12 +120,15 @@ func (p *Poller) fill(ctx context.Context, msgs []sqstypes.Message) []sqstypes.M
 			break // what was received goes now; the poll loop reports errors
 		}
 		if len(out.Messages) == 0 && left < time.Second {
-			break
+			sleep(ctx, min(left, windowPoll))
 		}
 		msgs = append(msgs, out.Messages...)
 	}
 	return msgs
 }
+
+// windowPoll is how often fill asks again in a window's last second.
+const windowPoll = 100 * time.Millisecond
 
 func (p *Poller) handle(ctx context.Context, msgs []sqstypes.Message) {
 	if p.Duplicates.Load() {

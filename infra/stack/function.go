@@ -39,15 +39,19 @@ var (
 // Function runs one function's bootstrap under the Runtime Interface
 // Emulator, as Lambda runs it: each execution environment (an emulator
 // with its own function process) takes one invocation at a time, more are
-// started as invocations overlap, up to Max, and one that failed or timed
-// out is discarded.
+// started as invocations overlap, up to Max (and while Pool has room), and
+// one that failed or timed out is discarded.
 type Function struct {
 	Def       FunctionDef
 	Bootstrap string   // path of the built bootstrap
 	RIE       string   // path of aws-lambda-rie
 	Env       []string // the function's environment
 	Max       int      // concurrent execution environments
-	Logs      io.Writer
+	// Pool, when set, is the account's unreserved concurrency, which the
+	// functions without a reservation share: an invocation also takes a
+	// place in it. A function with a reservation has none.
+	Pool *Pool
+	Logs io.Writer
 
 	once     sync.Once
 	slots    chan struct{}
@@ -58,9 +62,21 @@ type Function struct {
 	n        atomic.Int64
 	starts   atomic.Int64
 	invoking atomic.Int64
+	// Totals of Usage.
+	invocations, ran, waited atomic.Int64
 	// spread: invocations go to the environment idle longest (Spread).
 	spread bool
 }
+
+// Pool is concurrency that several functions share: the account's
+// unreserved concurrency of a Region.
+type Pool struct{ places chan struct{} }
+
+// NewPool returns a pool of n concurrent invocations.
+func NewPool(n int) *Pool { return &Pool{places: make(chan struct{}, max(n, 1))} }
+
+// Size is how many invocations the pool lets run at once.
+func (p *Pool) Size() int { return cap(p.places) }
 
 type instance struct {
 	url  string
@@ -78,6 +94,25 @@ func (f *Function) init() {
 // ColdStarts is how many execution environments have been started.
 func (f *Function) ColdStarts() int64 { return f.starts.Load() }
 
+// Usage is what a function has run so far.
+type Usage struct {
+	Invocations int64
+	// Duration is the invocations' time in an execution environment,
+	// what Lambda bills (before its rounding to the millisecond), cold
+	// starts included.
+	Duration time.Duration
+	// Waited is the invocations' time waiting for an execution
+	// environment to be free, where Lambda would have throttled them.
+	Waited     time.Duration
+	ColdStarts int64
+}
+
+// Usage returns the function's totals so far.
+func (f *Function) Usage() Usage {
+	return Usage{Invocations: f.invocations.Load(), Duration: time.Duration(f.ran.Load()),
+		Waited: time.Duration(f.waited.Load()), ColdStarts: f.starts.Load()}
+}
+
 // Invoke runs the function on payload and returns its answer. ctx bounds
 // the wait for an environment and the call (an integration's timeout).
 func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
@@ -85,12 +120,27 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	if len(payload) > MaxPayload {
 		return nil, ErrRequestTooLarge
 	}
+	asked := time.Now()
 	select {
 	case f.slots <- struct{}{}:
 	case <-ctx.Done():
+		f.waited.Add(int64(time.Since(asked)))
 		return nil, fmt.Errorf("%s: waiting for an execution environment: %w", f.Def.Name, ctx.Err())
 	}
 	defer func() { <-f.slots }()
+	if f.Pool != nil {
+		select {
+		case f.Pool.places <- struct{}{}:
+		case <-ctx.Done():
+			f.waited.Add(int64(time.Since(asked)))
+			return nil, fmt.Errorf("%s: waiting for the account's unreserved concurrency: %w", f.Def.Name, ctx.Err())
+		}
+		defer func() { <-f.Pool.places }()
+	}
+	began := time.Now()
+	f.waited.Add(int64(began.Sub(asked)))
+	f.invocations.Add(1)
+	defer func() { f.ran.Add(int64(time.Since(began))) }()
 	in, err := f.take()
 	if err != nil {
 		return nil, err

@@ -64,3 +64,26 @@ func TestClaimsReachTheFunctionAsStrings(t *testing.T) {
 		t.Fatalf("%v", got)
 	}
 }
+
+// TestEveryViewReachesTheViewFunction: the template's view route sends
+// every view, waiting or not (a route never matches the query string), to
+// the view function, and the other memory routes to the memory function.
+func TestEveryViewReachesTheViewFunction(t *testing.T) {
+	tpl, err := ReadTemplate("../../template.yaml", nil, Physical{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := NewGateway(tpl, map[string]*Function{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, c := range []struct{ method, path, want string }{
+		{"GET", "/v1/chats/c1/view", "ViewFunction"},
+		{"POST", "/v1/chats/c1/messages", "MemoryFunction"},
+		{"GET", "/v1/chats/c1/status", "MemoryFunction"},
+		{"GET", "/v1/chats/c1/view/extra", "MemoryFunction"},
+		{"POST", "/v1/chats/c1/view", "MemoryFunction"},
+	} {
+		r, _ := g.match(c.method, c.path)
+		if r == nil || tpl.Integrations[r.Integration].Function != c.want {
+			t.Errorf("%s %s: route %+v, want the %s", c.method, c.path, r, c.want)
+		}
+	}
+}

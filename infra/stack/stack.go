@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,10 +58,13 @@ type Options struct {
 	// a shorter one to converge in minutes. The retries the function makes
 	// itself (10 s) are unchanged.
 	Visibility time.Duration
-	// APIConcurrency bounds each HTTP function's execution environments
-	// (10 when 0); the compact function's are its mapping's
-	// MaximumConcurrency.
-	APIConcurrency int
+	// AccountConcurrency is the account's concurrency quota in the
+	// Region (DefaultAccountConcurrency when 0). As in Lambda, a function
+	// with ReservedConcurrentExecutions runs at most that many execution
+	// environments, and the others share what the reservations leave,
+	// which must be at least MinUnreserved; a function fed by an event
+	// source mapping runs at most its MaximumConcurrency too.
+	AccountConcurrency int
 	// Logs receives the emulators' and functions' output; Log the stack's
 	// own lines.
 	Logs io.Writer
@@ -185,18 +189,14 @@ func (s *Stack) start(ctx context.Context, o Options) error {
 		return err
 	}
 
+	limits, err := Concurrency(s.Template, o.AccountConcurrency)
+	if err != nil {
+		return err
+	}
 	for name, def := range s.Template.Functions {
-		n := o.APIConcurrency
-		if n == 0 {
-			n = 10
-		}
-		for _, src := range s.Template.Sources {
-			if src.Function == name {
-				n = src.MaxConcurrency
-			}
-		}
+		l := limits[name]
 		s.Functions[name] = &Function{Def: def, Bootstrap: filepath.Join(s.tmp, name, "bootstrap"), RIE: rie,
-			Env: s.env(def, o), Max: n, Logs: o.Logs}
+			Env: s.env(def, o), Max: l.Max, Pool: l.Pool, Logs: o.Logs}
 	}
 
 	addr := o.Addr
@@ -257,6 +257,55 @@ func (s *Stack) Close() {
 	}
 }
 
+// DefaultAccountConcurrency is Lambda's default concurrency quota of an
+// account in a Region; MinUnreserved is what Lambda keeps unreserved.
+const (
+	DefaultAccountConcurrency = 1000
+	MinUnreserved             = 100
+)
+
+// Limit is how many invocations of a function may run at once: at most
+// Max, and, for a function without a reservation, while Pool has room.
+type Limit struct {
+	Max  int
+	Pool *Pool
+}
+
+// Concurrency gives each function of tpl the limits Lambda would, in an
+// account whose quota is account (DefaultAccountConcurrency when 0): its
+// reservation, or a place in the one pool of what the reservations leave
+// (refused, as Lambda refuses the reservations, when that is under
+// MinUnreserved), and, for an event source's function, at most the
+// mapping's MaximumConcurrency.
+func Concurrency(tpl *Template, account int) (map[string]Limit, error) {
+	if account == 0 {
+		account = DefaultAccountConcurrency
+	}
+	reserved := 0
+	for _, def := range tpl.Functions {
+		reserved += def.Reserved
+	}
+	unreserved := account - reserved
+	if unreserved < MinUnreserved {
+		return nil, fmt.Errorf("the functions reserve %d of the account's concurrency of %d: Lambda keeps %d unreserved", reserved, account, MinUnreserved)
+	}
+	pool := NewPool(unreserved)
+	limits := map[string]Limit{}
+	for name, def := range tpl.Functions {
+		l := Limit{Max: def.Reserved}
+		if l.Max == 0 {
+			l = Limit{Max: unreserved, Pool: pool}
+		}
+		for _, src := range tpl.Sources {
+			if src.Function == name {
+				l.Max = min(l.Max, src.MaxConcurrency)
+			}
+		}
+		limits[name] = l
+	}
+	return limits, nil
+}
+
 func findRIE(o Options) (string, error) {
 	if o.RIE != "" {
 		return o.RIE, nil
@@ -283,10 +332,14 @@ func build(ctx context.Context, root, dir string, tpl *Template, targets map[str
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	// One go build for all, so that the packages they share compile once.
-	pkgs := make([]string, len(names))
-	for i, n := range names {
-		pkgs[i] = targets[n]
+	// One go build for all, so that the packages they share compile once;
+	// functions that run the same program (memory and view) share its
+	// binary.
+	var pkgs []string
+	for _, n := range names {
+		if !slices.Contains(pkgs, targets[n]) {
+			pkgs = append(pkgs, targets[n])
+		}
 	}
 	out := filepath.Join(dir, "bin")
 	args := append([]string{"build", "-tags", "lambda.norpc", "-trimpath", "-o", out + string(filepath.Separator)}, pkgs...)
@@ -296,11 +349,11 @@ func build(ctx context.Context, root, dir string, tpl *Template, targets map[str
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the functions: %w\n%s", err, msg)
 	}
-	for i, n := range names {
+	for _, n := range names {
 		if err := os.MkdirAll(filepath.Join(dir, n), 0o755); err != nil {
 			return err
 		}
-		if err := os.Rename(filepath.Join(out, filepath.Base(pkgs[i])), filepath.Join(dir, n, "bootstrap")); err != nil {
+		if err := os.Link(filepath.Join(out, filepath.Base(targets[n])), filepath.Join(dir, n, "bootstrap")); err != nil {
 			return fmt.Errorf("placing %s's bootstrap: %w", n, err)
 		}
 	}

@@ -26,8 +26,10 @@ import (
 // resident memory of each function process under the attacks the local
 // server's stress test sends, sized to Lambda's 6 MB, is the figure.
 func TestInLambdaEachRequestStaysWithinHalfItsFunctionsMemory(t *testing.T) {
-	const environments = 3 // per HTTP function, so each process sees several attacks
-	s := startStack(t, stack.Options{APIConcurrency: environments})
+	// 3 execution environments per HTTP function (reserved, as the
+	// template lets an operator), so each process sees several attacks.
+	s := startStack(t, stack.Options{Params: map[string]string{
+		"RestoreConcurrency": "3", "OffloadConcurrency": "3", "MemoryConcurrency": "3", "ViewConcurrency": "3"}})
 	host := api{t: t, base: s.URL, token: s.DevToken}
 
 	var stored struct{ Stored []string }

@@ -32,6 +32,9 @@ type FunctionDef struct {
 	Name     string
 	Timeout  int // seconds
 	MemoryMB int
+	// Reserved is its ReservedConcurrentExecutions; 0 when it reserves
+	// none and draws on the account's unreserved concurrency.
+	Reserved int
 	Env      map[string]string
 }
 
@@ -188,9 +191,10 @@ func (t *Template) add(name, typ string, props json.RawMessage) error {
 	switch typ {
 	case "AWS::Serverless::Function":
 		var p struct {
-			Timeout     int
-			MemorySize  int
-			Environment struct{ Variables map[string]any }
+			Timeout                      int
+			MemorySize                   int
+			ReservedConcurrentExecutions number
+			Environment                  struct{ Variables map[string]any }
 		}
 		if err := json.Unmarshal(props, &p); err != nil {
 			return err
@@ -199,7 +203,8 @@ func (t *Template) add(name, typ string, props json.RawMessage) error {
 		for k, v := range p.Environment.Variables {
 			env[k] = scalar(v)
 		}
-		t.Functions[name] = FunctionDef{Name: name, Timeout: or(p.Timeout, 3), MemoryMB: or(p.MemorySize, 128), Env: env}
+		t.Functions[name] = FunctionDef{Name: name, Timeout: or(p.Timeout, 3), MemoryMB: or(p.MemorySize, 128),
+			Reserved: int(p.ReservedConcurrentExecutions), Env: env}
 	case "AWS::ApiGatewayV2::Route":
 		var p struct {
 			RouteKey          string

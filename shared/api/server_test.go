@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/testenv/logkeys"
 )
 
 // echoRoutes is a feature with a route that reports who called it.
@@ -379,5 +380,25 @@ func TestHealthChecksAreCachedForAFewSeconds(t *testing.T) {
 	}
 	if n := pings.Load(); n != 2 {
 		t.Fatalf("%d pings, want 2", n)
+	}
+}
+
+// TestEveryRecordOfARequestNamesEachKeyOnce: the request record, and the
+// records of a failed or panicking request, hold each key once (a key
+// twice reads back as one of its values).
+func TestEveryRecordOfARequestNamesEachKeyOnce(t *testing.T) {
+	h, logs := newTestHandler(t, Options{Auth: BearerTokens(map[string]string{"tok": "acme"})})
+	auth := map[string]string{"Authorization": "Bearer tok"}
+	serve(h, "GET", "/v1/chats/c1/whoami", nil, auth)
+	serve(h, "POST", "/v1/chats/c1/echo", strings.NewReader("{"), auth)
+	serve(h, "GET", "/v1/panic", nil, auth)
+	serve(h, "GET", "/v1/chats/c1/whoami", nil, nil)
+	msgs := map[string]int{}
+	for _, rec := range logkeys.Check(t, logs.Bytes()) {
+		msg, _ := rec["msg"].(string)
+		msgs[msg]++
+	}
+	if msgs["request"] != 4 || msgs["request failed"] < 2 || msgs["handler panicked"] != 1 {
+		t.Fatalf("records %v", msgs)
 	}
 }

@@ -11,7 +11,13 @@
 // The chat's home partition store.ChatPK(tenant, chat) holds its identity
 // item:
 //
-//	id   {"n": "<incarnation>"}
+//	id   {"n": "<incarnation>", "s": <state>}
+//
+// The state is its owner's (package lifecycle: the chat's last activity
+// and its deletion's progress), opaque here: kept in the identity item so
+// that one read of the chat's own partition tells an append both which
+// incarnation it writes and whether it may. Items written before the state
+// was kept have none.
 //
 // An incarnation is 16 random hex digits; its rows live in the partition
 // store.ChatPK(tenant, chat+"~"+incarnation) and its texts under
@@ -21,9 +27,10 @@
 // its texts under store.TextPrefix(tenant, chat): its incarnation is "", and
 // its identity item, written at its next append, says so.
 //
-// The first append to an id opens an incarnation (Open), a deletion retires
-// it last (Retire); every reader and writer asks Current, one read of the
-// chat's own partition. Nothing caches an identity.
+// The first append to an id opens an incarnation (Open, or Write with the
+// state), a deletion retires it last (Retire); every reader and writer asks
+// Current or Read, one read of the chat's own partition. Nothing caches an
+// identity.
 package chatid
 
 import (
@@ -81,7 +88,20 @@ func ValidInc(s string) bool {
 
 // identity is the identity item's body.
 type identity struct {
-	Inc string `json:"n"`
+	Inc   string          `json:"n"`
+	State json.RawMessage `json:"s,omitempty"`
+}
+
+// Record is a chat id's identity item as read.
+type Record struct {
+	// Chat is the current incarnation ("" when none is recorded).
+	Chat Chat
+	// Recorded: the id has an identity item.
+	Recorded bool
+	// Version is the item's, which a Write is conditional on.
+	Version int64
+	// State is the owner's part of the item; nil when none is kept.
+	State json.RawMessage
 }
 
 // Registry reads and writes identity items in a table. It keeps nothing in
@@ -97,15 +117,79 @@ func New(table store.Table) *Registry { return &Registry{table: table} }
 // one recorded. With none recorded it is incarnation "": the rows of a chat
 // written before incarnations were recorded, or nothing.
 func (r *Registry) Current(ctx context.Context, tenant, chat string) (Chat, bool, error) {
+	rec, err := r.Read(ctx, tenant, chat)
+	return rec.Chat, rec.Recorded, err
+}
+
+// Read returns the chat id's identity item: Recorded false, and
+// incarnation "", when it has none.
+func (r *Registry) Read(ctx context.Context, tenant, chat string) (Record, error) {
 	it, err := r.table.Get(ctx, Home(tenant, chat))
 	if errors.Is(err, store.ErrNotFound) {
-		return Chat{Tenant: tenant, ID: chat}, false, nil
+		return Record{Chat: Chat{Tenant: tenant, ID: chat}}, nil
 	}
 	if err != nil {
-		return Chat{}, false, fmt.Errorf("chatid: reading the identity of chat %s: %w", chat, err)
+		return Record{}, fmt.Errorf("chatid: reading the identity of chat %s: %w", chat, err)
 	}
-	c, err := decode(tenant, chat, it)
-	return c, err == nil, err
+	return Decode(tenant, chat, it)
+}
+
+// Decode reads the identity item it of the chat, as a batch read of
+// several chats' Home keys returns it.
+func Decode(tenant, chat string, it store.Item) (Record, error) {
+	var id identity
+	if err := json.Unmarshal(it.Body, &id); err != nil || !ValidInc(id.Inc) {
+		return Record{}, fmt.Errorf("chatid: the identity item of chat %s is corrupt (%q)", chat, it.Body)
+	}
+	return Record{Chat: Chat{Tenant: tenant, ID: chat, Inc: id.Inc}, Recorded: true, Version: it.Version, State: id.State}, nil
+}
+
+// Write stores rec.State in the chat's identity item, conditional on the
+// item being as rec was read: an update of the item at rec.Version, or,
+// when rec is not Recorded, the opening of the id's incarnation (as Open
+// opens it) with the state. It returns the record as written, or
+// store.ErrConditionFailed (wrapped) when the item changed since rec was
+// read: read it again and redo the change.
+func (r *Registry) Write(ctx context.Context, rec Record) (Record, error) {
+	tenant, chat := rec.Chat.Tenant, rec.Chat.ID
+	if !rec.Recorded {
+		c, err := r.incarnation(ctx, tenant, chat)
+		if err != nil {
+			return Record{}, err
+		}
+		rec.Chat = c
+	}
+	body, err := json.Marshal(identity{Inc: rec.Chat.Inc, State: rec.State})
+	if err != nil {
+		return Record{}, fmt.Errorf("chatid: the state of chat %s: %w", chat, err)
+	}
+	it := store.Item{Key: Home(tenant, chat), Body: body, Version: rec.Version + 1}
+	if rec.Recorded {
+		err = r.table.Update(ctx, it)
+	} else {
+		err = r.table.Create(ctx, it)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("chatid: recording the identity of chat %s: %w", chat, err)
+	}
+	rec.Recorded, rec.Version = true, it.Version
+	return rec, nil
+}
+
+// incarnation is the incarnation an id without an identity item opens: a
+// new one, or "" for a chat written before incarnations, whose first entry
+// is in the home partition. (A read of one item: the hooks' functions may
+// get items but not query.)
+func (r *Registry) incarnation(ctx context.Context, tenant, chat string) (Chat, error) {
+	c := Chat{Tenant: tenant, ID: chat}
+	_, err := r.table.Get(ctx, store.Key{PK: store.ChatPK(tenant, chat), SK: store.EntrySK(0)})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		c.Inc = newInc()
+	case err != nil:
+		return Chat{}, fmt.Errorf("chatid: reading chat %s: %w", chat, err)
+	}
+	return c, nil
 }
 
 // IsCurrent reports whether c is its id's current incarnation. A writer
@@ -117,14 +201,6 @@ func (r *Registry) IsCurrent(ctx context.Context, c Chat) (bool, error) {
 		return false, err
 	}
 	return cur == c, nil
-}
-
-func decode(tenant, chat string, it store.Item) (Chat, error) {
-	var id identity
-	if err := json.Unmarshal(it.Body, &id); err != nil || !ValidInc(id.Inc) {
-		return Chat{}, fmt.Errorf("chatid: the identity item of chat %s is corrupt (%q)", chat, it.Body)
-	}
-	return Chat{Tenant: tenant, ID: chat, Inc: id.Inc}, nil
 }
 
 // openTries bounds Open's loop: a lost create is followed by a read of the
@@ -139,27 +215,16 @@ const openTries = 4
 // not being deleted.
 func (r *Registry) Open(ctx context.Context, tenant, chat string) (Chat, error) {
 	for range openTries {
-		c, recorded, err := r.Current(ctx, tenant, chat)
-		if err != nil || recorded {
-			return c, err
+		rec, err := r.Read(ctx, tenant, chat)
+		if err != nil || rec.Recorded {
+			return rec.Chat, err
 		}
-		// A chat written before incarnations has its first entry in the
-		// home partition. (A read of one item: the hooks' functions may
-		// get items but not query.)
-		_, err = r.table.Get(ctx, store.Key{PK: store.ChatPK(tenant, chat), SK: store.EntrySK(0)})
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			c.Inc = newInc()
-		case err != nil:
-			return Chat{}, fmt.Errorf("chatid: reading chat %s: %w", chat, err)
-		}
-		body, _ := json.Marshal(identity{Inc: c.Inc})
-		err = r.table.Create(ctx, store.Item{Key: Home(tenant, chat), Body: body})
+		rec, err = r.Write(ctx, rec)
 		if err == nil {
-			return c, nil
+			return rec.Chat, nil
 		}
 		if !errors.Is(err, store.ErrConditionFailed) {
-			return Chat{}, fmt.Errorf("chatid: recording the identity of chat %s: %w", chat, err)
+			return Chat{}, err
 		}
 		// A concurrent append opened it first: take its incarnation.
 	}
@@ -167,27 +232,38 @@ func (r *Registry) Open(ctx context.Context, tenant, chat string) (Chat, error) 
 }
 
 // Retire removes c's identity item, when it still names c: the last step
-// of c's deletion, after which the id opens a new incarnation.
+// of c's deletion, after which the id opens a new incarnation. A state
+// written meanwhile (the deletion's progress, recorded by another call)
+// is read again, not kept.
 func (r *Registry) Retire(ctx context.Context, c Chat) error {
 	k := Home(c.Tenant, c.ID)
-	it, err := r.table.Get(ctx, k)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
+	for range retireTries {
+		it, err := r.table.Get(ctx, k)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("chatid: reading the identity of chat %s: %w", c.ID, err)
+		}
+		cur, err := Decode(c.Tenant, c.ID, it)
+		if err == nil && cur.Chat != c {
+			return nil // another incarnation's: not ours to remove
+		}
+		// A corrupt item is removed too: the chat it named is being deleted.
+		err = r.table.Delete(ctx, k, it.Version)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, store.ErrConditionFailed) {
+			return fmt.Errorf("chatid: removing the identity of chat %s: %w", c.ID, err)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("chatid: reading the identity of chat %s: %w", c.ID, err)
-	}
-	cur, err := decode(c.Tenant, c.ID, it)
-	if err == nil && cur != c {
-		return nil // another incarnation's: not ours to remove
-	}
-	// A corrupt item is removed too: the chat it named is being deleted.
-	err = r.table.Delete(ctx, k, it.Version)
-	if err != nil && !errors.Is(err, store.ErrConditionFailed) {
-		return fmt.Errorf("chatid: removing the identity of chat %s: %w", c.ID, err)
-	}
-	return nil
+	return store.Unavailable("chatid retire", fmt.Errorf("chat %s: its identity keeps changing", c.ID))
 }
+
+// retireTries bounds Retire's loop: the item changes under it only while
+// other calls of the same deletion record their progress.
+const retireTries = 8
 
 func newInc() string {
 	var b [8]byte

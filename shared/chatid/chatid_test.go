@@ -149,3 +149,66 @@ func TestACorruptIdentityIsAnError(t *testing.T) {
 		t.Fatalf("after Retire: %v", err)
 	}
 }
+
+// The state kept beside the incarnation is written only over the item as
+// it was read, is kept by Current and Open, and goes with the item when
+// the incarnation is retired, even while others write it.
+func TestAnIdentitysStateIsWrittenOverWhatWasReadAndRetiredWithIt(t *testing.T) {
+	for _, b := range testenv.All(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := context.Background()
+			r := chatid.New(b.Table)
+			rec, err := r.Read(ctx, "t", "c")
+			if err != nil || rec.Recorded {
+				t.Fatalf("Read of a new id = %+v %v", rec, err)
+			}
+			rec.State = []byte(`{"a":1}`)
+			opened, err := r.Write(ctx, rec)
+			if err != nil || !opened.Recorded || opened.Chat.Inc == "" {
+				t.Fatalf("Write opening the id = %+v %v", opened, err)
+			}
+			if _, err := r.Write(ctx, rec); !errors.Is(err, store.ErrConditionFailed) {
+				t.Fatalf("a second opening over the same read = %v, want a condition failure", err)
+			}
+			if c, err := r.Open(ctx, "t", "c"); err != nil || c != opened.Chat {
+				t.Fatalf("Open = %+v %v, want the incarnation written", c, err)
+			}
+			stale := opened
+			opened.State = []byte(`{"a":2}`)
+			if opened, err = r.Write(ctx, opened); err != nil {
+				t.Fatal(err)
+			}
+			stale.State = []byte(`{"a":3}`)
+			if _, err := r.Write(ctx, stale); !errors.Is(err, store.ErrConditionFailed) {
+				t.Fatalf("a write over an old read = %v, want a condition failure", err)
+			}
+			if got, err := r.Read(ctx, "t", "c"); err != nil || string(got.State) != `{"a":2}` || got.Chat != opened.Chat {
+				t.Fatalf("Read = %+v %v", got, err)
+			}
+
+			// Writers racing Retire: the item goes all the same.
+			var wg sync.WaitGroup
+			for i := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 5 {
+						cur, err := r.Read(ctx, "t", "c")
+						if err != nil || !cur.Recorded {
+							return
+						}
+						cur.State = []byte(`{"a":` + string(rune('4'+i)) + `}`)
+						_, _ = r.Write(ctx, cur)
+					}
+				}()
+			}
+			if err := r.Retire(ctx, opened.Chat); err != nil {
+				t.Fatal(err)
+			}
+			wg.Wait()
+			if _, err := b.Table.Get(ctx, chatid.Home("t", "c")); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("the identity item after Retire: %v, want it gone", err)
+			}
+		})
+	}
+}

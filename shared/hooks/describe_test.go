@@ -322,7 +322,7 @@ func TestEveryAnswerFitsLambdasResponse(t *testing.T) {
 			req := fmt.Sprintf(`{"messages":[{"role":"user","content":[%s]}]}`, strings.Join(blocks, ","))
 			rs := NewRestore(mem, longLinker{})
 			rs.Descriptions = worstDescriptions{}
-			rs.AnswerLimit = ResponseLimit
+			rs.Bounded = true
 			mux := http.NewServeMux()
 			rs.Register(mux)
 			mode := ""

@@ -19,9 +19,9 @@ const (
 // format parses one provider's request body into a walk: the ref blocks in
 // its user messages and tool results, and how to put images there.
 type format interface {
-	// parse walks req; a body not of this provider's shape is a 400 naming
-	// the field.
-	parse(req rawjson.Value) (w *walk, build func() (rawjson.Value, error), err error)
+	// parse walks req, a slice of a body checked valid; a body not of this
+	// provider's shape is a 400 naming the field.
+	parse(req rawjson.Value) (w *walk, build func() rawjson.Node, err error)
 	// urls tells whether the format's image blocks can carry a URL.
 	urls() bool
 	// maxImages is the most images the provider takes in one request.
@@ -61,16 +61,6 @@ func badRole(path, role, roles string) error {
 	return api.BadRequest(path+".role", "%s.role %q is not %s", path, role, roles)
 }
 
-// countImages is an other func that counts blocks of an image type.
-func countImages(w *walk, imageType string) func(*rawjson.Object, string, string, *rawjson.List, int) error {
-	return func(_ *rawjson.Object, typ, _ string, _ *rawjson.List, _ int) error {
-		if typ == imageType {
-			w.images++
-		}
-		return nil
-	}
-}
-
 // pi-ai: a Context {"systemPrompt", "messages", "tools"}; refs are restored
 // in user and toolResult messages as {"type": "image", "data", "mimeType",
 // "name"}, name being the stored image's name, so that offloading the
@@ -81,33 +71,33 @@ func (piFormat) urls() bool { return false }
 
 func (piFormat) maxImages() int { return MaxImagesPi }
 
-func (piFormat) parse(req rawjson.Value) (*walk, func() (rawjson.Value, error), error) {
+var piRule = contentRule{canImage: true, image: piImage, imageType: "image"}
+
+func (piFormat) parse(req rawjson.Value) (*walk, func() rawjson.Node, error) {
 	return walkMessages(req, func(w *walk, msg *rawjson.Object, path, role string) error {
 		switch role {
 		case "assistant":
 			return nil
 		case "user", "toolResult":
-			return w.typedContent(msg.Fields["content"], path+".content", true, "text", piImage, countImages(w, "image"), set(msg, "content"))
+			return w.typedContent(msg.Fields["content"], path+".content", piRule, set(msg, "content"))
 		default:
 			return badRole(path, role, "user, assistant or toolResult")
 		}
 	})
 }
 
-func piImage(p picture, text *rawjson.Object) rawjson.Node {
+func piImage(p picture, ref block) rawjson.Node {
 	b := rawjson.NewObject(map[string]rawjson.Node{
 		"type":     rawjson.String("image"),
-		"data":     rawjson.Quoted{p.b64},
+		"data":     rawjson.Base64{Data: p.data},
 		"mimeType": rawjson.Quoted{p.mimeType},
 		"name":     rawjson.Quoted{p.name},
 	})
-	if text != nil {
-		// The ref block's other fields were the image block's (offload
-		// keeps them); they go back onto the image.
-		for k, v := range text.Fields {
-			if _, ok := b.Fields[k]; !ok && k != "text" {
-				b.Fields[k] = v
-			}
+	// The ref block's other fields were the image block's (offload keeps
+	// them); they go back onto the image.
+	for _, f := range ref.fields {
+		if _, ok := b.Fields[f.key]; !ok && f.key != "text" {
+			b.Fields[f.key] = f.value
 		}
 	}
 	return b
@@ -122,41 +112,29 @@ func (anthropicFormat) urls() bool { return true }
 
 func (anthropicFormat) maxImages() int { return MaxImagesAnthropic }
 
-func (anthropicFormat) parse(req rawjson.Value) (*walk, func() (rawjson.Value, error), error) {
+var anthropicRule = contentRule{canImage: true, image: anthropicImage, imageType: "image", toolResults: true}
+
+func (anthropicFormat) parse(req rawjson.Value) (*walk, func() rawjson.Node, error) {
 	return walkMessages(req, func(w *walk, msg *rawjson.Object, path, role string) error {
 		switch role {
 		case "assistant":
 			return nil
 		case "user":
+			return w.typedContent(msg.Fields["content"], path+".content", anthropicRule, set(msg, "content"))
 		default:
 			return badRole(path, role, "user or assistant")
 		}
-		other := func(b *rawjson.Object, typ, bpath string, l *rawjson.List, j int) error {
-			switch typ {
-			case "image":
-				w.images++
-			case "tool_result":
-				if err := w.typedContent(b.Fields["content"], bpath+".content", true, "text", anthropicImage, countImages(w, "image"), set(b, "content")); err != nil {
-					return err
-				}
-				w.commitObject(b, func(v rawjson.Node) { l.Set(j, v) })
-			}
-			return nil
-		}
-		return w.typedContent(msg.Fields["content"], path+".content", true, "text", anthropicImage, other, set(msg, "content"))
 	})
 }
 
-func anthropicImage(p picture, text *rawjson.Object) rawjson.Node {
+func anthropicImage(p picture, ref block) rawjson.Node {
 	source := rawjson.NewObject(map[string]rawjson.Node{"type": rawjson.String("url"), "url": rawjson.String(p.url)})
 	if p.url == "" {
-		source = rawjson.NewObject(map[string]rawjson.Node{"type": rawjson.String("base64"), "media_type": rawjson.Quoted{p.mimeType}, "data": rawjson.Quoted{p.b64}})
+		source = rawjson.NewObject(map[string]rawjson.Node{"type": rawjson.String("base64"), "media_type": rawjson.Quoted{p.mimeType}, "data": rawjson.Base64{Data: p.data}})
 	}
 	b := rawjson.NewObject(map[string]rawjson.Node{"type": rawjson.String("image"), "source": source})
-	if text != nil {
-		if cc, ok := text.Fields["cache_control"]; ok {
-			b.Fields["cache_control"] = cc
-		}
+	if cc, ok := ref.get("cache_control"); ok {
+		b.Fields["cache_control"] = cc
 	}
 	return b
 }
@@ -170,25 +148,30 @@ func (openAIFormat) urls() bool { return true }
 
 func (openAIFormat) maxImages() int { return MaxImagesOpenAI }
 
-func (openAIFormat) parse(req rawjson.Value) (*walk, func() (rawjson.Value, error), error) {
+var (
+	openAIUserRule = contentRule{canImage: true, image: openAIImage, imageType: "image_url"}
+	openAIToolRule = contentRule{image: openAIImage}
+)
+
+func (openAIFormat) parse(req rawjson.Value) (*walk, func() rawjson.Node, error) {
 	return walkMessages(req, func(w *walk, msg *rawjson.Object, path, role string) error {
 		switch role {
 		case "system", "developer", "assistant":
 			return nil
 		case "user":
-			return w.typedContent(msg.Fields["content"], path+".content", true, "text", openAIImage, countImages(w, "image_url"), set(msg, "content"))
+			return w.typedContent(msg.Fields["content"], path+".content", openAIUserRule, set(msg, "content"))
 		case "tool", "function":
-			return w.typedContent(msg.Fields["content"], path+".content", false, "text", openAIImage, ignoreOthers, set(msg, "content"))
+			return w.typedContent(msg.Fields["content"], path+".content", openAIToolRule, set(msg, "content"))
 		default:
 			return badRole(path, role, "system, developer, user, assistant, tool or function")
 		}
 	})
 }
 
-func openAIImage(p picture, _ *rawjson.Object) rawjson.Node {
+func openAIImage(p picture, _ block) rawjson.Node {
 	var url rawjson.Node = rawjson.String(p.url)
 	if p.url == "" {
-		url = rawjson.Quoted{"data:", p.mimeType, ";base64,", p.b64}
+		url = rawjson.Base64{Prefix: "data:" + p.mimeType + ";base64,", Data: p.data}
 	}
 	return rawjson.NewObject(map[string]rawjson.Node{
 		"type":      rawjson.String("image_url"),
@@ -208,7 +191,7 @@ func (bedrockFormat) urls() bool { return false }
 
 func (bedrockFormat) maxImages() int { return MaxImagesBedrock }
 
-func (bedrockFormat) parse(req rawjson.Value) (*walk, func() (rawjson.Value, error), error) {
+func (bedrockFormat) parse(req rawjson.Value) (*walk, func() rawjson.Node, error) {
 	return walkMessages(req, func(w *walk, msg *rawjson.Object, path, role string) error {
 		switch role {
 		case "assistant":
@@ -227,57 +210,60 @@ func (bedrockFormat) parse(req rawjson.Value) (*walk, func() (rawjson.Value, err
 
 // bedrockContent walks a list of Converse content blocks; outer is false
 // inside a tool result, where another tool result cannot be.
-func (w *walk) bedrockContent(raw rawjson.Value, path string, setContent func(rawjson.Node), outer bool) error {
+func (w *walk) bedrockContent(raw rawjson.Value, path string, put func(rawjson.Node), outer bool) error {
 	l, err := parseList(raw, path)
 	if err != nil {
 		return err
 	}
-	for j := range l.Items {
-		bpath := index(path, j)
-		b, err := parseObject(l.Items[j], bpath)
-		if err != nil {
-			return err
-		}
-		if t, ok := b.Fields["text"]; ok {
+	err = eachBlock(l, path, func(j int, b block) error {
+		if t, ok := b.get("text"); ok {
 			text, ok := t.Text()
 			if !ok {
-				return api.BadRequest(bpath+".text", "%s.text must be a string", bpath)
+				return fieldError(index(path, j), "text", true)
 			}
 			if name := refs.RefName(text); name != "" {
-				w.slots = append(w.slots, &slot{name: name, canImage: true, fill: func(p picture) error {
-					l.Set(j, bedrockImage(p))
-					return nil
-				}, text: setText(l, j)})
+				w.slots = append(w.slots, slot{name: name, canImage: true, list: l, index: j, image: bedrockImage})
 			}
-			continue
+			return nil
 		}
-		if _, ok := b.Fields["image"]; ok {
+		if _, ok := b.get("image"); ok {
 			w.images++
-			continue
+			return nil
 		}
-		if tr, ok := b.Fields["toolResult"]; ok && outer {
-			trPath := bpath + ".toolResult"
-			result, err := parseObject(tr, trPath)
-			if err != nil {
-				return err
-			}
-			if c, ok := result.Fields["content"]; ok && !c.IsNull() {
-				if err := w.bedrockContent(c, trPath+".content", set(result, "content"), false); err != nil {
-					return err
-				}
-			}
-			w.commitObject(result, set(b, "toolResult"))
-			w.commitObject(b, func(v rawjson.Node) { l.Set(j, v) })
+		if tr, ok := b.get("toolResult"); ok && outer {
+			return w.bedrockToolResult(tr, index(path, j)+".toolResult", b, func(v rawjson.Node) { l.Set(j, v) })
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	w.commitList(l, put)
+	return nil
+}
+
+// bedrockToolResult walks the tool result tr of block b, at path; put
+// writes b back when the result changed.
+func (w *walk) bedrockToolResult(tr rawjson.Value, path string, b block, put func(rawjson.Node)) error {
+	result, err := parseObject(tr, path)
+	if err != nil {
+		return err
+	}
+	if c, ok := result.Fields["content"]; ok && !c.IsNull() {
+		if err := w.bedrockContent(c, path+".content", set(result, "content"), false); err != nil {
+			return err
 		}
 	}
-	w.commitList(l, setContent)
+	o := b.object()
+	w.commitObject(result, set(o, "toolResult"))
+	w.commitObject(o, put)
 	return nil
 }
 
 // bedrockImage is a Converse image block; its format is the MIME subtype.
-func bedrockImage(p picture) rawjson.Node {
+func bedrockImage(p picture, _ block) rawjson.Node {
 	return rawjson.NewObject(map[string]rawjson.Node{"image": rawjson.NewObject(map[string]rawjson.Node{
 		"format": rawjson.Quoted{strings.TrimPrefix(p.mimeType, "image/")},
-		"source": rawjson.NewObject(map[string]rawjson.Node{"bytes": rawjson.Quoted{p.b64}}),
+		"source": rawjson.NewObject(map[string]rawjson.Node{"bytes": rawjson.Base64{Data: p.data}}),
 	})})
 }

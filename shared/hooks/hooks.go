@@ -39,7 +39,8 @@ const (
 	ReasonBudget = "budget"
 	// ReasonFormat: the format cannot carry an image in that place.
 	ReasonFormat = "format"
-	// ReasonError: any other failure of the store.
+	// ReasonError: any other failure of the store (or stored bytes that
+	// are not an image).
 	ReasonError = "error"
 	// ReasonDescribe: mode "describe" sends every image as its description.
 	ReasonDescribe = "describe"
@@ -51,31 +52,26 @@ const (
 // index appends "[i]" to a field path.
 func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
 
-// joinObject writes an object of raw fields, keys sorted.
-func joinObject(fields map[string]rawjson.Value) rawjson.Value {
-	return rawjson.Encode(&rawjson.Object{Fields: fields})
-}
-
-// writeAnswer answers 200 with the object rest encodes, plus key holding raw,
-// written without copying or scanning raw.
-func writeAnswer(w http.ResponseWriter, key string, raw rawjson.Value, rest any) error {
-	tail, err := api.Marshal(rest)
+// writeAnswer answers 200 with the object rest encodes, plus key holding
+// the node, written once from one buffer sized for it: each image's base64
+// is encoded straight into it (rawjson.Base64), and nothing is copied
+// twice or scanned again.
+func writeAnswer(w http.ResponseWriter, key string, node rawjson.Node, rest any) error {
+	tail, err := rawjson.Of(rest)
 	if err != nil {
 		return err
 	}
-	head := rawjson.AppendKey([]byte("{"), key)
-	head = append(head, ':')
+	answer := make([]byte, 0, len(key)+8+node.Len()+len(tail)+1)
+	answer = append(rawjson.AppendKey(append(answer, '{'), key), ':')
+	answer = node.AppendTo(answer)
 	if len(tail) > 2 {
-		tail[0] = ','
+		answer = append(append(answer, ','), tail[1:]...)
 	} else {
-		tail = []byte("}")
+		answer = append(answer, '}')
 	}
+	answer = append(answer, '\n')
 	api.SetDataHeaders(w.Header(), "application/json")
 	w.WriteHeader(http.StatusOK)
-	for _, part := range [][]byte{head, raw, tail, []byte("\n")} {
-		if _, err := w.Write(part); err != nil {
-			return nil // the client is gone; nothing left to answer
-		}
-	}
+	w.Write(answer) // an error is the client gone: nothing left to answer
 	return nil
 }

@@ -1,7 +1,6 @@
 package hooks
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -108,41 +107,39 @@ func (o *Offload) afterTool(w http.ResponseWriter, r *http.Request) error {
 	if req.Result == nil {
 		return api.BadRequest("result", "result is required: {\"content\": [blocks], \"isError\"}")
 	}
-	result := req.Result
+	result := &rawjson.Object{Fields: req.Result}
 	answer := afterToolAnswer{Stored: []string{}, Inline: []InlineImage{}}
 	skip := func(reason string) error {
 		answer.Skipped = &reason
-		return writeAnswer(w, "result", joinObject(result), answer)
+		return writeAnswer(w, "result", result, answer)
 	}
 	// A nested call's result goes back to the tool that issued it, not into
 	// the transcript; it is none of the hook's business.
 	if req.Call.Nested {
 		return skip(SkippedNested)
 	}
-	content, ok := result["content"]
-	if !ok || content.IsNull() {
+	raw, ok := result.Fields["content"]
+	if !ok || raw.IsNull() {
 		return api.BadRequest("result.content", "result.content is required")
 	}
-	maps, blocks, err := decodeContent(content, "result.content")
+	content, err := readPiContent(raw, "result.content")
 	if err != nil {
 		return err
 	}
-	if err := o.claim(r.Context(), tenant, chat, blocks, "result.content"); err != nil {
+	if err := o.claim(r.Context(), tenant, chat, content); err != nil {
 		return err
 	}
-	if !hasImages(blocks) {
-		return writeAnswer(w, "result", joinObject(result), answer)
+	if !content.hasImages() {
+		return writeAnswer(w, "result", result, answer)
 	}
-	if couldPassBound(blocks, maxBytes, maxLines) {
+	if couldPassBound(content.blocks, maxBytes, maxLines) {
 		return skip(SkippedBound)
 	}
-	out, err := o.offload(r.Context(), tenant, chat, maps, blocks, "result.content")
-	if err != nil {
+	if answer.Stored, answer.Inline, err = o.offload(r.Context(), tenant, chat, content); err != nil {
 		return err
 	}
-	result["content"] = rawjson.Encode(&rawjson.List{Items: out.blocks})
-	answer.Stored, answer.Inline = out.stored, out.inline
-	return writeAnswer(w, "result", joinObject(result), answer)
+	result.Set("content", content.list)
+	return writeAnswer(w, "result", result, answer)
 }
 
 func (b *bounds) resolve() (maxBytes, maxLines int, err error) {
@@ -174,13 +171,14 @@ func (b *bounds) resolve() (maxBytes, maxLines int, err error) {
 // of keeping images): bytes = text bytes + 24 per ref + one per piece;
 // lines = the lines of each text block (newlines + 1) + one per ref. Either
 // over its limit means the result could pass the bound.
-func couldPassBound(blocks []pi.Block, maxBytes, maxLines int) bool {
+func couldPassBound(blocks []block, maxBytes, maxLines int) bool {
 	n, lines := 0, 0
 	for _, b := range blocks {
-		switch b.Type {
+		switch b.typ() {
 		case pi.TypeText:
-			n += len(b.Text) + 1
-			lines += strings.Count(b.Text, "\n") + 1
+			text, _ := b.str("text")
+			n += len(text) + 1
+			lines += strings.Count(text, "\n") + 1
 		case pi.TypeImage:
 			n += refs.RefLen + 1
 			lines++
@@ -208,124 +206,107 @@ func (o *Offload) offloadInput(w http.ResponseWriter, r *http.Request) error {
 	if req.Message == nil {
 		return api.BadRequest("message", "message is required: {\"role\": \"user\", \"content\"}")
 	}
-	msg := req.Message
-	if role, _ := msg["role"].Text(); role != pi.RoleUser {
+	msg := &rawjson.Object{Fields: req.Message}
+	if role, _ := msg.Fields["role"].Text(); role != pi.RoleUser {
 		return api.BadRequest("message.role", "message.role must be \"user\"")
 	}
-	content, ok := msg["content"]
-	if !ok || content.IsNull() {
+	raw, ok := msg.Fields["content"]
+	if !ok || raw.IsNull() {
 		return api.BadRequest("message.content", "message.content is required")
 	}
-	maps, blocks, err := decodeContent(content, "message.content")
+	content, err := readPiContent(raw, "message.content")
 	if err != nil {
 		return err
 	}
-	if err := o.claim(r.Context(), tenant, chat, blocks, "message.content"); err != nil {
+	if err := o.claim(r.Context(), tenant, chat, content); err != nil {
 		return err
 	}
 	answer := offloadInputAnswer{Stored: []string{}, Inline: []InlineImage{}}
-	if hasImages(blocks) {
-		out, err := o.offload(r.Context(), tenant, chat, maps, blocks, "message.content")
-		if err != nil {
+	if content.hasImages() {
+		if answer.Stored, answer.Inline, err = o.offload(r.Context(), tenant, chat, content); err != nil {
 			return err
 		}
-		msg["content"] = rawjson.Encode(&rawjson.List{Items: out.blocks})
-		answer.Stored, answer.Inline = out.stored, out.inline
+		msg.Set("content", content.list)
 	}
-	return writeAnswer(w, "message", joinObject(msg), answer)
+	return writeAnswer(w, "message", msg, answer)
 }
 
-// offloaded is the content after an offload.
-type offloaded struct {
-	blocks []rawjson.Value
-	stored []string
-	inline []InlineImage
-}
-
-// offload stores the images of blocks for the chat and replaces each stored
-// one by its ref block, in place (images.Batch: every image is checked
-// before any is stored, so bad input stores nothing). raw holds the blocks'
-// fields as received: blocks that are not replaced are written back with
-// their fields unchanged.
-func (o *Offload) offload(ctx context.Context, tenant, chat string, raw []map[string]rawjson.Value, blocks []pi.Block, path string) (offloaded, error) {
-	var inline []images.Inline
-	var at []int // the block of each image
-	for i, b := range blocks {
-		if b.Type != pi.TypeImage {
-			continue
-		}
-		if b.Data == "" {
-			field := index(path, i) + ".data"
-			return offloaded{}, api.BadRequest(field, "%s is required: the image as base64", field)
-		}
-		inline = append(inline, images.Inline{B64: b.Data, Named: b.Name})
-		at = append(at, i)
+// offload stores the images of content for the chat and puts each stored
+// one's ref block in its place in content.list (images.Batch: every image
+// is checked before any is stored, so bad input stores nothing). It
+// returns the names stored and the images left inline, and why.
+func (o *Offload) offload(ctx context.Context, tenant, chat string, content *piContent) (stored []string, inline []InlineImage, err error) {
+	imgs, at, err := content.images()
+	if err != nil {
+		return nil, nil, err
 	}
-	batch, err := images.Prepare(ctx, inline)
+	batch, err := images.Prepare(ctx, imgs)
 	if refused, ok := errors.AsType[*images.RefusedError](err); ok {
-		field := index(path, at[refused.Index]) + ".data"
-		return offloaded{}, api.BadRequest(field, "%s: %v", field, refused.Err)
+		field := index(content.path, at[refused.Index]) + ".data"
+		return nil, nil, api.BadRequest(field, "%s: %v", field, refused.Err)
 	}
 	if err != nil {
-		return offloaded{}, err
+		return nil, nil, err
 	}
-	var stored []images.Stored
+	var outcome []images.Stored
 	if err := o.Refs.Hold(ctx, tenant, chat, batch.Names()); err != nil {
 		if _, refused := errors.AsType[*api.Error](err); refused {
-			return offloaded{}, err
+			return nil, nil, err
 		}
 		// Not recorded, not stored: each image stays inline, as when the
 		// store fails.
-		stored = make([]images.Stored, len(inline))
-		for k := range stored {
-			stored[k].Err = err
+		outcome = make([]images.Stored, len(imgs))
+		for k := range outcome {
+			outcome[k].Err = err
 		}
 	} else {
-		stored = batch.Store(ctx, o.Images, tenant)
+		outcome = batch.Store(ctx, o.Images, tenant)
 	}
-
-	out := offloaded{blocks: make([]rawjson.Value, len(raw)), stored: []string{}, inline: []InlineImage{}}
+	stored, inline = []string{}, []InlineImage{}
 	listed := map[string]bool{}
-	k := 0
-	for i, r := range raw {
-		if blocks[i].Type != pi.TypeImage {
-			out.blocks[i] = joinObject(r)
-			continue
-		}
-		s := stored[k]
-		k++
+	for k, s := range outcome {
+		i := at[k]
 		if s.Err != nil {
-			r["data"] = rawjson.String(blocks[i].Data)
-			out.blocks[i] = joinObject(r)
-			out.inline = append(out.inline, InlineImage{Index: i, Reason: reasonOf(s.Err)})
+			// The block stays as it came.
+			inline = append(inline, InlineImage{Index: i, Reason: reasonOf(s.Err)})
 			continue
 		}
-		// The ref block keeps the image block's other fields, so a
-		// host's annotations survive the round trip through restore.
-		ref, err := rawjson.Of(pi.Block{Type: pi.TypeText, Text: refs.Ref(s.Name), Extra: extraOf(r)})
-		if err != nil {
-			return offloaded{}, err
-		}
-		out.blocks[i] = ref
+		content.list.Set(i, refBlock(content.blocks[i], s.Name))
 		if !listed[s.Name] {
 			listed[s.Name] = true
-			out.stored = append(out.stored, s.Name)
+			stored = append(stored, s.Name)
 		}
 	}
-	return out, nil
+	return stored, inline, nil
 }
 
-// claim makes sure every ref block of blocks names a stored image that the
-// chat holds: a host that uploaded an image sends its ref block in place of
-// its base64, and the upload is checked and stored here
+// refBlock is the ref block that takes the place of image block b. It
+// keeps the image block's other fields, so a host's annotations survive
+// the round trip through restore.
+func refBlock(b block, name string) rawjson.Node {
+	o := b.object()
+	for k := range o.Fields {
+		if pi.IsBlockField(k) {
+			delete(o.Fields, k)
+		}
+	}
+	o.Set("type", rawjson.String(pi.TypeText))
+	o.Set("text", rawjson.String(refs.Ref(name)))
+	return o
+}
+
+// claim makes sure every ref block of content names a stored image that
+// the chat holds: a host that uploaded an image sends its ref block in
+// place of its base64, and the upload is checked and stored here
 // (images.Store.Claim). A ref to no image and no completed upload is a 400
 // naming its block.
-func (o *Offload) claim(ctx context.Context, tenant, chat string, blocks []pi.Block, path string) error {
+func (o *Offload) claim(ctx context.Context, tenant, chat string, content *piContent) error {
 	var names []string
 	var at []int
-	for i, b := range blocks {
-		if b.Type == pi.TypeText {
-			if name := refs.RefName(b.Text); name != "" {
+	for i, b := range content.blocks {
+		if b.typ() == pi.TypeText {
+			text, _ := b.str("text")
+			if name := refs.RefName(text); name != "" {
 				names = append(names, name)
 				at = append(at, i)
 			}
@@ -339,25 +320,22 @@ func (o *Offload) claim(ctx context.Context, tenant, chat string, blocks []pi.Bl
 	}
 	i, err := images.ClaimAll(ctx, o.Images, tenant, names)
 	if err != nil {
-		return refusal(index(path, at[i]), err)
+		return refusal(index(content.path, at[i]), err)
 	}
 	return nil
 }
 
+// reasonOf is why a store's err leaves an image inline (after-tool,
+// offload-input) or a ref as text (before-request): the one mapping of
+// store errors to reasons.
 func reasonOf(err error) string {
-	if store.IsOutage(err) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return ReasonNotFound
+	case store.IsOutage(err):
 		return ReasonUnavailable
 	}
 	return ReasonError
-}
-
-func hasImages(blocks []pi.Block) bool {
-	for _, b := range blocks {
-		if b.Type == pi.TypeImage {
-			return true
-		}
-	}
-	return false
 }
 
 // readHook checks a hook request's caller and chat, and decodes its body
@@ -421,84 +399,89 @@ func readHookHolding(r *http.Request, v any, big string, fields *map[string]rawj
 	return tenant, chat, nil
 }
 
-// decodeContent decodes pi content, a slice of a body checked valid: a string (no blocks) or a list of
-// blocks, each as its raw fields and as the pi.Block fields offload reads.
-// An image block's raw fields leave out its data: the string is all offload
-// needs, and it is the only copy of the base64 the request keeps.
-func decodeContent(content rawjson.Value, path string) ([]map[string]rawjson.Value, []pi.Block, error) {
-	content = bytes.TrimSpace(content)
-	if len(content) > 0 && content[0] == '"' {
-		return nil, nil, nil
+// piContent is the pi content of a hook's request (a tool result's, or a
+// user message's): a string, which has no images, or a list of blocks.
+type piContent struct {
+	path   string
+	list   *rawjson.List // the blocks as written back; nil for a string
+	blocks []block       // item i of list
+}
+
+// piStrings are the fields of a pi block the hooks read, each a string
+// when present.
+var piStrings = []string{"type", "text", "data", "mimeType", "name"}
+
+// readPiContent reads raw, a slice of a body checked valid: every block an
+// object with a type, and the fields of piStrings strings. The blocks are
+// checked in order once all are known to be objects.
+func readPiContent(raw rawjson.Value, path string) (*piContent, error) {
+	c := &piContent{path: path}
+	if isText(raw) {
+		return c, nil
 	}
-	// content is a slice of a body checked valid (readHookHolding).
-	items, ok := rawjson.ItemList(content)
+	items, ok := rawjson.ItemList(raw)
 	if !ok {
-		return nil, nil, contentError(content, path)
+		return nil, api.BadRequest(path, "%s must be a string or a list of content blocks", path)
 	}
-	maps := make([]map[string]rawjson.Value, len(items))
+	c.list = &rawjson.List{Items: items}
 	for i, it := range items {
-		if it.IsNull() {
+		b, ok := parseBlock(it)
+		if !ok && !it.IsNull() {
+			return nil, api.BadRequest(index(path, i), "%s must be a content block object", index(path, i))
+		}
+		if !ok {
+			b = block{}
+		}
+		c.blocks = append(c.blocks, b)
+	}
+	for i, b := range c.blocks {
+		bpath := index(path, i)
+		if b.raw == nil { // null: refused in order, after the blocks before it
+			return nil, api.BadRequest(bpath, "%s must be a content block object", bpath)
+		}
+		for _, key := range piStrings {
+			if !b.isString(key) {
+				return nil, api.BadRequest(bpath+"."+key, "%s.%s must be a string", bpath, key)
+			}
+		}
+		if b.typ() == "" {
+			return nil, api.BadRequest(bpath+".type", "%s.type is required", bpath)
+		}
+	}
+	return c, nil
+}
+
+// typ is a block's type ("" when it has none).
+func (b block) typ() string {
+	t, _ := b.str("type")
+	return t
+}
+
+func (c *piContent) hasImages() bool {
+	for _, b := range c.blocks {
+		if b.typ() == pi.TypeImage {
+			return true
+		}
+	}
+	return false
+}
+
+// images lists the content's inline images, with the block of each. The
+// base64 is copied out of the body here, once: it is the text the image is
+// named and decoded from.
+func (c *piContent) images() (imgs []images.Inline, at []int, err error) {
+	for i, b := range c.blocks {
+		if b.typ() != pi.TypeImage {
 			continue
 		}
-		if maps[i], ok = rawjson.FieldMap(it); !ok {
-			return nil, nil, contentError(content, path)
+		data, _ := b.str("data")
+		if data == "" {
+			field := index(c.path, i) + ".data"
+			return nil, nil, api.BadRequest(field, "%s is required: the image as base64", field)
 		}
+		name, _ := b.str("name")
+		imgs = append(imgs, images.Inline{B64: data, Named: name})
+		at = append(at, i)
 	}
-	blocks := make([]pi.Block, len(maps))
-	for i, fields := range maps {
-		bpath := index(path, i)
-		if fields == nil {
-			return nil, nil, api.BadRequest(bpath, "%s must be a content block object", bpath)
-		}
-		b := &blocks[i]
-		for _, f := range []struct {
-			key string
-			dst *string
-		}{{"type", &b.Type}, {"text", &b.Text}, {"data", &b.Data}, {"mimeType", &b.MimeType}, {"name", &b.Name}} {
-			v, ok := fields[f.key]
-			if !ok || v.IsNull() {
-				continue
-			}
-			s, ok := v.Text()
-			if !ok {
-				return nil, nil, api.BadRequest(bpath+"."+f.key, "%s.%s must be a string", bpath, f.key)
-			}
-			*f.dst = s
-		}
-		if b.Type == "" {
-			return nil, nil, api.BadRequest(bpath+".type", "%s.type is required", bpath)
-		}
-		if b.Type == pi.TypeImage {
-			delete(fields, "data")
-		}
-	}
-	return maps, blocks, nil
-}
-
-// contentError names what is wrong with content that is not a list of objects.
-func contentError(content rawjson.Value, path string) error {
-	var items []rawjson.Value
-	if json.Unmarshal(content, &items) != nil {
-		return api.BadRequest(path, "%s must be a string or a list of content blocks", path)
-	}
-	for i, it := range items {
-		if t := bytes.TrimSpace(it); len(t) == 0 || t[0] != '{' {
-			return api.BadRequest(index(path, i), "%s must be a content block object", index(path, i))
-		}
-	}
-	return api.BadRequest(path, "%s must be a list of content blocks", path)
-}
-
-// extraOf returns a block's fields that pi.Block does not name.
-func extraOf(m map[string]rawjson.Value) map[string]json.RawMessage {
-	extra := map[string]json.RawMessage{}
-	for k, v := range m {
-		if !pi.IsBlockField(k) {
-			extra[k] = json.RawMessage(v)
-		}
-	}
-	if len(extra) == 0 {
-		return nil
-	}
-	return extra
+	return imgs, at, nil
 }

@@ -410,7 +410,7 @@ func TestBodyValuesAreSlicesOfTheBody(t *testing.T) {
 			decode(`{"result":{"content":"bbbb","isError":true}}`)
 		}
 		if string(first["content"]) != `"aaaa"` || string(first["isError"]) != "false" {
-			t.Fatalf("a later request overwrote the first one's fields: %s", joinObject(first))
+			t.Fatalf("a later request overwrote the first one's fields: %s", rawjson.Encode(&rawjson.Object{Fields: first}))
 		}
 	})
 }

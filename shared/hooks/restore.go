@@ -15,6 +15,7 @@ import (
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/hooks/wire"
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/parallel"
 	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -27,7 +28,9 @@ type Descriptions interface {
 
 // ImageReader is the image store restore reads from (images.Store).
 type ImageReader interface {
-	// Get returns a stored image, or store.ErrNotFound.
+	// Get returns a stored image, its MimeType one of the accepted
+	// formats' (images.Store.Get reads it from the bytes when the store
+	// names none), or store.ErrNotFound.
 	Get(ctx context.Context, tenant, name string) (images.Image, error)
 	// Head tells whether an image is stored without reading it.
 	Head(ctx context.Context, tenant, name string) (store.BlobInfo, error)
@@ -96,12 +99,13 @@ type Restore struct {
 	Parallel     int           // reads at once; 0 is DefaultParallel
 	ReadTimeout  time.Duration // 0 is DefaultReadTimeout
 	LinkTTL      time.Duration // 0 is DefaultLinkTTL
-	// AnswerLimit, when set, bounds every answer, as Lambda bounds a
-	// response (ResponseLimit): a budgetBytes that would not fit is
-	// clamped to what does, and the images past it stay as links or refs
-	// as the budget rule says. 0 (the local server) takes budgetBytes as
-	// asked.
-	AnswerLimit int64
+	// Bounded holds every answer within ResponseLimit, as Lambda bounds a
+	// response: a request that alone would pass it is refused (413), a
+	// budgetBytes that would not fit is clamped to what does, and the
+	// images past it stay as links or refs as the budget rule says. False
+	// (the local server) takes budgetBytes as asked; a default budget
+	// keeps within ResponseLimit either way.
+	Bounded bool
 }
 
 // NewRestore returns a Restore reading imgs and linking with linker (may be
@@ -126,7 +130,7 @@ type beforeRequestBody struct {
 
 type beforeRequestAnswer struct {
 	// Request is written around the rest (writeAnswer).
-	Request rawjson.Value `json:"-"`
+	Request rawjson.Node `json:"-"`
 	wire.Restoration
 }
 
@@ -136,51 +140,148 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	f, ok := formatOf(body.Format)
-	if !ok {
-		return api.BadRequest("format", "format %q is not pi, anthropic, bedrock or openai", body.Format)
-	}
-	switch body.Mode {
-	case "":
-		body.Mode = ModeInline
-	case ModeInline, ModeURL, ModeDescribe:
-	default:
-		return api.BadRequest("mode", "mode %q is not inline, url or describe", body.Mode)
-	}
-	budget := defaultBudget(body.Request)
-	if body.BudgetBytes != nil {
-		if *body.BudgetBytes < 0 || *body.BudgetBytes > MaxBudget {
-			return api.BadRequest("budgetBytes", "budgetBytes must be 0 to %d, not %d", MaxBudget, *body.BudgetBytes)
-		}
-		budget = *body.BudgetBytes
-	}
-	if body.Request.IsNull() {
-		return api.BadRequest("request", "request is required: the provider request body")
-	}
-	if rs.AnswerLimit > 0 {
-		room := rs.AnswerLimit - answerSize(body.Request)
-		if room < 0 {
-			return &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Field: "request",
-				Message: fmt.Sprintf("the request alone would make an answer over the %d bytes this deployment can send; send fewer messages, or upload images and send their refs", rs.AnswerLimit)}
-		}
-		budget = min(budget, room)
-	}
-	// A clamped budget, like a default one, keeps room for descriptions.
-	answer, err := rs.restore(r.Context(), tenant, f, body.Request, body.Mode, budget, body.BudgetBytes == nil || rs.AnswerLimit > 0)
+	f, err := body.check()
 	if err != nil {
 		return err
 	}
+	rt, err := rs.plan(r.Context(), tenant, f, body)
+	if err != nil {
+		return err
+	}
+	answer := rt.run()
 	return writeAnswer(w, "request", answer.Request, answer)
 }
 
-// spare is what restore may add to the answer to req and stay within the
-// response limit: what the request leaves, less room for the lists of
-// names the answer carries.
-func (rs *Restore) spare(req rawjson.Value, w *walk) int64 {
-	limit := int64(ResponseLimit)
-	if rs.AnswerLimit > 0 {
-		limit = min(limit, rs.AnswerLimit)
+// check checks the body's fields but the request itself, which its format
+// parses, and defaults its mode.
+func (b *beforeRequestBody) check() (format, error) {
+	f, ok := formatOf(b.Format)
+	if !ok {
+		return nil, api.BadRequest("format", "format %q is not pi, anthropic, bedrock or openai", b.Format)
 	}
+	switch b.Mode {
+	case "":
+		b.Mode = ModeInline
+	case ModeInline, ModeURL, ModeDescribe:
+	default:
+		return nil, api.BadRequest("mode", "mode %q is not inline, url or describe", b.Mode)
+	}
+	if b.BudgetBytes != nil && (*b.BudgetBytes < 0 || *b.BudgetBytes > MaxBudget) {
+		return nil, api.BadRequest("budgetBytes", "budgetBytes must be 0 to %d, not %d", MaxBudget, *b.BudgetBytes)
+	}
+	if b.Request.IsNull() {
+		return nil, api.BadRequest("request", "request is required: the provider request body")
+	}
+	return f, nil
+}
+
+// restoration is one before-request at work on one provider request. Its
+// steps are its methods, run in order: plan (what the answer may take, and
+// which names to read), read, fill (each ref block an image, a link or
+// text, in request order) and answer (descriptions, then the request
+// rebuilt). Only a malformed request fails it; every store problem leaves
+// a ref as text, with its reason.
+type restoration struct {
+	*Restore
+	ctx    context.Context
+	tenant string
+	mode   string
+	walk   *walk
+	build  func() rawjson.Node
+	// links: the format takes image URLs and there is a Linker.
+	links bool
+
+	// What the answer may still take, each spent in request order; what
+	// does not fit stays a ref:
+	budget int64 // bytes of base64 inline
+	room   int64 // bytes added to the answer of any kind: inline images, links, descriptions, the lists of names (math.MaxInt64: nothing bounds it)
+	quota  int   // images restored: what the provider takes, less the images the request carries
+
+	names   []string            // the distinct names to read, in request order
+	fetched map[string]*fetched // what was read of each
+
+	answer   beforeRequestAnswer
+	restored map[string]bool
+	listed   map[Unrestored]bool
+	asText   *textRefs
+	linked   map[string]string // one link per name per request
+	closed   bool              // the inline budget closed at an image that did not fit
+}
+
+// plan parses the request and sets what the answer may take. The answer
+// keeps within ResponseLimit when its budget is the default one or the
+// deployment is Bounded: everything restore adds to it (inline images,
+// links, descriptions, the lists of names) fits in what the request leaves
+// of Lambda's response.
+func (rs *Restore) plan(ctx context.Context, tenant string, f format, body beforeRequestBody) (*restoration, error) {
+	budget := defaultBudget(body.Request)
+	if body.BudgetBytes != nil {
+		budget = *body.BudgetBytes
+	}
+	if rs.Bounded {
+		left := ResponseLimit - answerSize(body.Request)
+		if left < 0 {
+			return nil, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Field: "request",
+				Message: fmt.Sprintf("the request alone would make an answer over the %d bytes this deployment can send; send fewer messages, or upload images and send their refs", ResponseLimit)}
+		}
+		budget = min(budget, left)
+	}
+	w, build, err := f.parse(body.Request)
+	if err != nil {
+		return nil, err
+	}
+	rt := &restoration{Restore: rs, ctx: ctx, tenant: tenant, mode: body.Mode, walk: w, build: build,
+		links: f.urls() && rs.Linker != nil, room: math.MaxInt64,
+		answer:   beforeRequestAnswer{Restoration: wire.Restoration{Restored: []string{}, Unrestored: []Unrestored{}}},
+		restored: map[string]bool{}, listed: map[Unrestored]bool{}, linked: map[string]string{}}
+	if body.BudgetBytes == nil || rs.Bounded {
+		rt.room = roomLeft(body.Request, w)
+	}
+	if rt.mode == ModeDescribe {
+		rt.asText = newTextRefs(describableRefs(MaxDescribedRefs, rt.room))
+		return rt, nil
+	}
+	// Descriptions are given room first: the budget only shrinks for a
+	// request that is large.
+	describable := 0
+	if rs.Descriptions != nil {
+		describable = describableRefs(min(len(w.slots), MaxDescribedRefs), rt.room)
+	}
+	rt.asText = newTextRefs(describable)
+	rt.room -= int64(describable) * describedRefBytes
+	rt.budget = min(budget, rt.room)
+	// Each distinct name is read once, and only names of this request's
+	// ref blocks are read at all. No more images are restored than the
+	// provider takes (quota), so no more names are read than twice that:
+	// the quota that may be found, and as many again that may be missing.
+	// Work and memory go with the distinct names read and the answer,
+	// not with how many ref blocks repeat them.
+	rt.quota = max(0, f.maxImages()-w.images)
+	seen := map[string]bool{}
+	for _, s := range w.slots {
+		if s.canImage && !seen[s.name] && len(rt.names) < 2*rt.quota {
+			seen[s.name] = true
+			rt.names = append(rt.names, s.name)
+		}
+	}
+	return rt, nil
+}
+
+// run takes the planned restoration through its steps.
+func (rt *restoration) run() beforeRequestAnswer {
+	if rt.mode == ModeDescribe {
+		rt.describeAll()
+		return rt.finish()
+	}
+	rt.read()
+	rt.fill()
+	return rt.finish()
+}
+
+// roomLeft is what restore may add to the answer to req and stay within
+// ResponseLimit: what the request leaves, less room for the lists of
+// names the answer carries.
+func roomLeft(req rawjson.Value, w *walk) int64 {
 	names := map[string]bool{}
 	for _, s := range w.slots {
 		if len(names) == MaxUnrestored {
@@ -189,13 +290,13 @@ func (rs *Restore) spare(req rawjson.Value, w *walk) int64 {
 		names[s.name] = true
 	}
 	lists := int64(len(names))*unrestoredBytes + int64(MaxImagesOpenAI)*restoredBytes
-	return max(0, limit-answerSize(req)-lists)
+	return max(0, ResponseLimit-answerSize(req)-lists)
 }
 
 // describableRefs is how many refs left as text may get a description:
-// at most n, and no more than spare has room for.
-func describableRefs(n int, spare int64) int {
-	return int(min(int64(n), spare/describedRefBytes))
+// at most n, and no more than room has room for.
+func describableRefs(n int, room int64) int {
+	return int(min(int64(n), room/describedRefBytes))
 }
 
 // unrestored adds u to the answer's list, or counts it past MaxUnrestored.
@@ -230,7 +331,7 @@ func answerSize(req rawjson.Value) int64 {
 
 // fetched is what restore learned about one image.
 type fetched struct {
-	b64    string // read: the image as base64
+	data   []byte // read: the image's bytes, encoded as base64 into the answer
 	mime   string
 	width  int
 	height int
@@ -239,173 +340,217 @@ type fetched struct {
 	err    error // not found, or the store failed
 }
 
-func (f *fetched) size() int64 { return int64(len(f.b64)) }
+// size is what the image takes inline: its base64.
+func (f *fetched) size() int64 { return int64(base64.StdEncoding.EncodedLen(len(f.data))) }
 
-// restore swaps the ref blocks of req for images. Only a malformed request
-// fails it; every store problem leaves a ref as text, reported. A ref left
-// as text carries its image's description (describe). With keepRoom (a
-// default budget, or a deployment with an answer limit) everything restore
-// adds to the answer (inline images, links, descriptions, the lists of
-// names) fits in what the request leaves of Lambda's response: what does
-// not fit stays a ref, with reason budget.
-func (rs *Restore) restore(ctx context.Context, tenant string, f format, req rawjson.Value, mode string, budget int64, keepRoom bool) (beforeRequestAnswer, error) {
-	w, build, err := f.parse(req)
-	if err != nil {
-		return beforeRequestAnswer{}, err
+// read learns what each planned name holds: with every image linked (mode
+// url), only whether it is stored; else its bytes, as far as the budget
+// goes (reads).
+func (rt *restoration) read() {
+	rt.fetched = make(map[string]*fetched, len(rt.names))
+	for _, n := range rt.names {
+		rt.fetched[n] = &fetched{}
 	}
-	spare := int64(math.MaxInt64) // what restore may still add to the answer
-	if keepRoom {
-		spare = rs.spare(req, w)
+	if rt.links && rt.mode == ModeURL {
+		parallel.Each(len(rt.names), rt.parallel(), func(k int) { rt.head(rt.names[k]) })
+		return
 	}
-	if mode == ModeDescribe {
-		return rs.describeAll(ctx, tenant, w, build, spare)
-	}
-	// Descriptions are given room first: the budget only shrinks for a
-	// request that is large.
-	describable := 0
-	if rs.Descriptions != nil {
-		describable = describableRefs(min(len(w.slots), MaxDescribedRefs), spare)
-	}
-	if keepRoom {
-		spare -= int64(describable) * describedRefBytes
-		budget = min(budget, spare)
-	}
-	// Each distinct name is read once, and only names of this request's
-	// ref blocks are read at all. No more images are restored than the
-	// provider takes (room), so no more names are read than twice that:
-	// room that may be found, and as many again that may be missing.
-	// Work and memory go with the distinct names read and the answer,
-	// not with how many ref blocks repeat them.
-	room := max(0, f.maxImages()-w.images)
-	var names []string
-	seen := map[string]bool{}
-	for _, s := range w.slots {
-		if s.canImage && !seen[s.name] && len(names) < 2*room {
-			seen[s.name] = true
-			names = append(names, s.name)
-		}
-	}
-	links := f.urls() && rs.Linker != nil
-	allLinks := links && mode == ModeURL
-	var got map[string]*fetched
-	if allLinks {
-		got = rs.heads(ctx, tenant, names)
-	} else {
-		got = rs.reads(ctx, tenant, names, budget, links)
-	}
+	rt.reads()
+}
 
-	answer := beforeRequestAnswer{Restoration: wire.Restoration{Restored: []string{}, Unrestored: []Unrestored{}}}
-	restored := map[string]bool{}
-	unrestored := map[Unrestored]bool{}
-	asText := newTextRefs(describable)
-	leave := func(s *slot, reason string) {
-		u := Unrestored{Name: s.name, Reason: reason}
-		if !unrestored[u] {
-			unrestored[u] = true
-			answer.unrestored(u)
-		}
-		asText.add(s)
-		answer.Images++
-		answer.EstimatedImageTokens += imageTokens(0, 0)
-	}
-	// The budget is spent in request order and closes at the first image
-	// that does not fit: every image after it is linked (or stays text),
-	// so what is inline depends only on the request, and a conversation
-	// that grows at its end keeps its inline prefix (and prompt cache).
-	var used, added int64 // inline base64; everything added to the answer
-	over := false
-	filled := 0
-	linked := map[string]string{} // one link per name per request
-	for _, s := range w.slots {
-		if !s.canImage {
-			leave(s, ReasonFormat)
-			continue
-		}
-		g := got[s.name]
-		if filled == room || g == nil {
-			leave(s, ReasonLimit)
-			continue
-		}
-		if g.err != nil {
-			leave(s, reasonOfRead(g.err))
-			continue
-		}
-		p := picture{name: s.name, mimeType: g.mime}
+// reads reads the planned images, at most rt.parallel() at once, in
+// request order. Once the images read so far, in that order, pass the
+// budget, no later one can be inline (see inline), so the rest are not
+// read: they are only checked to exist when they may be linked, else left
+// for the budget. This bounds a request's memory by the budget plus the
+// reads in flight.
+func (rt *restoration) reads() {
+	var mu sync.Mutex
+	done := make([]bool, len(rt.names))
+	cut := -1 // index of the name whose read passed the budget
+	next := 0 // names[:next] are done and summed
+	var sum int64
+	parallel.Each(len(rt.names), rt.parallel(), func(k int) {
+		name := rt.names[k]
+		mu.Lock()
+		beyond := cut >= 0 && k > cut
+		mu.Unlock()
 		switch {
-		case !allLinks && !over && g.read && used+g.size() <= budget && added+g.size()+blockBytes <= spare:
-			p.b64 = g.b64
-			used += g.size()
-			added += g.size() + blockBytes
-		default:
-			over = true
-			if !links || !g.exists {
-				leave(s, ReasonBudget)
-				continue
-			}
-			url, ok := linked[s.name]
-			if !ok {
-				var err error
-				if url, err = rs.link(ctx, tenant, s.name); err != nil {
-					api.Logger(ctx).Warn("restore: link failed", "image", s.name, "err", err)
-					url = ""
-				}
-				linked[s.name] = url
-			}
-			if url == "" {
-				leave(s, ReasonUnavailable)
-				continue
-			}
-			if cost := int64(len(url)) + blockBytes; added+cost <= spare {
-				added += cost
-			} else {
-				leave(s, ReasonBudget) // no room left in the answer
-				continue
-			}
-			p.url = url
+		case beyond && !rt.links:
+			return
+		case beyond:
+			rt.head(name)
+			return
 		}
-		if err := s.fill(p); err != nil {
-			return beforeRequestAnswer{}, err
+		rt.readImage(name)
+		mu.Lock()
+		defer mu.Unlock()
+		done[k] = true
+		for cut < 0 && next < len(rt.names) && done[next] {
+			sum += rt.fetched[rt.names[next]].size()
+			if sum > rt.budget {
+				cut = next
+			}
+			next++
 		}
-		filled++
-		if !restored[s.name] {
-			restored[s.name] = true
-			answer.Restored = append(answer.Restored, s.name)
-		}
-		answer.Images++
-		answer.EstimatedImageTokens += imageTokens(g.width, g.height)
+	})
+}
+
+// head learns whether name is stored, without reading it.
+func (rt *restoration) head(name string) {
+	f := rt.fetched[name]
+	ctx, cancel := rt.readCtx(rt.ctx)
+	defer cancel()
+	info, err := rt.Images.Head(ctx, rt.tenant, name)
+	if err != nil {
+		f.err = err
+		return
 	}
-	answer.InlineBytes = used
-	answer.Images += w.images
-	answer.EstimatedImageTokens += w.images * imageTokens(0, 0)
-	rs.describe(ctx, tenant, asText, &answer)
-	if answer.Request, err = build(); err != nil {
-		return beforeRequestAnswer{}, err
+	f.exists, f.mime = true, info.ContentType
+}
+
+// readImage reads name's image; its type is the store's (ImageReader).
+func (rt *restoration) readImage(name string) {
+	f := rt.fetched[name]
+	ctx, cancel := rt.readCtx(rt.ctx)
+	defer cancel()
+	img, err := rt.Images.Get(ctx, rt.tenant, name)
+	if err != nil {
+		f.err = err
+		return
 	}
-	return answer, nil
+	f.data, f.mime, f.read, f.exists = img.Data, img.MimeType, true, true
+	if cfg, _, err := image.DecodeConfig(bytes.NewReader(img.Data)); err == nil {
+		f.width, f.height = cfg.Width, cfg.Height
+	}
+}
+
+// fill puts an image, a link or text in the place of each ref block, in
+// request order.
+func (rt *restoration) fill() {
+	for i := range rt.walk.slots {
+		rt.place(&rt.walk.slots[i])
+	}
+}
+
+// place fills the ref block of s, or leaves it as text with its reason.
+func (rt *restoration) place(s *slot) {
+	if !s.canImage {
+		rt.leave(s, ReasonFormat)
+		return
+	}
+	g := rt.fetched[s.name]
+	if rt.quota == 0 || g == nil {
+		rt.leave(s, ReasonLimit)
+		return
+	}
+	if g.err != nil {
+		rt.leave(s, reasonOf(g.err))
+		return
+	}
+	p := picture{name: s.name, mimeType: g.mime}
+	if rt.inline(g) {
+		p.data = g.data
+	} else {
+		url, reason := rt.link(s.name, g)
+		if reason != "" {
+			rt.leave(s, reason)
+			return
+		}
+		p.url = url
+	}
+	s.fill(p)
+	rt.quota--
+	if !rt.restored[s.name] {
+		rt.restored[s.name] = true
+		rt.answer.Restored = append(rt.answer.Restored, s.name)
+	}
+	rt.answer.Images++
+	rt.answer.EstimatedImageTokens += imageTokens(g.width, g.height)
+}
+
+// inline reports whether g goes inline, and spends what it takes. The
+// budget is spent in request order and closes at the first image that does
+// not fit: every image after it is linked (or stays text), so what is
+// inline depends only on the request, and a conversation that grows at its
+// end keeps its inline prefix (and prompt cache).
+func (rt *restoration) inline(g *fetched) bool {
+	size := g.size()
+	if rt.closed || rt.links && rt.mode == ModeURL || !g.read || size > rt.budget || size+blockBytes > rt.room {
+		rt.closed = true
+		return false
+	}
+	rt.budget -= size
+	rt.room -= size + blockBytes
+	rt.answer.InlineBytes += size
+	return true
+}
+
+// link returns the link to name's image for a ref past the budget, or why
+// the ref stays text.
+func (rt *restoration) link(name string, g *fetched) (url, reason string) {
+	if !rt.links || !g.exists {
+		return "", ReasonBudget
+	}
+	url, ok := rt.linked[name]
+	if !ok {
+		ttl := rt.LinkTTL
+		if ttl <= 0 {
+			ttl = DefaultLinkTTL
+		}
+		var err error
+		if url, err = rt.Linker.URL(rt.ctx, store.ImageKey(rt.tenant, name), ttl); err != nil {
+			api.Logger(rt.ctx).Warn("restore: link failed", "image", name, "err", err)
+			url = ""
+		}
+		rt.linked[name] = url
+	}
+	if url == "" {
+		return "", ReasonUnavailable
+	}
+	cost := int64(len(url)) + blockBytes
+	if cost > rt.room {
+		return "", ReasonBudget // no room left in the answer
+	}
+	rt.room -= cost
+	return url, ""
+}
+
+// leave leaves the ref of s as text, listed once per name and reason.
+func (rt *restoration) leave(s *slot, reason string) {
+	u := Unrestored{Name: s.name, Reason: reason}
+	if !rt.listed[u] {
+		rt.listed[u] = true
+		rt.answer.unrestored(u)
+	}
+	rt.asText.add(s)
+	rt.answer.Images++
+	rt.answer.EstimatedImageTokens += imageTokens(0, 0)
 }
 
 // describeAll answers mode describe: every ref stays text, with its
 // image's description, reported with reason "describe"; no image is read.
-// Images the request already carries inline are left as they are.
-func (rs *Restore) describeAll(ctx context.Context, tenant string, w *walk, build func() (rawjson.Value, error), spare int64) (beforeRequestAnswer, error) {
-	answer := beforeRequestAnswer{Restoration: wire.Restoration{Restored: []string{}, Unrestored: []Unrestored{},
-		Images: w.images, EstimatedImageTokens: w.images * imageTokens(0, 0)}}
-	asText := newTextRefs(describableRefs(MaxDescribedRefs, spare))
+func (rt *restoration) describeAll() {
 	seen := map[string]bool{}
-	for _, s := range w.slots {
+	for i := range rt.walk.slots {
+		s := &rt.walk.slots[i]
 		if !seen[s.name] {
 			seen[s.name] = true
-			answer.unrestored(Unrestored{Name: s.name, Reason: ReasonDescribe})
+			rt.answer.unrestored(Unrestored{Name: s.name, Reason: ReasonDescribe})
 		}
-		asText.add(s)
+		rt.asText.add(s)
 	}
-	w.slots = nil // what build needs is held by the slots kept
-	rs.describe(ctx, tenant, asText, &answer)
-	var err error
-	if answer.Request, err = build(); err != nil {
-		return beforeRequestAnswer{}, err
-	}
-	return answer, nil
+	rt.walk.slots = nil // what build needs is held by the slots kept
+}
+
+// finish describes the refs left as text, counts the images the request
+// already carries (they are left as they are) and rebuilds the request.
+func (rt *restoration) finish() beforeRequestAnswer {
+	rt.answer.Images += rt.walk.images
+	rt.answer.EstimatedImageTokens += rt.walk.images * imageTokens(0, 0)
+	rt.describe()
+	rt.answer.Request = rt.build()
+	return rt.answer
 }
 
 // textRefs are the ref blocks left as text. Only the first limit (at most
@@ -415,7 +560,7 @@ func (rs *Restore) describeAll(ctx context.Context, tenant string, w *walk, buil
 // a request of many refs go before its answer is built.
 type textRefs struct {
 	limit int
-	slots []*slot
+	slots []slot
 	more  map[string]bool
 }
 
@@ -423,35 +568,35 @@ func newTextRefs(limit int) *textRefs { return &textRefs{limit: limit, more: map
 
 func (t *textRefs) add(s *slot) {
 	if len(t.slots) < t.limit {
-		t.slots = append(t.slots, s)
+		t.slots = append(t.slots, *s)
 		return
 	}
 	t.more[s.name] = true
 }
 
-// describe turns the ref of each slot kept in refs into "[image <name>:
+// describe turns the ref of each slot kept in asText into "[image <name>:
 // <description>]" where the image has a description, reading each name's
-// once, at most rs.parallel() at once. An image with no description (or
+// once, at most rt.parallel() at once. An image with no description (or
 // beyond that bound, or whose description could not be read) is counted as
 // pending. Text that merely mentions a ref is never a slot, so it is never
 // touched.
-func (rs *Restore) describe(ctx context.Context, tenant string, refs *textRefs, answer *beforeRequestAnswer) {
+func (rt *restoration) describe() {
 	descs := map[string]string{}
-	if rs.Descriptions != nil && len(refs.slots) > 0 {
+	if rt.Descriptions != nil && len(rt.asText.slots) > 0 {
 		var names []string
-		for _, s := range refs.slots {
+		for _, s := range rt.asText.slots {
 			if _, ok := descs[s.name]; !ok {
 				descs[s.name] = ""
 				names = append(names, s.name)
 			}
 		}
 		got := make([]string, len(names))
-		rs.each(names, func(k int, n string) {
-			rctx, cancel := rs.readCtx(ctx)
+		parallel.Each(len(names), rt.parallel(), func(k int) {
+			ctx, cancel := rt.readCtx(rt.ctx)
 			defer cancel()
-			d, err := rs.Descriptions.Description(rctx, tenant, n)
+			d, err := rt.Descriptions.Description(ctx, rt.tenant, names[k])
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				api.Logger(ctx).Warn("restore: reading a description", "image", n, "err", err)
+				api.Logger(ctx).Warn("restore: reading a description", "image", names[k], "err", err)
 			}
 			got[k] = d
 		})
@@ -460,35 +605,28 @@ func (rs *Restore) describe(ctx context.Context, tenant string, refs *textRefs, 
 		}
 	}
 	pending := map[string]bool{}
-	for _, s := range refs.slots {
+	for i := range rt.asText.slots {
+		s := &rt.asText.slots[i]
 		d := descs[s.name]
 		if d == "" {
 			pending[s.name] = true
 			continue
 		}
 		s.text(DescribedRef(s.name, d))
-		answer.Described++
+		rt.answer.Described++
 	}
-	for n := range refs.more {
+	for n := range rt.asText.more {
 		if descs[n] == "" {
 			pending[n] = true
 		}
 	}
-	answer.PendingDescriptions = len(pending)
+	rt.answer.PendingDescriptions = len(pending)
 }
 
 // DescribedRef is the text a described ref becomes:
 // "[image <name>: <description>]".
 func DescribedRef(name, description string) string {
 	return "[image " + name + ": " + description + "]"
-}
-
-func (rs *Restore) link(ctx context.Context, tenant, name string) (string, error) {
-	ttl := rs.LinkTTL
-	if ttl <= 0 {
-		ttl = DefaultLinkTTL
-	}
-	return rs.Linker.URL(ctx, store.ImageKey(tenant, name), ttl)
 }
 
 func (rs *Restore) parallel() int {
@@ -504,131 +642,6 @@ func (rs *Restore) readCtx(ctx context.Context) (context.Context, context.Cancel
 		t = DefaultReadTimeout
 	}
 	return context.WithTimeout(ctx, t)
-}
-
-// heads learns which names are stored, without reading them (all links).
-func (rs *Restore) heads(ctx context.Context, tenant string, names []string) map[string]*fetched {
-	got := make(map[string]*fetched, len(names))
-	for _, n := range names {
-		got[n] = &fetched{}
-	}
-	rs.each(names, func(_ int, n string) { rs.head(ctx, tenant, n, got[n]) })
-	return got
-}
-
-// each calls fn for every name, at most rs.parallel() at once, and waits.
-func (rs *Restore) each(names []string, fn func(k int, name string)) {
-	sem := make(chan struct{}, rs.parallel())
-	var wg sync.WaitGroup
-	for k, n := range names {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			fn(k, n)
-		}()
-	}
-	wg.Wait()
-}
-
-func (rs *Restore) head(ctx context.Context, tenant, name string, f *fetched) {
-	rctx, cancel := rs.readCtx(ctx)
-	defer cancel()
-	info, err := rs.Images.Head(rctx, tenant, name)
-	if err != nil {
-		f.err = err
-		return
-	}
-	f.exists, f.mime = true, info.ContentType
-}
-
-// reads reads the images of names in parallel, at most rs.parallel() at
-// once, in first-seen order. Once the images read so far, in that order,
-// pass the budget, no later one can be inline (see restore), so the rest
-// are not read: they are only checked to exist when they will be linked
-// (link), else left for the budget. This bounds a request's memory by the
-// budget plus the reads in flight.
-func (rs *Restore) reads(ctx context.Context, tenant string, names []string, budget int64, link bool) map[string]*fetched {
-	got := make(map[string]*fetched, len(names))
-	done := make([]bool, len(names))
-	for _, n := range names {
-		got[n] = &fetched{}
-	}
-	var mu sync.Mutex
-	cut := -1 // index of the name whose read passed the budget
-	next := 0 // names[:next] are done and summed
-	var sum int64
-	advance := func() { // with mu held
-		for cut < 0 && next < len(names) && done[next] {
-			sum += got[names[next]].size()
-			if sum > budget {
-				cut = next
-			}
-			next++
-		}
-	}
-	sem := make(chan struct{}, rs.parallel())
-	var wg sync.WaitGroup
-	for k, n := range names {
-		sem <- struct{}{}
-		mu.Lock()
-		beyond := cut >= 0 && k > cut
-		mu.Unlock()
-		if beyond && !link {
-			<-sem
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			f := got[n]
-			if beyond {
-				rs.head(ctx, tenant, n, f)
-				return
-			}
-			rs.read(ctx, tenant, n, f)
-			mu.Lock()
-			done[k] = true
-			advance()
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return got
-}
-
-func (rs *Restore) read(ctx context.Context, tenant, name string, f *fetched) {
-	rctx, cancel := rs.readCtx(ctx)
-	defer cancel()
-	img, err := rs.Images.Get(rctx, tenant, name)
-	if err != nil {
-		f.err = err
-		return
-	}
-	mime := img.MimeType
-	switch mime {
-	case images.PNG, images.JPEG, images.GIF, images.WebP:
-	default:
-		// Stored with a type no request format names: trust the bytes.
-		if mime, err = images.Detect(img.Data); err != nil {
-			f.err = err
-			return
-		}
-	}
-	f.b64 = base64.StdEncoding.EncodeToString(img.Data)
-	f.mime, f.read, f.exists = mime, true, true
-	if cfg, _, err := image.DecodeConfig(bytes.NewReader(img.Data)); err == nil {
-		f.width, f.height = cfg.Width, cfg.Height
-	}
-}
-
-func reasonOfRead(err error) string {
-	if errors.Is(err, store.ErrNotFound) {
-		return ReasonNotFound
-	}
-	return ReasonUnavailable
 }
 
 // imageTokens estimates an image's input tokens the way Anthropic documents

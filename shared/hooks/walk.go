@@ -1,112 +1,126 @@
 package hooks
 
 import (
+	"bytes"
+
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/refs"
 )
 
-// A provider request is walked as raw JSON (package rawjson): only the
-// objects and lists on the way to a ref block are decoded, and only those
-// holding a changed block are encoded again. Everything else, including
-// fields durachat has never heard of, is written back byte for byte.
+// A provider request is walked as raw JSON (package rawjson), a slice of a
+// body checked valid: only the objects and lists on the way to a ref block
+// are split, each block read as the hooks read every block (block), and
+// only the containers holding a changed block are written again, straight
+// into the answer. Everything else, including fields durachat has never
+// heard of, is written back byte for byte.
 
-// picture is what fills a ref's place: inline base64 or a URL.
+// picture is what fills a ref's place: an image's bytes, written as base64
+// straight into the answer (rawjson.Base64), or a URL.
 type picture struct {
 	name     string
 	mimeType string
-	b64      string
+	data     []byte
 	url      string
 }
+
+// imageMaker makes a format's image block of p, in the place of the ref
+// block ref (whose fields it may keep; no fields for a string content).
+type imageMaker func(p picture, ref block) rawjson.Node
 
 // slot is one exact ref block in a place restore looks at.
 type slot struct {
 	name string
 	// canImage is false where the format cannot carry an image.
 	canImage bool
-	// fill puts an image block in the ref block's place.
-	fill func(p picture) error
-	// text replaces the ref block's text (a described ref).
-	text func(s string)
+	// The ref block is item index of list. With no list, the ref is a
+	// whole string content, which set writes back.
+	list  *rawjson.List
+	index int
+	set   func(rawjson.Node)
+	image imageMaker
+}
+
+// fill puts an image block of p in the ref block's place. The ref block is
+// split again here, not kept: a request may hold hundreds of thousands of
+// ref blocks.
+func (s *slot) fill(p picture) {
+	if s.list == nil {
+		l := &rawjson.List{Items: make([]rawjson.Value, 1)}
+		l.Set(0, s.image(p, block{}))
+		s.set(l)
+		return
+	}
+	ref, _ := parseBlock(s.list.Items[s.index]) // an object: split once already
+	s.list.Set(s.index, s.image(p, ref))
+}
+
+// text replaces the ref block's text (a described ref).
+func (s *slot) text(t string) {
+	if s.list == nil {
+		s.set(rawjson.String(t))
+		return
+	}
+	ref, _ := parseBlock(s.list.Items[s.index])
+	o := ref.object()
+	o.Set("text", rawjson.String(t))
+	s.list.Set(s.index, o)
 }
 
 // walk is a provider request being restored.
 type walk struct {
-	slots []*slot
+	slots []slot
 	// images counts the image blocks the request already carries.
 	images int
-	// steps re-encode changed containers, inner ones first.
-	steps []func() error
+	// steps put changed containers into their parents, inner ones first.
+	steps []func()
 }
 
-func (w *walk) after(step func() error) { w.steps = append(w.steps, step) }
-
-// commit re-encodes every changed container up to the top.
-func (w *walk) commit() error {
-	for _, s := range w.steps {
-		if err := s(); err != nil {
-			return err
-		}
+// commit puts every changed container into its parent, up to the top.
+func (w *walk) commit() {
+	for _, step := range w.steps {
+		step()
 	}
-	return nil
 }
 
 // commitObject hands o to set once the walk is done, if it changed.
 func (w *walk) commitObject(o *rawjson.Object, set func(rawjson.Node)) {
-	w.after(func() error {
+	w.steps = append(w.steps, func() {
 		if o.Changed() {
 			set(o)
 		}
-		return nil
 	})
 }
 
 // commitList hands l to set once the walk is done, if it changed.
 func (w *walk) commitList(l *rawjson.List, set func(rawjson.Node)) {
-	w.after(func() error {
+	w.steps = append(w.steps, func() {
 		if l.Changed() {
 			set(l)
 		}
-		return nil
 	})
 }
 
 func parseObject(raw rawjson.Value, path string) (*rawjson.Object, error) {
-	o, ok := rawjson.ParseObject(raw)
+	fields, ok := rawjson.FieldMap(raw)
 	if !ok {
 		return nil, api.BadRequest(path, "%s must be a JSON object", path)
 	}
-	return o, nil
+	return &rawjson.Object{Fields: fields}, nil
 }
 
 func parseList(raw rawjson.Value, path string) (*rawjson.List, error) {
-	l, ok := rawjson.ParseList(raw)
+	items, ok := rawjson.ItemList(raw)
 	if !ok {
 		return nil, api.BadRequest(path, "%s must be a JSON array", path)
 	}
-	return l, nil
+	return &rawjson.List{Items: items}, nil
 }
 
-// stringField returns o's string field key; "" when absent and not required.
-func stringField(o *rawjson.Object, key, path string, required bool) (string, error) {
-	raw, ok := o.Fields[key]
-	if !ok || raw.IsNull() {
-		if required {
-			return "", api.BadRequest(path+"."+key, "%s.%s is required", path, key)
-		}
-		return "", nil
-	}
-	s, ok := raw.Text()
-	if !ok {
-		return "", api.BadRequest(path+"."+key, "%s.%s must be a string", path, key)
-	}
-	return s, nil
-}
-
-// walkMessages parses the request's top object and its "messages" list, and
+// walkMessages splits the request's top object and its "messages" list, and
 // calls each for every message with its role (a required string). The
-// request is rebuilt by build.
-func walkMessages(req rawjson.Value, each func(w *walk, msg *rawjson.Object, path, role string) error) (w *walk, build func() (rawjson.Value, error), err error) {
+// request is rebuilt by build, as a node written straight into the answer.
+func walkMessages(req rawjson.Value, each func(w *walk, msg *rawjson.Object, path, role string) error) (w *walk, build func() rawjson.Node, err error) {
 	top, err := parseObject(req, "request")
 	if err != nil {
 		return nil, nil, err
@@ -119,16 +133,19 @@ func walkMessages(req rawjson.Value, each func(w *walk, msg *rawjson.Object, pat
 	if err != nil {
 		return nil, nil, err
 	}
-	w = &walk{}
+	// Room for every ref block the request may hold, so a request of a
+	// hundred thousand of them does not grow the list through garbage
+	// five times its size.
+	w = &walk{slots: make([]slot, 0, bytes.Count(req, []byte("[image ")))}
 	for i := range msgs.Items {
 		path := index("request.messages", i)
 		msg, err := parseObject(msgs.Items[i], path)
 		if err != nil {
 			return nil, nil, err
 		}
-		role, err := stringField(msg, "role", path, true)
-		if err != nil {
-			return nil, nil, err
+		role, ok := msg.Fields["role"].Text()
+		if !ok || role == "" {
+			return nil, nil, fieldError(path, "role", !ok && !msg.Fields["role"].IsNull())
 		}
 		if err := each(w, msg, path, role); err != nil {
 			return nil, nil, err
@@ -136,94 +153,91 @@ func walkMessages(req rawjson.Value, each func(w *walk, msg *rawjson.Object, pat
 		w.commitObject(msg, func(v rawjson.Node) { msgs.Set(i, v) })
 	}
 	w.commitList(msgs, func(v rawjson.Node) { top.Set("messages", v) })
-	return w, func() (rawjson.Value, error) {
-		if err := w.commit(); err != nil {
-			return nil, err
-		}
+	return w, func() rawjson.Node {
+		w.commit()
 		if !top.Changed() {
-			return req, nil
+			return req
 		}
-		return rawjson.Encode(top), nil
+		return top
 	}, nil
 }
 
-// typedContent walks content that is a string or a list of {"type": ...}
-// blocks (pi, Anthropic, OpenAI). A text block of type textType whose whole
-// text is one ref is a slot; a string content that is one ref is a slot too
-// and becomes a one-block list when filled. other sees every other block
-// (its list and index, to write a changed block back). set writes changed
-// content back into its parent.
-func (w *walk) typedContent(raw rawjson.Value, path string, canImage bool, textType string,
-	toImage func(p picture, text *rawjson.Object) rawjson.Node,
-	other func(b *rawjson.Object, typ, path string, l *rawjson.List, j int) error,
-	set func(rawjson.Node)) error {
+// contentRule is how a format reads one place that holds content of
+// {"type": ...} blocks (pi, Anthropic, OpenAI): whether an image may go
+// there, how the format writes an image block, the type of the image
+// blocks it counts, and whether tool_result blocks hold content of their
+// own, read by the same rule (Anthropic).
+type contentRule struct {
+	canImage    bool
+	image       imageMaker
+	imageType   string
+	toolResults bool
+}
+
+// typedContent walks content that is a string or a list of blocks. A text
+// block whose whole text is one ref is a slot; a string content that is
+// one ref is a slot too and becomes a one-block list when filled. set
+// writes changed content back into its parent.
+func (w *walk) typedContent(raw rawjson.Value, path string, rule contentRule, put func(rawjson.Node)) error {
 	if raw.IsNull() {
 		return nil
 	}
-	if s, ok := raw.Text(); ok {
+	if isText(raw) {
+		s, _ := raw.Text()
 		if name := refs.RefName(s); name != "" {
-			w.slots = append(w.slots, &slot{name: name, canImage: canImage, fill: func(p picture) error {
-				list := &rawjson.List{Items: make([]rawjson.Value, 1)}
-				list.Set(0, toImage(p, nil))
-				set(list)
-				return nil
-			}, text: func(s string) { set(rawjson.String(s)) }})
+			w.slots = append(w.slots, slot{name: name, canImage: rule.canImage, set: put, image: rule.image})
 		}
 		return nil
 	}
-	l, err := parseList(raw, path)
-	if err != nil {
+	items, ok := rawjson.ItemList(raw)
+	if !ok {
 		return api.BadRequest(path, "%s must be a string or a list of content blocks", path)
 	}
-	for j := range l.Items {
-		bpath := index(path, j)
-		b, err := parseObject(l.Items[j], bpath)
+	l := &rawjson.List{Items: items}
+	err := eachBlock(l, path, func(j int, b block) error {
+		typ, err := b.field("type", path, j, true)
 		if err != nil {
 			return err
 		}
-		typ, err := stringField(b, "type", bpath, true)
-		if err != nil {
-			return err
-		}
-		if typ != textType {
-			if err := other(b, typ, bpath, l, j); err != nil {
+		switch {
+		case typ == "text":
+			text, err := b.field("text", path, j, false)
+			if err != nil {
 				return err
 			}
-			continue
+			if name := refs.RefName(text); name != "" {
+				w.slots = append(w.slots, slot{name: name, canImage: rule.canImage, list: l, index: j, image: rule.image})
+			}
+		case typ == rule.imageType:
+			w.images++
+		case typ == "tool_result" && rule.toolResults:
+			o := b.object()
+			inner := contentRule{canImage: rule.canImage, image: rule.image, imageType: rule.imageType}
+			if err := w.typedContent(o.Fields["content"], index(path, j)+".content", inner, set(o, "content")); err != nil {
+				return err
+			}
+			w.commitObject(o, func(v rawjson.Node) { l.Set(j, v) })
 		}
-		text, err := stringField(b, "text", bpath, false)
-		if err != nil {
-			return err
-		}
-		if name := refs.RefName(text); name != "" {
-			// The block is parsed again when filled, not kept: a request
-			// may hold hundreds of thousands of ref blocks.
-			w.slots = append(w.slots, &slot{name: name, canImage: canImage, fill: func(p picture) error {
-				b, err := parseObject(l.Items[j], "")
-				if err != nil {
-					return err
-				}
-				l.Set(j, toImage(p, b))
-				return nil
-			}, text: setText(l, j)})
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	w.commitList(l, set)
+	w.commitList(l, put)
 	return nil
 }
 
-// setText replaces the text of the block at item j of l. Like fill, it
-// parses the block again rather than keep it.
-func setText(l *rawjson.List, j int) func(string) {
-	return func(s string) {
-		b, err := parseObject(l.Items[j], "")
-		if err != nil {
-			return // parsed once already: it is an object
+// eachBlock calls fn with each item of l as a block, in order; an item
+// that is not an object is a 400 naming it.
+func eachBlock(l *rawjson.List, path string, fn func(j int, b block) error) error {
+	for j, it := range l.Items {
+		b, ok := parseBlock(it)
+		if !ok {
+			return api.BadRequest(index(path, j), "%s must be a content block object", index(path, j))
 		}
-		b.Set("text", rawjson.String(s))
-		l.Set(j, b)
+		if err := fn(j, b); err != nil {
+			return err
+		}
 	}
+	return nil
 }
-
-// ignoreOthers is an other func for content whose other blocks don't matter.
-func ignoreOthers(*rawjson.Object, string, string, *rawjson.List, int) error { return nil }

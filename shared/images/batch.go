@@ -6,8 +6,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"sync"
 
+	"github.com/durachat/durachat/shared/parallel"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -268,14 +268,5 @@ func (s *Store) Names(ctx context.Context, tenant, name, b64 string) (bool, erro
 
 // each runs fn on every job, Parallel at a time.
 func (b *Batch) each(fn func(*job)) {
-	sem := make(chan struct{}, Parallel)
-	var wg sync.WaitGroup
-	for _, j := range b.jobs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(j)
-		})
-	}
-	wg.Wait()
+	parallel.Each(len(b.jobs), Parallel, func(k int) { fn(b.jobs[k]) })
 }

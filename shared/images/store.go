@@ -62,8 +62,9 @@ func (s *Store) PutPrepared(ctx context.Context, tenant string, p Prepared) erro
 	return nil
 }
 
-// Get returns a stored image of tenant. An image never stored, or a name
-// that cannot be one, is store.ErrNotFound (wrapped).
+// Get returns a stored image of tenant, its MimeType always one of the
+// accepted formats'. An image never stored, or a name that cannot be one,
+// is store.ErrNotFound (wrapped).
 func (s *Store) Get(ctx context.Context, tenant, name string) (Image, error) {
 	key, err := imageKey(tenant, name)
 	if err != nil {
@@ -74,8 +75,12 @@ func (s *Store) Get(ctx context.Context, tenant, name string) (Image, error) {
 		return Image{}, fmt.Errorf("images: get %s: %w", name, err)
 	}
 	mimeType := b.ContentType
-	if mimeType == "" {
-		// Stored without a type by something other than Put: read it from the bytes.
+	switch mimeType {
+	case PNG, JPEG, GIF, WebP:
+	default:
+		// Stored without a type, or with one no image format names, by
+		// something other than Put: the bytes tell. This is the one place
+		// a stored image's type is sniffed.
 		if mimeType, err = Detect(b.Data); err != nil {
 			return Image{}, fmt.Errorf("images: get %s: %w", name, err)
 		}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
+	"github.com/durachat/durachat/shared/parallel"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -128,16 +128,7 @@ func ClaimAll(ctx context.Context, c Claimer, tenant string, names []string) (in
 	errs := make([]error, len(names))
 	stored := make([]bool, len(names))
 	each := func(fn func(i int)) {
-		sem := make(chan struct{}, Parallel)
-		var wg sync.WaitGroup
-		for _, i := range distinct {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				fn(i)
-			})
-		}
-		wg.Wait()
+		parallel.Each(len(distinct), Parallel, func(k int) { fn(distinct[k]) })
 	}
 	failed := func() (int, error) {
 		for i, name := range names {

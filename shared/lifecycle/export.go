@@ -466,21 +466,15 @@ func (c *Chats) joinPieces(ctx context.Context, tenant, chat string, it importfi
 // it (refused while the chat is being deleted), and the chat listed, so
 // deleting it deletes pieces that never made a line.
 func (c *Chats) importChat(ctx context.Context, tenant, chat string) (chatid.Chat, error) {
-	it, err := c.table.Get(ctx, indexKey(tenant, chat))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return chatid.Chat{}, fmt.Errorf("lifecycle: reading the index item of %s: %w", chat, err)
-	}
-	if err := c.touchFrom(ctx, tenant, chat, it); err != nil {
-		return chatid.Chat{}, err
-	}
-	return c.ids.Open(ctx, tenant, chat)
+	r, err := c.touch(ctx, tenant, chat)
+	return r.id.Chat, err
 }
 
 // planImport checks every item of an import file, writing nothing.
 func (c *Chats) planImport(ctx context.Context, tenant, chat string, items []importfile.Item) (*importPlan, error) {
-	if e, _, err := c.getIndex(ctx, tenant, chat); err != nil {
+	if r, err := c.load(ctx, tenant, chat); err != nil {
 		return nil, err
-	} else if e.Deleting != 0 {
+	} else if r.state.Deleting != 0 {
 		return nil, deletingError(chat)
 	}
 	p := &importPlan{}

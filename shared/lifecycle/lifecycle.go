@@ -9,15 +9,27 @@
 // Routes.
 //
 // A deletion removes one incarnation: its partition, its texts and its
-// references, then its identity item, then its index item. Its queue
+// references, then its index item, then its identity item. Its queue
 // messages name the incarnation, so one delivered after the id names a new
 // chat deletes nothing of it.
+//
+// What lifecycle keeps of a chat's state (its last activity, and while it
+// is being deleted the deletion's progress) is in the chat's identity item
+// (package chatid), in the chat's own home partition: the read that tells
+// an append which incarnation to write also tells it whether the chat is
+// being deleted, and no append reads or writes a key its tenant's other
+// chats share.
 //
 // Three kinds of items, besides the chat's own partitions, keep it:
 //
 //   - the tenant's chat index, one partition per tenant (IndexPK): an item
-//     per chat with its last activity and, while it is being deleted, the
-//     deletion's progress. Listing reads only this partition.
+//     per chat, written when the chat is created and when its own
+//     retention is set, removed by its deletion; the chat's own retention
+//     is kept there. Listing and the retention sweep page through it and
+//     read the listed chats' identity items in batches. (An index item
+//     written before the state moved to the identity item also holds the
+//     chat's activity and deletion: read while the identity item has no
+//     state, and moved there by the chat's next change.)
 //   - image references: for each image a chat names, an item in the
 //     partition of the chat's incarnation (i/<name>) and one in the image's
 //     partition (RefPK: c/<chat>~<incarnation>, or c/<chat> for a chat
@@ -79,7 +91,8 @@ const (
 	concurrency = 8
 	// MaxListLimit bounds a page of chats or messages.
 	MaxListLimit = 100
-	// indexRetries bounds the optimistic-locking loop on an index item.
+	// indexRetries bounds the optimistic-locking loop on a chat's state
+	// and on an index item.
 	indexRetries = 16
 	// ActivityStep is the precision of a chat's last activity: an append
 	// within it of the last one recorded writes no index item.
@@ -159,8 +172,8 @@ func NewRoutes(chats *Chats, log *transcript.Log, memory Memory) *Routes {
 	return &Routes{Chats: chats, log: log, memory: memory}
 }
 
-// indexEntry is a chat's item in its tenant's index.
-type indexEntry struct {
+// chatState is what lifecycle keeps of a chat in its identity item.
+type chatState struct {
 	// Activity is the last append's time, Unix ms.
 	Activity int64 `json:"a"`
 	// Deleting is when the deletion started, Unix ms; 0 when none.
@@ -168,6 +181,12 @@ type indexEntry struct {
 	// Removed and Images count what the deletion removed so far.
 	Removed int64 `json:"dn,omitempty"`
 	Images  int64 `json:"di,omitempty"`
+}
+
+// indexEntry is a chat's item in its tenant's index. Items written before
+// the state moved to the identity item also hold the chat's state.
+type indexEntry struct {
+	chatState
 	// Retention is the chat's own retention in days; nil: its tenant's.
 	Retention *int `json:"rd,omitempty"`
 }
@@ -176,52 +195,190 @@ func indexKey(tenant, chat string) store.Key {
 	return store.Key{PK: store.IndexPK(tenant), SK: store.IndexChatSK(chat)}
 }
 
-func (c *Chats) getIndex(ctx context.Context, tenant, chat string) (indexEntry, int64, error) {
+// chatRecord is a chat as lifecycle reads it: its identity item and the
+// state it keeps there.
+type chatRecord struct {
+	id    chatid.Record
+	state chatState
+	// legacy: the identity item holds no state yet, and state is what the
+	// chat's index item held (zero when it has none); the next write
+	// moves it to the identity item.
+	legacy bool
+	// listed: the chat's index item is known to exist.
+	listed bool
+}
+
+// stateOf is the state of the chat whose identity item is rec, falling
+// back to the index item entry (when read: ok) of a chat whose identity
+// item holds none.
+func stateOf(rec chatid.Record, entry indexEntry, ok bool) (chatRecord, error) {
+	r := chatRecord{id: rec, listed: ok}
+	if rec.State == nil {
+		r.legacy, r.state = true, entry.chatState
+		return r, nil
+	}
+	if err := json.Unmarshal(rec.State, &r.state); err != nil {
+		return chatRecord{}, fmt.Errorf("lifecycle: the state of chat %s is corrupt: %w", rec.Chat.ID, err)
+	}
+	return r, nil
+}
+
+// load reads the chat's identity item: one read of its own partition,
+// and of the index only for a chat whose identity item holds no state yet
+// (created by this call's write, or last written before the state moved).
+func (c *Chats) load(ctx context.Context, tenant, chat string) (chatRecord, error) {
+	rec, err := c.ids.Read(ctx, tenant, chat)
+	if err != nil {
+		return chatRecord{}, err
+	}
+	if rec.State != nil {
+		return stateOf(rec, indexEntry{}, false)
+	}
+	e, ok, err := c.getIndex(ctx, tenant, chat)
+	if err != nil {
+		return chatRecord{}, err
+	}
+	return stateOf(rec, e, ok)
+}
+
+// getIndex reads the chat's index item.
+func (c *Chats) getIndex(ctx context.Context, tenant, chat string) (indexEntry, bool, error) {
 	it, err := c.table.Get(ctx, indexKey(tenant, chat))
 	if errors.Is(err, store.ErrNotFound) {
-		return indexEntry{}, 0, nil
+		return indexEntry{}, false, nil
 	}
 	if err != nil {
-		return indexEntry{}, 0, fmt.Errorf("lifecycle: reading the index of %s: %w", chat, err)
+		return indexEntry{}, false, fmt.Errorf("lifecycle: reading the index of %s: %w", chat, err)
 	}
 	var e indexEntry
 	if err := json.Unmarshal(it.Body, &e); err != nil {
-		return indexEntry{}, 0, fmt.Errorf("lifecycle: index item of %s is corrupt: %w", chat, err)
+		return indexEntry{}, false, fmt.Errorf("lifecycle: index item of %s is corrupt: %w", chat, err)
 	}
-	return e, it.Version, nil
+	return e, true, nil
+}
+
+// update applies fn to the chat's state and writes it in the chat's
+// identity item under optimistic locking, listing the chat in its
+// tenant's index first when it is not (so no chat exists unlisted, where
+// no sweep finds it). Writing the state of an id with no incarnation
+// opens one. fn returning errNoChange writes nothing.
+func (c *Chats) update(ctx context.Context, tenant, chat string, fn func(r *chatRecord) error) (chatRecord, error) {
+	for range indexRetries {
+		r, err := c.load(ctx, tenant, chat)
+		if err != nil {
+			return chatRecord{}, err
+		}
+		if err := fn(&r); errors.Is(err, errNoChange) {
+			return r, nil
+		} else if err != nil {
+			return chatRecord{}, err
+		}
+		if r.legacy && !r.listed {
+			if err := c.list(ctx, tenant, chat); err != nil {
+				return chatRecord{}, err
+			}
+		}
+		r.id.State, err = json.Marshal(r.state)
+		if err != nil {
+			return chatRecord{}, err
+		}
+		r.id, err = c.ids.Write(ctx, r.id)
+		if err == nil {
+			r.legacy, r.listed = false, true
+			return r, nil
+		}
+		if !errors.Is(err, store.ErrConditionFailed) {
+			return chatRecord{}, fmt.Errorf("lifecycle: writing the state of %s: %w", chat, err)
+		}
+	}
+	return chatRecord{}, store.Unavailable("lifecycle state", fmt.Errorf("chat %s: too many concurrent writers", chat))
+}
+
+// list writes the chat's index item when it has none: once per chat.
+func (c *Chats) list(ctx context.Context, tenant, chat string) error {
+	err := c.table.Create(ctx, store.Item{Key: indexKey(tenant, chat), Body: []byte("{}")})
+	if err != nil && !errors.Is(err, store.ErrConditionFailed) {
+		return fmt.Errorf("lifecycle: listing chat %s in the index: %w", chat, err)
+	}
+	return nil
+}
+
+// listed is a chat of a page of its tenant's index, read with its
+// identity item.
+type listed struct {
+	chat  string
+	entry indexEntry
+	chatRecord
+}
+
+// readListed decodes a page of the tenant's index and reads the identity
+// items of its chats in one batch.
+func (c *Chats) readListed(ctx context.Context, tenant string, items []store.Item) ([]listed, error) {
+	out := make([]listed, len(items))
+	keys := make([]store.Key, len(items))
+	for i, it := range items {
+		out[i].chat = strings.TrimPrefix(it.SK, store.IndexChatPrefix)
+		if err := json.Unmarshal(it.Body, &out[i].entry); err != nil {
+			return nil, fmt.Errorf("lifecycle: index item %s is corrupt: %w", it.SK, err)
+		}
+		keys[i] = chatid.Home(tenant, out[i].chat)
+	}
+	found, err := c.table.BatchGet(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("lifecycle: reading the identities of %d chats: %w", len(keys), err)
+	}
+	byKey := make(map[store.Key]store.Item, len(found))
+	for _, it := range found {
+		byKey[it.Key] = it
+	}
+	for i := range out {
+		rec := chatid.Record{Chat: chatid.Chat{Tenant: tenant, ID: out[i].chat}}
+		if it, ok := byKey[keys[i]]; ok {
+			if rec, err = chatid.Decode(tenant, out[i].chat, it); err != nil {
+				return nil, err
+			}
+		}
+		if out[i].chatRecord, err = stateOf(rec, out[i].entry, true); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // updateIndex applies fn to the chat's index item and writes it under
-// optimistic locking. fn returning errNoChange writes nothing.
-func (c *Chats) updateIndex(ctx context.Context, tenant, chat string, fn func(e *indexEntry) error) (indexEntry, int64, error) {
+// optimistic locking (creating it when there is none).
+func (c *Chats) updateIndex(ctx context.Context, tenant, chat string, fn func(e *indexEntry)) error {
 	for range indexRetries {
-		e, v, err := c.getIndex(ctx, tenant, chat)
-		if err != nil {
-			return indexEntry{}, 0, err
+		it, err := c.table.Get(ctx, indexKey(tenant, chat))
+		var e indexEntry
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return fmt.Errorf("lifecycle: reading the index of %s: %w", chat, err)
+		default:
+			if err := json.Unmarshal(it.Body, &e); err != nil {
+				return fmt.Errorf("lifecycle: index item of %s is corrupt: %w", chat, err)
+			}
 		}
-		if err := fn(&e); errors.Is(err, errNoChange) {
-			return e, v, nil
-		} else if err != nil {
-			return indexEntry{}, 0, err
-		}
+		fn(&e)
 		body, err := api.Marshal(e)
 		if err != nil {
-			return indexEntry{}, 0, err
+			return err
 		}
-		it := store.Item{Key: indexKey(tenant, chat), Body: body, Version: v + 1}
-		if v == 0 {
-			err = c.table.Create(ctx, it)
+		next := store.Item{Key: indexKey(tenant, chat), Body: body, Version: it.Version + 1}
+		if it.Version == 0 {
+			err = c.table.Create(ctx, next)
 		} else {
-			err = c.table.Update(ctx, it)
+			err = c.table.Update(ctx, next)
 		}
 		if err == nil {
-			return e, v + 1, nil
+			return nil
 		}
 		if !errors.Is(err, store.ErrConditionFailed) {
-			return indexEntry{}, 0, fmt.Errorf("lifecycle: writing the index of %s: %w", chat, err)
+			return fmt.Errorf("lifecycle: writing the index of %s: %w", chat, err)
 		}
 	}
-	return indexEntry{}, 0, store.Unavailable("lifecycle index", fmt.Errorf("chat %s: too many concurrent writers", chat))
+	return store.Unavailable("lifecycle index", fmt.Errorf("chat %s: too many concurrent writers", chat))
 }
 
 var errNoChange = errors.New("no change")
@@ -238,30 +395,27 @@ func deletingError(chat string) error {
 // chat's activity, refusing while the chat is being deleted, and opens the
 // chat's incarnation.
 func (c *Chats) Opening(ctx context.Context, tenant, chat string) (chatid.Chat, error) {
-	if err := c.touch(ctx, tenant, chat); err != nil {
-		return chatid.Chat{}, err
-	}
-	return c.ids.Open(ctx, tenant, chat)
+	r, err := c.touch(ctx, tenant, chat)
+	return r.id.Chat, err
 }
 
-// Appending is transcript.Chats: it records the chat's activity in the
-// index (refusing while the chat is being deleted), opens the chat's
-// incarnation, records there the images it names (Hold), and returns the
-// incarnation and the images not stored: deleted before their references
-// were recorded, so the append stores them again or refuses.
+// Appending is transcript.Chats: from one read of the chat's identity item
+// it refuses a chat being deleted and finds the chat's incarnation (opening
+// one, and recording the chat's activity, when due), records there the
+// images it names (Hold), and returns the incarnation and the images not
+// stored: deleted before their references were recorded, so the append
+// stores them again or refuses.
 func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []string) (chatid.Chat, []string, error) {
-	if err := c.touch(ctx, tenant, chat); err != nil {
-		return chatid.Chat{}, nil, err
-	}
-	// Opened only once the index said the chat is not being deleted: a
-	// deletion marks the index before it reads the incarnation it deletes,
-	// so it never misses one opened here.
-	ch, err := c.ids.Open(ctx, tenant, chat)
+	// The incarnation and the deletion's mark are one item: a deletion
+	// marks the item naming the incarnation it deletes, so it never misses
+	// one an append writes to.
+	r, err := c.touch(ctx, tenant, chat)
 	if err != nil {
 		return chatid.Chat{}, nil, err
 	}
+	ch := r.id.Chat
 	names = uniq(slices.Clone(names))
-	if err := c.hold(ctx, ch, false, names, nil); err != nil {
+	if err := c.hold(ctx, ch, names); err != nil {
 		return chatid.Chat{}, nil, err
 	}
 	var (
@@ -300,21 +454,21 @@ func refName(ch chatid.Chat) string {
 }
 
 // touch records an append's time as the chat's last activity, refusing
-// while the chat is being deleted. An append within ActivityStep of the
-// last one recorded writes nothing.
-func (c *Chats) touch(ctx context.Context, tenant, chat string) error {
+// while the chat is being deleted, and returns the chat with its
+// incarnation (opened when the id had none). An append within
+// ActivityStep of the last one recorded writes nothing.
+func (c *Chats) touch(ctx context.Context, tenant, chat string) (chatRecord, error) {
 	now := c.now().UnixMilli()
-	_, _, err := c.updateIndex(ctx, tenant, chat, func(e *indexEntry) error {
-		if e.Deleting != 0 {
+	return c.update(ctx, tenant, chat, func(r *chatRecord) error {
+		if r.state.Deleting != 0 {
 			return deletingError(chat)
 		}
-		if e.Activity != 0 && now-e.Activity < ActivityStep.Milliseconds() {
+		if r.id.Recorded && !r.legacy && r.state.Activity != 0 && now-r.state.Activity < ActivityStep.Milliseconds() {
 			return errNoChange // recent enough: no write
 		}
-		e.Activity = max(e.Activity, now)
+		r.state.Activity = max(r.state.Activity, now)
 		return nil
 	})
-	return err
 }
 
 // Hold is what the hooks call before they store or claim images for a
@@ -326,28 +480,24 @@ func (c *Chats) touch(ctx context.Context, tenant, chat string) error {
 // is in flight: what the caller stores or checks afterwards stays stored
 // while the chat names it.
 //
-// On the hot path, images the chat names already, it is one consistent
-// batch read of the chat's references, the images' leases and the chat's
-// index item.
+// On the hot path, images the chat names already, it is a read of the
+// chat's identity item and one batch read of the chat's references and
+// the images' leases.
 func (c *Chats) Hold(ctx context.Context, tenant, chat string, names []string) error {
 	names = uniq(slices.Clone(names))
 	if len(names) == 0 {
 		return nil
 	}
-	ch, recorded, err := c.ids.Current(ctx, tenant, chat)
+	r, err := c.touch(ctx, tenant, chat)
 	if err != nil {
 		return err
 	}
-	idx := indexKey(tenant, chat)
-	return c.hold(ctx, ch, !recorded, names, &idx)
+	return c.hold(ctx, r.id.Chat, names)
 }
 
 // hold records the references of the incarnation ch to names (distinct)
 // that it lacks, then waits out the deletion lease of each image it
-// referenced just now or found leased. With index, the chat's index item
-// is read in the same batch: a chat being deleted is refused, and a stale
-// activity is brought up to date; then, with open, the chat's incarnation
-// is opened (ch had none recorded), and its references are all new.
+// referenced just now or found leased.
 //
 // The image's side of a reference is written first, then the chat's, so
 // the chat's side is never there without the image's. (A call cut off
@@ -355,36 +505,22 @@ func (c *Chats) Hold(ctx context.Context, tenant, chat string, names []string) e
 // names it again and is deleted: the safe side.) A lease read in the
 // batch is current only for references that were there before it, so a
 // reference made here is followed by a fresh read of its lease.
-func (c *Chats) hold(ctx context.Context, ch chatid.Chat, open bool, names []string, index *store.Key) error {
+func (c *Chats) hold(ctx context.Context, ch chatid.Chat, names []string) error {
 	if len(names) == 0 {
 		return nil
 	}
-	tenant, chat, pk := ch.Tenant, ch.ID, ch.PK()
-	keys := make([]store.Key, 0, 2*len(names)+1)
+	tenant, pk := ch.Tenant, ch.PK()
+	keys := make([]store.Key, 0, 2*len(names))
 	for _, name := range names {
 		keys = append(keys, store.Key{PK: pk, SK: store.ChatImageSK(name)}, lockKey(tenant, name))
 	}
-	if index != nil {
-		keys = append(keys, *index)
-	}
 	items, err := c.table.BatchGet(ctx, keys)
 	if err != nil {
-		return fmt.Errorf("lifecycle: reading the references of chat %s: %w", chat, err)
+		return fmt.Errorf("lifecycle: reading the references of chat %s: %w", ch.ID, err)
 	}
 	found := make(map[store.Key]store.Item, len(items))
 	for _, it := range items {
 		found[it.Key] = it
-	}
-	if index != nil {
-		if err := c.touchFrom(ctx, tenant, chat, found[*index]); err != nil {
-			return err
-		}
-		if open {
-			if ch, err = c.ids.Open(ctx, tenant, chat); err != nil {
-				return err
-			}
-			pk = ch.PK()
-		}
 	}
 	now := c.now().UnixMilli()
 	var fresh, wait []string
@@ -407,25 +543,6 @@ func (c *Chats) hold(ctx context.Context, ch chatid.Chat, open bool, names []str
 		return err
 	}
 	return c.awaitLeases(ctx, tenant, append(wait, fresh...))
-}
-
-// touchFrom is touch for a hook, from the index item it read (zero when
-// there is none): it writes only when the chat is new to the index or its
-// activity is stale, and refuses a chat being deleted.
-func (c *Chats) touchFrom(ctx context.Context, tenant, chat string, it store.Item) error {
-	if it.Version != 0 {
-		var e indexEntry
-		if err := json.Unmarshal(it.Body, &e); err != nil {
-			return fmt.Errorf("lifecycle: index item of %s is corrupt: %w", chat, err)
-		}
-		if e.Deleting != 0 {
-			return deletingError(chat)
-		}
-		if c.now().UnixMilli()-e.Activity < ActivityStep.Milliseconds() {
-			return nil
-		}
-	}
-	return c.touch(ctx, tenant, chat)
 }
 
 // lease is an image deletion's lease.
@@ -566,21 +683,27 @@ func (c *Chats) Delete(ctx context.Context, tenant, chat string, steps int) (Pro
 	return p, err
 }
 
-// deleteIf is Delete when claim, given the chat's index item as it stands
-// in the write that marks it deleting, allows it (nil: always); otherwise
-// it does nothing and reports claimed false. A deletion already under way
-// is resumed whatever claim says. It returns the incarnation it deletes,
-// which the messages continuing it name.
-func (c *Chats) deleteIf(ctx context.Context, tenant, chat string, steps int, claim func(indexEntry) bool) (ch chatid.Chat, p Progress, claimed bool, err error) {
+// deleteIf is Delete when claim, given the chat's state and index item
+// as they stand in the write that marks it deleting, allows it (nil:
+// always); otherwise it does nothing and reports claimed false. A deletion
+// already under way is resumed whatever claim says. It returns the
+// incarnation it deletes, which the messages continuing it name.
+func (c *Chats) deleteIf(ctx context.Context, tenant, chat string, steps int, claim func(chatState) bool) (ch chatid.Chat, p Progress, claimed bool, err error) {
 	now := c.now().UnixMilli()
-	e, _, err := c.updateIndex(ctx, tenant, chat, func(e *indexEntry) error {
-		if e.Deleting != 0 {
+	r, err := c.update(ctx, tenant, chat, func(r *chatRecord) error {
+		if r.state.Deleting != 0 {
+			if r.legacy {
+				return nil // moved to the identity item, as it is
+			}
 			return errNoChange
 		}
-		if claim != nil && !claim(*e) {
+		if claim != nil && !claim(r.state) {
 			return errNotClaimed
 		}
-		e.Deleting = now
+		if !r.id.Recorded && !r.listed {
+			return errNoChange // no chat: nothing to delete, nothing to mark
+		}
+		r.state.Deleting = now
 		return nil
 	})
 	if errors.Is(err, errNotClaimed) {
@@ -589,21 +712,23 @@ func (c *Chats) deleteIf(ctx context.Context, tenant, chat string, steps int, cl
 	if err != nil {
 		return chatid.Chat{}, Progress{}, false, err
 	}
-	// Read after the mark: no append opens an incarnation from here on.
-	ch, _, err = c.ids.Current(ctx, tenant, chat)
-	if err != nil {
-		return chatid.Chat{}, Progress{}, true, err
+	if r.state.Deleting == 0 {
+		// Nothing of the chat is recorded: what its id may still hold (rows
+		// of a chat listed nowhere) goes as a deletion's would.
+		r.state.Deleting = now
 	}
-	p, err = c.run(ctx, ch, steps, e)
-	return ch, p, true, err
+	// The mark and the incarnation are one item: no append opens another
+	// from here on.
+	p, err = c.run(ctx, r.id.Chat, steps, r.state)
+	return r.id.Chat, p, true, err
 }
 
 // errNotClaimed: a conditional deletion found its condition false.
 var errNotClaimed = errors.New("not claimed")
 
 // run runs up to steps batches (Config.Steps when 0) of the deletion of
-// the incarnation ch, from the progress its chat's index item e recorded.
-func (c *Chats) run(ctx context.Context, ch chatid.Chat, steps int, e indexEntry) (Progress, error) {
+// the incarnation ch, from the progress its chat's state e recorded.
+func (c *Chats) run(ctx context.Context, ch chatid.Chat, steps int, e chatState) (Progress, error) {
 	if steps <= 0 {
 		steps = c.steps
 	}
@@ -736,25 +861,27 @@ func inParallel[T any](ctx context.Context, items []T, fn func(context.Context, 
 	return g.Wait()
 }
 
-// finish retires the incarnation and removes the index item: the chat is
-// gone, and the next append to its id opens a new incarnation.
+// finish removes the index item and retires the incarnation: the chat is
+// gone, and the next append to its id opens a new incarnation. In this
+// order: until the identity item goes, appends find the chat being
+// deleted, so none lists a new chat that this removal then unlists.
 func (c *Chats) finish(ctx context.Context, ch chatid.Chat) error {
-	if err := c.ids.Retire(ctx, ch); err != nil {
-		return fmt.Errorf("lifecycle: %w", err)
-	}
 	if err := c.table.Delete(ctx, indexKey(ch.Tenant, ch.ID), 0); err != nil {
 		return fmt.Errorf("lifecycle: removing chat %s from the index: %w", ch.ID, err)
+	}
+	if err := c.ids.Retire(ctx, ch); err != nil {
+		return fmt.Errorf("lifecycle: %w", err)
 	}
 	return nil
 }
 
-// record keeps a deletion's progress in the index, best effort.
+// record keeps a deletion's progress in the chat's state, best effort.
 func (c *Chats) record(ctx context.Context, tenant, chat string, p Progress) {
-	_, _, _ = c.updateIndex(context.WithoutCancel(ctx), tenant, chat, func(e *indexEntry) error {
-		if e.Deleting == 0 {
+	_, _ = c.update(context.WithoutCancel(ctx), tenant, chat, func(r *chatRecord) error {
+		if r.state.Deleting == 0 {
 			return errNoChange
 		}
-		e.Removed, e.Images = p.Removed, p.Images
+		r.state.Removed, r.state.Images = p.Removed, p.Images
 		return nil
 	})
 }
@@ -762,9 +889,9 @@ func (c *Chats) record(ctx context.Context, tenant, chat string, p Progress) {
 // Deletion is memory.Deletions: the progress of the chat's deletion, or
 // nil when it is not being deleted.
 func (c *Chats) Deletion(ctx context.Context, tenant, chat string) (*status.Deletion, error) {
-	e, _, err := c.getIndex(ctx, tenant, chat)
-	if err != nil || e.Deleting == 0 {
+	r, err := c.load(ctx, tenant, chat)
+	if err != nil || r.state.Deleting == 0 {
 		return nil, err
 	}
-	return &status.Deletion{Removed: e.Removed, Images: e.Images}, nil
+	return &status.Deletion{Removed: r.state.Removed, Images: r.state.Images}, nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
@@ -104,7 +103,9 @@ func (c *Chats) ChatRetention(ctx context.Context, tenant, chat string) (Retenti
 }
 
 // SetChatRetention sets the chat's own retention; nil falls back to its
-// tenant's default.
+// tenant's default. It is kept in the chat's index item, which the sweep
+// reads; a chat set up before its first append is opened, as an append
+// opens it.
 func (c *Chats) SetChatRetention(ctx context.Context, tenant, chat string, days *int) error {
 	if days != nil {
 		if err := c.enroll(ctx, tenant); err != nil {
@@ -112,17 +113,22 @@ func (c *Chats) SetChatRetention(ctx context.Context, tenant, chat string, days 
 		}
 	}
 	now := c.now().UnixMilli()
-	_, _, err := c.updateIndex(ctx, tenant, chat, func(e *indexEntry) error {
-		if e.Deleting != 0 {
+	_, err := c.update(ctx, tenant, chat, func(r *chatRecord) error {
+		if r.state.Deleting != 0 {
 			return deletingError(chat)
 		}
-		if e.Activity == 0 {
-			e.Activity = now // a chat set up before its first append
+		if r.state.Activity != 0 && r.id.Recorded && !r.legacy {
+			return errNoChange
 		}
-		e.Retention = days
+		if r.state.Activity == 0 {
+			r.state.Activity = now // a chat set up before its first append
+		}
 		return nil
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return c.updateIndex(ctx, tenant, chat, func(e *indexEntry) { e.Retention = days })
 }
 
 // Expire runs one step of a sweep: it reads a page of the tenants that set
@@ -163,28 +169,21 @@ func (c *Chats) expireTenant(ctx context.Context, tenant string, now time.Time) 
 		if err != nil {
 			return expired, fmt.Errorf("lifecycle: reading the chats of a tenant: %w", err)
 		}
-		idle := func(e indexEntry) bool {
-			days := def
-			if e.Retention != nil {
-				days = *e.Retention
-			}
-			return e.Activity != 0 && days > 0 && now.Sub(time.UnixMilli(e.Activity)) > time.Duration(days)*24*time.Hour
+		chats, err := c.readListed(ctx, tenant, page.Items)
+		if err != nil {
+			return expired, err
 		}
-		for _, it := range page.Items {
-			var e indexEntry
-			if json.Unmarshal(it.Body, &e) != nil {
+		for _, l := range chats {
+			idle := idleAt(now, l.entry.days(def))
+			if l.state.Deleting == 0 && !idle(l.state) {
 				continue
 			}
-			if e.Deleting == 0 && !idle(e) {
-				continue
-			}
-			chat := strings.TrimPrefix(it.SK, store.IndexChatPrefix)
-			// The page may be old news: idle is asked again of the index
-			// item as it stands in the write that claims the deletion, so
+			// The page may be old news: idle is asked again of the chat's
+			// state as it stands in the write that claims the deletion, so
 			// an append since the page was read keeps the chat (or, once
 			// the claim is written, is refused). A deletion left
 			// unfinished is resumed here too.
-			claimed, err := c.expireChat(ctx, tenant, chat, idle)
+			claimed, err := c.expireChat(ctx, tenant, l.chat, idle)
 			if err != nil {
 				return expired, err
 			}
@@ -199,9 +198,25 @@ func (c *Chats) expireTenant(ctx context.Context, tenant string, now time.Time) 
 	}
 }
 
+// days is the chat's retention: its own, else its tenant's default def.
+func (e indexEntry) days(def int) int {
+	if e.Retention != nil {
+		return *e.Retention
+	}
+	return def
+}
+
+// idleAt says of a chat's state whether it is idle past a retention of
+// days at now (never, for 0 days).
+func idleAt(now time.Time, days int) func(chatState) bool {
+	return func(s chatState) bool {
+		return s.Activity != 0 && days > 0 && now.Sub(time.UnixMilli(s.Activity)) > time.Duration(days)*24*time.Hour
+	}
+}
+
 // expireChat claims the chat's deletion when idle holds of its index item
 // at the claim, runs one call's worth of it and queues the rest.
-func (c *Chats) expireChat(ctx context.Context, tenant, chat string, idle func(indexEntry) bool) (bool, error) {
+func (c *Chats) expireChat(ctx context.Context, tenant, chat string, idle func(chatState) bool) (bool, error) {
 	ch, p, claimed, err := c.deleteIf(ctx, tenant, chat, 1, idle)
 	if err != nil || !claimed || p.Done {
 		return claimed, err

@@ -69,8 +69,9 @@ func limit(r *http.Request, def int) (int, error) {
 }
 
 // List returns a page of the tenant's chats in id order, after the chat id
-// after ("" from the start). It reads the tenant's index and, for each
-// chat listed, its log length and memory state: nothing of other tenants.
+// after ("" from the start). It reads a page of the tenant's index, the
+// listed chats' identity items in one batch and, for each, its log length
+// and memory state: nothing of other tenants.
 func (c *Routes) List(ctx context.Context, tenant, after string, n int) (ChatList, error) {
 	q := store.Query{PK: store.IndexPK(tenant), Prefix: store.IndexChatPrefix, Limit: n}
 	if after != "" {
@@ -80,20 +81,17 @@ func (c *Routes) List(ctx context.Context, tenant, after string, n int) (ChatLis
 	if err != nil {
 		return ChatList{}, fmt.Errorf("lifecycle: listing chats: %w", err)
 	}
-	out := ChatList{Chats: make([]ChatInfo, 0, len(page.Items))}
-	for _, it := range page.Items {
-		var e indexEntry
-		if err := json.Unmarshal(it.Body, &e); err != nil {
-			return ChatList{}, fmt.Errorf("lifecycle: index item %s is corrupt: %w", it.SK, err)
-		}
-		info := ChatInfo{Chat: strings.TrimPrefix(it.SK, store.IndexChatPrefix), LastActivity: time.UnixMilli(e.Activity).UTC()}
-		if e.Deleting != 0 {
-			info.Deleting = &Progress{Removed: e.Removed, Images: e.Images}
+	chats, err := c.readListed(ctx, tenant, page.Items)
+	if err != nil {
+		return ChatList{}, err
+	}
+	out := ChatList{Chats: make([]ChatInfo, 0, len(chats))}
+	for _, l := range chats {
+		info := ChatInfo{Chat: l.chat, LastActivity: time.UnixMilli(l.state.Activity).UTC()}
+		if l.state.Deleting != 0 {
+			info.Deleting = &Progress{Removed: l.state.Removed, Images: l.state.Images}
 		} else {
-			ch, _, err := c.ids.Current(ctx, tenant, info.Chat)
-			if err != nil {
-				return ChatList{}, err
-			}
+			ch := l.id.Chat
 			if info.Messages, err = c.log.Len(ctx, ch); err != nil {
 				return ChatList{}, err
 			}
@@ -268,23 +266,19 @@ func (c *Chats) Task(ctx context.Context, body string) (bool, error) {
 
 // continueDeletion runs the next steps of the deletion of the incarnation
 // ch that a queue message names. A message delivered after that deletion
-// finished (again, or late) finds the index no longer marking the chat
+// finished (again, or late) finds the chat's state no longer marking it
 // deleting, or the id naming another incarnation, and deletes nothing:
 // the chat the id names now is another one.
 func (c *Chats) continueDeletion(ctx context.Context, ch chatid.Chat) (Progress, error) {
-	e, _, err := c.getIndex(ctx, ch.Tenant, ch.ID)
+	r, err := c.load(ctx, ch.Tenant, ch.ID)
 	if err != nil {
 		return Progress{}, err
 	}
-	if e.Deleting == 0 {
+	if r.state.Deleting == 0 {
 		return Progress{Done: true}, nil
 	}
-	cur, recorded, err := c.ids.Current(ctx, ch.Tenant, ch.ID)
-	if err != nil {
-		return Progress{}, err
-	}
-	if recorded && cur != ch {
+	if r.id.Recorded && r.id.Chat != ch {
 		return Progress{Done: true}, nil
 	}
-	return c.run(ctx, ch, 0, e)
+	return c.run(ctx, ch, 0, r.state)
 }

@@ -95,8 +95,9 @@ func (m *Memory) record(ctx context.Context, chat string, n Node, outcome string
 	attrs := []slog.Attr{
 		slog.String("chat", chat),
 		slog.String("node", n.Label()),
-		slog.Int("level", n.L),
-		slog.Int64("index", n.I),
+		// Not "level": that key is the record's severity.
+		slog.Int("nodeLevel", n.L),
+		slog.Int64("nodeIndex", n.I),
 		slog.String("outcome", outcome),
 		slog.Int("attempts", res.attempts),
 		slog.String("model", res.model),

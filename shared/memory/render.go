@@ -54,17 +54,38 @@ func (m *Memory) readView(ctx context.Context, c chatid.Chat, wait bool) (View, 
 	return m.render(ctx, c, st)
 }
 
+// How a waiting view reads the state item, which builds in another process
+// (the compact function) change: every waitFastPoll for the first
+// waitFastFor of the wait, when a turn's builds land, so that it answers
+// within about that long of the last awaited line landing; then at a delay
+// growing by an eighth of the time waited, up to waitSlowPoll, so that a
+// long wait costs few reads. docs/memory.md counts the reads.
+const (
+	waitFastPoll = 20 * time.Millisecond
+	waitFastFor  = 3 * time.Second
+	waitSlowPoll = time.Second
+)
+
+// waitPoll is the delay before the next read of the state, elapsed into
+// a wait.
+func waitPoll(elapsed time.Duration) time.Duration {
+	if elapsed < waitFastFor {
+		return waitFastPoll
+	}
+	return min(waitFastPoll+(elapsed-waitFastFor)/8, waitSlowPoll)
+}
+
 // waitBuilt waits until the view has no placeholder or the memory stalls.
-// Builds may run in another process, so it polls the state item as well as
-// listening for this process's own changes.
+// This process's own changes wake it at once; builds in another process
+// are seen by reading the state item on the waitPoll schedule.
 func (m *Memory) waitBuilt(ctx context.Context, c chatid.Chat, st *chatState) (*chatState, error) {
 	deadline := time.NewTimer(m.wait)
 	defer deadline.Stop()
-	poll := 100 * time.Millisecond
-	lastPump := time.Now()
+	start := time.Now()
+	lastPump := start
 	for st.unbuiltLeaves() > 0 && !st.stalled() {
 		changed, release := m.changes.watch(c)
-		tick := time.NewTimer(poll)
+		tick := time.NewTimer(waitPoll(time.Since(start)))
 		select {
 		case <-ctx.Done():
 			tick.Stop()
@@ -76,7 +97,6 @@ func (m *Memory) waitBuilt(ctx context.Context, c chatid.Chat, st *chatState) (*
 			return st, nil
 		case <-changed:
 		case <-tick.C:
-			poll = min(poll*2, time.Second)
 		}
 		tick.Stop()
 		release()

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/testenv/logkeys"
 )
 
 type retried struct {
@@ -202,6 +205,42 @@ func TestOnlyFailedBuildsEmitMetricsAndADenialIsCountedApart(t *testing.T) {
 			}
 			if got := strings.HasPrefix(f.state(t).LastError, "denied"); got != tt.denied {
 				t.Errorf("status lastError %q: denial shown %v, want %v", f.state(t).LastError, got, tt.denied)
+			}
+		})
+	}
+}
+
+// TestABuildsRecordsNameEachKeyOnce: the records a build logs, built or
+// failed, hold each key once, and name the node's level apart from the
+// record's.
+func TestABuildsRecordsNameEachKeyOnce(t *testing.T) {
+	for _, failing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("failing=%v", failing), func(t *testing.T) {
+			f := newFixture(t)
+			var out bytes.Buffer
+			f.m.logger = slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			if failing {
+				f.comp.script = func(Compaction) (Compacted, error) {
+					return Compacted{Attempts: 1}, &model.Error{Retryable: true, Err: errors.New("throttled")}
+				}
+			}
+			f.append(t, "user", long(0))
+			f.deliverAll(t)
+			builds := 0
+			for _, rec := range logkeys.Check(t, out.Bytes()) {
+				if rec["msg"] != "memory build" {
+					continue
+				}
+				builds++
+				if rec["nodeLevel"] != float64(0) || rec["nodeIndex"] != float64(0) || rec["node"] == nil {
+					t.Errorf("the record does not name its node: %v", rec)
+				}
+				if want := map[bool]string{false: "INFO", true: "DEBUG"}[failing]; rec["level"] != want {
+					t.Errorf("level %v, want %s", rec["level"], want)
+				}
+			}
+			if builds == 0 {
+				t.Fatalf("no build record in %s", out.String())
 			}
 		})
 	}

@@ -7,6 +7,7 @@ package rawjson
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"slices"
 )
@@ -110,6 +111,23 @@ func (q Quoted) AppendTo(dst []byte) []byte {
 		dst = append(dst, s...)
 	}
 	return append(dst, '"')
+}
+
+// Base64 is a JSON string of Prefix (text that needs no escaping, such as
+// "data:image/png;base64,") and Data in standard base64, encoded straight
+// into the document as it is written: the base64 is never held apart.
+type Base64 struct {
+	Prefix string
+	Data   []byte
+}
+
+// Len is the length of the string's JSON.
+func (b Base64) Len() int { return 2 + len(b.Prefix) + base64.StdEncoding.EncodedLen(len(b.Data)) }
+
+// AppendTo appends the string to dst.
+func (b Base64) AppendTo(dst []byte) []byte {
+	dst = append(append(dst, '"'), b.Prefix...)
+	return append(base64.StdEncoding.AppendEncode(dst, b.Data), '"')
 }
 
 // Encode writes n out in one buffer of its size.

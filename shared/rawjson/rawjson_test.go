@@ -2,6 +2,7 @@ package rawjson
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"testing"
 )
@@ -91,6 +92,31 @@ func TestParseRefusesOtherShapes(t *testing.T) {
 	for _, raw := range []string{"null", "{}", `"s"`, "[", ""} {
 		if _, ok := ParseList(Value(raw)); ok {
 			t.Errorf("ParseList took %q", raw)
+		}
+	}
+}
+
+func TestBase64IsTheStringItsLenSays(t *testing.T) {
+	for _, tt := range []struct {
+		prefix string
+		data   []byte
+	}{
+		{"", nil},
+		{"", []byte{0xff}},
+		{"", []byte("two")},
+		{"data:image/png;base64,", []byte("\x89PNG\r\n\x1a\n and more")},
+	} {
+		n := Base64{Prefix: tt.prefix, Data: tt.data}
+		got := Encode(n)
+		var s string
+		if err := json.Unmarshal(got, &s); err != nil {
+			t.Fatalf("%q: %s is not a JSON string: %v", tt.data, got, err)
+		}
+		if want := tt.prefix + base64.StdEncoding.EncodeToString(tt.data); s != want {
+			t.Errorf("%q: %q, want %q", tt.data, s, want)
+		}
+		if len(got) != n.Len() || cap(got) != n.Len() {
+			t.Errorf("%q: %d bytes written in a buffer of %d, Len %d", tt.data, len(got), cap(got), n.Len())
 		}
 	}
 }

@@ -13,16 +13,16 @@ import (
 // of the Blobs, in one place. Tenants are path-escaped, so they hold no
 // '/'; chat ids and image names cannot hold one either. Partitions:
 //
-//	chat/<tenant>/<chat>              a chat id's home partition: its identity item
+//	chat/<tenant>/<chat>              a chat id's home partition: its identity item (and the chat's state)
 //	chat/<tenant>/<chat>~<inc>        one incarnation's rows (package chatid)
-//	chats/<tenant>                    the tenant's chat index and settings
+//	chats/<tenant>                    the tenant's chat index (written once per chat) and settings
 //	imgrefs/<tenant>/<image>          the chats that name one image, and its deletion lease
 //	retention                         the tenants that set a retention
 //	healthz                           the item health checks read (never written)
 //
 // Sort keys of a chat incarnation's partition:
 //
-//	id                  the identity item (home partition only)
+//	id                  the identity item: incarnation, activity, deletion (home partition only)
 //	meta                the transcript's head
 //	e/<16-digit id>     a transcript entry
 //	r/<hash>            an append's receipt

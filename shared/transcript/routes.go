@@ -144,7 +144,8 @@ func (rt *Routes) append(w http.ResponseWriter, r *http.Request) error {
 	if rt.notify != nil && len(ids) > 0 {
 		// The entries are durable; memory finds them on any later call.
 		if err := rt.notify.Appended(ctx, c, ids[len(ids)-1]+1); err != nil {
-			api.Logger(ctx).Warn("append: notifying memory failed", "tenant", tenant, "chat", chat, "err", err)
+			// The request's logger names the tenant already.
+			api.Logger(ctx).Warn("append: notifying memory failed", "chat", chat, "err", err)
 		}
 	}
 	api.WriteJSON(w, http.StatusOK, map[string]any{"ids": ids})

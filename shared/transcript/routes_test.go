@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/testenv/logkeys"
 )
 
 // notes records Appended calls, failing when err is set.
@@ -268,6 +270,39 @@ func TestImageRouteServesStoredBytes(t *testing.T) {
 		f.blobs.setFail(func(op, key string) error { return outage(op) })
 		if a := do(t, "GET", url+name, ""); a.status != 503 || a.header.Get("Retry-After") == "" {
 			t.Errorf("outage: %d %s", a.status, a.body)
+		}
+	})
+}
+
+// TestAnAppendsRecordsNameEachKeyOnce: served as every program serves it
+// (the request's logger names the tenant), an append whose notice to
+// memory fails logs records that hold each key once.
+func TestAnAppendsRecordsNameEachKeyOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		var logs bytes.Buffer
+		h, err := api.NewHandler(api.Options{
+			Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+			Auth:   api.BearerTokens(map[string]string{"tok": tenant}),
+			Routes: []api.Routes{NewRoutes(f.log, f.imgs, &notes{err: errors.New("memory is down")})},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		a := do(t, "POST", srv.URL+"/v1/chats/c1/messages", `{"receipt":"k1","messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer tok")
+		if a.status != 200 {
+			t.Fatalf("%d %s", a.status, a.body)
+		}
+		msgs := map[string]bool{}
+		for _, rec := range logkeys.Check(t, logs.Bytes()) {
+			msgs[rec["msg"].(string)] = true
+			if rec["tenant"] != tenant {
+				t.Errorf("record %v does not name the tenant", rec)
+			}
+		}
+		if !msgs["request"] || !msgs["append: notifying memory failed"] {
+			t.Fatalf("records %v, want the request and the failed notice", msgs)
 		}
 	})
 }

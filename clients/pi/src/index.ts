@@ -27,10 +27,10 @@
 import { createHash } from "node:crypto";
 import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import type { ExtensionAPI, ExtensionContext, SessionEntry, SessionMessageEntry, ToolResultEvent } from "@earendil-works/pi-coding-agent";
-import { type Block, Client, DurachatError, defaultBodyLimit, type ToolDef, type ToolResult } from "./client.js";
+import { type Block, Client, DurachatError, defaultBodyLimit, type Message, type ToolDef, type ToolResult } from "@durachat/client";
 
-export { Client, DurachatError, defaultBodyLimit, describeImage, refBlock } from "./client.js";
-export type { Block, InlineImage, ToolDef, ToolResult, UploadAnswer, View } from "./client.js";
+export { Client, DurachatError, defaultBodyLimit, describeImage, refBlock } from "@durachat/client";
+export type { Block, InlineImage, ToolDef, ToolResult, UploadAnswer, View } from "@durachat/client";
 
 export interface DurachatOptions {
   /** The server (DURACHAT_URL; default http://127.0.0.1:8080). */
@@ -107,6 +107,13 @@ const offloadCacheBytes = 4 << 20;
  */
 const noBound = { maxBytes: 1 << 30, maxLines: 1 << 30 };
 
+/** How long a call may take, retries of a 503 included: the agent waits on it. */
+const callTimeoutMs = 15_000;
+/** How long the view may take: the server waits about 20 s for its lines. */
+const viewTimeoutMs = 30_000;
+/** How long a call that may upload images first (at most 16 MiB each) may take. */
+const uploadTimeoutMs = 120_000;
+
 /**
  * Writes the session file anew from its entries, whole or not at all (a
  * new file renamed over the old one). Synchronous, so none of pi's appends
@@ -171,7 +178,9 @@ export function durachat(options: DurachatOptions = {}) {
     const url = options.url ?? env.DURACHAT_URL ?? "http://127.0.0.1:8080";
     const envLimit = Number(env.DURACHAT_BODY_LIMIT || NaN); // unset or not a number: the default
     const bodyLimit = options.bodyLimit ?? (Number.isFinite(envLimit) ? envLimit : defaultBodyLimit);
-    const client = new Client({ url, token: options.token ?? env.DURACHAT_TOKEN, bodyLimit, fetch: options.fetch });
+    // Each call is bounded (the agent waits on it), those that may upload
+    // images longer.
+    const client = new Client(url, { token: options.token ?? env.DURACHAT_TOKEN, bodyLimit, fetch: options.fetch, timeoutMs: callTimeoutMs });
     const fixedChat = options.chat ?? env.DURACHAT_CHAT;
     const describe = options.describe ?? flag(env.DURACHAT_DESCRIBE);
     const flushWaitMs = options.flushWaitMs ?? 5_000;
@@ -264,7 +273,7 @@ export function durachat(options: DurachatOptions = {}) {
           let refused: DurachatError | undefined;
           const ok = await guarded(ctx, "logging a message", async () => {
             try {
-              return await client.append(target, [next.message], next.receipt);
+              return await client.chat(target).append(next.receipt, [next.message as Message], { timeoutMs: uploadTimeoutMs });
             } catch (err) {
               // A refusal of this message itself would refuse it on every
               // try and hold back every message after it: it is dropped,
@@ -348,10 +357,10 @@ export function durachat(options: DurachatOptions = {}) {
     async function offloadContent(ctx: ExtensionContext, key: string, m: any, signal?: AbortSignal): Promise<void> {
       const r = await offloadCall(ctx, m.role === "user" ? "a user message" : `a result of ${m.toolName}`, async () => {
         if (m.role === "user") {
-          const a = await client.offloadInput(chat, { ...m, role: "user" }, signal);
+          const a = await client.chat(chat).offloadInput({ ...m, role: "user" }, { signal, timeoutMs: uploadTimeoutMs });
           return { content: a.message.content as Block[], inline: a.inline.length };
         }
-        const a = await client.afterTool(chat, { id: String(m.toolCallId), name: String(m.toolName) }, { content: m.content, isError: m.isError }, signal, noBound);
+        const a = await client.chat(chat).afterTool({ call: { id: String(m.toolCallId), name: String(m.toolName) }, result: { content: m.content, isError: m.isError }, bounds: noBound }, { signal, timeoutMs: uploadTimeoutMs });
         return { content: a.skipped ? null : a.result.content, inline: a.inline.length };
       });
       // Refused images are not tried again; ones the store could not take now are.
@@ -410,7 +419,7 @@ export function durachat(options: DurachatOptions = {}) {
         description: def.description,
         parameters: def.parameters as any,
         async execute(_id, params, signal, _onUpdate, ctx) {
-          const r = await guarded(ctx, def.name, () => client.tool(chat, def.name, params, signal));
+          const r = await guarded(ctx, def.name, () => client.chat(chat).callTool(def.name, params, { signal }));
           // pi marks a tool that throws as failed and shows the model the message.
           if (!r) throw new Error(`durachat at ${url} cannot answer ${def.name} now`);
           if (r.isError) throw new Error(textOf(r.content) || `${def.name} failed`);
@@ -434,11 +443,11 @@ export function durachat(options: DurachatOptions = {}) {
       }
       if (pending.length > 0) void flush(ctx);
       void offloadLeftovers(ctx);
-      const defs = await guarded(ctx, "reading the memory tools", () => client.tools(chat));
+      const defs = await guarded(ctx, "reading the memory tools", () => client.chat(chat).tools());
       if (!defs) return;
       for (const def of defs) registerTool(def);
       // Search may be on in one chat and off in another.
-      const offered = new Set(defs.map((d) => d.name));
+      const offered = new Set<string>(defs.map((d) => d.name));
       const active = pi.getActiveTools();
       const wanted = active.filter((name) => !registered.has(name) || offered.has(name));
       for (const name of offered) if (!wanted.includes(name)) wanted.push(name);
@@ -447,7 +456,7 @@ export function durachat(options: DurachatOptions = {}) {
 
     pi.on("before_agent_start", async (event, ctx) => {
       await settle(ctx);
-      const view = await guarded(ctx, "reading the memory view", () => client.view(chat, ctx.signal));
+      const view = await guarded(ctx, "reading the memory view", () => client.chat(chat).view("turn", { signal: ctx.signal, timeoutMs: viewTimeoutMs }));
       if (!view || view.lines === 0) return;
       return { systemPrompt: `${event.systemPrompt}\n\n${viewHeader}\n\n${view.view}` };
     });
@@ -459,7 +468,7 @@ export function durachat(options: DurachatOptions = {}) {
       // that tool, not the transcript: after-tool leaves it as it is.
       const nested = (event as { parentToolCallId?: string }).parentToolCallId !== undefined;
       const r = await offloadCall(ctx, `a result of ${event.toolName}`, () =>
-        client.afterTool(chat, { id: event.toolCallId, name: event.toolName, nested }, result, ctx.signal));
+        client.chat(chat).afterTool({ call: { id: event.toolCallId, name: event.toolName, nested }, result }, { signal: ctx.signal, timeoutMs: uploadTimeoutMs }));
       if (!r || (r !== "refused" && r.skipped)) return;
       // The message this result becomes is not offloaded again: refused
       // images stay inline, the others are these refs.
@@ -493,7 +502,7 @@ export function durachat(options: DurachatOptions = {}) {
       const input = ctx.model?.input;
       const mode = (describe ?? (Array.isArray(input) && !input.includes("image"))) ? "describe" : undefined;
       const r = await guarded(ctx, "restoring images", () =>
-        client.beforeRequest(chat, { messages: at.map((i) => messages[i]) }, ctx.signal, mode));
+        client.chat(chat).beforeRequest<{ messages: unknown[] }>({ format: "pi", request: { messages: at.map((i) => messages[i]) }, mode }, { signal: ctx.signal }));
       if (!r) return changed ? { messages } : undefined;
       at.forEach((i, k) => {
         messages[i] = r.request.messages[k] as (typeof messages)[number];

@@ -9,7 +9,7 @@ import path from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { fauxAssistantMessage, fauxModels, fauxText, fauxToolCall, modelAccess, modelRequest, modern, piAgent, scope } from "./pi.mjs";
-import { buildServer, freePort, noisyPng, png, startServer, tempDir } from "./server.mjs";
+import { buildServer, freePort, noisyPng, png, startServer, tempDir } from "../../ts/test/server.mjs";
 
 const { createAgentSession, DefaultResourceLoader, SessionManager, SettingsManager } = piAgent;
 

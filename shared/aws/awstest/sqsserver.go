@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"sync"
 	"testing"
@@ -127,15 +125,11 @@ func awaitAnswer(endpoint string) error {
 
 // proxy forwards to a server at endpoint.
 func proxy(endpoint string) http.Handler {
-	target, err := url.Parse(endpoint)
+	h, err := awslocal.NewProxy(endpoint)
 	if err != nil {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			http.Error(w, "bad SQS endpoint: "+err.Error(), http.StatusBadGateway)
+			http.Error(w, err.Error(), http.StatusBadGateway)
 		})
 	}
-	return &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
-		r.SetURL(target)
-		// Queue URLs name the proxied server's host; keep its view of itself.
-		r.Out.Host = target.Host
-	}}
+	return h
 }

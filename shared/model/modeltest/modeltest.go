@@ -15,6 +15,24 @@ import (
 type Recorder[R any] struct {
 	mu       sync.Mutex
 	requests []R
+	count    int
+	keep     int // 0: every request
+}
+
+// Keep makes the recorder hold only the latest n requests (n > 0) from
+// now on, for a long run whose memory must stay bounded: Record still
+// counts every request, Requests returns the latest n.
+func (r *Recorder[R]) Keep(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.keep = max(n, 1)
+	r.trim()
+}
+
+func (r *Recorder[R]) trim() {
+	if r.keep > 0 && len(r.requests) > r.keep {
+		r.requests = append(r.requests[:0], r.requests[len(r.requests)-r.keep:]...)
+	}
 }
 
 // Record adds req and returns how many requests came before it.
@@ -22,10 +40,20 @@ func (r *Recorder[R]) Record(req R) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests = append(r.requests, req)
-	return len(r.requests) - 1
+	r.trim()
+	r.count++
+	return r.count - 1
 }
 
-// Requests returns the requests received so far.
+// Count is how many requests were recorded.
+func (r *Recorder[R]) Count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count
+}
+
+// Requests returns the requests kept: every one received so far, or the
+// latest Keep.
 func (r *Recorder[R]) Requests() []R {
 	r.mu.Lock()
 	defer r.mu.Unlock()
