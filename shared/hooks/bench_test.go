@@ -72,38 +72,45 @@ func echoToolResult(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// peakHeap samples the live heap while fn runs and returns how far it rose.
-func peakHeap(fn func()) uint64 {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+// heapUse runs fn and returns how far the heap rose while it ran, sampled,
+// and the bytes fn allocated. The sampled heap holds garbage not yet
+// collected, so its peak moves with when the collector runs; what fn
+// allocates does not, and bounds that rise from above.
+func heapUse(fn func()) (peak, allocated uint64) {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/allocs:bytes"}}
+	read := func() (heap, allocs uint64) {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64(), sample[1].Value.Uint64()
+	}
 	runtime.GC()
-	start := read()
-	var peak atomic.Uint64
+	start, allocsBefore := read()
+	var top atomic.Uint64
+	note := func() {
+		if v, _ := read(); v > top.Load() {
+			top.Store(v)
+		}
+	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		tick := time.NewTicker(50 * time.Microsecond)
+		defer tick.Stop()
 		for {
-			if v := read(); v > peak.Load() {
-				peak.Store(v)
-			}
+			note()
 			select {
 			case <-stop:
 				return
-			case <-time.After(50 * time.Microsecond):
+			case <-tick.C:
 			}
 		}
 	}()
 	fn()
+	_, allocsAfter := read()
 	close(stop)
 	<-done
-	if v := read(); v > peak.Load() {
-		peak.Store(v)
-	}
-	if peak.Load() < start {
-		return 0
-	}
-	return peak.Load() - start
+	note()
+	return max(top.Load(), start) - start, allocsAfter - allocsBefore
 }
 
 func benchAfterTool(b *testing.B, h http.Handler) {
@@ -118,7 +125,7 @@ func benchAfterTool(b *testing.B, h http.Handler) {
 		}
 	}
 	run()
-	peak := peakHeap(run)
+	peak, _ := heapUse(run)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -25,7 +25,13 @@ type blockField struct {
 // parseBlock splits raw, a slice of a body checked valid (json.Valid), as
 // a block; ok is false when it is not a JSON object.
 func parseBlock(raw rawjson.Value) (b block, ok bool) {
-	b = block{raw: raw, fields: make([]blockField, 0, 2)} // a ref block's type and text
+	return splitBlock(raw, make([]blockField, 0, 2)) // a ref block's type and text
+}
+
+// splitBlock is parseBlock into fields, a buffer of no length the block
+// may take over.
+func splitBlock(raw rawjson.Value, fields []blockField) (b block, ok bool) {
+	b = block{raw: raw, fields: fields}
 	ok = rawjson.Fields(raw, func(k string, v rawjson.Value) {
 		b.fields = append(b.fields, blockField{k, v})
 	})

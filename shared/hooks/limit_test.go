@@ -1,15 +1,18 @@
 package hooks
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/refs"
 )
@@ -155,24 +158,48 @@ func TestRepeatedRefsCostTheDistinctImagesNotTheBlocks(t *testing.T) {
 	n := (9 << 20) / len(fmt.Sprintf(`{"type":"text","text":%q},`, refs.Ref(name)))
 	req := repeatedRefs(FormatAnthropic, n, 0, name)
 	body := []byte(`{"format":"anthropic","mode":"url","request":` + req + `}`)
-	var w interface{ Result() *http.Response }
-	var size int
-	peak := peakHeap(func() {
-		rec := serve(t, h, "hooks/before-request", body)
-		size = rec.Body.Len()
-		w = rec
-	})
-	if code := w.Result().StatusCode; code != http.StatusOK {
-		t.Fatalf("status %d", code)
+	// The body is sent as it is and the answer counted, not kept: the
+	// test's own copies are no part of what restore takes.
+	w := &countingWriter{header: http.Header{}}
+	r := httptest.NewRequest(http.MethodPost, "/v1/chats/c/hooks/before-request", bytes.NewReader(body))
+	r = r.WithContext(api.WithTenant(r.Context(), tenantA))
+	peak, allocated := heapUse(func() { h.ServeHTTP(w, r) })
+	if w.status != http.StatusOK {
+		t.Fatalf("status %d", w.status)
 	}
-	t.Logf("%d ref blocks, request %d KB, answer %d KB, peak heap %d MB", n, len(body)>>10, size>>10, peak>>20)
-	if size > len(body)+MaxImagesAnthropic*200 {
-		t.Errorf("answer of %d bytes for a request of %d", size, len(body))
+	t.Logf("%d ref blocks, request %d KB, answer %d KB, allocated %d MB, sampled peak heap %d MB", n, len(body)>>10, w.n>>10, allocated>>20, peak>>20)
+	if w.n > len(body)+MaxImagesAnthropic*200 {
+		t.Errorf("answer of %d bytes for a request of %d", w.n, len(body))
 	}
 	if got := linker.n.Load() + mem.gets.Load(); got > 1 {
 		t.Errorf("%d reads and links for one distinct image", got)
 	}
-	if limit := uint64(10 * len(body)); peak > limit {
-		t.Errorf("peak heap %d MB, want at most %d MB", peak>>20, limit>>20)
+	// The heap cannot rise by more than what the call allocates, however
+	// the collector's cycles fall; the sampled peak, which counts garbage
+	// not yet collected, moves with them.
+	if limit := uint64(6 * len(body)); allocated > limit {
+		t.Errorf("%d MB allocated, want at most %d MB", allocated>>20, limit>>20)
 	}
+}
+
+// countingWriter is a ResponseWriter that counts the answer's bytes and
+// keeps none of them.
+type countingWriter struct {
+	header http.Header
+	status int
+	n      int
+}
+
+func (c *countingWriter) Header() http.Header { return c.header }
+
+func (c *countingWriter) WriteHeader(status int) {
+	if c.status == 0 {
+		c.status = status
+	}
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.WriteHeader(http.StatusOK)
+	c.n += len(p)
+	return len(p), nil
 }

@@ -228,10 +228,13 @@ func (w *walk) typedContent(raw rawjson.Value, path string, rule contentRule, pu
 }
 
 // eachBlock calls fn with each item of l as a block, in order; an item
-// that is not an object is a 400 naming it.
+// that is not an object is a 400 naming it. Every block is split into one
+// buffer of fields, so fn keeps no block past its call.
 func eachBlock(l *rawjson.List, path string, fn func(j int, b block) error) error {
+	var fields []blockField
 	for j, it := range l.Items {
-		b, ok := parseBlock(it)
+		b, ok := splitBlock(it, fields[:0])
+		fields = b.fields
 		if !ok {
 			return api.BadRequest(index(path, j), "%s must be a content block object", index(path, j))
 		}

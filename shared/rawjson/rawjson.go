@@ -49,13 +49,46 @@ func (v Value) Text() (string, bool) {
 		return "", false
 	}
 	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw[1 : len(raw)-1]), true
+		return word(raw[1 : len(raw)-1]), true
 	}
 	var s string
 	if json.Unmarshal(raw, &s) != nil {
 		return "", false
 	}
 	return s, true
+}
+
+// word returns b as a string, without allocating when it is one of the
+// words content blocks repeat in every block (their keys, types and
+// roles): a request may hold hundreds of thousands of blocks.
+func word(b []byte) string {
+	switch string(b) { // compared in place, not converted
+	case "type":
+		return "type"
+	case "text":
+		return "text"
+	case "image":
+		return "image"
+	case "content":
+		return "content"
+	case "role":
+		return "role"
+	case "user":
+		return "user"
+	case "assistant":
+		return "assistant"
+	case "source":
+		return "source"
+	case "data":
+		return "data"
+	case "mimeType":
+		return "mimeType"
+	case "tool_result":
+		return "tool_result"
+	case "toolResult":
+		return "toolResult"
+	}
+	return string(b)
 }
 
 // Of encodes v as JSON without HTML escaping (text such as "<chat>" is kept

@@ -153,7 +153,7 @@ func unquoteKey(q []byte) string {
 		}
 	}
 	if plain {
-		return string(q[1 : len(q)-1])
+		return word(q[1 : len(q)-1])
 	}
 	var s string
 	json.Unmarshal(q, &s) // valid JSON: a key is a string

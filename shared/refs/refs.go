@@ -10,28 +10,26 @@ const NameLen = 16
 // RefLen is the length in bytes of every ref (all ASCII).
 const RefLen = len("[image ]") + NameLen
 
-var (
-	exact   = regexp.MustCompile(`^\[image ([0-9a-f]{16})\]$`)
-	anyRef  = regexp.MustCompile(`\[image ([0-9a-f]{16})\]`)
-	nameRef = regexp.MustCompile(`^[0-9a-f]{16}$`)
-)
+var anyRef = regexp.MustCompile(`\[image ([0-9a-f]{16})\]`)
+
+// prefix opens every ref.
+const prefix = "[image "
 
 // Ref returns the ref text for an image name.
-func Ref(name string) string { return "[image " + name + "]" }
+func Ref(name string) string { return prefix + name + "]" }
 
 // RefName returns the image name when the whole of text is exactly one ref,
 // with nothing around it: no space and no trailing newline. Otherwise "".
+// The name returned is a slice of text: a request may hold hundreds of
+// thousands of ref blocks, and reading one allocates nothing.
 func RefName(text string) string {
-	// regexp's $ matches only at the very end without the (?m) flag, but Go's
-	// $ also refuses a trailing "\n", which is what the rule needs.
-	if len(text) != RefLen {
+	if len(text) != RefLen || text[:len(prefix)] != prefix || text[RefLen-1] != ']' {
 		return ""
 	}
-	m := exact.FindStringSubmatch(text)
-	if m == nil {
-		return ""
+	if name := text[len(prefix) : RefLen-1]; ValidName(name) {
+		return name
 	}
-	return m[1]
+	return ""
 }
 
 // Names lists the image names text mentions, in first-seen order, each once.
@@ -48,4 +46,14 @@ func Names(text string) []string {
 }
 
 // ValidName reports whether s is a well-formed image name.
-func ValidName(s string) bool { return nameRef.MatchString(s) }
+func ValidName(s string) bool {
+	if len(s) != NameLen {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,6 +1,7 @@
 package refs
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +24,9 @@ func TestRefNameAcceptsOnlyAnExactRef(t *testing.T) {
 		{"see " + Ref(name), ""},
 		{Ref(name) + Ref(name), ""},
 		{"", ""},
+		{"[image 0123456789abcdeg]", ""},
+		{"(image 0123456789abcdef]", ""},
+		{"[image 0123456789abcdef)", ""},
 	}
 	for _, c := range cases {
 		if got := RefName(c.text); got != c.want {
@@ -42,6 +46,9 @@ func TestNamesAreFirstSeenOrderWithoutDuplicates(t *testing.T) {
 	}
 }
 
+// validName is the rule for a name as a pattern, for the fuzz target.
+var validName = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
 func FuzzRefName(f *testing.F) {
 	f.Add("[image 0123456789abcdef]")
 	f.Add("[image 0123456789abcdef]\n")
@@ -55,6 +62,9 @@ func FuzzRefName(f *testing.F) {
 			if !ValidName(name) {
 				t.Fatalf("invalid name %q", name)
 			}
+		}
+		if ValidName(s) != validName.MatchString(s) {
+			t.Fatalf("ValidName(%q) = %v", s, ValidName(s))
 		}
 		for _, n := range Names(s) {
 			if !ValidName(n) || !strings.Contains(s, Ref(n)) {
