@@ -399,8 +399,7 @@ func (m *Memory) send(ctx context.Context, c chatid.Chat, nodes []Node) error {
 	for chunk := range slices.Chunk(nodes, store.MaxSendBatch) {
 		bodies := make([]string, len(chunk))
 		for i, n := range chunk {
-			body, _ := json.Marshal(buildMessage{Tenant: c.Tenant, Chat: c.ID, Inc: c.Inc, L: n.L, I: n.I})
-			bodies[i] = string(body)
+			bodies[i] = messageBody(c, n)
 		}
 		err := m.queue.SendBatch(ctx, bodies, 0)
 		if err == nil {
@@ -431,6 +430,12 @@ func (m *Memory) send(ctx context.Context, c chatid.Chat, nodes []Node) error {
 		m.logger.WarnContext(ctx, "memory: releasing unsent claims", "chat", c.ID, "err", err)
 	}
 	return fmt.Errorf("queueing %d builds of %s: %w", len(failed), c.ID, firstErr)
+}
+
+// messageBody is the queue message that builds node n of the incarnation c.
+func messageBody(c chatid.Chat, n Node) string {
+	body, _ := json.Marshal(buildMessage{Tenant: c.Tenant, Chat: c.ID, Inc: c.Inc, L: n.L, I: n.I})
+	return string(body)
 }
 
 // nodeRow is a node as stored: written once, never changed.
