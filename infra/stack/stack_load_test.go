@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/url"
@@ -226,7 +227,7 @@ func (r *loadReport) summary() string {
 }
 
 // loadRun runs p against a stack of its own with params, and reports.
-func loadRun(t *testing.T, p loadProfile, params map[string]string) loadReport {
+func loadRun(t *testing.T, p loadProfile, params map[string]string) (rep loadReport) {
 	var inBytes, outBytes atomic.Int64
 	model := bedrocktest.New(t, func(n int, req bedrocktest.Request) bedrocktest.Reply {
 		inBytes.Add(int64(promptBytes(req)))
@@ -241,8 +242,17 @@ func loadRun(t *testing.T, p loadProfile, params map[string]string) loadReport {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := startStack(t, stack.Options{Params: params, Model: tpl.Functions["CompactFunction"].Env[config.EnvModel], ModelURL: model.URL})
-	rep := loadReport{name: t.Name(), chats: p.chats, buildConcurrency: strconv.Itoa(s.Pollers[0].Source.MaxConcurrency),
+	// The stack's own warnings (an invocation that failed or timed out)
+	// name the cause of an answer a host did not expect.
+	warnings := &tail{}
+	s := startStack(t, stack.Options{Params: params, Model: tpl.Functions["CompactFunction"].Env[config.EnvModel], ModelURL: model.URL,
+		Log: slog.New(slog.NewTextHandler(warnings, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	defer func() {
+		if len(rep.errors) > 0 {
+			t.Logf("the stack's warnings (last lines):\n%s", warnings)
+		}
+	}()
+	rep = loadReport{name: t.Name(), chats: p.chats, buildConcurrency: strconv.Itoa(s.Pollers[0].Source.MaxConcurrency),
 		dynamo: newOpCounter(dynamoOps), sqsOps: newOpCounter(sqsOps), s3Ops: newOpCounter(s3Ops), envs: map[string]int{}}
 	s.DynamoDB.Faults.Set(rep.dynamo.tap)
 	s.SQS.Faults.Set(rep.sqsOps.tap)
