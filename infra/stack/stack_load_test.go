@@ -28,9 +28,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/infra/stack"
 	"github.com/durachat/durachat/shared/config"
-	"github.com/durachat/durachat/shared/memory/status"
 	"github.com/durachat/durachat/shared/model/bedrock/bedrocktest"
 )
 
@@ -506,8 +506,8 @@ func (h loadHost) get(path string, out any) (int, []byte, error) {
 	return status, raw, err
 }
 
-func (h loadHost) status() (status.Chat, error) {
-	var st status.Chat
+func (h loadHost) status() (wire.Status, error) {
+	var st wire.Status
 	code, raw, err := h.get("/status", &st)
 	if err == nil && code != http.StatusOK {
 		err = fmt.Errorf("%d %.200s", code, raw)

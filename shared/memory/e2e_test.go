@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/images"
-	"github.com/durachat/durachat/shared/memory/status"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/testenv"
@@ -134,7 +134,7 @@ func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS, groups bool
 
 	// Wait until every complete node is built.
 	deadline := time.Now().Add(3 * time.Minute)
-	var s status.Chat
+	var s wire.Status
 	for {
 		if s, err = m.Status(ctx, tenant, chat); err != nil {
 			t.Fatal(err)

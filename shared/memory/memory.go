@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/chatid"
-	"github.com/durachat/durachat/shared/memory/status"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/transcript"
@@ -122,7 +122,7 @@ type Openers interface {
 // Deletions tells whether a chat is being deleted, and how far it came
 // (nil when it is not).
 type Deletions interface {
-	Deletion(ctx context.Context, tenant, chat string) (*status.Deletion, error)
+	Deletion(ctx context.Context, tenant, chat string) (*wire.StatusDeletion, error)
 }
 
 // Tasks handles queue messages that are not builds. Task reports whether

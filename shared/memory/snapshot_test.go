@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -88,7 +89,7 @@ func snapshotFixture(t *testing.T) *fixture {
 }
 
 // coldRead reads the view from a new process over f's table.
-func coldRead(t *testing.T, f *fixture) View {
+func coldRead(t *testing.T, f *fixture) wire.View {
 	t.Helper()
 	m, err := New(Config{Table: f.table, Log: f.log, Queue: &recQueue{}, Now: f.clock.Now, Logger: discardLogger()})
 	if err != nil {
@@ -362,7 +363,7 @@ func TestAViewRacingBuildsIsNeverStale(t *testing.T) {
 			}
 			type seen struct {
 				landed int64 // messages built before the view began
-				view   View
+				view   wire.View
 			}
 			// landed is how many messages, from the first on, the
 			// state's built lines cover once a turn is built; turn

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/aws/awstest"
 	"github.com/durachat/durachat/shared/aws/dynamo"
 	"github.com/durachat/durachat/shared/store"
@@ -225,13 +226,13 @@ func (v *viewTarget) read(tb testing.TB, f *fixture, m *Memory) viewReads {
 
 // rowsView is the view of f's chat as its state and its rows give it,
 // read by a process with no line cache.
-func rowsView(tb testing.TB, f *fixture) View {
+func rowsView(tb testing.TB, f *fixture) wire.View {
 	tb.Helper()
 	return stateView(tb, f, f.state(tb))
 }
 
 // stateView is the view st gives with the rows in f's process's table.
-func stateView(tb testing.TB, f *fixture, st *chatState) View {
+func stateView(tb testing.TB, f *fixture, st *chatState) wire.View {
 	tb.Helper()
 	nodes := st.View.nodes()
 	var built []Node
@@ -249,7 +250,7 @@ func stateView(tb testing.TB, f *fixture, st *chatState) View {
 		unbuilt++
 		return "", false
 	})
-	return View{
+	return wire.View{
 		View: text, Lines: int64(len(nodes)), Bytes: int64(len(text) - len("<chat>\n") - len("</chat>")),
 		Unbuilt: unbuilt, Retrying: st.waiting(), Stalled: st.stalled(), LastError: st.LastError,
 	}
@@ -271,7 +272,7 @@ func cachelessRows(tb testing.TB, f *fixture, nodes []Node) map[Node]nodeInfo {
 }
 
 // brief shortens a view for a failure message.
-func brief(v View) View {
+func brief(v wire.View) wire.View {
 	if len(v.View) > 300 {
 		v.View = v.View[:150] + " ... " + v.View[len(v.View)-150:]
 	}
