@@ -97,8 +97,8 @@ func (m *Memory) waitBuilt(ctx context.Context, c chatid.Chat, st *chatState) (*
 	return st, nil
 }
 
-// render reads the view's built lines (ceil(lines/100) batch reads, fewer
-// with the cache) and renders it.
+// render reads the view's built lines (from the cache, the view snapshot
+// and the rows of the lines it lacks) and renders it.
 func (m *Memory) render(ctx context.Context, c chatid.Chat, st *chatState) (wire.View, error) {
 	nodes := st.View.nodes()
 	var want []Node
@@ -107,7 +107,7 @@ func (m *Memory) render(ctx context.Context, c chatid.Chat, st *chatState) (wire
 			want = append(want, n)
 		}
 	}
-	rows, err := m.rows(ctx, c, want)
+	rows, err := m.viewRows(ctx, c, want)
 	if err != nil {
 		return wire.View{}, err
 	}
