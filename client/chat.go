@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+
+	"github.com/durachat/durachat/client/wire"
 )
 
 // Chat is one chat of the caller's tenant: the routes under
@@ -86,28 +88,13 @@ const (
 	WaitTurn Wait = "turn"
 )
 
-// View is the chat's memory view, as GET .../view answers it.
-type View struct {
-	// View is the text for the system prompt: "<chat>\n...\n</chat>".
-	View  string `json:"view"`
-	Lines int64  `json:"lines"`
-	Bytes int64  `json:"bytes"`
-	// Unbuilt counts lines not summarized yet; Retrying the builds waiting
-	// on a retry; Stalled is set when builds keep failing (LastError says
-	// why).
-	Unbuilt   int64  `json:"unbuilt"`
-	Retrying  int    `json:"retrying"`
-	Stalled   bool   `json:"stalled"`
-	LastError string `json:"lastError"`
-}
-
 // View reads the memory view with GET .../view.
-func (ch *Chat) View(ctx context.Context, wait Wait) (*View, error) {
+func (ch *Chat) View(ctx context.Context, wait Wait) (*wire.View, error) {
 	var q url.Values
 	if wait != NoWait {
 		q = url.Values{"wait": {string(wait)}}
 	}
-	var v View
+	var v wire.View
 	if err := ch.c.call(ctx, call{method: http.MethodGet, path: ch.path("/view"), query: q, retry: true}, &v); err != nil {
 		return nil, err
 	}
@@ -222,8 +209,8 @@ func (ch *Chat) Image(ctx context.Context, name string) ([]byte, string, error) 
 }
 
 // Status reads the chat's build counts and last error.
-func (ch *Chat) Status(ctx context.Context) (*Status, error) {
-	var s Status
+func (ch *Chat) Status(ctx context.Context) (*wire.Status, error) {
+	var s wire.Status
 	if err := ch.c.call(ctx, call{method: http.MethodGet, path: ch.path("/status"), retry: true}, &s); err != nil {
 		return nil, err
 	}
@@ -239,7 +226,7 @@ type TreePage struct {
 }
 
 // Tree reads a page of one level of the chat's summary tree.
-func (ch *Chat) Tree(ctx context.Context, p TreePage) (*Tree, error) {
+func (ch *Chat) Tree(ctx context.Context, p TreePage) (*wire.Tree, error) {
 	q := url.Values{}
 	if p.Level != nil {
 		q.Set("level", strconv.Itoa(*p.Level))
@@ -254,7 +241,7 @@ func (ch *Chat) Tree(ctx context.Context, p TreePage) (*Tree, error) {
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var t Tree
+	var t wire.Tree
 	if err := ch.c.call(ctx, call{method: http.MethodGet, path: path, retry: true}, &t); err != nil {
 		return nil, err
 	}

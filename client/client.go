@@ -17,6 +17,10 @@
 // since a repeat would log its messages twice. Every API error is an
 // *Error carrying the answer's status, code and field.
 //
+// The answers the server writes from the same Go types, such as View,
+// Status, Tree, ChatList and the restoration of BeforeRequestResult, are
+// those of package wire, which the server imports too.
+//
 // The package is a module of its own that depends on the standard library
 // only and builds with Go 1.22 or later: adding it to a program brings
 // nothing of the server's.

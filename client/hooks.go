@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+
+	"github.com/durachat/durachat/client/wire"
 )
 
 // The hooks are idempotent (an image is stored once under its name), so a
@@ -157,7 +159,7 @@ type BeforeRequestResult struct {
 	Request json.RawMessage `json:"request"`
 	// Restoration says what was restored, what was left as text and why,
 	// and what the images cost.
-	Restoration
+	wire.Restoration
 }
 
 // Decode decodes the restored request into v (such as a *PiContext).

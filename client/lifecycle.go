@@ -13,12 +13,13 @@ import (
 	"strconv"
 
 	"github.com/durachat/durachat/client/importfile"
+	"github.com/durachat/durachat/client/wire"
 )
 
 // Chats lists the tenant's chats in id order with GET /v1/chats: those
 // after the chat id after ("" from the start), at most limit (1-100; 0
 // lets the server choose).
-func (c *Client) Chats(ctx context.Context, after string, limit int) (*ChatList, error) {
+func (c *Client) Chats(ctx context.Context, after string, limit int) (*wire.ChatList, error) {
 	q := url.Values{}
 	if after != "" {
 		q.Set("after", after)
@@ -26,7 +27,7 @@ func (c *Client) Chats(ctx context.Context, after string, limit int) (*ChatList,
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	var out ChatList
+	var out wire.ChatList
 	if err := c.call(ctx, call{method: http.MethodGet, path: "/v1/chats", query: q, retry: true}, &out); err != nil {
 		return nil, err
 	}
@@ -104,8 +105,8 @@ type Deletion struct {
 	// Accepted is set when the server answered 202: the deletion goes on
 	// in the background; Chats shows its progress, and Delete may be
 	// called again (it resumes).
-	Accepted bool           `json:"-"`
-	Progress DeleteProgress `json:"progress"`
+	Accepted bool                `json:"-"`
+	Progress wire.DeleteProgress `json:"progress"`
 }
 
 // Delete deletes the chat with DELETE /v1/chats/{chat}: its messages,
@@ -162,19 +163,19 @@ const importPart = 4 << 20
 // importing the same file again logs nothing twice, so an import that
 // fails midway (the error names the file's line and how far it got) is
 // completed by importing the file again once the cause is fixed.
-func (ch *Chat) Import(ctx context.Context, r io.Reader) (*ImportResult, error) {
+func (ch *Chat) Import(ctx context.Context, r io.Reader) (*wire.ImportResult, error) {
 	items, skipped, err := importfile.Parse(r)
 	if err != nil {
 		return nil, fmt.Errorf("durachat: import: %w", err)
 	}
-	total := &ImportResult{Skipped: skipped}
+	total := &wire.ImportResult{Skipped: skipped}
 	var part bytes.Buffer
 	var lines []int // the file's line of each line of the part
 	send := func() error {
 		if part.Len() == 0 {
 			return nil
 		}
-		var got ImportResult
+		var got wire.ImportResult
 		err := ch.c.call(ctx, call{method: http.MethodPost, path: ch.path("/import"), raw: part.Bytes(), retry: true}, &got)
 		if err != nil {
 			return partError(err, lines, total)
@@ -258,7 +259,7 @@ var partLine = regexp.MustCompile(`\bline (\d+)\b`)
 // partError makes the lines an import part's error names the file's lines
 // (the part's line n is the file's lines[n-1]) and says what the parts
 // before it logged.
-func partError(err error, lines []int, done *ImportResult) error {
+func partError(err error, lines []int, done *wire.ImportResult) error {
 	var e *Error
 	if !errors.As(err, &e) {
 		return err
@@ -280,8 +281,8 @@ func partError(err error, lines []int, done *ImportResult) error {
 }
 
 // Retention reads the tenant's default retention (GET /v1/retention).
-func (c *Client) Retention(ctx context.Context) (*Retention, error) {
-	var out Retention
+func (c *Client) Retention(ctx context.Context) (*wire.Retention, error) {
+	var out wire.Retention
 	if err := c.call(ctx, call{method: http.MethodGet, path: "/v1/retention", retry: true}, &out); err != nil {
 		return nil, err
 	}
@@ -289,8 +290,8 @@ func (c *Client) Retention(ctx context.Context) (*Retention, error) {
 }
 
 // SetRetention sets the tenant's default retention in days (0: keep).
-func (c *Client) SetRetention(ctx context.Context, days int) (*Retention, error) {
-	var out Retention
+func (c *Client) SetRetention(ctx context.Context, days int) (*wire.Retention, error) {
+	var out wire.Retention
 	if err := c.call(ctx, call{method: http.MethodPut, path: "/v1/retention", body: map[string]int{"days": days}, retry: true}, &out); err != nil {
 		return nil, err
 	}
@@ -298,8 +299,8 @@ func (c *Client) SetRetention(ctx context.Context, days int) (*Retention, error)
 }
 
 // Retention reads the chat's retention: its own, or its tenant's.
-func (ch *Chat) Retention(ctx context.Context) (*Retention, error) {
-	var out Retention
+func (ch *Chat) Retention(ctx context.Context) (*wire.Retention, error) {
+	var out wire.Retention
 	if err := ch.c.call(ctx, call{method: http.MethodGet, path: ch.path("/retention"), retry: true}, &out); err != nil {
 		return nil, err
 	}
@@ -308,8 +309,8 @@ func (ch *Chat) Retention(ctx context.Context) (*Retention, error) {
 
 // SetRetention sets the chat's own retention in days (0 keeps the chat);
 // nil returns it to its tenant's default.
-func (ch *Chat) SetRetention(ctx context.Context, days *int) (*Retention, error) {
-	var out Retention
+func (ch *Chat) SetRetention(ctx context.Context, days *int) (*wire.Retention, error) {
+	var out wire.Retention
 	body := map[string]*int{"days": days}
 	if err := ch.c.call(ctx, call{method: http.MethodPut, path: ch.path("/retention"), body: body, retry: true}, &out); err != nil {
 		return nil, err

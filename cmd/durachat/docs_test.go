@@ -28,7 +28,7 @@ import (
 
 // documented are the files whose examples claim answers, relative to
 // this package.
-var documented = []string{"../../README.md", "../../docs/api.md", "../../docs/hooks.md"}
+var documented = []string{"../../README.md", "../../docs/api.md", "../../docs/hooks.md", "../../docs/integrate/curl.md"}
 
 // onePixelPNG is the image the examples send.
 const onePixelPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -295,55 +295,84 @@ func TestTheDocsExamplesAnswerWhatTheyClaim(t *testing.T) {
 	}
 }
 
-// TestTheREADMEsGoProgramRuns: the README's Go program, built in a module
-// of its own against this repository's client (as its install section
-// says) and run against the local server, logs its messages.
-func TestTheREADMEsGoProgramRuns(t *testing.T) {
+// TestTheDocsGoProgramsRun: the README's Go program and the Go start
+// page's, each built in a module of its own against this repository's
+// client (as their install sections say) and run against the local
+// server, print what they are documented to.
+func TestTheDocsGoProgramsRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds a program")
+		t.Skip("builds programs")
 	}
-	var programs []fence
-	for _, f := range fences(t, "../../README.md") {
-		if f.lang == "go" {
-			programs = append(programs, f)
-		}
+	for _, tc := range []struct {
+		doc  string
+		want []*regexp.Regexp
+	}{
+		{"../../README.md", []*regexp.Regexp{
+			regexp.MustCompile(`(?m)^<chat>\n0\+1\|user: Why does the login page fail\?\n</chat> 2$`),
+			regexp.MustCompile(`(?m)^stored \[[0-9a-f]{16}\]$`),
+			regexp.MustCompile(`(?m)^logged \[1 2\]$`),
+		}},
+		// The page shows the program's output, which it must print.
+		{"../../docs/integrate/go.md", nil},
+	} {
+		t.Run(filepath.Base(tc.doc), func(t *testing.T) {
+			blocks := fences(t, tc.doc)
+			var programs []fence
+			var printed string
+			for i, f := range blocks {
+				if f.lang == "go" {
+					programs = append(programs, f)
+					if i+1 < len(blocks) && blocks[i+1].lang == "" {
+						printed = strings.Join(blocks[i+1].lines, "\n") + "\n"
+					}
+				}
+			}
+			if len(programs) != 1 {
+				t.Fatalf("%s has %d Go blocks, want the one program", tc.doc, len(programs))
+			}
+			out := runGoProgram(t, programs[0].lines)
+			if tc.want == nil && string(out) != printed {
+				t.Errorf("%s:%d: the program printed\n%s\nthe doc says\n%s", tc.doc, programs[0].line, out, printed)
+			}
+			for _, want := range tc.want {
+				if !want.Match(out) {
+					t.Errorf("%s:%d: the program printed\n%s\nwant a match of %s", tc.doc, programs[0].line, out, want)
+				}
+			}
+		})
 	}
-	if len(programs) != 1 {
-		t.Fatalf("README.md has %d Go blocks, want the one program", len(programs))
-	}
+}
+
+// runGoProgram builds a program in a module of its own that requires this
+// repository's client, runs it against a local server of its own and
+// returns what it printed.
+func runGoProgram(t *testing.T, lines []string) []byte {
+	t.Helper()
 	clientDir, err := filepath.Abs("../../client")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	goMod := "module readme\n\ngo 1.22\n\nrequire github.com/durachat/durachat/client v0.0.0\n\nreplace github.com/durachat/durachat/client => " + clientDir + "\n"
-	for name, data := range map[string]string{"go.mod": goMod, "main.go": strings.Join(programs[0].lines, "\n")} {
+	goMod := "module docprogram\n\ngo 1.22\n\nrequire github.com/durachat/durachat/client v0.0.0\n\nreplace github.com/durachat/durachat/client => " + clientDir + "\n"
+	for name, data := range map[string]string{"go.mod": goMod, "main.go": strings.Join(lines, "\n")} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	build := exec.Command("go", "build", "-o", "readme", ".")
+	build := exec.Command("go", "build", "-o", "program", ".")
 	build.Dir = dir
 	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("README.md:%d does not build: %v\n%s", programs[0].line, err, out)
+		t.Fatalf("the program does not build: %v\n%s", err, out)
 	}
 	base, _ := start(t, map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: t.TempDir()})
-	prog := exec.Command(filepath.Join(dir, "readme"))
+	prog := exec.Command(filepath.Join(dir, "program"))
 	prog.Env = append(os.Environ(), "DURACHAT_URL="+base, "DURACHAT_TOKEN=")
 	out, err := prog.CombinedOutput()
 	if err != nil {
-		t.Fatalf("README.md:%d: the program failed: %v\n%s", programs[0].line, err, out)
+		t.Fatalf("the program failed: %v\n%s", err, out)
 	}
-	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^<chat>\n0\+1\|user: Why does the login page fail\?\n</chat> 2$`),
-		regexp.MustCompile(`(?m)^stored \[[0-9a-f]{16}\]$`),
-		regexp.MustCompile(`(?m)^logged \[1 2\]$`),
-	} {
-		if !want.Match(out) {
-			t.Errorf("README.md:%d: the program printed\n%s\nwant a match of %s", programs[0].line, out, want)
-		}
-	}
+	return out
 }
 
 // TestTheUIDocQuotesTheServedPolicy: docs/ui.md quotes the memory

@@ -10,6 +10,7 @@ import (
 
 	"github.com/durachat/durachat/client"
 	"github.com/durachat/durachat/client/importfile"
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app/local"
 	"github.com/durachat/durachat/shared/app/memoryapi"
@@ -56,7 +57,7 @@ func importCmd(ctx context.Context, args []string, lookup func(string) (string, 
 	}
 	defer closeIn()
 
-	var res *client.ImportResult
+	var res *wire.ImportResult
 	if *url != "" {
 		tok := *token
 		if tok == "" {
@@ -86,7 +87,7 @@ func importCmd(ctx context.Context, args []string, lookup func(string) (string, 
 
 // importSummary says what an import logged, and plainly when it logged
 // nothing new.
-func importSummary(chat string, res *client.ImportResult) string {
+func importSummary(chat string, res *wire.ImportResult) string {
 	skipped := fmt.Sprintf("%d lines skipped", res.Skipped)
 	if res.Skipped == 1 {
 		skipped = "1 line skipped"
@@ -112,7 +113,7 @@ func openInput(name string) (io.Reader, func(), error) {
 }
 
 // importLocal imports into the local server's data directory directly.
-func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant, chat string, in io.Reader) (*client.ImportResult, error) {
+func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant, chat string, in io.Reader) (*wire.ImportResult, error) {
 	cfg, err := config.Load(config.Serve, lookup)
 	if err != nil {
 		return nil, err
@@ -136,5 +137,6 @@ func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant
 	if err != nil {
 		return nil, err
 	}
-	return &client.ImportResult{Messages: res.Messages, Entries: res.Entries, New: res.New, Skipped: res.Skipped + skipped, Renamed: res.Renamed}, nil
+	res.Skipped += skipped
+	return &res, nil
 }

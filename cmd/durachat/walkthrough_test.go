@@ -15,6 +15,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/model/offline"
 )
@@ -39,16 +40,6 @@ type walkBlock struct {
 type walkToolResult struct {
 	Content []walkBlock `json:"content"`
 	IsError bool        `json:"isError"`
-}
-
-type walkView struct {
-	View      string `json:"view"`
-	Lines     int64  `json:"lines"`
-	Bytes     int64  `json:"bytes"`
-	Unbuilt   int64  `json:"unbuilt"`
-	Retrying  int    `json:"retrying"`
-	Stalled   bool   `json:"stalled"`
-	LastError string `json:"lastError"`
 }
 
 // viewLine is one "<start>+<count>|<line>" of a view.
@@ -98,11 +89,11 @@ func call(t *testing.T, method, url string, body, out any) []byte {
 
 // builtView reads GET .../view?wait=turn until every line is built, and
 // returns the answer and its lines, which must cover entries entries.
-func builtView(t *testing.T, chatURL string, entries int64) ([]byte, walkView, []viewLine) {
+func builtView(t *testing.T, chatURL string, entries int64) ([]byte, wire.View, []viewLine) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var v walkView
+		var v wire.View
 		raw := call(t, http.MethodGet, chatURL+"/view?wait=turn", nil, &v)
 		lines := parseView(t, v.View)
 		var covered int64

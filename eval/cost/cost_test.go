@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -90,32 +91,47 @@ func (c counts) stores() float64 {
 		float64(c.S3Puts)*priceS3Put + float64(c.S3Gets)*priceS3Get + float64(3*c.QueueMessages)*priceSQSRequest
 }
 
-// TestReferenceChatCost runs the reference chat and reports its monthly
-// counts and cost; it fails when the model bill passes the budget.
+// TestReferenceChatCost runs the reference chat twice, with one node to
+// a model call and with the group calls memory makes, and reports the
+// monthly counts and cost of each; it fails when the model bill passes the
+// budget or the group calls pass 0.8 calls per message.
 func TestReferenceChatCost(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a few hundred builds: not in -short")
+		t.Skip("a few thousand builds: not in -short")
 	}
-	got := run(t, 8) // 8 bursts: 1,000 messages
-	m := got.scaled()
-	t.Logf("measured %d messages: %+v", got.Messages, got)
-	t.Logf("a month: model calls %d; input tokens %d uncached, %d cache writes, %d cache reads; output %d",
-		m.ModelCalls, m.InputTokens, m.CacheWriteTokens, m.CacheReadTokens, m.OutputTokens)
-	t.Logf("a month: DynamoDB %d read units, %d write units; S3 %d puts, %d gets; SQS %d messages",
-		m.ReadUnits, m.WriteUnits, m.S3Puts, m.S3Gets, m.QueueMessages)
-	t.Logf("a month: Bedrock $%.2f, DynamoDB+S3+SQS $%.2f", m.bedrock(), m.stores())
-	if m.ModelCalls == 0 || m.CacheReadTokens == 0 {
-		t.Fatalf("no model calls or no cache reads: %+v", m)
+	const bursts = 8 // 1,000 messages
+	var months [2]counts
+	for k, arm := range []struct {
+		name   string
+		groups bool
+	}{{"one node a call", false}, {"group calls", true}} {
+		got := run(t, bursts, arm.groups)
+		m := got.scaled()
+		months[k] = m
+		t.Logf("%s: measured %d messages: %+v", arm.name, got.Messages, got)
+		t.Logf("%s: a month: model calls %d (%.2f a message); input tokens %d uncached, %d cache writes, %d cache reads; output %d",
+			arm.name, m.ModelCalls, float64(m.ModelCalls)/float64(m.Messages), m.InputTokens, m.CacheWriteTokens, m.CacheReadTokens, m.OutputTokens)
+		t.Logf("%s: a month: DynamoDB %d read units, %d write units; S3 %d puts, %d gets; SQS %d messages",
+			arm.name, m.ReadUnits, m.WriteUnits, m.S3Puts, m.S3Gets, m.QueueMessages)
+		t.Logf("%s: a month: Bedrock $%.2f, DynamoDB+S3+SQS $%.2f", arm.name, m.bedrock(), m.stores())
+		if m.ModelCalls == 0 || m.CacheReadTokens == 0 {
+			t.Fatalf("%s: no model calls or no cache reads: %+v", arm.name, m)
+		}
 	}
+	before, after := months[0], months[1]
 	// Dollars of Bedrock a month: half of the reference chat's whole bill
 	// before the cache blocks (Bedrock about $93 of about $100).
 	const budget = 50.0
-	if b := m.bedrock(); b > budget {
+	if b := after.bedrock(); b > budget {
 		t.Errorf("Bedrock costs $%.2f a month, over the $%.0f budget", b, budget)
+	}
+	if perMessage := float64(after.ModelCalls) / float64(after.Messages); perMessage > 0.8 || after.ModelCalls >= before.ModelCalls {
+		t.Errorf("group calls: %.2f model calls a message (%d a month, %d with one node a call), want at most 0.8",
+			perMessage, after.ModelCalls, before.ModelCalls)
 	}
 }
 
-func run(t *testing.T, bursts int) counts {
+func run(t *testing.T, bursts int, groups bool) counts {
 	ctx := context.Background()
 	be := testenv.Embedded(t)
 	table := &countingTable{Table: be.Table}
@@ -128,15 +144,19 @@ func run(t *testing.T, bursts int) counts {
 		reply.Lock()
 		defer reply.Unlock()
 		cache.bill(req, clock.Now())
-		text := line(n)
+		text := answer(n, req)
 		cache.output += tokens(len(text))
 		return bedrocktest.Reply{Text: text}
 	})
 	imgs := images.New(blobs)
 	log := transcript.New(table, blobs, imgs, transcript.WithClock(clock.Now))
+	var comp memory.Compactor = compactor.New(bedrock.New(srv.Client(), modelID, bedrock.Options{CachePoint: true}), compactor.Options{})
+	if !groups {
+		comp = compactor.Single(comp)
+	}
 	mem, err := memory.New(memory.Config{
 		Table: table, Log: log, Images: imgs, Queue: queue, Now: clock.Now,
-		Compactor: compactor.New(bedrock.New(srv.Client(), modelID, bedrock.Options{CachePoint: true}), compactor.Options{}),
+		Compactor: comp,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -212,6 +232,32 @@ func words(rng *rand.Rand, n int) string {
 		b.WriteByte(' ')
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// groupNode finds the nodes a group task asks lines for.
+var groupNode = regexp.MustCompile(`(?m)^(\d+\+\d+): (?:compress|merge) `)
+
+// answer answers request n as the model would: one line, or for a group
+// task one line under each node's head, each line its own.
+func answer(n int, req bedrocktest.Request) string {
+	var labels []string
+	if len(req.Messages) > 0 {
+		for _, b := range req.Messages[0].Content {
+			if b.Text != nil && strings.HasPrefix(*b.Text, "Write ") {
+				for _, m := range groupNode.FindAllStringSubmatch(*b.Text, -1) {
+					labels = append(labels, m[1])
+				}
+			}
+		}
+	}
+	if len(labels) == 0 {
+		return line(n)
+	}
+	out := make([]string, len(labels))
+	for k, label := range labels {
+		out[k] = label + "|" + line(n*100+k)
+	}
+	return strings.Join(out, "\n")
 }
 
 // line is a summary line of about 330 bytes.

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/compactor"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/memory"
-	"github.com/durachat/durachat/shared/memory/status"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/transcript"
@@ -80,7 +80,7 @@ type Result struct {
 	// never sent.
 	Invented int
 	// Images sums memory's per-leaf image counts over the chats.
-	Images status.Images
+	Images wire.ImageCounts
 	Usage  Usage
 	Misses []Miss
 	// Elapsed is the wall time from the first append to the last build.
@@ -188,7 +188,7 @@ func waitBuilt(ctx context.Context, mem *memory.Memory, tenant string, convs []C
 	for _, c := range convs {
 		pending[c.Chat] = true
 	}
-	last := map[string]status.Chat{}
+	last := map[string]wire.Status{}
 	lastPump := time.Now()
 	for {
 		for chat := range pending {
@@ -223,7 +223,7 @@ func waitBuilt(ctx context.Context, mem *memory.Memory, tenant string, convs []C
 	}
 }
 
-func describePending(pending map[string]bool, last map[string]status.Chat) string {
+func describePending(pending map[string]bool, last map[string]wire.Status) string {
 	chats := make([]string, 0, len(pending))
 	for c := range pending {
 		chats = append(chats, c)

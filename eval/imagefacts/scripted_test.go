@@ -39,6 +39,16 @@ type scripted struct {
 	mu       sync.Mutex
 	problems []string
 	seen     map[string]string // image name -> fact, over all requests
+	// groups counts the group tasks, and groupImages those with images.
+	groups, groupImages int
+}
+
+// Groups returns how many requests asked for several lines, and how many
+// of those carried images.
+func (s *scripted) Groups() (calls, withImages int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.groups, s.groupImages
 }
 
 func newScripted(t *testing.T, facts []Fact) *scripted {
@@ -119,7 +129,12 @@ func (s *scripted) reply(n int, req anthropictest.Request) anthropictest.Reply {
 		s.problem("request %d: no task with an <input> and a byte limit", n)
 		return anthropictest.Reply{Status: 400, ErrorType: "invalid_request_error"}
 	}
-	text := s.line(input, limit, attached)
+	var text string
+	if strings.HasPrefix(task, "Write ") {
+		text = s.groupLines(n, task, limit, attached)
+	} else {
+		text = s.line(input, limit, attached)
+	}
 	if _, list, ok := strings.Cut(task, "for each of: "); ok {
 		list, _, _ = strings.Cut(list, "\n")
 		for _, a := range attached {
@@ -129,6 +144,60 @@ func (s *scripted) reply(n int, req anthropictest.Request) anthropictest.Reply {
 		}
 	}
 	return anthropictest.Reply{Text: text}
+}
+
+// groupNode is one node of a group task: its label and its input.
+var groupNode = regexp.MustCompile(`(?m)^(\d+\+\d+): (?:compress message|merge lines)[^\n]*\n<input>\n`)
+
+// groupLines answers a group task: one line per node, under its label,
+// each written as a single task's line would be from that node's input
+// alone, a leaf seeing only the attached images its own input names. A
+// merge over a line of the same reply reads that line as written.
+func (s *scripted) groupLines(n int, task string, limit int, attached []sighting) string {
+	s.mu.Lock()
+	s.groups++
+	if len(attached) > 0 {
+		s.groupImages++
+	}
+	s.mu.Unlock()
+	written := map[string]string{}
+	var out []string
+	for _, m := range groupNode.FindAllStringSubmatchIndex(task, -1) {
+		label := task[m[2]:m[3]]
+		rest := task[m[1]:]
+		end := strings.Index(rest, "\n</input>")
+		if end < 0 {
+			s.problem("request %d: node %s: <input> without </input>", n, label)
+			continue
+		}
+		input := rest[:end]
+		var own []sighting
+		if strings.Contains(task[m[0]:m[1]], "merge lines") {
+			// "<label>|<line>" per child; a child of this reply is named.
+			var lines []string
+			for _, l := range strings.Split(input, "\n") {
+				child, line, _ := strings.Cut(l, "|")
+				if w, ok := written[child]; ok && line == "(your line "+child+" above)" {
+					line = w
+				}
+				lines = append(lines, line)
+			}
+			input = strings.Join(lines, "\n")
+		} else {
+			for _, a := range attached {
+				if strings.Contains(input, refs.Ref(a.name)) {
+					own = append(own, a)
+				}
+			}
+		}
+		line := s.line(input, limit, own)
+		written[label] = line
+		out = append(out, label+"|"+line)
+	}
+	if len(out) == 0 {
+		s.problem("request %d: a group task names no node", n)
+	}
+	return strings.Join(out, "\n")
 }
 
 // answer answers Question from what the blocks after it show: the facts

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/url"
@@ -27,9 +28,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/infra/stack"
 	"github.com/durachat/durachat/shared/config"
-	"github.com/durachat/durachat/shared/memory/status"
 	"github.com/durachat/durachat/shared/model/bedrock/bedrocktest"
 )
 
@@ -226,7 +227,7 @@ func (r *loadReport) summary() string {
 }
 
 // loadRun runs p against a stack of its own with params, and reports.
-func loadRun(t *testing.T, p loadProfile, params map[string]string) loadReport {
+func loadRun(t *testing.T, p loadProfile, params map[string]string) (rep loadReport) {
 	var inBytes, outBytes atomic.Int64
 	model := bedrocktest.New(t, func(n int, req bedrocktest.Request) bedrocktest.Reply {
 		inBytes.Add(int64(promptBytes(req)))
@@ -241,8 +242,17 @@ func loadRun(t *testing.T, p loadProfile, params map[string]string) loadReport {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := startStack(t, stack.Options{Params: params, Model: tpl.Functions["CompactFunction"].Env[config.EnvModel], ModelURL: model.URL})
-	rep := loadReport{name: t.Name(), chats: p.chats, buildConcurrency: strconv.Itoa(s.Pollers[0].Source.MaxConcurrency),
+	// The stack's own warnings (an invocation that failed or timed out)
+	// name the cause of an answer a host did not expect.
+	warnings := &tail{}
+	s := startStack(t, stack.Options{Params: params, Model: tpl.Functions["CompactFunction"].Env[config.EnvModel], ModelURL: model.URL,
+		Log: slog.New(slog.NewTextHandler(warnings, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	defer func() {
+		if len(rep.errors) > 0 {
+			t.Logf("the stack's warnings (last lines):\n%s", warnings)
+		}
+	}()
+	rep = loadReport{name: t.Name(), chats: p.chats, buildConcurrency: strconv.Itoa(s.Pollers[0].Source.MaxConcurrency),
 		dynamo: newOpCounter(dynamoOps), sqsOps: newOpCounter(sqsOps), s3Ops: newOpCounter(s3Ops), envs: map[string]int{}}
 	s.DynamoDB.Faults.Set(rep.dynamo.tap)
 	s.SQS.Faults.Set(rep.sqsOps.tap)
@@ -496,8 +506,8 @@ func (h loadHost) get(path string, out any) (int, []byte, error) {
 	return status, raw, err
 }
 
-func (h loadHost) status() (status.Chat, error) {
-	var st status.Chat
+func (h loadHost) status() (wire.Status, error) {
+	var st wire.Status
 	code, raw, err := h.get("/status", &st)
 	if err == nil && code != http.StatusOK {
 		err = fmt.Errorf("%d %.200s", code, raw)

@@ -92,5 +92,17 @@ func Open(ctx context.Context, cfg config.Config) (memory.Compactor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", config.EnvModel, err)
 	}
+	if cfg.Model.Provider == config.ProviderOffline {
+		// An extract per node costs nothing: one to a call keeps each
+		// its own task.
+		return Single(New(m, Options{})), nil
+	}
 	return New(m, Options{}), nil
 }
+
+// single is a compactor without group calls.
+type single struct{ memory.Compactor }
+
+// Single hides c's group calls, if it has them: memory then writes each
+// node with a call of its own.
+func Single(c memory.Compactor) memory.Compactor { return single{c} }

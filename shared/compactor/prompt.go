@@ -13,9 +13,10 @@ import (
 // every call, with or without images, so it is part of the cached prefix.
 const SystemPrompt = `You keep the memory of a long conversation between a user and an agent.
 The conversation is shown as numbered lines; each line stands for one message or for a run of adjacent messages, and its head "<start>+<count>|" says which.
-Each time, you are given one message, or two adjacent lines, and you write a single dense line that the agent will read later instead of the original.
+Each time, you are given one message, or two adjacent lines, or several of those, and for each you write a single dense line that the agent will read later instead of the original.
 Keep what the agent will need: names, numbers, file paths, commands, decisions, errors, results, open questions, and every [image <name>] reference exactly as written.
-Answer with the line only: plain text, one line, no preamble, no quotes, no "<start>+<count>|" head.`
+Answer with the line only: plain text, one line, no preamble, no quotes, no "<start>+<count>|" head.
+When a task asks for several lines, answer with one line per node instead, each on a line of its own starting with the "<start>+<count>|" head the task gives it.`
 
 // imageSentence is added to a leaf's task when images are attached.
 const imageSentence = "After this task, each image the message names follows its [image <name>] label: describe what matters in each image, and keep each [image <name>] exactly as written so the agent can zoom it."

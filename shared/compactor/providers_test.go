@@ -428,3 +428,22 @@ func TestEachProviderDescribesImagesInTheLeafCallWithoutChangingTheLine(t *testi
 		})
 	}
 }
+
+func TestOpenWritesGroupsWithAModelAndOneNodeACallOffline(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		model  config.Model
+		groups bool
+	}{
+		{config.Model{Provider: config.ProviderOffline}, false},
+		{config.Model{Provider: config.ProviderAnthropic, ID: "claude-x"}, true},
+	} {
+		c, err := compactor.Open(ctx, config.Config{Model: tt.model, ModelKey: "test-key"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, groups := c.(memory.GroupCompactor); groups != tt.groups {
+			t.Errorf("%s: group calls %v, want %v", tt.model.Provider, groups, tt.groups)
+		}
+	}
+}

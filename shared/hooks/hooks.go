@@ -15,8 +15,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
-	"github.com/durachat/durachat/shared/hooks/wire"
 	"github.com/durachat/durachat/shared/rawjson"
 )
 

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
-	"github.com/durachat/durachat/shared/hooks/wire"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/parallel"
 	"github.com/durachat/durachat/shared/rawjson"

@@ -65,10 +65,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
-	"github.com/durachat/durachat/shared/memory/status"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/transcript"
 )
@@ -110,7 +110,7 @@ var ErrDeleting = errors.New("chat is being deleted")
 // Memory is what the lifecycle needs of the summary memory: a glance for
 // listing, and the notice of an import's entries.
 type Memory interface {
-	Glance(ctx context.Context, c chatid.Chat) (status.Glance, error)
+	Glance(ctx context.Context, c chatid.Chat) (wire.MemoryGlance, error)
 	transcript.Notifier
 }
 
@@ -888,10 +888,10 @@ func (c *Chats) record(ctx context.Context, tenant, chat string, p Progress) {
 
 // Deletion is memory.Deletions: the progress of the chat's deletion, or
 // nil when it is not being deleted.
-func (c *Chats) Deletion(ctx context.Context, tenant, chat string) (*status.Deletion, error) {
+func (c *Chats) Deletion(ctx context.Context, tenant, chat string) (*wire.StatusDeletion, error) {
 	r, err := c.load(ctx, tenant, chat)
 	if err != nil || r.state.Deleting == 0 {
 		return nil, err
 	}
-	return &status.Deletion{Removed: r.state.Removed, Images: r.state.Images}, nil
+	return &wire.StatusDeletion{Removed: r.state.Removed, Images: r.state.Images}, nil
 }

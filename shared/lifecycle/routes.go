@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/chatid"
-	"github.com/durachat/durachat/shared/lifecycle/wire"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -19,7 +19,7 @@ import (
 type (
 	ChatInfo     = wire.ChatInfo
 	ChatList     = wire.ChatList
-	Progress     = wire.Progress
+	Progress     = wire.DeleteProgress
 	ImportResult = wire.ImportResult
 	Retention    = wire.Retention
 )

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/store/storefake"
@@ -99,7 +100,7 @@ func BenchmarkRenderView100k(b *testing.B) {
 	}
 	b.Run("view", func(b *testing.B) {
 		gets, batches, writes := f.table.gets.Load(), f.table.batches.Load(), f.table.writes.Load()
-		var v View
+		var v wire.View
 		for b.Loop() {
 			var err error
 			if v, err = f.m.ReadView(ctx, f.tenant, f.chat, false); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,7 +81,7 @@ func (m *Memory) build(ctx context.Context, c chatid.Chat, l int, i int64) error
 		held    bool // another build holds a live claim on n
 	)
 	_, err := m.states.update(ctx, c, func(st *chatState) error {
-		outcome, sends, b.snapshot, held = skipBuild, nil, nil, false
+		outcome, sends, b.snapshot, held, b.group = skipBuild, nil, nil, false, nil
 		now := m.now()
 		if !n.Complete(st.T) || st.built(n) {
 			return errNoChange
@@ -117,6 +118,10 @@ func (m *Memory) build(ctx context.Context, c chatid.Chat, l int, i int64) error
 		if r, ok := st.retryOf(n); ok {
 			b.refusals, b.failures = st.Retries[r].Refusals, st.Retries[r].Failures
 		}
+		if _, ok := m.compactor.(GroupCompactor); ok && outcome == startBuild && b.failures == 0 {
+			b.group = st.groupWith(n, b.owner, now, m.lease)
+			sends = slices.DeleteFunc(sends, func(s Node) bool { return slices.Contains(b.group, s) })
+		}
 		// The state as this build starts: its compaction view is the
 		// context, should the compactor be called.
 		b.snapshot = st
@@ -144,6 +149,9 @@ func (m *Memory) build(ctx context.Context, c chatid.Chat, l int, i int64) error
 		return nil
 	}
 
+	if len(b.group) > 1 {
+		return b.buildGroup(ctx)
+	}
 	// A build never outlives its claim: it stops a little before the lease
 	// runs out and another builder may take the node.
 	bctx, cancel := context.WithTimeout(ctx, m.lease*9/10)
@@ -196,6 +204,9 @@ type nodeBuild struct {
 	// refusals and failures are the node's counts before this build.
 	refusals int
 	failures int
+	// group are the nodes this build writes with n in one call (n among
+	// them), when there are several; see groupWith.
+	group []Node
 }
 
 // recordTimeout bounds writing a build's outcome to the state after the
@@ -242,60 +253,97 @@ type produced struct {
 // When the row exists already, that row is the answer: nothing is built
 // twice.
 func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
-	m, ch, n := b.m, b.ch, b.n
-	chat := ch.ID
-	var res produced
-	if row, err := m.readRow(ctx, ch, n); err == nil {
-		return res, row, nil
+	if row, err := b.m.readRow(ctx, b.ch, b.n); err == nil {
+		return produced{}, row, nil
 	} else if !errors.Is(err, store.ErrNotFound) {
-		return res, nodeRow{}, fmt.Errorf("reading node %s: %w", n.Label(), err)
+		return produced{}, nodeRow{}, fmt.Errorf("reading node %s: %w", b.n.Label(), err)
 	}
-	c := Compaction{Level: n.L, Index: n.I, Label: n.Label(), Images: []model.Image{}}
-	var names []string
-	var child [2]int
+	src, err := b.load(ctx, nil)
+	if err != nil {
+		return src.res, nodeRow{}, err
+	}
+	return b.compactAlone(ctx, src)
+}
+
+// loaded is a node's source as its build loaded it.
+type loaded struct {
+	c     Compaction
+	res   produced
+	names []string  // the images loaded, by name
+	lines [2]string // a merge's child lines
+	child [2]int    // and their lengths
+}
+
+// load reads the node's source: a leaf's entry, the images it names and
+// whether they are described; a merge's two child lines, from known when
+// it has them (lines a group wrote) or else from their rows.
+func (b *nodeBuild) load(ctx context.Context, known map[Node]string) (loaded, error) {
+	m, ch, n := b.m, b.ch, b.n
+	src := loaded{c: Compaction{Level: n.L, Index: n.I, Label: n.Label(), Images: []model.Image{}}}
+	c, res := &src.c, &src.res
 	if n.L == 0 {
 		entries, err := m.log.Entries(ctx, ch, n.I, n.I+1)
 		if err != nil {
-			return res, nodeRow{}, fmt.Errorf("reading entry %d: %w", n.I, err)
+			return src, fmt.Errorf("reading entry %d: %w", n.I, err)
 		}
 		if len(entries) != 1 || entries[0].I != n.I {
-			return res, nodeRow{}, fmt.Errorf("reading entry %d: the log returned %d entries", n.I, len(entries))
+			return src, fmt.Errorf("reading entry %d: the log returned %d entries", n.I, len(entries))
 		}
 		e := entries[0]
 		c.Kind = e.Kind
 		c.Source = compactorSource(LeafSource(e.Kind, e.Text))
 		imgs, li, err := b.leafImages(ctx, e, c.Source)
 		if err != nil {
-			return res, nodeRow{}, err
+			return src, err
 		}
 		c.Images, res.images, res.hasImage = imgs, li, li.Named > 0
 		for _, img := range imgs {
-			names = append(names, img.Name)
+			src.names = append(src.names, img.Name)
 		}
-		if c.Describe, err = b.undescribed(ctx, names); err != nil {
-			return res, nodeRow{}, err
+		if c.Describe, err = b.undescribed(ctx, src.names); err != nil {
+			return src, err
 		}
 	} else {
-		a, b := n.Children()
-		rows, err := m.rows(ctx, ch, []Node{a, b})
+		a, bn := n.Children()
+		lines := [2]string{}
+		var want []Node
+		for k, child := range []Node{a, bn} {
+			if l, ok := known[child]; ok {
+				lines[k] = l
+			} else {
+				want = append(want, child)
+			}
+		}
+		rows, err := m.rows(ctx, ch, want)
 		if err != nil {
-			return res, nodeRow{}, err
+			return src, err
 		}
-		ra, oka := rows[a]
-		rb, okb := rows[b]
-		if !oka || !okb {
-			return res, nodeRow{}, fmt.Errorf("merge %s: a child is not built yet", n.Label())
+		for k, child := range []Node{a, bn} {
+			if _, ok := known[child]; ok {
+				continue
+			}
+			r, ok := rows[child]
+			if !ok {
+				return src, fmt.Errorf("merge %s: a child is not built yet", n.Label())
+			}
+			lines[k] = r.line
 		}
-		c.Source = MergeSource(ra.line, rb.line)
-		child = [2]int{len(ra.line), len(rb.line)}
+		c.Source = MergeSource(lines[0], lines[1])
+		src.lines, src.child = lines, [2]int{len(lines[0]), len(lines[1])}
 	}
 	res.source = len(c.Source)
+	return src, nil
+}
 
+// compactAlone writes the line of a loaded source with a call of its own
+// (none when it is kept word for word) and creates the row.
+func (b *nodeBuild) compactAlone(ctx context.Context, src loaded) (produced, nodeRow, error) {
+	m, n, c, res := b.m, b.n, src.c, src.res
 	var out Compacted
 	if len(c.Images) == 0 && len(c.Source) <= LineBytes {
 		out = Compacted{Line: c.Source, Verbatim: true}
 	} else {
-		ctxLines, err := b.contextBlock(ctx)
+		ctxLines, err := b.contextBlock(ctx, contextEnd(n))
 		if err != nil {
 			return res, nodeRow{}, err
 		}
@@ -312,7 +360,7 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 			// marked cut of the source rather than asking forever. A
 			// source that fits a line (a short message with images) needs
 			// no cut: it keeps its words, as it would without images.
-			m.logger.WarnContext(ctx, "memory: mechanical line after repeated refusals", "chat", chat, "node", n.Label(), "err", err)
+			m.logger.WarnContext(ctx, "memory: mechanical line after repeated refusals", "chat", b.ch.ID, "node", n.Label(), "err", err)
 			if len(c.Source) <= LineBytes {
 				out = Compacted{Line: c.Source, Verbatim: true, Mechanical: true, Attempts: out.Attempts, Model: out.Model}
 			} else {
@@ -326,6 +374,15 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 			out.Line = c.Source
 		}
 	}
+	src.res = res
+	return b.store(ctx, src, out)
+}
+
+// store stores the descriptions the line's call wrote and creates the
+// node's row with the line; when another builder created it first, that
+// row stands.
+func (b *nodeBuild) store(ctx context.Context, src loaded, out Compacted) (produced, nodeRow, error) {
+	m, ch, n, c, res := b.m, b.ch, b.n, src.c, src.res
 	if err := b.describe(ctx, c, out, &res.images); err != nil {
 		return res, nodeRow{}, err
 	}
@@ -337,8 +394,8 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 	out.Skipped += res.images.Capped
 	res.images.Attached, res.images.Skipped, res.images.NamesOnly = out.Attached, out.Skipped, out.NamesOnly
 	row := nodeRow{
-		Text: line, Child: child, Verbatim: out.Verbatim, Mechanical: out.Mechanical,
-		Attempts: out.Attempts, Model: out.Model, SourceBytes: len(c.Source), Images: names,
+		Text: line, Child: src.child, Verbatim: out.Verbatim, Mechanical: out.Mechanical,
+		Attempts: out.Attempts, Model: out.Model, SourceBytes: len(c.Source), Images: src.names,
 		Attached: out.Attached, Skipped: out.Skipped, NamesOnly: out.NamesOnly, BuiltAt: m.now().UnixMilli(),
 		Called: res.called,
 	}
@@ -495,17 +552,13 @@ const (
 	contextMaxBytes = 2 * CompactHigh
 )
 
-// contextBlock renders the compaction-view lines that end at or before the
-// node's context end (a leaf's start, a merge's end) as the "<chat>" block
+// contextBlock renders the compaction-view lines that end at or before end
+// (a node's contextEnd, or a group's latest) as the "<chat>" block
 // every compactor call reads as its cacheable prefix. Lines unbuilt when
 // the build started show as the placeholder, so parallel builds see the
 // same bytes.
-func (b *nodeBuild) contextBlock(ctx context.Context) (string, error) {
-	st, n := b.snapshot, b.n
-	end := n.Start()
-	if n.L > 0 {
-		end = n.End()
-	}
+func (b *nodeBuild) contextBlock(ctx context.Context, end int64) (string, error) {
+	st := b.snapshot
 	nodes, omitted := st.Compact.lastBefore(end, contextMaxLines)
 	// Read from the newest line back, in chunks, until the byte bound.
 	rows := make(map[Node]nodeInfo, len(nodes))
@@ -717,4 +770,13 @@ func (b *nodeBuild) fail(ctx context.Context, res produced, cause error) error {
 		m.logger.WarnContext(ctx, "memory: build failed; retrying every "+m.retry.String(), "chat", chat, "node", n.Label(), "err", cause)
 	}
 	return &RetryError{After: m.retry, Err: cause}
+}
+
+// contextEnd is where a node's compactor context ends: the compaction-view
+// lines before a leaf's entry, or up to a merge's last entry.
+func contextEnd(n Node) int64 {
+	if n.L > 0 {
+		return n.End()
+	}
+	return n.Start()
 }

@@ -22,6 +22,9 @@ type Compaction struct {
 	// Source is the text to compact: "<kind>: <text>" for a leaf, the two
 	// child lines joined by a newline for a merge.
 	Source string
+	// Children are a merge's two child lines, in a Group only; "" for a
+	// child the same group writes.
+	Children [2]string
 	// Images are the images the leaf's source names that are stored, in
 	// first-named order. Never nil; empty for merges.
 	Images []model.Image
@@ -58,4 +61,34 @@ type Compacted struct {
 // model.IsRetryable and model.IsRefused.
 type Compactor interface {
 	Compact(ctx context.Context, c Compaction) (Compacted, error)
+}
+
+// Group is several nodes of one chat whose lines one call writes: leaves
+// next to each other, or merges, where a merge may come after a node of
+// the same group whose line it merges. Nodes are in the order they are
+// written: a node comes after every node of the group it merges.
+type Group struct {
+	// Context is the compaction view's "<chat>...</chat>" block: the lines
+	// that end at or before the latest context end of the group's nodes,
+	// a superset of what each node alone would read.
+	Context string
+	// Nodes are the nodes to write. A merge's Children are its two child
+	// lines; a child that is a node of the group has "" there, and Source
+	// is then empty too: it is the children's lines joined once that
+	// child's line is written.
+	Nodes []Compaction
+}
+
+// GroupCompactor is a Compactor that can also write the lines of several
+// nodes in one call. Each node keeps its own line, images, labels and
+// acceptance rules; a node the call could not write well falls back to a
+// build of its own.
+type GroupCompactor interface {
+	Compactor
+	// CompactGroup returns one Compacted per node of g, in order. A
+	// Compacted with an empty Line was not written by the call: that node
+	// is built on its own. An error ends the call for every node: a
+	// retryable one fails them all (retried after the delay), any other
+	// builds each node on its own, where its own fallbacks apply.
+	CompactGroup(ctx context.Context, g Group) ([]Compacted, error)
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/images"
-	"github.com/durachat/durachat/shared/memory/status"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/testenv"
@@ -70,19 +70,38 @@ func TestChatOf2000MessagesIsBuiltEndToEnd(t *testing.T) {
 	for _, b := range testenv.All(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			runEndToEnd(t, b, 2000, b.Name == "aws")
+			runEndToEnd(t, b, 2000, b.Name == "aws", false)
 		})
 	}
 }
 
-func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS bool) {
+// With a compactor that writes groups, builds share calls: every node is
+// still built once, each with its own line, and status counts the calls.
+func TestChatOf2000MessagesIsBuiltEndToEndWithGroupCalls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: not in -short")
+	}
+	for _, b := range testenv.All(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			runEndToEnd(t, b, 2000, b.Name == "aws", true)
+		})
+	}
+}
+
+func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS, groups bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	imgs := images.New(b.Blobs)
 	log := transcript.New(b.Table, b.Blobs, imgs)
-	comp := newScripted()
+	gcomp := newGrouping()
+	comp := gcomp.scripted
 	comp.lineLen = 150
-	m, err := New(Config{Table: b.Table, Log: log, Images: imgs, Queue: b.Queue, Compactor: comp,
+	var compactor Compactor = comp
+	if groups {
+		compactor = gcomp
+	}
+	m, err := New(Config{Table: b.Table, Log: log, Images: imgs, Queue: b.Queue, Compactor: compactor,
 		Retrier: b.Receiver, Lease: time.Minute, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +134,7 @@ func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS bool) {
 
 	// Wait until every complete node is built.
 	deadline := time.Now().Add(3 * time.Minute)
-	var s status.Chat
+	var s wire.Status
 	for {
 		if s, err = m.Status(ctx, tenant, chat); err != nil {
 			t.Fatal(err)
@@ -149,14 +168,33 @@ func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS bool) {
 	if len(rows) != len(all) || s.Built != int64(len(all)) {
 		t.Fatalf("%d rows and %d built of %d complete nodes", len(rows), s.Built, len(all))
 	}
+	groupCalls, grouped := gcomp.groupCalls()
+	inGroups := map[string]int{}
+	for _, label := range grouped {
+		inGroups[label]++
+	}
 	for _, n := range all {
 		calls := comp.callsOf(n.Label())
+		if groups {
+			// A group call may also keep a merge over its own lines word
+			// for word; no line is written twice.
+			if w := calls + inGroups[n.Label()]; w > 1 || (w == 0 && !rows[n].verbatim) {
+				t.Errorf("node %s: written %d times, verbatim %v", n.Label(), w, rows[n].verbatim)
+			}
+			continue
+		}
 		if calls > 1 || (calls == 0) != rows[n].verbatim {
 			t.Errorf("node %s: %d compactor calls, verbatim %v", n.Label(), calls, rows[n].verbatim)
 		}
 	}
-	if s.ModelCalls != int64(comp.total()) {
-		t.Errorf("status counts %d model calls, the compactor saw %d", s.ModelCalls, comp.total())
+	if s.ModelCalls != int64(comp.total()+groupCalls) {
+		t.Errorf("status counts %d model calls, the compactor saw %d and %d group calls", s.ModelCalls, comp.total(), groupCalls)
+	}
+	if groups && groupCalls == 0 {
+		t.Error("no group call")
+	}
+	for _, p := range gcomp.groupProblems() {
+		t.Error(p)
 	}
 
 	// The view is within its bounds and renders what the state says.
@@ -221,5 +259,5 @@ func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS bool) {
 			t.Fatalf("entry %d is not reachable by zoom from the view", i)
 		}
 	}
-	t.Logf("%s: %d entries, %d nodes, %d model calls, view %d lines %d bytes", b.Name, total, len(all), comp.total(), v.Lines, v.Bytes)
+	t.Logf("%s: %d entries, %d nodes, %d model calls (%d of them group calls), view %d lines %d bytes", b.Name, total, len(all), comp.total()+groupCalls, groupCalls, v.Lines, v.Bytes)
 }

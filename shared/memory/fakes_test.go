@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -294,17 +295,103 @@ func (s *scripted) Compact(ctx context.Context, c Compaction) (Compacted, error)
 	if script != nil {
 		return script(c)
 	}
+	return Compacted{Line: scriptedLine(c.Label, c.Source, n), Attempts: 1, Model: "scripted", Attached: len(c.Images)}, nil
+}
+
+// scriptedLine is the line scripted writes: "S<label>: <source>", cut or
+// padded to n bytes (120 when n is 0).
+func scriptedLine(label, source string, n int) string {
 	if n == 0 {
 		n = 120
 	}
-	line := fmt.Sprintf("S%s: %s", c.Label, Line(c.Source))
+	line := fmt.Sprintf("S%s: %s", label, Line(source))
 	if len(line) > n {
 		line = line[:n]
 	}
 	for len(line) < n {
 		line += "."
 	}
-	return Compacted{Line: line, Attempts: 1, Model: "scripted", Attached: len(c.Images)}, nil
+	return line
+}
+
+// grouping is scripted that also writes groups (a GroupCompactor): one
+// call per group, each line as scripted writes it, a merge over a line of
+// the group from that line; groupScript, when set, decides instead.
+type grouping struct {
+	*scripted
+	gmu         sync.Mutex
+	groups      [][]string // the labels of each group call
+	groupScript func(g Group) ([]Compacted, error)
+	problems    []string // groups memory should not have sent
+}
+
+func newGrouping() *grouping { return &grouping{scripted: newScripted()} }
+
+func (s *grouping) CompactGroup(ctx context.Context, g Group) ([]Compacted, error) {
+	labels := make([]string, len(g.Nodes))
+	for k, c := range g.Nodes {
+		labels[k] = c.Label
+	}
+	s.gmu.Lock()
+	s.groups = append(s.groups, labels)
+	script := s.groupScript
+	s.gmu.Unlock()
+	s.mu.Lock()
+	n := s.lineLen
+	s.mu.Unlock()
+	if script != nil {
+		return script(g)
+	}
+	outs := make([]Compacted, len(g.Nodes))
+	lines := map[string]string{}
+	for k, c := range g.Nodes {
+		source := c.Source
+		if c.Level > 0 && source == "" {
+			a, b := Node{L: c.Level, I: c.Index}.Children()
+			ls := c.Children
+			for j, child := range []Node{a, b} {
+				if ls[j] != "" {
+					continue
+				}
+				l, ok := lines[child.Label()]
+				if !ok {
+					// Memory must give a child it does not write here.
+					err := fmt.Errorf("group merge %s: child %s is neither given nor a node before it", c.Label, child.Label())
+					s.gmu.Lock()
+					s.problems = append(s.problems, err.Error())
+					s.gmu.Unlock()
+					return nil, err
+				}
+				ls[j] = l
+			}
+			source = MergeSource(ls[0], ls[1])
+		}
+		if len(c.Images) == 0 && len(source) <= LineBytes {
+			outs[k] = Compacted{Line: source, Verbatim: true, Model: "scripted"}
+		} else {
+			outs[k] = Compacted{Line: scriptedLine(c.Label, source, n), Attempts: 1, Model: "scripted", Attached: len(c.Images)}
+		}
+		lines[c.Label] = Line(outs[k].Line)
+	}
+	return outs, nil
+}
+
+// groupCalls is the number of group calls, and written the labels they
+// wrote lines for, over all of them.
+func (s *grouping) groupCalls() (calls int, labels []string) {
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	for _, g := range s.groups {
+		labels = append(labels, g...)
+	}
+	return len(s.groups), labels
+}
+
+// groupProblems are the groups memory should not have sent.
+func (s *grouping) groupProblems() []string {
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	return slices.Clone(s.problems)
 }
 
 func (s *scripted) callsOf(label string) int {

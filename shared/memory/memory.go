@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/chatid"
-	"github.com/durachat/durachat/shared/memory/status"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/transcript"
@@ -122,7 +122,7 @@ type Openers interface {
 // Deletions tells whether a chat is being deleted, and how far it came
 // (nil when it is not).
 type Deletions interface {
-	Deletion(ctx context.Context, tenant, chat string) (*status.Deletion, error)
+	Deletion(ctx context.Context, tenant, chat string) (*wire.StatusDeletion, error)
 }
 
 // Tasks handles queue messages that are not builds. Task reports whether
@@ -397,8 +397,7 @@ func (m *Memory) send(ctx context.Context, c chatid.Chat, nodes []Node) error {
 	for chunk := range slices.Chunk(nodes, store.MaxSendBatch) {
 		bodies := make([]string, len(chunk))
 		for i, n := range chunk {
-			body, _ := json.Marshal(buildMessage{Tenant: c.Tenant, Chat: c.ID, Inc: c.Inc, L: n.L, I: n.I})
-			bodies[i] = string(body)
+			bodies[i] = messageBody(c, n)
 		}
 		err := m.queue.SendBatch(ctx, bodies, 0)
 		if err == nil {
@@ -429,6 +428,12 @@ func (m *Memory) send(ctx context.Context, c chatid.Chat, nodes []Node) error {
 		m.logger.WarnContext(ctx, "memory: releasing unsent claims", "chat", c.ID, "err", err)
 	}
 	return fmt.Errorf("queueing %d builds of %s: %w", len(failed), c.ID, firstErr)
+}
+
+// messageBody is the queue message that builds node n of the incarnation c.
+func messageBody(c chatid.Chat, n Node) string {
+	body, _ := json.Marshal(buildMessage{Tenant: c.Tenant, Chat: c.ID, Inc: c.Inc, L: n.L, I: n.I})
+	return string(body)
 }
 
 // nodeRow is a node as stored: written once, never changed.

@@ -5,50 +5,31 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/chatid"
 )
-
-// View is a chat's view as GET .../view answers it.
-type View struct {
-	// View is "<chat>\n", one "<start>+<count>|<line>\n" per node, "</chat>".
-	View string `json:"view"`
-	// Lines is the number of node lines.
-	Lines int64 `json:"lines"`
-	// Bytes is the view's size: the bytes of its node lines, heads and
-	// newlines included, without the <chat> and </chat> tags. The
-	// sawtooth compares this number with 128,000 and 64,000.
-	Bytes int64 `json:"bytes"`
-	// Unbuilt counts the lines shown as the placeholder.
-	Unbuilt int64 `json:"unbuilt"`
-	// Retrying counts nodes waiting out a retry delay.
-	Retrying int `json:"retrying"`
-	// Stalled: nothing in flight and something waiting on a retry; a turn
-	// goes on with placeholders.
-	Stalled   bool   `json:"stalled"`
-	LastError string `json:"lastError"`
-}
 
 // ReadView returns a chat's view after running its scheduler. With wait it
 // first waits, at most the configured bound, until every view line is
 // built or the memory is stalled.
-func (m *Memory) ReadView(ctx context.Context, tenant, chat string, wait bool) (View, error) {
+func (m *Memory) ReadView(ctx context.Context, tenant, chat string, wait bool) (wire.View, error) {
 	c, err := m.current(ctx, tenant, chat)
 	if err != nil {
-		return View{}, err
+		return wire.View{}, err
 	}
 	return m.readView(ctx, c, wait)
 }
 
 // readView is ReadView of the incarnation c.
-func (m *Memory) readView(ctx context.Context, c chatid.Chat, wait bool) (View, error) {
+func (m *Memory) readView(ctx context.Context, c chatid.Chat, wait bool) (wire.View, error) {
 	st, err := m.pump(ctx, c, -1)
 	if err != nil {
-		return View{}, err
+		return wire.View{}, err
 	}
 	if wait {
 		st, err = m.waitBuilt(ctx, c, st)
 		if err != nil {
-			return View{}, err
+			return wire.View{}, err
 		}
 	}
 	return m.render(ctx, c, st)
@@ -118,7 +99,7 @@ func (m *Memory) waitBuilt(ctx context.Context, c chatid.Chat, st *chatState) (*
 
 // render reads the view's built lines (ceil(lines/100) batch reads, fewer
 // with the cache) and renders it.
-func (m *Memory) render(ctx context.Context, c chatid.Chat, st *chatState) (View, error) {
+func (m *Memory) render(ctx context.Context, c chatid.Chat, st *chatState) (wire.View, error) {
 	nodes := st.View.nodes()
 	var want []Node
 	for _, n := range nodes {
@@ -128,7 +109,7 @@ func (m *Memory) render(ctx context.Context, c chatid.Chat, st *chatState) (View
 	}
 	rows, err := m.rows(ctx, c, want)
 	if err != nil {
-		return View{}, err
+		return wire.View{}, err
 	}
 	var unbuilt int64
 	text := renderLines(nodes, func(n Node) (string, bool) {
@@ -138,7 +119,7 @@ func (m *Memory) render(ctx context.Context, c chatid.Chat, st *chatState) (View
 		}
 		return r.line, ok
 	})
-	return View{
+	return wire.View{
 		View:      text,
 		Lines:     int64(len(nodes)),
 		Bytes:     int64(len(text) - len("<chat>\n") - len("</chat>")),

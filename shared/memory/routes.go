@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/chatid"
-	"github.com/durachat/durachat/shared/memory/status"
 )
 
 // Register adds memory's routes: the view, the tools and their
@@ -241,38 +241,38 @@ func Tools(search bool) []Tool {
 }
 
 // Status reads a chat's memory status.
-func (m *Memory) Status(ctx context.Context, tenant, chat string) (status.Chat, error) {
+func (m *Memory) Status(ctx context.Context, tenant, chat string) (wire.Status, error) {
 	c, err := m.current(ctx, tenant, chat)
 	if err != nil {
-		return status.Chat{}, err
+		return wire.Status{}, err
 	}
 	return m.status(ctx, c)
 }
 
 // status is Status of the incarnation c.
-func (m *Memory) status(ctx context.Context, c chatid.Chat) (status.Chat, error) {
+func (m *Memory) status(ctx context.Context, c chatid.Chat) (wire.Status, error) {
 	st, _, err := m.states.get(ctx, c)
 	if err != nil {
-		return status.Chat{}, err
+		return wire.Status{}, err
 	}
 	nodes := st.nodes()
-	s := status.Chat{
+	s := wire.Status{
 		Entries: st.T, Nodes: nodes, Built: st.Built, Unbuilt: nodes - st.Built,
 		UnbuiltLines: st.unbuiltLeaves(), Retrying: st.waiting(), InFlight: len(st.Claims),
 		Stalled: st.stalled(), LastError: st.LastError, MechanicalCount: st.MechanicalCount,
 		ModelCalls: st.ModelCalls, Verbatim: st.Verbatim, FailedBuilds: st.Failed,
-		View:           status.View{Lines: st.View.lines(), Bytes: st.View.Size, BatchOpen: st.View.Open, Merges: st.View.Merges},
-		CompactionView: status.View{Lines: st.Compact.lines(), Bytes: st.Compact.Size, BatchOpen: st.Compact.Open, Merges: st.Compact.Merges},
-		Images: status.Images{Leaves: st.ImageTotals.Leaves, Attached: st.ImageTotals.Attached, Skipped: st.ImageTotals.Skipped,
+		View:           wire.ViewCounts{Lines: st.View.lines(), Bytes: st.View.Size, BatchOpen: st.View.Open, Merges: st.View.Merges},
+		CompactionView: wire.ViewCounts{Lines: st.Compact.lines(), Bytes: st.Compact.Size, BatchOpen: st.Compact.Open, Merges: st.Compact.Merges},
+		Images: wire.ImageCounts{Leaves: st.ImageTotals.Leaves, Attached: st.ImageTotals.Attached, Skipped: st.ImageTotals.Skipped,
 			Missing: st.ImageTotals.Missing, NamesOnly: st.ImageTotals.NamesOnly,
 			Described: st.ImageTotals.Described, DescribeFailed: st.ImageTotals.DescribeFailed, DescribePending: st.ImageTotals.Undescribed,
-			Recent: []status.LeafImages{}},
-		Mechanical: []status.Mechanical{},
+			Recent: []wire.LeafImages{}},
+		Mechanical: []wire.MechanicalNode{},
 		Search:     m.searchOn(st),
 	}
 	if m.deletions != nil {
 		if s.Deleting, err = m.deletions.Deletion(ctx, c.Tenant, c.ID); err != nil {
-			return status.Chat{}, err
+			return wire.Status{}, err
 		}
 	}
 	if st.LastErrorAt != 0 {
@@ -280,21 +280,21 @@ func (m *Memory) status(ctx context.Context, c chatid.Chat) (status.Chat, error)
 		s.LastErrorAt = &at
 	}
 	for _, r := range st.Retries {
-		s.Retries = append(s.Retries, status.Retry{Node: r.node().Label(), Failures: r.Failures, Refusals: r.Refusals,
+		s.Retries = append(s.Retries, wire.NodeRetry{Node: r.node().Label(), Failures: r.Failures, Refusals: r.Refusals,
 			Next: time.UnixMilli(r.At).UTC(), Error: r.Err})
 	}
 	for _, li := range st.ImageLeaves {
-		s.Images.Recent = append(s.Images.Recent, status.LeafImages{ID: li.I, Named: li.Named, Attached: li.Attached,
+		s.Images.Recent = append(s.Images.Recent, wire.LeafImages{ID: li.I, Named: li.Named, Attached: li.Attached,
 			Skipped: li.Skipped, Missing: li.Missing, AlreadySeen: li.Resent, NamesOnly: li.NamesOnly,
 			Described: li.Described, DescribeFailed: li.DescribeFailed, DescribePending: li.Undescribed})
 	}
 	if len(st.Mechanical) > 0 {
 		rows, err := m.rows(ctx, c, st.Mechanical)
 		if err != nil {
-			return status.Chat{}, err
+			return wire.Status{}, err
 		}
 		for _, n := range st.Mechanical {
-			s.Mechanical = append(s.Mechanical, status.Mechanical{Node: n.Label(), Line: rows[n].line})
+			s.Mechanical = append(s.Mechanical, wire.MechanicalNode{Node: n.Label(), Line: rows[n].line})
 		}
 	}
 	return s, nil
@@ -302,10 +302,10 @@ func (m *Memory) status(ctx context.Context, c chatid.Chat) (status.Chat, error)
 
 // Glance is the memory of the incarnation c at a glance, from its state
 // alone: one read.
-func (m *Memory) Glance(ctx context.Context, c chatid.Chat) (status.Glance, error) {
+func (m *Memory) Glance(ctx context.Context, c chatid.Chat) (wire.MemoryGlance, error) {
 	st, _, err := m.states.get(ctx, c)
 	if err != nil {
-		return status.Glance{}, err
+		return wire.MemoryGlance{}, err
 	}
-	return status.Glance{Nodes: st.nodes(), Built: st.Built, Retrying: st.waiting(), Stalled: st.stalled()}, nil
+	return wire.MemoryGlance{Nodes: st.nodes(), Built: st.Built, Retrying: st.waiting(), Stalled: st.stalled()}, nil
 }

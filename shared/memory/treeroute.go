@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/chatid"
-	"github.com/durachat/durachat/shared/memory/status"
 )
 
 // Tree pages: TreePage nodes by default, at most MaxTreePage.
@@ -26,27 +26,27 @@ type TreeArgs struct {
 
 // Tree reads a page of one level of a chat's summary tree: each complete
 // node's state and, when built, its line.
-func (m *Memory) Tree(ctx context.Context, tenant, chat string, a TreeArgs) (status.Tree, error) {
+func (m *Memory) Tree(ctx context.Context, tenant, chat string, a TreeArgs) (wire.Tree, error) {
 	c, err := m.current(ctx, tenant, chat)
 	if err != nil {
-		return status.Tree{}, err
+		return wire.Tree{}, err
 	}
 	return m.tree(ctx, c, a)
 }
 
 // tree is Tree of the incarnation c.
-func (m *Memory) tree(ctx context.Context, c chatid.Chat, a TreeArgs) (status.Tree, error) {
+func (m *Memory) tree(ctx context.Context, c chatid.Chat, a TreeArgs) (wire.Tree, error) {
 	st, _, err := m.states.get(ctx, c)
 	if err != nil {
-		return status.Tree{}, err
+		return wire.Tree{}, err
 	}
-	out := status.Tree{Entries: st.T, Levels: []status.TreeLevel{}, Nodes: []status.TreeNode{}}
+	out := wire.Tree{Entries: st.T, Levels: []wire.TreeLevel{}, Nodes: []wire.TreeNode{}}
 	for l := 0; l < 63 && st.T>>l > 0; l++ {
 		var built int64
 		if l < len(st.Levels) {
 			built = st.Levels[l].Done + int64(len(st.Levels[l].More))
 		}
-		out.Levels = append(out.Levels, status.TreeLevel{Level: l, Nodes: st.T >> l, Built: built})
+		out.Levels = append(out.Levels, wire.TreeLevel{Level: l, Nodes: st.T >> l, Built: built})
 	}
 	level := a.Level
 	if level < 0 {
@@ -55,13 +55,13 @@ func (m *Memory) tree(ctx context.Context, c chatid.Chat, a TreeArgs) (status.Tr
 	out.Level = level
 	if level >= len(out.Levels) {
 		if a.Level >= 0 && st.T > 0 {
-			return status.Tree{}, api.BadRequest("level", "level %d has no complete node: the chat's %d entries make levels 0 to %d", a.Level, st.T, len(out.Levels)-1)
+			return wire.Tree{}, api.BadRequest("level", "level %d has no complete node: the chat's %d entries make levels 0 to %d", a.Level, st.T, len(out.Levels)-1)
 		}
 		return out, nil
 	}
 	count := st.T >> level
 	if a.From >= count && a.From > 0 {
-		return status.Tree{}, api.BadRequest("from", "from %d is past level %d, which has %d nodes", a.From, level, count)
+		return wire.Tree{}, api.BadRequest("from", "from %d is past level %d, which has %d nodes", a.From, level, count)
 	}
 	to := min(count, a.From+int64(a.Limit))
 	nodes := make([]Node, 0, to-a.From)
@@ -75,7 +75,7 @@ func (m *Memory) tree(ctx context.Context, c chatid.Chat, a TreeArgs) (status.Tr
 	}
 	rows, err := m.rows(ctx, c, toRead)
 	if err != nil {
-		return status.Tree{}, err
+		return wire.Tree{}, err
 	}
 	for _, n := range nodes {
 		out.Nodes = append(out.Nodes, treeNode(st, n, rows))
@@ -87,17 +87,17 @@ func (m *Memory) tree(ctx context.Context, c chatid.Chat, a TreeArgs) (status.Tr
 }
 
 // treeNode is n's state as the tree route shows it.
-func treeNode(st *chatState, n Node, rows map[Node]nodeInfo) status.TreeNode {
-	tn := status.TreeNode{Node: n.Label(), Level: n.L, Index: n.I, Start: n.Start(), Count: n.Count(), Status: status.NodeUnbuilt}
+func treeNode(st *chatState, n Node, rows map[Node]nodeInfo) wire.TreeNode {
+	tn := wire.TreeNode{Node: n.Label(), Level: n.L, Index: n.I, Start: n.Start(), Count: n.Count(), Status: wire.NodeUnbuilt}
 	if info, ok := rows[n]; ok {
 		tn.Line, tn.Images = info.line, info.images
 		switch {
 		case info.mechanical:
-			tn.Status = status.NodeMechanical
+			tn.Status = wire.NodeMechanical
 		case info.verbatim:
-			tn.Status = status.NodeVerbatim
+			tn.Status = wire.NodeVerbatim
 		default:
-			tn.Status = status.NodeBuilt
+			tn.Status = wire.NodeBuilt
 		}
 		return tn
 	}
@@ -105,13 +105,13 @@ func treeNode(st *chatState, n Node, rows map[Node]nodeInfo) status.TreeNode {
 		r := st.Retries[k]
 		next := time.UnixMilli(r.At).UTC()
 		tn.Failures, tn.Refusals, tn.Error, tn.Next = r.Failures, r.Refusals, r.Err, &next
-		tn.Status = status.NodeRetrying
+		tn.Status = wire.NodeRetrying
 		if r.Refusals > 0 {
-			tn.Status = status.NodeRefused
+			tn.Status = wire.NodeRefused
 		}
 	}
 	if _, ok := st.claimOf(n); ok {
-		tn.Status = status.NodeBuilding
+		tn.Status = wire.NodeBuilding
 	}
 	return tn
 }

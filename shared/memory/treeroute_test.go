@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/durachat/durachat/shared/memory/status"
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/model"
 )
 
@@ -28,7 +28,7 @@ func TestTreeRouteShowsEachNodesStateAndItsLastError(t *testing.T) {
 	if rec.Code != 200 {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	var tree status.Tree
+	var tree wire.Tree
 	if err := json.Unmarshal(rec.Body.Bytes(), &tree); err != nil {
 		t.Fatal(err)
 	}
@@ -39,10 +39,10 @@ func TestTreeRouteShowsEachNodesStateAndItsLastError(t *testing.T) {
 		t.Errorf("level 0: %+v, want 4 nodes, 2 built", l)
 	}
 	want := []struct{ node, status, line, err string }{
-		{"0+1", status.NodeBuilt, "summary of 0+1", ""},
-		{"1+1", status.NodeRetrying, "", "model down"},
-		{"2+1", status.NodeRefused, "", "refused"},
-		{"3+1", status.NodeVerbatim, "user: short", ""},
+		{"0+1", wire.NodeBuilt, "summary of 0+1", ""},
+		{"1+1", wire.NodeRetrying, "", "model down"},
+		{"2+1", wire.NodeRefused, "", "refused"},
+		{"3+1", wire.NodeVerbatim, "user: short", ""},
 	}
 	if len(tree.Nodes) != len(want) {
 		t.Fatalf("%d nodes, want %d: %+v", len(tree.Nodes), len(want), tree.Nodes)
@@ -111,7 +111,7 @@ func TestTreeRouteMarksAMechanicalLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tree.Nodes) != 1 || tree.Nodes[0].Status != status.NodeMechanical || !strings.HasPrefix(tree.Nodes[0].Line, "[mechanical") {
+	if len(tree.Nodes) != 1 || tree.Nodes[0].Status != wire.NodeMechanical || !strings.HasPrefix(tree.Nodes[0].Line, "[mechanical") {
 		t.Fatalf("nodes %+v, want one mechanical line", tree.Nodes)
 	}
 }

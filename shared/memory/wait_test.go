@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/durachat/durachat/client/wire"
 )
 
 func TestWaitPollIsFastWhileATurnsBuildsLandThenBacksOff(t *testing.T) {
@@ -54,7 +56,7 @@ func (f *fixture) buildIn(t testing.TB, m *Memory) {
 // waitResult is what a waiting view answered and how many state reads it
 // made.
 type waitResult struct {
-	view  View
+	view  wire.View
 	err   error
 	reads int64
 	at    time.Time

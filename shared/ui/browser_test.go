@@ -34,10 +34,10 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/app/local"
 	"github.com/durachat/durachat/shared/compactor"
 	"github.com/durachat/durachat/shared/config"
-	"github.com/durachat/durachat/shared/memory/status"
 )
 
 // failMarker in an entry makes the test compactor answer 503 for its leaf.
@@ -304,12 +304,12 @@ func (s *server) logMessages(t *testing.T, chat string, msgs ...map[string]any) 
 }
 
 // waitStatus polls the chat's status until ok accepts it.
-func (s *server) waitStatus(t *testing.T, chat string, ok func(status.Chat) bool) status.Chat {
+func (s *server) waitStatus(t *testing.T, chat string, ok func(wire.Status) bool) wire.Status {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		code, body := s.call(t, "GET", "/v1/chats/"+chat+"/status", nil)
-		var st status.Chat
+		var st wire.Status
 		if code == 200 && json.Unmarshal(body, &st) == nil && ok(st) {
 			return st
 		}
@@ -320,7 +320,7 @@ func (s *server) waitStatus(t *testing.T, chat string, ok func(status.Chat) bool
 	}
 }
 
-func builtAll(st status.Chat) bool { return st.Entries > 0 && st.Unbuilt == 0 && st.InFlight == 0 }
+func builtAll(st wire.Status) bool { return st.Entries > 0 && st.Unbuilt == 0 && st.InFlight == 0 }
 
 func text(s string) map[string]any { return map[string]any{"type": "text", "text": s} }
 
@@ -443,7 +443,7 @@ func TestPagesLoadWithNoConsoleErrors(t *testing.T) {
 	// screenshot of this page is the README's.
 	chatWithImages(t, s, "load")
 	s.logMessages(t, "load", user(text(failMarker+" "+strings.Repeat("a long message the compactor must summarize ", 20))))
-	s.waitStatus(t, "load", func(st status.Chat) bool { return st.Retrying > 0 })
+	s.waitStatus(t, "load", func(st wire.Status) bool { return st.Retrying > 0 })
 
 	do(t, ctx, "the chat list", chromedp.Navigate(s.url+"/ui"))
 	waitFor(t, ctx, "the list to load", `(() => { const s = document.querySelector("main [role=status]"); return !!s && !/Loading/.test(s.textContent); })()`)
@@ -527,7 +527,7 @@ func TestARetryingNodeShowsItsErrorAndProgressIsLive(t *testing.T) {
 	// Logged while the page is open: the page learns of it by polling,
 	// without a reload.
 	s.logMessages(t, "retry", user(text(failMarker+" "+strings.Repeat("a long message the compactor must summarize ", 20))))
-	s.waitStatus(t, "retry", func(st status.Chat) bool { return st.Retrying > 0 })
+	s.waitStatus(t, "retry", func(st wire.Status) bool { return st.Retrying > 0 })
 	// The leaves are a level below the top one the tree opens on.
 	waitFor(t, ctx, "the tree's levels", `[...document.querySelectorAll("#tree .levels button")].some((b) => b.textContent.startsWith("Level 0"))`)
 	do(t, ctx, "choosing level 0", chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll("#tree .levels button")].find((b) => b.textContent.startsWith("Level 0")).click()`))
@@ -641,7 +641,7 @@ func TestTheChatListShowsEveryChat(t *testing.T) {
 func standIn(t *testing.T, s *server, chat string) *httptest.Server {
 	t.Helper()
 	code, body := s.call(t, "GET", "/v1/chats/"+chat+"/tree?level=0", nil)
-	var tree status.Tree
+	var tree wire.Tree
 	if err := json.Unmarshal(body, &tree); code != 200 || err != nil || len(tree.Nodes) == 0 || len(tree.Nodes[0].Images) != 1 {
 		t.Fatalf("tree of %s: %d %s", chat, code, body)
 	}
@@ -655,7 +655,7 @@ func standIn(t *testing.T, s *server, chat string) *httptest.Server {
 	h := http.NewServeMux()
 	h.Handle("/", proxy)
 	h.HandleFunc("GET /v1/chats", func(w http.ResponseWriter, r *http.Request) {
-		var st status.Chat
+		var st wire.Status
 		code, body, err := s.request("GET", "/v1/chats/"+chat+"/status", nil)
 		if err == nil && code == 200 {
 			err = json.Unmarshal(body, &st)

@@ -164,12 +164,12 @@ export async function startStack(dir, tokens) {
     log = (log + d).slice(-64 * 1024);
   });
   const exited = new Promise((resolve) => child.on("exit", resolve));
-  const deadline = Date.now() + 5 * 60_000;
+  const deadline = Date.now() + 10 * 60_000;
   while (!/stack: ready/.test(log)) {
     if (child.exitCode !== null) throw new Error(`the stack exited with ${child.exitCode}:\n${log}`);
     if (Date.now() > deadline) {
       child.kill("SIGTERM");
-      throw new Error(`the stack did not start within 5 minutes:\n${log}`);
+      throw new Error(`the stack did not start within 10 minutes:\n${log}`);
     }
     await new Promise((r) => setTimeout(r, 100));
   }

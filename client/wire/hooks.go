@@ -1,7 +1,3 @@
-// Package wire holds what before-request answers besides the request
-// itself: the type the hooks write. The Go client's module depends on
-// nothing of the server's, so it keeps a copy (client/wire.go) that this
-// package's test holds field for field the same.
 package wire
 
 // Unrestored is a ref left as text, and why: "not_found", "unavailable",

@@ -1,14 +1,6 @@
-// Package wire holds the answers of the chat lifecycle routes: the types
-// the lifecycle writes. The Go client's module depends on nothing of the
-// server's, so it keeps a copy (client/wire.go) that this package's test
-// holds field for field the same.
 package wire
 
-import (
-	"time"
-
-	"github.com/durachat/durachat/shared/memory/status"
-)
+import "time"
 
 // ChatInfo is one chat as GET /v1/chats lists it.
 type ChatInfo struct {
@@ -16,9 +8,9 @@ type ChatInfo struct {
 	Messages     int64     `json:"messages"`
 	LastActivity time.Time `json:"lastActivity"`
 	// Memory is the chat's summary memory at a glance.
-	Memory status.Glance `json:"memory"`
+	Memory MemoryGlance `json:"memory"`
 	// Deleting is the progress of a deletion under way.
-	Deleting *Progress `json:"deleting,omitempty"`
+	Deleting *DeleteProgress `json:"deleting,omitempty"`
 }
 
 // ChatList is a page of the tenant's chats; Next is "" on the last page,
@@ -28,8 +20,8 @@ type ChatList struct {
 	Next  string     `json:"next"`
 }
 
-// Progress is how far a chat's deletion has come.
-type Progress struct {
+// DeleteProgress is how far a chat's deletion has come.
+type DeleteProgress struct {
 	// Removed counts the chat's stored items removed (entries, memory
 	// nodes, receipts, state, texts too big for their rows), Images the
 	// images deleted with it (those no other chat of the tenant names).

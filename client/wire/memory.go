@@ -1,13 +1,31 @@
-// Package status holds the answer of a chat's status route: the types the
-// memory writes. The Go client's module depends on nothing of the
-// server's, so it keeps a copy (client/wire.go) that this package's test
-// holds field for field the same.
-package status
+package wire
 
 import "time"
 
-// Chat is a chat's memory at a glance, as GET .../status answers it.
-type Chat struct {
+// View is a chat's memory view, as GET .../view answers it.
+type View struct {
+	// View is the text for the system prompt: "<chat>\n", one
+	// "<start>+<count>|<line>\n" per node, "</chat>".
+	View string `json:"view"`
+	// Lines is the number of node lines.
+	Lines int64 `json:"lines"`
+	// Bytes is the view's size: the bytes of its node lines, heads and
+	// newlines included, without the <chat> and </chat> tags. The
+	// sawtooth compares this number with 128,000 and 64,000.
+	Bytes int64 `json:"bytes"`
+	// Unbuilt counts the lines shown as the placeholder, not summarized
+	// yet.
+	Unbuilt int64 `json:"unbuilt"`
+	// Retrying counts nodes waiting out a retry delay.
+	Retrying int `json:"retrying"`
+	// Stalled: nothing in flight and something waiting on a retry (builds
+	// keep failing; LastError says why); a turn goes on with placeholders.
+	Stalled   bool   `json:"stalled"`
+	LastError string `json:"lastError"`
+}
+
+// Status is a chat's memory at a glance, as GET .../status answers it.
+type Status struct {
 	Entries int64 `json:"entries"`
 	// Nodes counts the complete nodes of the tree, and Built those written.
 	Nodes int64 `json:"nodes"`
@@ -18,34 +36,34 @@ type Chat struct {
 	UnbuiltLines int64 `json:"unbuiltLines"`
 	// Retrying counts nodes waiting out a retry delay; InFlight the claimed
 	// builds.
-	Retrying        int          `json:"retrying"`
-	InFlight        int          `json:"inFlight"`
-	Stalled         bool         `json:"stalled"`
-	LastError       string       `json:"lastError"`
-	LastErrorAt     *time.Time   `json:"lastErrorAt,omitempty"`
-	Retries         []Retry      `json:"retries,omitempty"`
-	Mechanical      []Mechanical `json:"mechanical"`
-	MechanicalCount int64        `json:"mechanicalCount"`
-	ModelCalls      int64        `json:"modelCalls"`
-	Verbatim        int64        `json:"verbatim"`
-	FailedBuilds    int64        `json:"failedBuilds"`
-	View            View         `json:"view"`
-	CompactionView  View         `json:"compactionView"`
-	Images          Images       `json:"images"`
-	Search          bool         `json:"search"`
+	Retrying        int              `json:"retrying"`
+	InFlight        int              `json:"inFlight"`
+	Stalled         bool             `json:"stalled"`
+	LastError       string           `json:"lastError"`
+	LastErrorAt     *time.Time       `json:"lastErrorAt,omitempty"`
+	Retries         []NodeRetry      `json:"retries,omitempty"`
+	Mechanical      []MechanicalNode `json:"mechanical"`
+	MechanicalCount int64            `json:"mechanicalCount"`
+	ModelCalls      int64            `json:"modelCalls"`
+	Verbatim        int64            `json:"verbatim"`
+	FailedBuilds    int64            `json:"failedBuilds"`
+	View            ViewCounts       `json:"view"`
+	CompactionView  ViewCounts       `json:"compactionView"`
+	Images          ImageCounts      `json:"images"`
+	Search          bool             `json:"search"`
 	// Deleting is set while the chat is being deleted: how far it came.
-	Deleting *Deletion `json:"deleting,omitempty"`
+	Deleting *StatusDeletion `json:"deleting,omitempty"`
 }
 
-// Deletion is a chat deletion's progress: the chat's stored items removed,
-// and the images deleted with it.
-type Deletion struct {
+// StatusDeletion is a chat deletion's progress: the chat's stored items
+// removed, and the images deleted with it.
+type StatusDeletion struct {
 	Removed int64 `json:"removed"`
 	Images  int64 `json:"images"`
 }
 
-// Retry is one node waiting on a retry.
-type Retry struct {
+// NodeRetry is one node waiting on a retry.
+type NodeRetry struct {
 	Node     string    `json:"node"`
 	Failures int       `json:"failures"`
 	Refusals int       `json:"refusals"`
@@ -53,24 +71,24 @@ type Retry struct {
 	Error    string    `json:"error"`
 }
 
-// Mechanical is a node the model refused as often as the memory allows, kept as a
-// marked cut of its source.
-type Mechanical struct {
+// MechanicalNode is a node the model refused as often as the memory
+// allows, kept as a marked cut of its source.
+type MechanicalNode struct {
 	Node string `json:"node"`
 	Line string `json:"line"`
 }
 
-// View describes one saved partition.
-type View struct {
+// ViewCounts describes one saved partition.
+type ViewCounts struct {
 	Lines     int64 `json:"lines"`
 	Bytes     int64 `json:"bytes"`
 	BatchOpen bool  `json:"batchOpen"`
 	Merges    int64 `json:"merges"`
 }
 
-// Images counts what leaves did with the images they name: totals,
+// ImageCounts counts what leaves did with the images they name: totals,
 // and the latest leaves one by one.
-type Images struct {
+type ImageCounts struct {
 	Leaves    int64 `json:"leaves"`
 	Attached  int64 `json:"attached"`
 	Skipped   int64 `json:"skipped"`
@@ -99,14 +117,14 @@ type LeafImages struct {
 	Missing     int   `json:"missing"`
 	AlreadySeen int   `json:"alreadySeen"`
 	NamesOnly   bool  `json:"namesOnly"`
-	// Descriptions, as Images counts them.
+	// Descriptions, as ImageCounts counts them.
 	Described       int `json:"described"`
 	DescribeFailed  int `json:"describeFailed"`
 	DescribePending int `json:"describePending"`
 }
 
-// Glance is a chat's memory in four numbers, as GET /v1/chats lists it.
-type Glance struct {
+// MemoryGlance is a chat's memory in four numbers, as GET /v1/chats lists it.
+type MemoryGlance struct {
 	Nodes    int64 `json:"nodes"`
 	Built    int64 `json:"built"`
 	Retrying int   `json:"retrying"`
