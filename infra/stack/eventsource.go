@@ -178,17 +178,17 @@ func (p *Poller) handle(ctx context.Context, msgs []sqstypes.Message) {
 			entries = append(entries, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(len(entries))), ReceiptHandle: m.ReceiptHandle})
 		}
 	}
-	if len(entries) == 0 {
-		return
-	}
-	res, err := p.Client.DeleteMessageBatch(context.WithoutCancel(ctx), &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.QueueURL), Entries: entries})
-	if err != nil {
-		p.Log.Warn("event source: deleting processed messages", "err", err)
-		return
-	}
-	p.Deleted.Add(int64(len(res.Successful)))
-	for _, f := range res.Failed {
-		p.Log.Warn("event source: deleting a processed message", "code", aws.ToString(f.Code), "message", aws.ToString(f.Message))
+	// SQS deletes at most 10 messages a request; a batch may hold more.
+	for chunk := range slices.Chunk(entries, 10) {
+		res, err := p.Client.DeleteMessageBatch(context.WithoutCancel(ctx), &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.QueueURL), Entries: chunk})
+		if err != nil {
+			p.Log.Warn("event source: deleting processed messages", "messages", len(chunk), "err", err)
+			continue
+		}
+		p.Deleted.Add(int64(len(res.Successful)))
+		for _, f := range res.Failed {
+			p.Log.Warn("event source: deleting a processed message", "code", aws.ToString(f.Code), "message", aws.ToString(f.Message))
+		}
 	}
 }
 

@@ -36,6 +36,7 @@ import (
 	"github.com/durachat/durachat/shared/aws/sqsqueue"
 	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/model/offline"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/tokens"
@@ -713,6 +714,79 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 		page, err := table.Query(ctx, store.Query{PK: old.PK()})
 		if err != nil || len(page.Items) != 0 {
 			t.Fatalf("the deleted incarnation's partition holds %d items (%v), want none", len(page.Items), err)
+		}
+	})
+
+	t.Run("TheHourlyExpireMessageSweepsInStepsThroughTheQueue", func(t *testing.T) {
+		ctx := t.Context()
+		tok, err := s.Issuer.Token(map[string]any{"sub": "sweeper", "aud": stack.Audience}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner := api{t: t, base: s.URL, token: tok}
+		say := map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hello"}}}
+		owner.ok(http.MethodPost, "/v1/chats/kept/messages", say, nil)
+		owner.ok(http.MethodPost, "/v1/chats/idle/messages", say, nil)
+		// More idle chats than one sweep step reads, written straight into
+		// the table as the code lays them out (an index item, an identity
+		// item with its last activity), and chat idle's activity moved
+		// back: every one idle 40 days.
+		table := dynamo.New(s.DynamoDBClient, s.Table)
+		ids := chatid.New(table)
+		idleSince := fmt.Appendf(nil, `{"a":%d}`, time.Now().Add(-40*24*time.Hour).UnixMilli())
+		rec, err := ids.Read(ctx, "sweeper", "idle")
+		if err != nil || !rec.Recorded {
+			t.Fatalf("chat idle's identity = %+v, %v", rec, err)
+		}
+		rec.State = idleSince
+		if _, err := ids.Write(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		idle := []string{"idle"}
+		for i := range lifecycle.SweepChats + 20 {
+			chat := fmt.Sprintf("seeded-%03d", i)
+			idle = append(idle, chat)
+			if err := table.Create(ctx, store.Item{Key: store.Key{PK: store.IndexPK("sweeper"), SK: store.IndexChatSK(chat)}, Body: []byte("{}")}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ids.Write(ctx, chatid.Record{Chat: chatid.Chat{Tenant: "sweeper", ID: chat}, State: idleSince}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		owner.ok(http.MethodPut, "/v1/retention", map[string]any{"days": 30}, nil)
+		// The schedule's message, as EventBridge puts it on the queue.
+		if err := sqsqueue.New(s.SQSClient, s.Queues["BuildQueue"]).Send(ctx, `{"op":"expire"}`, 0); err != nil {
+			t.Fatal(err)
+		}
+		var list struct {
+			Chats []struct {
+				Chat string `json:"chat"`
+			} `json:"chats"`
+		}
+		start := time.Now()
+		for deadline := start.Add(5 * time.Minute); ; {
+			owner.ok(http.MethodGet, "/v1/chats?limit=100", nil, &list)
+			n := queued(t, s)
+			if len(list.Chats) == 1 && n == 0 && s.Functions["CompactFunction"].Busy() == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				for _, p := range s.Pollers {
+					t.Logf("%s: %d invocations, %d failed, %d messages failed, %d deleted", p, p.Batches.Load(), p.Failed.Load(), p.ItemFailures.Load(), p.Deleted.Load())
+				}
+				t.Fatalf("the sweep left %d chats listed and %d messages queued, want chat kept alone and none", len(list.Chats), n)
+			}
+			t.Logf("after %s: %d chats listed, %d messages queued", time.Since(start).Round(time.Second), len(list.Chats), n)
+			time.Sleep(2 * time.Second)
+		}
+		t.Logf("swept and deleted in %s", time.Since(start).Round(time.Second))
+		if list.Chats[0].Chat != "kept" {
+			t.Fatalf("the sweep kept %q, want the chat idle a few seconds", list.Chats[0].Chat)
+		}
+		for _, chat := range idle {
+			if rec, err := ids.Read(ctx, "sweeper", chat); err != nil || rec.Recorded {
+				t.Fatalf("expired chat %s: identity %+v, %v, want none", chat, rec, err)
+			}
 		}
 	})
 }

@@ -354,3 +354,26 @@ func TestQueuesAreSeparate(t *testing.T) {
 		t.Fatalf("queue a received %+v", ds)
 	}
 }
+
+func TestCreateAllWritesEveryItemOrNone(t *testing.T) {
+	ctx := context.Background()
+	tbl := open(t, t.TempDir()).Table().(*embedded.Table)
+	items := []store.Item{{Key: store.Key{PK: "p", SK: "a"}, Body: []byte("1")}, {Key: store.Key{PK: "p", SK: "b"}, Body: []byte("2")}}
+	must(t, tbl.CreateAll(ctx, items))
+	for _, want := range items {
+		got, err := tbl.Get(ctx, want.Key)
+		if err != nil || got.Version != 1 || string(got.Body) != string(want.Body) {
+			t.Fatalf("Get %v = %+v %v", want.Key, got, err)
+		}
+	}
+	again := []store.Item{{Key: store.Key{PK: "p", SK: "c"}, Body: []byte("3")}, {Key: store.Key{PK: "p", SK: "a"}, Body: []byte("x")}}
+	if err := tbl.CreateAll(ctx, again); !errors.Is(err, store.ErrConditionFailed) || !strings.Contains(err.Error(), "p/a") {
+		t.Fatalf("CreateAll over a taken key = %v, want a condition failure naming it", err)
+	}
+	if _, err := tbl.Get(ctx, again[0].Key); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused CreateAll wrote %v: %v", again[0].Key, err)
+	}
+	if err := tbl.CreateAll(ctx, []store.Item{{Key: store.Key{PK: "", SK: "x"}}}); err == nil {
+		t.Fatal("CreateAll took an invalid key")
+	}
+}

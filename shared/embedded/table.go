@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -70,28 +71,53 @@ func (t *Table) Get(ctx context.Context, k store.Key) (store.Item, error) {
 // Create writes it with Version 1 when its key is free (or holds an expired
 // item), else store.ErrConditionFailed.
 func (t *Table) Create(ctx context.Context, it store.Item) error {
+	return t.CreateAll(ctx, []store.Item{it})
+}
+
+// CreateAll creates every item, each as Create would (Version 1), in one
+// transaction: all of them or, when a key is taken, none
+// (store.ErrConditionFailed naming it). It loads many items at the cost of
+// one commit (a large fixture, a restore), where Create commits each.
+func (t *Table) CreateAll(ctx context.Context, items []store.Item) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	it.Version = 1
-	if err := checkItem(it); err != nil {
-		return fmt.Errorf("create: %w", err)
+	// In key order: bbolt splits its pages only at commit, so a large
+	// transaction's puts in any other order each shift the page's keys.
+	keyed := make([]keyedItem, len(items))
+	for i, it := range items {
+		it.Version = 1
+		if err := checkItem(it); err != nil {
+			return fmt.Errorf("create: %w", err)
+		}
+		keyed[i] = keyedItem{key: tableKey(it.Key), it: it}
 	}
+	slices.SortFunc(keyed, func(a, b keyedItem) int { return bytes.Compare(a.key, b.key) })
 	now := time.Now().Unix()
 	return t.db.update("create", func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketTable)
-		key := tableKey(it.Key)
-		if v := b.Get(key); v != nil {
-			old, err := decodeItem(it.Key, v)
-			if err != nil {
+		for _, k := range keyed {
+			key, it := k.key, k.it
+			if v := b.Get(key); v != nil {
+				old, err := decodeItem(it.Key, v)
+				if err != nil {
+					return err
+				}
+				if !expired(old, now) {
+					return fmt.Errorf("create %s/%s: exists: %w", it.PK, it.SK, store.ErrConditionFailed)
+				}
+			}
+			if err := b.Put(key, encodeItem(it)); err != nil {
 				return err
 			}
-			if !expired(old, now) {
-				return fmt.Errorf("create %s/%s: exists: %w", it.PK, it.SK, store.ErrConditionFailed)
-			}
 		}
-		return b.Put(key, encodeItem(it))
+		return nil
 	})
+}
+
+type keyedItem struct {
+	key []byte
+	it  store.Item
 }
 
 // Update writes it when the stored item has Version it.Version-1, else

@@ -31,6 +31,21 @@ type keyedBackend struct {
 	keys func(t *testing.T) []string
 }
 
+// onDynalite is the AWS backend over a table of its own on dynalite, the
+// strict DynamoDB, with dynalite's client and the table's name; ok false
+// (logged) under -short or with no local SQS server.
+func onDynalite(t *testing.T) (b testenv.Backend, d *awstest.DynamoDB, table string, ok bool) {
+	if testing.Short() || awstest.SQSMissing() != "" {
+		t.Log("leaving out dynalite: not in -short, or no local SQS server")
+		return b, nil, "", false
+	}
+	b = testenv.AWS(t)
+	d = awstest.StartDynalite(t)
+	table = d.CreateTable(t)
+	b.Name, b.Table = "dynalite", dynamo.New(d.Client, table)
+	return b, d, table, true
+}
+
 func keyedBackends(t *testing.T) []keyedBackend {
 	emb := testenv.Embedded(t)
 	out := []keyedBackend{{Backend: emb, keys: func(t *testing.T) []string {
@@ -43,14 +58,10 @@ func keyedBackends(t *testing.T) []keyedBackend {
 		// build of a deleted chat delivered later writes nothing.
 		return slices.DeleteFunc(all, func(k string) bool { return strings.HasPrefix(k, "queues/") })
 	}}}
-	if testing.Short() || awstest.SQSMissing() != "" {
-		t.Log("leaving out the AWS adapters: not in -short, or no local SQS server")
+	b, d, table, ok := onDynalite(t)
+	if !ok {
 		return out
 	}
-	b := testenv.AWS(t)
-	d := awstest.StartDynalite(t)
-	table := d.CreateTable(t)
-	b.Name, b.Table = "dynalite", dynamo.New(d.Client, table)
 	out = append(out, keyedBackend{Backend: b, keys: func(t *testing.T) []string {
 		var all []string
 		p := dynamodb.NewScanPaginator(d.Client, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})

@@ -683,14 +683,29 @@ func (c *Chats) Delete(ctx context.Context, tenant, chat string, steps int) (Pro
 	return p, err
 }
 
-// deleteIf is Delete when claim, given the chat's state and index item
-// as they stand in the write that marks it deleting, allows it (nil:
-// always); otherwise it does nothing and reports claimed false. A deletion
-// already under way is resumed whatever claim says. It returns the
-// incarnation it deletes, which the messages continuing it name.
+// deleteIf is Delete when claim, given the chat's state as it stands in
+// the write that marks it deleting, allows it (nil: always); otherwise it
+// does nothing and reports claimed false. A deletion already under way is
+// resumed whatever claim says. It returns the incarnation it deletes,
+// which the messages continuing it name.
 func (c *Chats) deleteIf(ctx context.Context, tenant, chat string, steps int, claim func(chatState) bool) (ch chatid.Chat, p Progress, claimed bool, err error) {
+	ch, e, claimed, _, err := c.markDeleting(ctx, tenant, chat, claim)
+	if err != nil || !claimed {
+		return chatid.Chat{}, Progress{}, claimed, err
+	}
+	p, err = c.run(ctx, ch, steps, e)
+	return ch, p, true, err
+}
+
+// markDeleting marks the chat deleting when claim (nil: always) allows it
+// of the chat's state in the same write, and returns the incarnation to
+// delete and its state. claimed: the chat is being deleted, marked now
+// (fresh) or before (a deletion under way, or an id with nothing
+// recorded, which has nothing to mark).
+func (c *Chats) markDeleting(ctx context.Context, tenant, chat string, claim func(chatState) bool) (ch chatid.Chat, e chatState, claimed, fresh bool, err error) {
 	now := c.now().UnixMilli()
 	r, err := c.update(ctx, tenant, chat, func(r *chatRecord) error {
+		fresh = false
 		if r.state.Deleting != 0 {
 			if r.legacy {
 				return nil // moved to the identity item, as it is
@@ -703,14 +718,14 @@ func (c *Chats) deleteIf(ctx context.Context, tenant, chat string, steps int, cl
 		if !r.id.Recorded && !r.listed {
 			return errNoChange // no chat: nothing to delete, nothing to mark
 		}
-		r.state.Deleting = now
+		r.state.Deleting, fresh = now, true
 		return nil
 	})
 	if errors.Is(err, errNotClaimed) {
-		return chatid.Chat{}, Progress{}, false, nil
+		return chatid.Chat{}, chatState{}, false, false, nil
 	}
 	if err != nil {
-		return chatid.Chat{}, Progress{}, false, err
+		return chatid.Chat{}, chatState{}, false, false, err
 	}
 	if r.state.Deleting == 0 {
 		// Nothing of the chat is recorded: what its id may still hold (rows
@@ -719,8 +734,7 @@ func (c *Chats) deleteIf(ctx context.Context, tenant, chat string, steps int, cl
 	}
 	// The mark and the incarnation are one item: no append opens another
 	// from here on.
-	p, err = c.run(ctx, r.id.Chat, steps, r.state)
-	return r.id.Chat, p, true, err
+	return r.id.Chat, r.state, true, fresh, nil
 }
 
 // errNotClaimed: a conditional deletion found its condition false.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
@@ -15,18 +14,14 @@ import (
 
 // Retention deletes idle chats: a chat whose last append is older than its
 // retention (its own setting, else its tenant's default) is deleted, with
-// its images, as DELETE deletes it. A sweep finds them: the local server
-// runs one every hour, and in AWS a schedule puts {"op":"expire"} on the
-// build queue every hour. DynamoDB's TTL does not fit here: it drops one
-// item and tells no one, while a chat is many items and its images; it
-// does expire the receipt records.
+// its images, as DELETE deletes it. A sweep finds them (sweep.go): the
+// local server runs one every hour, and in AWS a schedule puts
+// {"op":"expire"} on the build queue every hour. DynamoDB's TTL does not
+// fit here: it drops one item and tells no one, while a chat is many items
+// and its images; it does expire the receipt records.
 
 // MaxRetentionDays bounds a retention setting (100 years).
 const MaxRetentionDays = 36500
-
-// expirePage is how many tenants, and chats of one tenant, a sweep step
-// reads at once.
-const expirePage = 100
 
 func settingsKey(tenant string) store.Key {
 	return store.Key{PK: store.IndexPK(tenant), SK: store.SettingsSK}
@@ -131,73 +126,6 @@ func (c *Chats) SetChatRetention(ctx context.Context, tenant, chat string, days 
 	return c.updateIndex(ctx, tenant, chat, func(e *indexEntry) { e.Retention = days })
 }
 
-// Expire runs one step of a sweep: it reads a page of the tenants that set
-// a retention, from the tenant after, deletes their chats idle past their
-// retention (deletions that do not finish in the call go on through the
-// queue), and returns the tenant to continue after ("" when done).
-func (c *Chats) Expire(ctx context.Context, after string) (next string, expired int, err error) {
-	page, err := c.table.Query(ctx, store.Query{PK: store.RetentionPK, After: after, Limit: expirePage})
-	if err != nil {
-		return after, 0, fmt.Errorf("lifecycle: reading the tenants with retention: %w", err)
-	}
-	now := c.now()
-	for _, it := range page.Items {
-		tenant, err := url.PathUnescape(it.SK)
-		if err != nil {
-			continue
-		}
-		n, err := c.expireTenant(ctx, tenant, now)
-		expired += n
-		if err != nil {
-			return after, expired, err
-		}
-		after = it.SK
-	}
-	return page.Next, expired, nil
-}
-
-// expireTenant deletes the tenant's chats idle past their retention.
-func (c *Chats) expireTenant(ctx context.Context, tenant string, now time.Time) (int, error) {
-	def, err := c.TenantRetention(ctx, tenant)
-	if err != nil {
-		return 0, err
-	}
-	expired := 0
-	q := store.Query{PK: store.IndexPK(tenant), Prefix: store.IndexChatPrefix, Limit: expirePage}
-	for {
-		page, err := c.table.Query(ctx, q)
-		if err != nil {
-			return expired, fmt.Errorf("lifecycle: reading the chats of a tenant: %w", err)
-		}
-		chats, err := c.readListed(ctx, tenant, page.Items)
-		if err != nil {
-			return expired, err
-		}
-		for _, l := range chats {
-			idle := idleAt(now, l.entry.days(def))
-			if l.state.Deleting == 0 && !idle(l.state) {
-				continue
-			}
-			// The page may be old news: idle is asked again of the chat's
-			// state as it stands in the write that claims the deletion, so
-			// an append since the page was read keeps the chat (or, once
-			// the claim is written, is refused). A deletion left
-			// unfinished is resumed here too.
-			claimed, err := c.expireChat(ctx, tenant, l.chat, idle)
-			if err != nil {
-				return expired, err
-			}
-			if claimed {
-				expired++
-			}
-		}
-		if page.Next == "" {
-			return expired, nil
-		}
-		q.After = page.Next
-	}
-}
-
 // days is the chat's retention: its own, else its tenant's default def.
 func (e indexEntry) days(def int) int {
 	if e.Retention != nil {
@@ -211,35 +139,6 @@ func (e indexEntry) days(def int) int {
 func idleAt(now time.Time, days int) func(chatState) bool {
 	return func(s chatState) bool {
 		return s.Activity != 0 && days > 0 && now.Sub(time.UnixMilli(s.Activity)) > time.Duration(days)*24*time.Hour
-	}
-}
-
-// expireChat claims the chat's deletion when idle holds of its index item
-// at the claim, runs one call's worth of it and queues the rest.
-func (c *Chats) expireChat(ctx context.Context, tenant, chat string, idle func(chatState) bool) (bool, error) {
-	ch, p, claimed, err := c.deleteIf(ctx, tenant, chat, 1, idle)
-	if err != nil || !claimed || p.Done {
-		return claimed, err
-	}
-	if c.queue == nil {
-		for !p.Done && err == nil {
-			p, err = c.Delete(ctx, tenant, chat, 0)
-		}
-		return true, err
-	}
-	return true, c.queue.Send(ctx, deleteBody(ch), 0)
-}
-
-// ExpireAll runs a whole sweep (the local server's hourly one).
-func (c *Chats) ExpireAll(ctx context.Context) (int, error) {
-	total, next := 0, ""
-	for {
-		n, err := 0, error(nil)
-		next, n, err = c.Expire(ctx, next)
-		total += n
-		if err != nil || next == "" {
-			return total, err
-		}
 	}
 }
 

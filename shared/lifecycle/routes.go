@@ -202,16 +202,18 @@ func (c *Chats) handleDelete(w http.ResponseWriter, r *http.Request) error {
 }
 
 // deleteMessage is the queue message that continues the deletion of an
-// incarnation of a chat, or (op "expire") a retention sweep from the
-// tenant after.
+// incarnation of a chat, or (op "expire") a retention sweep: the hourly
+// trigger without a run, a step of a run with one.
 type deleteMessage struct {
 	Op     string `json:"op"`
 	Tenant string `json:"tenant,omitempty"`
 	Chat   string `json:"chat,omitempty"`
 	// Inc is the incarnation being deleted ("": a chat written before
 	// incarnations, or a message sent before they were recorded).
-	Inc   string `json:"n,omitempty"`
-	After string `json:"after,omitempty"`
+	Inc string `json:"n,omitempty"`
+	// Run and Seq name a sweep's run and the step to run.
+	Run string `json:"run,omitempty"`
+	Seq int64  `json:"seq,omitempty"`
 }
 
 const (
@@ -233,12 +235,28 @@ func (c *Chats) Task(ctx context.Context, body string) (bool, error) {
 		return false, nil
 	}
 	if msg.Op == opExpire {
-		next, _, err := c.Expire(ctx, msg.After)
+		// A message without a run is the hourly trigger (or one of a
+		// sweep sent before sweeps had runs, which starts one the same).
+		var step SweepStep
+		var err error
+		if msg.Run == "" {
+			step, err = c.StartSweep(ctx)
+		} else {
+			step, err = c.SweepStep(ctx, msg.Run, msg.Seq)
+		}
 		if err != nil {
 			return true, err
 		}
-		if next != "" && c.queue != nil {
-			b, _ := json.Marshal(deleteMessage{Op: opExpire, After: next})
+		if step.Busy {
+			// Asked again after the queue's delay: by then the copy has
+			// finished the step, or is taken to have died.
+			return true, store.Unavailable("lifecycle sweep", fmt.Errorf("step %d of sweep %s is running elsewhere", step.Seq, step.Run))
+		}
+		if step.Ran && !step.Done {
+			if c.queue == nil {
+				return true, errors.New("lifecycle: the sweep continues but there is no queue")
+			}
+			b, _ := json.Marshal(deleteMessage{Op: opExpire, Run: step.Run, Seq: step.Seq + 1})
 			return true, c.queue.Send(ctx, string(b), 0)
 		}
 		return true, nil

@@ -161,6 +161,11 @@ func (m *Memory) deliver(ctx, bctx, sctx context.Context, src source, d store.De
 		}
 		return
 	}
+	if handled {
+		// A build logs its own outcome; a task (a deletion's step, a
+		// sweep's) leaves no other trace of its failure.
+		m.logger.WarnContext(ctx, "memory: a queue task failed; its message comes back", "messageId", d.ID, "err", err)
+	}
 	if rerr := src.retry(sctx, d, retryDelay(err, m.retry)); rerr != nil {
 		m.logger.WarnContext(ctx, "memory: delaying a build message", "messageId", d.ID, "err", rerr)
 	}

@@ -18,6 +18,7 @@ import (
 //	chats/<tenant>                    the tenant's chat index (written once per chat) and settings
 //	imgrefs/<tenant>/<image>          the chats that name one image, and its deletion lease
 //	retention                         the tenants that set a retention
+//	sweep                             the retention sweep's cursor and lease (SK retention)
 //	healthz                           the item health checks read (never written)
 //
 // Sort keys of a chat incarnation's partition:
@@ -132,6 +133,9 @@ const RetentionPK = "retention"
 
 // RetentionSK is the sort key of tenant in RetentionPK.
 func RetentionSK(tenant string) string { return url.PathEscape(tenant) }
+
+// SweepKey is the retention sweep's item: its cursor and its lease.
+func SweepKey() Key { return Key{PK: "sweep", SK: "retention"} }
 
 // HealthKey is the item health checks read; nothing is ever stored under
 // it.

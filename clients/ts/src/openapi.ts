@@ -1008,7 +1008,7 @@ export interface operations {
                         unrestored?: {
                             name: string;
                             /** @enum {unknown} */
-                            reason: "not_found" | "unavailable" | "budget" | "format" | "limit" | "describe";
+                            reason: "not_found" | "unavailable" | "error" | "budget" | "format" | "limit" | "describe";
                         }[] | null;
                         /** @description the refs left as text past the first 1000 listed */
                         unrestoredOmitted?: number;
