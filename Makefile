@@ -41,6 +41,13 @@ stack: tools
 stack-faults: tools
 	DURACHAT_FAULT_RUNS=1 PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -timeout 30m -run TestFaultRunsOnTheDeployedShape -v ./infra/stack/
 
+# stack-turns measures host turns on the stack against the local server,
+# and appends while 100 views wait (minutes; figures in docs/stack.md). Not
+# part of test.
+.PHONY: stack-turns
+stack-turns: tools
+	DURACHAT_TURN_RUNS=1 PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -timeout 30m -run 'TestHostTurnsOnTheDeployedShapeAgainstTheLocalServer|TestAppendsKeepTheirLatencyWhileAHundredViewsWait' -v ./infra/stack/
+
 # stack-load runs the load runs on the stack: 120 active chats against a
 # scripted model that answers in 1 s, at BuildConcurrency 2 and 4 and with
 # the defaults (about 5 minutes each; figures in docs/scale.md). Not part

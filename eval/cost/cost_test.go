@@ -24,6 +24,7 @@ import (
 	"github.com/durachat/durachat/shared/model/bedrock"
 	"github.com/durachat/durachat/shared/model/bedrock/bedrocktest"
 	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/store/storetest"
 	"github.com/durachat/durachat/shared/testenv"
 	"github.com/durachat/durachat/shared/transcript"
 )
@@ -134,7 +135,7 @@ func TestReferenceChatCost(t *testing.T) {
 func run(t *testing.T, bursts int, groups bool) counts {
 	ctx := context.Background()
 	be := testenv.Embedded(t)
-	table := &countingTable{Table: be.Table}
+	table := storetest.NewMeter(be.Table)
 	blobs := &countingBlobs{Blobs: be.Blobs}
 	clock := &clock{t: time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)}
 	queue := &batchQueue{clock: clock}
@@ -203,7 +204,8 @@ func run(t *testing.T, bursts int, groups bool) counts {
 	}
 	c.ModelCalls = len(srv.Requests())
 	c.InputTokens, c.CacheReadTokens, c.CacheWriteTokens, c.OutputTokens = cache.input, cache.read, cache.write, cache.output
-	c.ReadUnits, c.WriteUnits = table.reads, table.writes
+	metered := table.Count()
+	c.ReadUnits, c.WriteUnits = metered.ReadUnits, metered.WriteUnits
 	c.S3Puts, c.S3Gets = blobs.puts, blobs.gets
 	c.QueueMessages = queue.sent
 	return c

@@ -22,60 +22,6 @@ import (
 	"github.com/durachat/durachat/shared/store"
 )
 
-// countingTable counts DynamoDB request units as on-demand bills them:
-// a read 1 per 4 KB (strongly consistent), a write 1 per 1 KB, a failed
-// conditional write too, at least 1 each.
-type countingTable struct {
-	store.Table
-	mu            sync.Mutex
-	reads, writes int
-}
-
-func units(size, per int) int { return max(1, (size+per-1)/per) }
-
-func (c *countingTable) add(r, w int) {
-	c.mu.Lock()
-	c.reads += r
-	c.writes += w
-	c.mu.Unlock()
-}
-
-func (c *countingTable) Get(ctx context.Context, k store.Key) (store.Item, error) {
-	it, err := c.Table.Get(ctx, k)
-	c.add(units(it.Size(), 4096), 0)
-	return it, err
-}
-
-func (c *countingTable) Create(ctx context.Context, it store.Item) error {
-	c.add(0, units(it.Size(), 1024))
-	return c.Table.Create(ctx, it)
-}
-
-func (c *countingTable) Update(ctx context.Context, it store.Item) error {
-	c.add(0, units(it.Size(), 1024))
-	return c.Table.Update(ctx, it)
-}
-
-func (c *countingTable) Query(ctx context.Context, q store.Query) (store.Page, error) {
-	p, err := c.Table.Query(ctx, q)
-	size := 0
-	for _, it := range p.Items {
-		size += it.Size()
-	}
-	c.add(units(size, 4096), 0)
-	return p, err
-}
-
-func (c *countingTable) BatchGet(ctx context.Context, keys []store.Key) ([]store.Item, error) {
-	items, err := c.Table.BatchGet(ctx, keys)
-	r := len(keys) - len(items) // a missing item still costs a unit
-	for _, it := range items {
-		r += units(it.Size(), 4096)
-	}
-	c.add(r, 0)
-	return items, err
-}
-
 // countingBlobs counts S3 requests: PUTs, and GETs and HEADs (priced alike).
 type countingBlobs struct {
 	store.Blobs

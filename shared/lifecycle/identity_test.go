@@ -231,6 +231,66 @@ func TestADeletedChatsIdNamesOnlyTheNewChatInEveryProcess(t *testing.T) {
 	}
 }
 
+// A chat id deleted and used again never shows the deleted chat's view
+// snapshot: two processes that both read the old chat's view (so both
+// know its snapshot and hold its lines) and a new process read the new
+// chat's view, which holds none of the old lines; the old snapshot is
+// gone with its incarnation's partition and the new chat keeps its own.
+func TestAReusedChatIdNeverShowsTheDeletedChatsViewSnapshot(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			a := newEnvBuilding(t, b, 0, nil, quoting{})
+			other := newEnvBuilding(t, b, 0, nil, quoting{})
+			// Enough messages that a view keeps a snapshot of their lines.
+			say := func(word string) chatid.Chat {
+				var msgs []map[string]any
+				for i := range 40 {
+					msgs = append(msgs, user(fmt.Sprintf("%s message %d", word, i)))
+				}
+				a.append("alice", "x", msgs...)
+				a.build()
+				return a.current("alice", "x")
+			}
+			snapshot := func(c chatid.Chat) bool {
+				return slices.ContainsFunc(a.itemsOf(c.PK()), func(it store.Item) bool { return it.SK == store.ViewSK })
+			}
+
+			old := say("OLD-SECRET")
+			for _, e := range []*env{a, other} {
+				if v := e.get("alice", "x", "view"); strings.Count(v, "OLD-SECRET") != 40 {
+					t.Fatalf("the old chat's view = %s, want its 40 lines", v)
+				}
+			}
+			if !snapshot(old) {
+				t.Fatal("the old chat keeps no view snapshot: the test holds less than it says")
+			}
+
+			if code, _ := a.delete("alice", "x"); code == http.StatusAccepted {
+				a.drain()
+			}
+			now := say("NEW-MESSAGE")
+			if now == old {
+				t.Fatalf("the new chat is incarnation %q, the deleted one's", now.Inc)
+			}
+			if left := a.itemsOf(old.PK()); len(left) != 0 {
+				t.Fatalf("the deleted incarnation's partition holds %d items", len(left))
+			}
+			for i, e := range []*env{a, other, newEnvBuilding(t, b, 0, nil, quoting{})} {
+				// The first view of the new chat writes its snapshot, the
+				// next reads it.
+				for range 2 {
+					if v := e.get("alice", "x", "view"); strings.Contains(v, "OLD-SECRET") || strings.Count(v, "NEW-MESSAGE") != 40 {
+						t.Fatalf("process %d: the new chat's view = %s, want its own 40 lines", i, v)
+					}
+				}
+			}
+			if !snapshot(now) {
+				t.Fatal("the new chat keeps no view snapshot")
+			}
+		})
+	}
+}
+
 // A deletion's queue message delivered again after the id names a new
 // chat deletes nothing of it.
 func TestADeletionsMessageDeliveredAfterTheIdIsReusedDeletesNothing(t *testing.T) {

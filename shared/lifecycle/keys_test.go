@@ -133,7 +133,7 @@ func (e *env) settle(chats ...string) {
 // image another chat shares, its own images logged, images stored only
 // through its hooks (after-tool, offload-input), a claimed and an
 // unclaimed direct upload, descriptions, texts too big for their rows,
-// and search turned on.
+// search turned on, and a view snapshot.
 func TestADeletedChatLeavesNoKeyBehindButWhatOtherChatsUse(t *testing.T) {
 	for _, kb := range keyedBackends(t) {
 		t.Run(kb.Name, func(t *testing.T) {
@@ -179,10 +179,26 @@ func TestADeletedChatLeavesNoKeyBehindButWhatOtherChatsUse(t *testing.T) {
 					t.Fatalf("%s %s: %d %s", call.method, call.path, code, body)
 				}
 			}
+			// Enough short messages that the view, read once they are
+			// built, keeps a snapshot of its lines.
+			var chatter []map[string]any
+			for i := 0; i < 40; i++ {
+				chatter = append(chatter, user(fmt.Sprintf("short message %d", i)))
+			}
+			e.append("alice", "gone", chatter...)
 			e.settle("gone")
+			if code, body := e.do("alice", "GET", "/v1/chats/gone/view", nil); code != http.StatusOK {
+				t.Fatalf("GET view: %d %s", code, body)
+			}
 			during := kb.keys(t)
 			if len(during) <= len(before)+10 {
 				t.Fatalf("the chat added %d keys: the test holds less than it says", len(during)-len(before))
+			}
+			// Its incarnation's partition is chat/alice/gone~<incarnation>.
+			if !slices.ContainsFunc(during, func(k string) bool {
+				return strings.Contains(k, "chat/alice/gone~") && strings.HasSuffix(k, "\x00"+store.ViewSK)
+			}) {
+				t.Fatal("the chat holds no view snapshot: the test holds less than it says")
 			}
 
 			if code, a := e.delete("alice", "gone"); code != http.StatusOK || !a.Deleted {

@@ -69,6 +69,7 @@ import (
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/transcript"
 )
@@ -361,7 +362,7 @@ func (c *Chats) updateIndex(ctx context.Context, tenant, chat string, fn func(e 
 			}
 		}
 		fn(&e)
-		body, err := api.Marshal(e)
+		body, err := rawjson.Of(e)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -53,7 +54,7 @@ func (c *Chats) SetTenantRetention(ctx context.Context, tenant string, days int)
 	if err := c.enroll(ctx, tenant); err != nil {
 		return err
 	}
-	body, err := api.Marshal(tenantSettings{RetentionDays: days})
+	body, err := rawjson.Of(tenantSettings{RetentionDays: days})
 	if err != nil {
 		return err
 	}

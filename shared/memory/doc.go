@@ -9,12 +9,12 @@
 // lost message or a redelivered one can stall or duplicate nothing.
 //
 // Everything memory keeps of a chat is of one incarnation of its id
-// (chatid): its state item and node rows (store.StateSK, store.NodeSK)
-// live in the incarnation's partition, its build messages name the
-// incarnation ("n"), and the in-process line cache is keyed by the
-// partition. A request reads the current incarnation once; a build
-// message of another is dropped unbuilt, and a state or node row is
-// created only while its incarnation is current, so a chat deleted and
-// created again never sees, nor is written by, what memory kept of the
-// one before.
+// (chatid): its state item, node rows and view snapshot (store.StateSK,
+// store.NodeSK, store.ViewSK) live in the incarnation's partition, its
+// build messages name the incarnation ("n"), and the in-process line cache
+// is keyed by the partition. A request reads the current incarnation
+// once; a build message of another is dropped unbuilt, and a state, node
+// row or snapshot is created only while its incarnation is current, so a
+// chat deleted and created again never sees, nor is written by, what
+// memory kept of the one before.
 package memory

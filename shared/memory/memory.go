@@ -156,6 +156,7 @@ type Memory struct {
 	metrics     *emf
 	states      states
 	lines       *lineCache
+	snapshots   *fifo[string, snapshotMemo] // by incarnation partition
 	changes     *notifier
 	// onBatch, in tests, sees every batch that merged: which view, its size
 	// before and after, and whether it is still open.
@@ -195,6 +196,7 @@ func New(cfg Config) (*Memory, error) {
 		batchBuilds: cfg.BatchBuilds,
 		logger:      cfg.Logger,
 		states:      states{table: cfg.Table, ids: chatid.New(cfg.Table)},
+		snapshots:   newFIFO[string, snapshotMemo](snapshotMemos),
 		changes:     newNotifier(),
 	}
 	if m.now == nil {
@@ -540,11 +542,7 @@ func newID() string {
 // again is another incarnation with another partition, so an entry is
 // never stale; the cache only bounds memory, evicting the oldest.
 type lineCache struct {
-	mu    sync.Mutex
-	max   int
-	items map[lineKey]nodeInfo
-	order []lineKey
-	next  int
+	lines *fifo[lineKey, nodeInfo]
 }
 
 type lineKey struct {
@@ -553,27 +551,49 @@ type lineKey struct {
 }
 
 func newLineCache(max int) *lineCache {
-	return &lineCache{max: max, items: make(map[lineKey]nodeInfo, max)}
+	return &lineCache{lines: newFIFO[lineKey, nodeInfo](max)}
 }
 
 func (c *lineCache) get(pk string, n Node) (nodeInfo, bool) {
 	if c == nil {
 		return nodeInfo{}, false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	info, ok := c.items[lineKey{pk, n}]
-	return info, ok
+	return c.lines.get(lineKey{pk, n})
 }
 
 func (c *lineCache) put(pk string, n Node, info nodeInfo) {
 	if c == nil {
 		return
 	}
+	c.lines.put(lineKey{pk, n}, info)
+}
+
+// fifo is a map of at most max entries that forgets the oldest put first.
+type fifo[K comparable, V any] struct {
+	mu    sync.Mutex
+	max   int
+	items map[K]V
+	order []K
+	next  int
+}
+
+func newFIFO[K comparable, V any](max int) *fifo[K, V] {
+	return &fifo[K, V]{max: max, items: make(map[K]V, max)}
+}
+
+func (c *fifo[K, V]) get(k K) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := lineKey{pk, n}
+	v, ok := c.items[k]
+	return v, ok
+}
+
+// put sets k to v; a key already held keeps its place in the order.
+func (c *fifo[K, V]) put(k K, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if _, ok := c.items[k]; ok {
+		c.items[k] = v
 		return
 	}
 	if len(c.order) < c.max {
@@ -583,7 +603,16 @@ func (c *lineCache) put(pk string, n Node, info nodeInfo) {
 		c.order[c.next] = k
 		c.next = (c.next + 1) % c.max
 	}
-	c.items[k] = info
+	c.items[k] = v
+}
+
+// forget drops k. Its place in the order stays taken until it comes round,
+// so a key put again meanwhile may be forgotten early: a miss, nothing
+// worse.
+func (c *fifo[K, V]) forget(k K) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.items, k)
 }
 
 // notifier wakes this process's view waiters when it changes a chat's

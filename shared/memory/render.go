@@ -56,11 +56,26 @@ func waitPoll(elapsed time.Duration) time.Duration {
 	return min(waitFastPoll+(elapsed-waitFastFor)/8, waitSlowPoll)
 }
 
+// renderReserve is the part of a request's own deadline (a Lambda
+// invocation's, the gateway's) that a wait leaves to read and render the
+// view: a wait that ran into the deadline would answer with an error, not
+// with what is built.
+const renderReserve = 3 * time.Second
+
+// waitFor is how long a view may wait: the configured bound, cut short so
+// that renderReserve is left before ctx's deadline (never below zero).
+func waitFor(ctx context.Context, bound time.Duration) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		bound = min(bound, time.Until(d)-renderReserve)
+	}
+	return max(bound, 0)
+}
+
 // waitBuilt waits until the view has no placeholder or the memory stalls.
 // This process's own changes wake it at once; builds in another process
 // are seen by reading the state item on the waitPoll schedule.
 func (m *Memory) waitBuilt(ctx context.Context, c chatid.Chat, st *chatState) (*chatState, error) {
-	deadline := time.NewTimer(m.wait)
+	deadline := time.NewTimer(waitFor(ctx, m.wait))
 	defer deadline.Stop()
 	start := time.Now()
 	lastPump := start
@@ -97,8 +112,8 @@ func (m *Memory) waitBuilt(ctx context.Context, c chatid.Chat, st *chatState) (*
 	return st, nil
 }
 
-// render reads the view's built lines (ceil(lines/100) batch reads, fewer
-// with the cache) and renders it.
+// render reads the view's built lines (from the cache, the view snapshot
+// and the rows of the lines it lacks) and renders it.
 func (m *Memory) render(ctx context.Context, c chatid.Chat, st *chatState) (wire.View, error) {
 	nodes := st.View.nodes()
 	var want []Node
@@ -107,7 +122,7 @@ func (m *Memory) render(ctx context.Context, c chatid.Chat, st *chatState) (wire
 			want = append(want, n)
 		}
 	}
-	rows, err := m.rows(ctx, c, want)
+	rows, err := m.viewRows(ctx, c, want)
 	if err != nil {
 		return wire.View{}, err
 	}

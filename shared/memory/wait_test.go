@@ -159,3 +159,47 @@ func BenchmarkViewWakesAfterALineLands(b *testing.B) {
 		})
 	}
 }
+
+// TestAViewWaitLeavesTimeToAnswerBeforeItsRequestsDeadline: a wait ends
+// renderReserve before the request's deadline (a Lambda invocation's), so
+// the view answers with what is built instead of running into the deadline
+// and failing.
+func TestAViewWaitLeavesTimeToAnswerBeforeItsRequestsDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		bound time.Duration
+		left  time.Duration // until the deadline; 0: none
+		want  time.Duration
+	}{
+		{"no deadline: the bound", 20 * time.Second, 0, 20 * time.Second},
+		{"a far deadline: the bound", 20 * time.Second, time.Minute, 20 * time.Second},
+		{"a near deadline: the reserve left", 20 * time.Second, 10 * time.Second, 7 * time.Second},
+		{"a deadline inside the reserve: no wait", 20 * time.Second, time.Second, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tc.left > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.left)
+				defer cancel()
+			}
+			got := waitFor(ctx, tc.bound)
+			if got > tc.want || got < tc.want-time.Second {
+				t.Errorf("waitFor = %s, want about %s", got, tc.want)
+			}
+		})
+	}
+
+	f := newFixture(t)
+	f.m.wait = time.Minute
+	f.append(t, "user", long(0)) // queued, never built
+	ctx, cancel := context.WithTimeout(context.Background(), renderReserve+500*time.Millisecond)
+	defer cancel()
+	v, err := f.m.ReadView(ctx, f.tenant, f.chat, true)
+	if err != nil {
+		t.Fatalf("a wait near its deadline failed: %v", err)
+	}
+	if v.Unbuilt != 1 || ctx.Err() != nil {
+		t.Fatalf("view %+v, ctx %v: want the unbuilt line answered before the deadline", v, ctx.Err())
+	}
+}

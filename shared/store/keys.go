@@ -30,6 +30,7 @@ import (
 //	i/<image>           an image the chat names
 //	state               the memory tree's state
 //	n/<level>/<index>   a memory node
+//	view                the chat view's snapshot: its built lines, in one item
 //
 // Blob keys:
 //
@@ -93,6 +94,11 @@ func ChatImageSK(name string) string { return ChatImagePrefix + name }
 
 // StateSK is the sort key of a chat's memory state.
 const StateSK = "state"
+
+// ViewSK is the sort key of a chat view's snapshot: the lines of its built
+// nodes as a view last read them, so that a process with no line cached
+// reads one item, not a row per line.
+const ViewSK = "view"
 
 // NodePrefix begins the sort key of every memory node.
 const NodePrefix = "n/"

@@ -11,10 +11,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -302,12 +302,12 @@ func (b *batch) open(ctx context.Context, drafts []draft, sum, req string) (reco
 	if rec.First, err = l.probeFrom(ctx, b.pk, hint); err != nil {
 		return record{}, 0, err
 	}
-	body, err := api.Marshal(rec)
+	body, err := rawjson.Of(rec)
 	if err != nil {
 		return record{}, 0, err
 	}
 	if !fits(b.pk, b.rk, body) {
-		rest, err := api.Marshal(rec.Rest)
+		rest, err := rawjson.Of(rec.Rest)
 		if err != nil {
 			return record{}, 0, err
 		}
@@ -316,7 +316,7 @@ func (b *batch) open(ctx context.Context, drafts []draft, sum, req string) (reco
 			return record{}, 0, fmt.Errorf("transcript: storing the rows of a large append: %w", err)
 		}
 		rec.Rest, rec.RestKey = nil, key
-		if body, err = api.Marshal(rec); err != nil {
+		if body, err = rawjson.Of(rec); err != nil {
 			return record{}, 0, err
 		}
 	}
@@ -346,7 +346,7 @@ func (b *batch) open(ctx context.Context, drafts []draft, sum, req string) (reco
 // claimed.
 func (b *batch) claim(ctx context.Context, rec record, version int64, first row) (record, error) {
 	l := b.l
-	body, err := api.Marshal(first)
+	body, err := rawjson.Of(first)
 	if err != nil {
 		return record{}, err
 	}
@@ -379,7 +379,7 @@ func (b *batch) claim(ctx context.Context, rec record, version int64, first row)
 		}
 		moved := rec
 		moved.First = next
-		mb, err := api.Marshal(moved)
+		mb, err := rawjson.Of(moved)
 		if err != nil {
 			return record{}, err
 		}
@@ -480,7 +480,7 @@ func (l *Log) complete(ctx context.Context, pk string, rec record, have map[int6
 // writeRow creates one row of a claimed batch; when it exists already it
 // must be the same batch's row at the same place.
 func (l *Log) writeRow(ctx context.Context, pk string, id int64, r row) error {
-	body, err := api.Marshal(r)
+	body, err := rawjson.Of(r)
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/chatid"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -43,7 +43,7 @@ func (l *Log) hint(ctx context.Context, pk string) (length, version int64, err e
 
 // raiseHint sets the hint to length unless it is there already.
 func (l *Log) raiseHint(ctx context.Context, pk string, length int64) error {
-	body, err := api.Marshal(meta{Len: length})
+	body, err := rawjson.Of(meta{Len: length})
 	if err != nil {
 		return err
 	}

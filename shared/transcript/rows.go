@@ -10,8 +10,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -116,7 +116,7 @@ func (l *Log) makeRow(ctx context.Context, texts, pk string, d draft, date time.
 		of := d.Of
 		r.Of = &of
 	}
-	body, err := api.Marshal(r)
+	body, err := rawjson.Of(r)
 	if err != nil {
 		return row{}, nil, err
 	}
@@ -124,7 +124,7 @@ func (l *Log) makeRow(ctx context.Context, texts, pk string, d draft, date time.
 		return r, body, nil
 	}
 	if r.Rec != nil {
-		rec, err := api.Marshal(r.Rec)
+		rec, err := rawjson.Of(r.Rec)
 		if err != nil {
 			return row{}, nil, err
 		}
@@ -133,7 +133,7 @@ func (l *Log) makeRow(ctx context.Context, texts, pk string, d draft, date time.
 			return row{}, nil, fmt.Errorf("transcript: moving a %d-byte message record out of its row: %w", len(rec), err)
 		}
 		r.Rec, r.RecKey = nil, key
-		if body, err = api.Marshal(r); err != nil {
+		if body, err = rawjson.Of(r); err != nil {
 			return row{}, nil, err
 		}
 		if fits(pk, store.EntrySK(0), body) {
@@ -145,7 +145,7 @@ func (l *Log) makeRow(ctx context.Context, texts, pk string, d draft, date time.
 		return row{}, nil, fmt.Errorf("transcript: moving a %d-byte text out of its row: %w", len(d.Text), err)
 	}
 	r.Text, r.TextKey = "", key
-	if body, err = api.Marshal(r); err != nil {
+	if body, err = rawjson.Of(r); err != nil {
 		return row{}, nil, err
 	}
 	return r, body, nil
