@@ -10,8 +10,8 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/chatid"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -118,7 +118,7 @@ func (c *Chats) readSweep(ctx context.Context) (sweepRun, int64, error) {
 // writeSweep writes s over the item at version (0: none), returning the
 // new version; store.ErrConditionFailed when it changed.
 func (c *Chats) writeSweep(ctx context.Context, s sweepRun, version int64) (int64, error) {
-	body, err := api.Marshal(s)
+	body, err := rawjson.Of(s)
 	if err != nil {
 		return 0, err
 	}
