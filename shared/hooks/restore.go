@@ -193,19 +193,19 @@ type restoration struct {
 
 	// What the answer may still take, each spent in request order; what
 	// does not fit stays a ref:
-	budget int64 // bytes of base64 inline
-	room   int64 // bytes added to the answer of any kind: inline images, links, descriptions, the lists of names (math.MaxInt64: nothing bounds it)
-	quota  int   // images restored: what the provider takes, less the images the request carries
+	inlineLeft int64 // bytes of base64 inline (the budget)
+	answerLeft int64 // bytes added to the answer of any kind: inline images, links, descriptions, the lists of names (math.MaxInt64: nothing bounds it)
+	imagesLeft int   // images restored: what the provider takes, less the images the request carries
 
 	names   []string            // the distinct names to read, in request order
 	fetched map[string]*fetched // what was read of each
 
-	answer   beforeRequestAnswer
-	restored map[string]bool
-	listed   map[Unrestored]bool
-	asText   *textRefs
-	linked   map[string]string // one link per name per request
-	closed   bool              // the inline budget closed at an image that did not fit
+	answer       beforeRequestAnswer
+	restored     map[string]bool
+	listed       map[Unrestored]bool
+	asText       *textRefs
+	linked       map[string]string // one link per name per request
+	inlineClosed bool              // the budget closed at an image that did not fit inline
 }
 
 // plan parses the request and sets what the answer may take. The answer
@@ -214,9 +214,9 @@ type restoration struct {
 // links, descriptions, the lists of names) fits in what the request leaves
 // of Lambda's response.
 func (rs *Restore) plan(ctx context.Context, tenant string, f format, body beforeRequestBody) (*restoration, error) {
-	budget := defaultBudget(body.Request)
+	inline := defaultBudget(body.Request)
 	if body.BudgetBytes != nil {
-		budget = *body.BudgetBytes
+		inline = *body.BudgetBytes
 	}
 	if rs.Bounded {
 		left := ResponseLimit - answerSize(body.Request)
@@ -224,42 +224,42 @@ func (rs *Restore) plan(ctx context.Context, tenant string, f format, body befor
 			return nil, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Field: "request",
 				Message: fmt.Sprintf("the request alone would make an answer over the %d bytes this deployment can send; send fewer messages, or upload images and send their refs", ResponseLimit)}
 		}
-		budget = min(budget, left)
+		inline = min(inline, left)
 	}
 	w, build, err := f.parse(body.Request)
 	if err != nil {
 		return nil, err
 	}
 	rt := &restoration{Restore: rs, ctx: ctx, tenant: tenant, mode: body.Mode, walk: w, build: build,
-		links: f.urls() && rs.Linker != nil, room: math.MaxInt64,
+		links: f.urls() && rs.Linker != nil, answerLeft: math.MaxInt64,
 		answer:   beforeRequestAnswer{Restoration: wire.Restoration{Restored: []string{}, Unrestored: []Unrestored{}}},
 		restored: map[string]bool{}, listed: map[Unrestored]bool{}, linked: map[string]string{}}
 	if body.BudgetBytes == nil || rs.Bounded {
-		rt.room = roomLeft(body.Request, w)
+		rt.answerLeft = canAdd(body.Request, w)
 	}
 	if rt.mode == ModeDescribe {
-		rt.asText = newTextRefs(describableRefs(MaxDescribedRefs, rt.room))
+		rt.asText = newTextRefs(describableRefs(MaxDescribedRefs, rt.answerLeft))
 		return rt, nil
 	}
-	// Descriptions are given room first: the budget only shrinks for a
+	// Descriptions are given their bytes first: the budget only shrinks for a
 	// request that is large.
 	describable := 0
 	if rs.Descriptions != nil {
-		describable = describableRefs(min(len(w.slots), MaxDescribedRefs), rt.room)
+		describable = describableRefs(min(len(w.slots), MaxDescribedRefs), rt.answerLeft)
 	}
 	rt.asText = newTextRefs(describable)
-	rt.room -= int64(describable) * describedRefBytes
-	rt.budget = min(budget, rt.room)
+	rt.answerLeft -= int64(describable) * describedRefBytes
+	rt.inlineLeft = min(inline, rt.answerLeft)
 	// Each distinct name is read once, and only names of this request's
 	// ref blocks are read at all. No more images are restored than the
-	// provider takes (quota), so no more names are read than twice that:
-	// the quota that may be found, and as many again that may be missing.
+	// provider takes (imagesLeft), so no more names are read than twice that:
+	// the images that may be found, and as many again that may be missing.
 	// Work and memory go with the distinct names read and the answer,
 	// not with how many ref blocks repeat them.
-	rt.quota = max(0, f.maxImages()-w.images)
+	rt.imagesLeft = max(0, f.maxImages()-w.images)
 	seen := map[string]bool{}
 	for _, s := range w.slots {
-		if s.canImage && !seen[s.name] && len(rt.names) < 2*rt.quota {
+		if s.canImage && !seen[s.name] && len(rt.names) < 2*rt.imagesLeft {
 			seen[s.name] = true
 			rt.names = append(rt.names, s.name)
 		}
@@ -278,10 +278,10 @@ func (rt *restoration) run() beforeRequestAnswer {
 	return rt.finish()
 }
 
-// roomLeft is what restore may add to the answer to req and stay within
-// ResponseLimit: what the request leaves, less room for the lists of
-// names the answer carries.
-func roomLeft(req rawjson.Value, w *walk) int64 {
+// canAdd is how many bytes restore may add to the answer to req and stay
+// within ResponseLimit: what the request leaves, less what the lists of
+// names the answer carries may take.
+func canAdd(req rawjson.Value, w *walk) int64 {
 	names := map[string]bool{}
 	for _, s := range w.slots {
 		if len(names) == MaxUnrestored {
@@ -294,9 +294,9 @@ func roomLeft(req rawjson.Value, w *walk) int64 {
 }
 
 // describableRefs is how many refs left as text may get a description:
-// at most n, and no more than room has room for.
-func describableRefs(n int, room int64) int {
-	return int(min(int64(n), room/describedRefBytes))
+// at most n, and no more than answerLeft bytes hold.
+func describableRefs(n int, answerLeft int64) int {
+	return int(min(int64(n), answerLeft/describedRefBytes))
 }
 
 // unrestored adds u to the answer's list, or counts it past MaxUnrestored.
@@ -388,7 +388,7 @@ func (rt *restoration) reads() {
 		done[k] = true
 		for cut < 0 && next < len(rt.names) && done[next] {
 			sum += rt.fetched[rt.names[next]].size()
-			if sum > rt.budget {
+			if sum > rt.inlineLeft {
 				cut = next
 			}
 			next++
@@ -440,7 +440,7 @@ func (rt *restoration) place(s *slot) {
 		return
 	}
 	g := rt.fetched[s.name]
-	if rt.quota == 0 || g == nil {
+	if rt.imagesLeft == 0 || g == nil {
 		rt.leave(s, ReasonLimit)
 		return
 	}
@@ -460,7 +460,7 @@ func (rt *restoration) place(s *slot) {
 		p.url = url
 	}
 	s.fill(p)
-	rt.quota--
+	rt.imagesLeft--
 	if !rt.restored[s.name] {
 		rt.restored[s.name] = true
 		rt.answer.Restored = append(rt.answer.Restored, s.name)
@@ -476,12 +476,12 @@ func (rt *restoration) place(s *slot) {
 // end keeps its inline prefix (and prompt cache).
 func (rt *restoration) inline(g *fetched) bool {
 	size := g.size()
-	if rt.closed || rt.links && rt.mode == ModeURL || !g.read || size > rt.budget || size+blockBytes > rt.room {
-		rt.closed = true
+	if rt.inlineClosed || rt.links && rt.mode == ModeURL || !g.read || size > rt.inlineLeft || size+blockBytes > rt.answerLeft {
+		rt.inlineClosed = true
 		return false
 	}
-	rt.budget -= size
-	rt.room -= size + blockBytes
+	rt.inlineLeft -= size
+	rt.answerLeft -= size + blockBytes
 	rt.answer.InlineBytes += size
 	return true
 }
@@ -509,10 +509,10 @@ func (rt *restoration) link(name string, g *fetched) (url, reason string) {
 		return "", ReasonUnavailable
 	}
 	cost := int64(len(url)) + blockBytes
-	if cost > rt.room {
-		return "", ReasonBudget // no room left in the answer
+	if cost > rt.answerLeft {
+		return "", ReasonBudget // the answer holds no more
 	}
-	rt.room -= cost
+	rt.answerLeft -= cost
 	return url, ""
 }
 

@@ -424,7 +424,7 @@ func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []stri
 		missing []string
 	)
 	err = inParallel(ctx, names, func(ctx context.Context, name string) error {
-		_, err := c.blobs.Head(ctx, store.ImageKey(tenant, name))
+		_, err := c.images.Head(ctx, tenant, name)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			mu.Lock()
