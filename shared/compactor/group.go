@@ -74,65 +74,113 @@ func (c *Compactor) CompactGroup(ctx context.Context, g memory.Group) ([]memory.
 		outs[i].Model = c.model.Name()
 	}
 	c.settle(nodes)
+	pending := unsettled(nodes)
+	if len(pending) == 0 {
+		return c.groupOutputs(nodes, outs, 0, owner, nil), nil
+	}
+	call := &groupCall{
+		nodes:    nodes,
+		describe: describe,
+		req:      c.groupRequest(g.Context, nodes, pending, describe),
+		pending:  pending,
+		descs:    map[string]string{},
+	}
+	if err := c.askLines(ctx, call); err != nil {
+		return nil, err
+	}
+	c.askGroupDescriptions(ctx, call)
+	outs = c.groupOutputs(nodes, outs, call.attempts, owner, call.descs)
+	chargeUsage(outs, call.usage)
+	return outs, nil
+}
+
+// groupCall is the conversation of one group call as it goes on.
+type groupCall struct {
+	nodes    []*groupNode
+	describe []string
+	req      model.Request
+	// pending are the indexes of the nodes still without an accepted line.
+	pending  []int
+	descs    map[string]string
+	attempts int
+	usage    model.Usage
+}
+
+// unsettled lists the nodes the call is to write: those neither left out
+// nor kept word for word.
+func unsettled(nodes []*groupNode) []int {
 	var pending []int
 	for i, n := range nodes {
 		if !n.out && !n.settled {
 			pending = append(pending, i)
 		}
 	}
-	if len(pending) == 0 {
-		return c.groupOutputs(nodes, outs, 0, owner, nil), nil
-	}
-	req := c.groupRequest(g.Context, nodes, pending, describe)
-	descs := map[string]string{}
-	attempts := 0
-	var usage model.Usage
-	for attempts < c.attempts && len(pending) > 0 {
-		attempts++
-		resp, err := c.model.Complete(ctx, req)
+	return pending
+}
+
+// askLines asks for the pending nodes' lines, in the same conversation,
+// until each is accepted or the attempts run out. Only an error on the
+// first call is returned: after it, the lines accepted so far stand.
+func (c *Compactor) askLines(ctx context.Context, call *groupCall) error {
+	for call.attempts < c.attempts && len(call.pending) > 0 {
+		call.attempts++
+		resp, err := c.model.Complete(ctx, call.req)
 		if err != nil {
-			if attempts == 1 {
-				return nil, fmt.Errorf("compactor: group of %d from %s, attempt 1: %w", len(pending), nodes[pending[0]].in.Label, model.Classify(err))
+			if call.attempts == 1 {
+				return fmt.Errorf("compactor: group of %d from %s, attempt 1: %w", len(call.pending), call.nodes[call.pending[0]].in.Label, model.Classify(err))
 			}
-			break
+			return nil
 		}
-		addUsage(&usage, resp.Usage)
-		lines := splitGroupReply(resp.Text, describe, descs)
+		addUsage(&call.usage, resp.Usage)
+		lines := splitGroupReply(resp.Text, call.describe, call.descs)
 		if len(lines) == 0 {
 			// No line under any head: the model does not follow the
 			// group's form, and asking again would not help. Every node
 			// is built on its own.
-			break
+			return nil
 		}
-		for _, i := range pending {
-			if text, ok := lines[nodes[i].in.Label]; ok {
-				nodes[i].line = text
-			} else {
-				nodes[i].line = ""
-			}
-		}
-		pending = c.judge(nodes, pending)
-		req.Messages = append(req.Messages, model.Message{Role: "assistant", Parts: []model.Part{{Text: nonEmpty(resp.Text)}}})
-		if len(pending) > 0 {
-			req.Messages = append(req.Messages, model.Message{Role: "user", Parts: []model.Part{{Text: c.groupFollowUp(nodes, pending)}}})
+		takeLines(call.nodes, call.pending, lines)
+		call.pending = c.judge(call.nodes, call.pending)
+		call.req.Messages = append(call.req.Messages, model.Message{Role: "assistant", Parts: []model.Part{{Text: nonEmpty(resp.Text)}}})
+		if len(call.pending) > 0 {
+			call.req.Messages = append(call.req.Messages, model.Message{Role: "user", Parts: []model.Part{{Text: c.groupFollowUp(call.nodes, call.pending)}}})
 		}
 	}
-	if len(describe) > 0 && len(pending) == 0 {
-		// Lines first: descriptions are asked for while attempts remain.
-		extra := memory.Compacted{Attempts: attempts}
-		if req.Messages[len(req.Messages)-1].Role == "assistant" {
-			c.askMissing(ctx, req, &extra, describe, descs)
-			attempts = extra.Attempts
-		}
+	return nil
+}
+
+// takeLines gives each pending node the reply's line under its label, or
+// an empty line where the reply has none for it.
+func takeLines(nodes []*groupNode, pending []int, lines map[string]string) {
+	for _, i := range pending {
+		nodes[i].line = lines[nodes[i].in.Label]
 	}
-	outs = c.groupOutputs(nodes, outs, attempts, owner, descs)
+}
+
+// askGroupDescriptions asks for the descriptions the replies left out,
+// once every line is accepted: lines first, descriptions while attempts
+// remain.
+func (c *Compactor) askGroupDescriptions(ctx context.Context, call *groupCall) {
+	if len(call.describe) == 0 || len(call.pending) > 0 {
+		return
+	}
+	if call.req.Messages[len(call.req.Messages)-1].Role != "assistant" {
+		return
+	}
+	extra := memory.Compacted{Attempts: call.attempts}
+	c.askMissing(ctx, call.req, &extra, call.describe, call.descs)
+	call.attempts = extra.Attempts
+}
+
+// chargeUsage puts the call's usage on the first line the call wrote, so
+// that it is counted once for the group.
+func chargeUsage(outs []memory.Compacted, usage model.Usage) {
 	for i := range outs {
 		if outs[i].Line != "" && !outs[i].Verbatim {
-			outs[i].Usage = usage // once, on the first line the call wrote
-			break
+			outs[i].Usage = usage
+			return
 		}
 	}
-	return outs, nil
 }
 
 // groupNodes sets up the nodes of a group: each leaf's images are
@@ -154,44 +202,13 @@ func (c *Compactor) groupNodes(in []memory.Compaction) (nodes []*groupNode, desc
 		nodes = append(nodes, n)
 		index[cin.Label] = i
 		if cin.Level > 0 {
-			a, b := childLabels(cin.Level, cin.Index)
-			for k, label := range []string{a, b} {
-				if cin.Children[k] != "" {
-					continue
-				}
-				// A child left to this call must be a node of it, written first.
-				j, ok := index[label]
-				if !ok {
-					n.out = true
-					continue
-				}
-				n.children[k] = j
-				n.out = n.out || nodes[j].out
-			}
-			if n.source == "" && n.children == [2]int{-1, -1} {
-				n.source = memory.MergeSource(cin.Children[0], cin.Children[1])
-			}
+			linkChildren(n, nodes, index)
 			continue
 		}
-		att, skipped := c.attach(cin.Images)
-		fresh := 0
-		for _, img := range att {
-			if _, ok := attached[img.Name]; !ok {
-				fresh++
-			}
-		}
-		if fresh > room {
-			n.out = true
+		if !c.attachLeaf(n, attached, &room) {
 			continue
 		}
-		room -= fresh
-		for _, img := range att {
-			if _, ok := attached[img.Name]; !ok {
-				attached[img.Name] = img
-			}
-		}
-		n.att, n.skipped = att, skipped
-		for _, name := range toDescribe(cin.Describe, att) {
+		for _, name := range toDescribe(cin.Describe, n.att) {
 			if _, ok := owner[name]; !ok {
 				owner[name] = i
 				describe = append(describe, name)
@@ -199,6 +216,55 @@ func (c *Compactor) groupNodes(in []memory.Compaction) (nodes []*groupNode, desc
 		}
 	}
 	return nodes, describe, owner
+}
+
+// linkChildren points a merge at the group nodes it merges. A child whose
+// line is not stored must be a node of this call, written before it;
+// otherwise the merge is left out, as it is over a left-out node. A merge
+// over two stored lines knows its source at once.
+func linkChildren(n *groupNode, nodes []*groupNode, index map[string]int) {
+	cin := n.in
+	a, b := childLabels(cin.Level, cin.Index)
+	for k, label := range []string{a, b} {
+		if cin.Children[k] != "" {
+			continue
+		}
+		j, ok := index[label]
+		if !ok {
+			n.out = true
+			continue
+		}
+		n.children[k] = j
+		n.out = n.out || nodes[j].out
+	}
+	if n.source == "" && n.children == [2]int{-1, -1} {
+		n.source = memory.MergeSource(cin.Children[0], cin.Children[1])
+	}
+}
+
+// attachLeaf attaches a leaf's images (downscaled) when those the group
+// has not attached yet fit the room left, which they then take; otherwise
+// the leaf is left out. It reports whether the leaf is in the call.
+func (c *Compactor) attachLeaf(n *groupNode, attached map[string]model.Image, room *int) bool {
+	att, skipped := c.attach(n.in.Images)
+	fresh := 0
+	for _, img := range att {
+		if _, ok := attached[img.Name]; !ok {
+			fresh++
+		}
+	}
+	if fresh > *room {
+		n.out = true
+		return false
+	}
+	*room -= fresh
+	for _, img := range att {
+		if _, ok := attached[img.Name]; !ok {
+			attached[img.Name] = img
+		}
+	}
+	n.att, n.skipped = att, skipped
+	return true
 }
 
 // settle keeps word for word every node whose source is known, fits the

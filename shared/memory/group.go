@@ -44,65 +44,112 @@ const (
 //     MaxInFlight claims and every unbuilt leaf is claimed (leaves before
 //     merges), each parent whose children are built or in the group.
 func (st *chatState) groupWith(n Node, owner string, now time.Time, lease time.Duration) []Node {
-	group := []Node{n}
-	nowMS, until := now.UnixMilli(), now.Add(lease).UnixMilli()
-	in := map[Node]bool{n: true}
-	waiting := func(c Node) bool {
-		k, ok := st.claimOf(c)
-		_, failed := st.retryOf(c)
-		return ok && !failed && !in[c] && st.Claims[k].Owner == "" && st.Claims[k].Until > nowMS && !st.built(c)
-	}
-	take := func(c Node) {
-		if k, ok := st.claimOf(c); ok {
-			st.Claims[k].Owner, st.Claims[k].Until = owner, until
-		} else {
-			st.Claims = append(st.Claims, claim{L: c.L, I: c.I, Until: until, Owner: owner})
-		}
-		group = append(group, c)
-		in[c] = true
+	g := &groupTaking{
+		st: st, owner: owner,
+		nowMS: now.UnixMilli(), until: now.Add(lease).UnixMilli(),
+		nodes: []Node{n}, in: map[Node]bool{n: true},
 	}
 	if n.L == 0 {
-		for s := n.I + 1; len(group) < maxGroup && s < st.T && waiting(Node{L: 0, I: s}); s++ {
-			take(Node{L: 0, I: s})
-		}
-		return group
+		g.takeNextLeaves(n)
+		return g.nodes
 	}
+	leafClaims := g.takeQueuedMerges()
+	if st.unbuiltLeaves() <= int64(leafClaims) {
+		// Every unbuilt leaf is claimed: merges may go ahead of them.
+		g.takeReadyParents()
+	}
+	sortNodes(g.nodes)
+	return g.nodes
+}
+
+// groupTaking is a group being taken by groupWith: the nodes taken so far,
+// in the order taken, for owner, whose claims then hold until until.
+type groupTaking struct {
+	st           *chatState
+	owner        string
+	nowMS, until int64
+	nodes        []Node
+	in           map[Node]bool
+}
+
+// waiting reports whether c is claimed by the scheduler, unstarted, never
+// failed, unbuilt and not taken yet.
+func (g *groupTaking) waiting(c Node) bool {
+	st := g.st
+	k, ok := st.claimOf(c)
+	_, failed := st.retryOf(c)
+	return ok && !failed && !g.in[c] && st.Claims[k].Owner == "" && st.Claims[k].Until > g.nowMS && !st.built(c)
+}
+
+// take claims c for the owner (its scheduler claim, or a new one) and adds
+// it to the group.
+func (g *groupTaking) take(c Node) {
+	st := g.st
+	if k, ok := st.claimOf(c); ok {
+		st.Claims[k].Owner, st.Claims[k].Until = g.owner, g.until
+	} else {
+		st.Claims = append(st.Claims, claim{L: c.L, I: c.I, Until: g.until, Owner: g.owner})
+	}
+	g.nodes = append(g.nodes, c)
+	g.in[c] = true
+}
+
+// takeNextLeaves takes the waiting leaves right after leaf n, up to the
+// first that is not waiting.
+func (g *groupTaking) takeNextLeaves(n Node) {
+	for s := n.I + 1; len(g.nodes) < maxGroup && s < g.st.T && g.waiting(Node{L: 0, I: s}); s++ {
+		g.take(Node{L: 0, I: s})
+	}
+}
+
+// takeQueuedMerges takes the waiting merges, lowest level first, and
+// returns how many leaves the chat holds claims on.
+func (g *groupTaking) takeQueuedMerges() (leafClaims int) {
 	var queued []Node
-	leafClaims := 0
-	for _, c := range st.Claims {
+	for _, c := range g.st.Claims {
 		switch {
 		case c.L == 0:
 			leafClaims++
-		case waiting(c.node()):
+		case g.waiting(c.node()):
 			queued = append(queued, c.node())
 		}
 	}
 	sortNodes(queued)
 	for _, c := range queued {
-		if len(group) >= maxGroup {
+		if len(g.nodes) >= maxGroup {
 			break
 		}
-		take(c)
+		g.take(c)
 	}
-	if st.unbuiltLeaves() > int64(leafClaims) {
-		sortNodes(group)
-		return group
-	}
-	for k := 0; k < len(group) && len(group) < maxGroup && len(st.Claims) < MaxInFlight; k++ {
-		p := group[k].Parent()
-		if in[p] || !p.Complete(st.T) || st.built(p) {
-			continue
+	return leafClaims
+}
+
+// takeReadyParents takes, while the group and the chat's claims have room,
+// each parent of a node of the group (those it takes included) that may
+// start once the group is written.
+func (g *groupTaking) takeReadyParents() {
+	for k := 0; k < len(g.nodes) && len(g.nodes) < maxGroup && len(g.st.Claims) < MaxInFlight; k++ {
+		if p := g.nodes[k].Parent(); g.parentReady(p) {
+			g.take(p)
 		}
-		_, claimed := st.claimOf(p)
-		_, failed := st.retryOf(p)
-		a, b := p.Children()
-		if claimed || failed || !(in[a] || st.built(a)) || !(in[b] || st.built(b)) {
-			continue
-		}
-		take(p)
 	}
-	sortNodes(group)
-	return group
+}
+
+// parentReady reports whether merge p is complete, untaken, unbuilt,
+// unclaimed and never failed, with each child built or in the group.
+func (g *groupTaking) parentReady(p Node) bool {
+	st := g.st
+	if g.in[p] || !p.Complete(st.T) || st.built(p) {
+		return false
+	}
+	if _, claimed := st.claimOf(p); claimed {
+		return false
+	}
+	if _, failed := st.retryOf(p); failed {
+		return false
+	}
+	a, b := p.Children()
+	return (g.in[a] || st.built(a)) && (g.in[b] || st.built(b))
 }
 
 // sortNodes orders nodes by level, then index: children before parents.
@@ -140,106 +187,150 @@ type member struct {
 // failed is sent again after the retry delay, since its own message may
 // be gone.
 func (b *nodeBuild) buildGroup(ctx context.Context) error {
-	m := b.m
-	gc := m.compactor.(GroupCompactor)
-	bctx, cancel := context.WithTimeout(ctx, m.lease*9/10)
+	bctx, cancel := context.WithTimeout(ctx, b.m.lease*9/10)
 	defer cancel()
 
-	members := make([]*member, len(b.group))
-	byNode := make(map[Node]*member, len(b.group))
+	g := b.newGroupRun()
+	g.prepare(bctx)
+	call := g.call(bctx)
+	g.buildAlone(bctx)
+	if call != nil {
+		g.failCalled(call)
+	}
+	return b.recordGroup(ctx, g.members)
+}
+
+// groupRun is one group build under way: its members, in the group's
+// order and by node, and the lines of the group written so far.
+type groupRun struct {
+	b       *nodeBuild
+	members []*member
+	byNode  map[Node]*member
+	known   map[Node]string
+}
+
+// newGroupRun makes a member of each node of b.group, each with a build
+// of its own.
+func (b *nodeBuild) newGroupRun() *groupRun {
+	g := &groupRun{
+		b:       b,
+		members: make([]*member, len(b.group)),
+		byNode:  make(map[Node]*member, len(b.group)),
+		known:   map[Node]string{},
+	}
 	for k, n := range b.group {
 		nb := *b
 		nb.n = n
-		members[k] = &member{nb: &nb}
-		byNode[n] = members[k]
+		g.members[k] = &member{nb: &nb}
+		g.byNode[n] = g.members[k]
 	}
-	known := map[Node]string{} // lines of the group written so far
-	written := func(mb *member) {
-		mb.done = true
-		known[mb.nb.n] = Line(mb.row.Text)
-	}
-	sourceBytes, imageBytes, images := 0, 0, 0
-	for _, mb := range members {
-		n := mb.nb.n
-		if row, err := m.readRow(bctx, b.ch, n); err == nil {
-			mb.row = row
-			written(mb)
-			continue
-		} else if !errors.Is(err, store.ErrNotFound) {
-			mb.err = fmt.Errorf("reading node %s: %w", n.Label(), err)
-			continue
-		}
-		if n.L > 0 && pendingChild(n, byNode, known) {
-			// Its stored children now; the others once the call wrote them.
-			mb.chained = true
-			mb.src, mb.err = mb.nb.load(bctx, withPending(n, byNode, known))
-			continue
-		}
-		if !mb.load(bctx, known) {
-			continue
-		}
-		src, c := mb.src, mb.src.c
-		if len(c.Images) == 0 && len(c.Source) <= LineBytes {
-			mb.res, mb.row, mb.err = mb.nb.store(bctx, src, Compacted{Line: c.Source, Verbatim: true})
-			if mb.err == nil {
-				written(mb)
-			}
-			continue
-		}
-		size := 0
-		for _, img := range c.Images {
-			size += len(img.Data)
-		}
-		if sourceBytes+len(c.Source) > groupSourceBytes || imageBytes+size > LeafImageBytes || images+len(c.Images) > MaxLeafImages {
+	return g
+}
+
+// written marks mb's row as holding its line, which merges over it may
+// now read.
+func (g *groupRun) written(mb *member) {
+	mb.done = true
+	g.known[mb.nb.n] = Line(mb.row.Text)
+}
+
+// prepare readies each member for the call: a node already built is
+// written, a merge over a line of the group is chained, a source kept word
+// for word is stored at once, and one past the call's bounds (beside the
+// members before it) is built alone.
+func (g *groupRun) prepare(ctx context.Context) {
+	var budget groupBudget
+	for _, mb := range g.members {
+		if g.prepareMember(ctx, mb) && !budget.add(mb.src.c) {
 			mb.alone = true
-			continue
 		}
-		sourceBytes, imageBytes, images = sourceBytes+len(c.Source), imageBytes+size, images+len(c.Images)
 	}
+}
 
-	call := b.groupCall(bctx, gc, members, byNode, known, written)
+// prepareMember reads or loads mb's node and reports whether it is left
+// for the model: a source loaded and not kept word for word.
+func (g *groupRun) prepareMember(ctx context.Context, mb *member) bool {
+	n := mb.nb.n
+	if row, err := g.b.m.readRow(ctx, g.b.ch, n); err == nil {
+		mb.row = row
+		g.written(mb)
+		return false
+	} else if !errors.Is(err, store.ErrNotFound) {
+		mb.err = fmt.Errorf("reading node %s: %w", n.Label(), err)
+		return false
+	}
+	if n.L > 0 && pendingChild(n, g.byNode, g.known) {
+		// Its stored children now; the others once the call wrote them.
+		mb.chained = true
+		mb.src, mb.err = mb.nb.load(ctx, withPending(n, g.byNode, g.known))
+		return false
+	}
+	if !mb.load(ctx, g.known) {
+		return false
+	}
+	if c := mb.src.c; len(c.Images) == 0 && len(c.Source) <= LineBytes {
+		mb.res, mb.row, mb.err = mb.nb.store(ctx, mb.src, Compacted{Line: c.Source, Verbatim: true})
+		if mb.err == nil {
+			g.written(mb)
+		}
+		return false
+	}
+	return true
+}
 
-	// What the call left is built on its own, at once.
+// groupBudget is what one group call's sources use of its bounds.
+type groupBudget struct {
+	sourceBytes, imageBytes, images int
+}
+
+// add counts c against the bounds and reports whether it fits; one that
+// does not is not counted.
+func (bu *groupBudget) add(c Compaction) bool {
+	size := 0
+	for _, img := range c.Images {
+		size += len(img.Data)
+	}
+	if bu.sourceBytes+len(c.Source) > groupSourceBytes || bu.imageBytes+size > LeafImageBytes || bu.images+len(c.Images) > MaxLeafImages {
+		return false
+	}
+	bu.sourceBytes, bu.imageBytes, bu.images = bu.sourceBytes+len(c.Source), bu.imageBytes+size, bu.images+len(c.Images)
+	return true
+}
+
+// buildAlone builds what the call left on its own, at once, each member
+// in parallel.
+func (g *groupRun) buildAlone(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, mb := range members {
+	for _, mb := range g.members {
 		if mb.alone && mb.loaded && !mb.done && mb.err == nil {
 			wg.Add(1)
 			go func(mb *member) {
 				defer wg.Done()
-				mb.res, mb.row, mb.err = mb.nb.compactAlone(bctx, mb.src)
+				mb.res, mb.row, mb.err = mb.nb.compactAlone(ctx, mb.src)
 				mb.done = mb.err == nil
 			}(mb)
 		}
 	}
 	wg.Wait()
-	if call != nil {
-		// An error of the call itself, for the nodes it was to write.
-		for _, mb := range members {
-			if mb.err == nil && !mb.done && !mb.alone && !mb.released && (mb.loaded || mb.chained) {
-				mb.err = call
-			}
-		}
-	}
-	return b.recordGroup(ctx, members)
 }
 
-// groupCall makes the group's call for the members that need the model,
+// failCalled gives the error of the call itself to the nodes it was to
+// write and nothing else did.
+func (g *groupRun) failCalled(call error) {
+	for _, mb := range g.members {
+		if mb.err == nil && !mb.done && !mb.alone && !mb.released && (mb.loaded || mb.chained) {
+			mb.err = call
+		}
+	}
+}
+
+// call makes the group's call for the members that need the model,
 // stores the lines it wrote, and marks the members it did not write to be
 // built alone (or released, for a merge over a line not written). It
 // returns the call's error when that fails every node in it (retryable),
 // nil otherwise.
-func (b *nodeBuild) groupCall(ctx context.Context, gc GroupCompactor, members []*member, byNode map[Node]*member, known map[Node]string, written func(*member)) error {
-	var in []*member
-	for _, mb := range members {
-		if mb.err != nil || mb.done || mb.alone || mb.released {
-			continue
-		}
-		if mb.chained && !childrenIn(mb.nb.n, byNode, known, in) {
-			mb.released = true
-			continue
-		}
-		in = append(in, mb)
-	}
+func (g *groupRun) call(ctx context.Context) error {
+	in := g.callMembers()
 	switch {
 	case len(in) == 0:
 		return nil
@@ -247,67 +338,111 @@ func (b *nodeBuild) groupCall(ctx context.Context, gc GroupCompactor, members []
 		in[0].alone = true
 		return nil
 	}
-	g := Group{Nodes: make([]Compaction, len(in))}
-	end := int64(0)
-	for k, mb := range in {
-		n := mb.nb.n
-		end = max(end, contextEnd(n))
-		if mb.loaded {
-			g.Nodes[k] = mb.src.c
-			g.Nodes[k].Children = mb.src.lines
+	outs, err := g.compact(ctx, in)
+	if err != nil {
+		return callFailed(in, err)
+	}
+	g.storeLines(ctx, in, outs)
+	return nil
+}
+
+// callMembers are the members left for the call: not written, failed,
+// alone or released, and for a chained merge, each child the group has
+// not written in the call before it (else it is released).
+func (g *groupRun) callMembers() []*member {
+	var in []*member
+	for _, mb := range g.members {
+		if mb.err != nil || mb.done || mb.alone || mb.released {
 			continue
 		}
-		// A chained merge: its children written so far by the group, or
-		// stored before it; "" for those the call writes.
-		lines := mb.src.lines
-		a, c := n.Children()
-		for j, child := range []Node{a, c} {
-			if l, ok := known[child]; ok {
-				lines[j] = l
-			}
+		if mb.chained && !childrenIn(mb.nb.n, g.byNode, g.known, in) {
+			mb.released = true
+			continue
 		}
-		g.Nodes[k] = Compaction{Level: n.L, Index: n.I, Label: n.Label(), Images: []model.Image{}, Children: lines}
+		in = append(in, mb)
 	}
-	ctxBlock, err := b.contextBlock(ctx, end)
-	g.Context = ctxBlock
-	var outs []Compacted
-	if err == nil {
-		outs, err = gc.CompactGroup(ctx, g)
+	return in
+}
+
+// compact asks the model for the lines of in, with the context up to the
+// last of them, and checks it answered one line per node.
+func (g *groupRun) compact(ctx context.Context, in []*member) ([]Compacted, error) {
+	req := Group{Nodes: make([]Compaction, len(in))}
+	end := int64(0)
+	for k, mb := range in {
+		end = max(end, contextEnd(mb.nb.n))
+		if mb.loaded {
+			req.Nodes[k] = mb.src.c
+			req.Nodes[k].Children = mb.src.lines
+		} else {
+			req.Nodes[k] = chainedCompaction(mb, g.known)
+		}
 	}
+	ctxBlock, err := g.b.contextBlock(ctx, end)
+	if err != nil {
+		return nil, err
+	}
+	req.Context = ctxBlock
+	outs, err := g.b.m.compactor.(GroupCompactor).CompactGroup(ctx, req)
 	if err == nil && len(outs) != len(in) {
 		err = &model.Error{Retryable: true, Err: fmt.Errorf("compactor answered %d lines for a group of %d", len(outs), len(in))}
 	}
-	if err != nil {
-		if !countsAsRefusal(err) {
-			// Retried later, as one build's outage would be; a merge over
-			// a line of the group goes back to the scheduler.
-			for _, mb := range in {
-				if mb.chained {
-					mb.released = true
-				}
-			}
-			return err
+	return outs, err
+}
+
+// chainedCompaction is a chained merge as the call sees it: its children
+// written so far by the group, or stored before it; "" for those the call
+// writes.
+func chainedCompaction(mb *member, known map[Node]string) Compaction {
+	n := mb.nb.n
+	lines := mb.src.lines
+	a, c := n.Children()
+	for j, child := range []Node{a, c} {
+		if l, ok := known[child]; ok {
+			lines[j] = l
 		}
-		// The model turned the call down: each node alone, where its own
-		// refusals count and its images get the names-only retry.
+	}
+	return Compaction{Level: n.L, Index: n.I, Label: n.Label(), Images: []model.Image{}, Children: lines}
+}
+
+// callFailed marks the members of a failed call and returns the error
+// that fails them, nil when each is to be built alone.
+func callFailed(in []*member, err error) error {
+	if !countsAsRefusal(err) {
+		// Retried later, as one build's outage would be; a merge over
+		// a line of the group goes back to the scheduler.
 		for _, mb := range in {
 			if mb.chained {
 				mb.released = true
-			} else {
-				mb.alone = true
 			}
 		}
-		return nil
+		return err
 	}
+	// The model turned the call down: each node alone, where its own
+	// refusals count and its images get the names-only retry.
+	for _, mb := range in {
+		if mb.chained {
+			mb.released = true
+		} else {
+			mb.alone = true
+		}
+	}
+	return nil
+}
+
+// storeLines stores the line the call wrote for each member of in (a
+// chained merge loaded first, now that its children are written); a
+// member the call wrote no line for is built alone.
+func (g *groupRun) storeLines(ctx context.Context, in []*member, outs []Compacted) {
 	counted := false
 	for k, mb := range in {
 		out := outs[k]
 		if mb.chained {
-			if pendingChild(mb.nb.n, byNode, known) {
+			if pendingChild(mb.nb.n, g.byNode, g.known) {
 				mb.released = true
 				continue
 			}
-			if !mb.load(ctx, known) {
+			if !mb.load(ctx, g.known) {
 				continue
 			}
 		}
@@ -324,10 +459,9 @@ func (b *nodeBuild) groupCall(ctx context.Context, gc GroupCompactor, members []
 		mb.res, mb.row, mb.err = mb.nb.store(ctx, src, out)
 		if mb.err == nil {
 			counted = counted || src.res.called
-			written(mb)
+			g.written(mb)
 		}
 	}
-	return nil
 }
 
 // load loads the member's source, its children's lines from known where

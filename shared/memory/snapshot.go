@@ -114,7 +114,7 @@ func (m *Memory) viewRows(ctx context.Context, c chatid.Chat, want []Node) (map[
 	}
 	maps.Copy(out, rows)
 	if known {
-		m.refreshSnapshot(ctx, c, memo, read, want, out)
+		m.refreshSnapshot(ctx, c, memo, read, viewLines{want: want, got: out})
 	}
 	return out, nil
 }
@@ -184,22 +184,31 @@ func (m *Memory) readSnapshot(ctx context.Context, c chatid.Chat, missing []Node
 	return snapshotMemo{version: it.Version, held: body.Nodes}, nil
 }
 
-// refreshSnapshot writes a snapshot of the view's lines read (want, in
-// view order, as found in got) when it holds snapshotRefresh lines the
-// stored one (memo; read by this view when read) lacks. It is best
-// effort: the view is read already, and a failed write only leaves the
-// next view reading more rows.
-func (m *Memory) refreshSnapshot(ctx context.Context, c chatid.Chat, memo snapshotMemo, read bool, want []Node, got map[Node]nodeInfo) {
-	fresh := func(memo snapshotMemo) int {
-		held, n := heldNodes(memo.held), 0
-		for _, x := range want {
-			if _, ok := got[x]; ok && !held[x] {
-				n++
-			}
+// viewLines are the lines a view read: want, in view order, as found in
+// got (a node with no row is absent from got).
+type viewLines struct {
+	want []Node
+	got  map[Node]nodeInfo
+}
+
+// lacking counts the view's lines read that the snapshot memo tells of
+// does not hold.
+func (v viewLines) lacking(memo snapshotMemo) int {
+	held, n := heldNodes(memo.held), 0
+	for _, x := range v.want {
+		if _, ok := v.got[x]; ok && !held[x] {
+			n++
 		}
-		return n
 	}
-	if fresh(memo) < snapshotRefresh {
+	return n
+}
+
+// refreshSnapshot writes a snapshot of the view's lines when it holds
+// snapshotRefresh lines the stored one (memo; read by this view when read)
+// lacks. It is best effort: the view is read already, and a failed write
+// only leaves the next view reading more rows.
+func (m *Memory) refreshSnapshot(ctx context.Context, c chatid.Chat, memo snapshotMemo, read bool, view viewLines) {
+	if view.lacking(memo) < snapshotRefresh {
 		return
 	}
 	if !read {
@@ -207,32 +216,44 @@ func (m *Memory) refreshSnapshot(ctx context.Context, c chatid.Chat, memo snapsh
 		// written since. A failed conditional write costs as much as a
 		// write, reading the snapshot a fifth of that per byte.
 		var err error
-		if memo, err = m.readSnapshot(ctx, c, nil, got); err != nil {
+		if memo, err = m.readSnapshot(ctx, c, nil, view.got); err != nil {
 			m.logger.WarnContext(ctx, "memory: reading the view snapshot", "chat", c.ID, "err", err)
 			return
 		}
 		m.snapshots.put(c.PK(), memo)
-		if fresh(memo) < snapshotRefresh {
+		if view.lacking(memo) < snapshotRefresh {
 			return
 		}
 	}
-	held := heldNodes(memo.held)
-	body, nodes, err := encodeSnapshot(want, got)
+	body, nodes, err := encodeSnapshot(view.want, view.got)
 	if err != nil {
 		m.logger.WarnContext(ctx, "memory: encoding the view snapshot", "chat", c.ID, "err", err)
 		return
 	}
-	added := 0
-	for _, n := range nodes.nodes() {
-		if !held[n] {
-			added++
-		}
-	}
-	if added < snapshotRefresh {
+	if newNodes(nodes, memo) < snapshotRefresh {
 		return // the lines past the byte bound are what it lacks
 	}
-	it := store.Item{Key: snapshotKey(c), Version: memo.version + 1, Body: body}
-	if memo.version == 0 {
+	m.writeSnapshot(ctx, c, memo.version, body, nodes)
+}
+
+// newNodes counts the nodes of p the snapshot memo tells of does not hold.
+func newNodes(p partition, memo snapshotMemo) int {
+	held, n := heldNodes(memo.held), 0
+	for _, x := range p.nodes() {
+		if !held[x] {
+			n++
+		}
+	}
+	return n
+}
+
+// writeSnapshot replaces the stored snapshot at version (none when 0)
+// with body, holding nodes, and remembers what it wrote; a lost race is
+// forgotten, to be read again.
+func (m *Memory) writeSnapshot(ctx context.Context, c chatid.Chat, version int64, body []byte, nodes partition) {
+	it := store.Item{Key: snapshotKey(c), Version: version + 1, Body: body}
+	var err error
+	if version == 0 {
 		// Created only while the incarnation is current, as a node row
 		// is: a chat deleted under this view keeps no snapshot of it.
 		current, cerr := m.ids.IsCurrent(ctx, c)
