@@ -234,52 +234,59 @@ func (c *Chats) Task(ctx context.Context, body string) (bool, error) {
 	if json.Unmarshal([]byte(body), &msg) != nil {
 		return false, nil
 	}
-	if msg.Op == opExpire {
-		// A message without a run is the hourly trigger (or one of a
-		// sweep sent before sweeps had runs, which starts one the same).
-		var step SweepStep
-		var err error
-		if msg.Run == "" {
-			step, err = c.StartSweep(ctx)
-		} else {
-			step, err = c.SweepStep(ctx, msg.Run, msg.Seq)
-		}
-		if err != nil {
-			return true, err
-		}
-		if step.Busy {
-			// Asked again after the queue's delay: by then the copy has
-			// finished the step, or is taken to have died.
-			return true, store.Unavailable("lifecycle sweep", fmt.Errorf("step %d of sweep %s is running elsewhere", step.Seq, step.Run))
-		}
-		if step.Ran && !step.Done {
-			if c.queue == nil {
-				return true, errors.New("lifecycle: the sweep continues but there is no queue")
-			}
-			b, _ := json.Marshal(deleteMessage{Op: opExpire, Run: step.Run, Seq: step.Seq + 1})
-			return true, c.queue.Send(ctx, string(b), 0)
-		}
-		return true, nil
+	switch msg.Op {
+	case opExpire:
+		return true, c.sweepTask(ctx, msg)
+	case opDelete:
+		return true, c.deletionTask(ctx, msg, body)
 	}
-	if msg.Op != opDelete {
-		return false, nil
+	return false, nil
+}
+
+// sweepTask runs the step of a retention sweep that msg names and queues
+// the message of the step after it.
+func (c *Chats) sweepTask(ctx context.Context, msg deleteMessage) error {
+	// A message without a run is the hourly trigger (or one of a sweep
+	// sent before sweeps had runs, which starts one the same).
+	var step SweepStep
+	var err error
+	if msg.Run == "" {
+		step, err = c.StartSweep(ctx)
+	} else {
+		step, err = c.SweepStep(ctx, msg.Run, msg.Seq)
 	}
+	if err != nil {
+		return err
+	}
+	if step.Busy {
+		// Asked again after the queue's delay: by then the copy has
+		// finished the step, or is taken to have died.
+		return store.Unavailable("lifecycle sweep", fmt.Errorf("step %d of sweep %s is running elsewhere", step.Seq, step.Run))
+	}
+	if !step.Ran || step.Done {
+		return nil
+	}
+	if c.queue == nil {
+		return errors.New("lifecycle: the sweep continues but there is no queue")
+	}
+	b, _ := json.Marshal(deleteMessage{Op: opExpire, Run: step.Run, Seq: step.Seq + 1})
+	return c.queue.Send(ctx, string(b), 0)
+}
+
+// deletionTask runs the next steps of the deletion msg (whose text is
+// body) names and, when there is more, queues the same message again.
+func (c *Chats) deletionTask(ctx context.Context, msg deleteMessage, body string) error {
 	if msg.Chat == "" || !chatid.ValidInc(msg.Inc) {
-		return true, nil // names nothing: dropped
+		return nil // names nothing: dropped
 	}
 	p, err := c.continueDeletion(ctx, chatid.Chat{Tenant: msg.Tenant, ID: msg.Chat, Inc: msg.Inc})
-	if err != nil {
-		return true, err
+	if err != nil || p.Done {
+		return err
 	}
-	if !p.Done {
-		if c.queue == nil {
-			return true, errors.New("lifecycle: deletion continues but there is no queue")
-		}
-		if err := c.queue.Send(ctx, body, 0); err != nil {
-			return true, err
-		}
+	if c.queue == nil {
+		return errors.New("lifecycle: deletion continues but there is no queue")
 	}
-	return true, nil
+	return c.queue.Send(ctx, body, 0)
 }
 
 // continueDeletion runs the next steps of the deletion of the incarnation

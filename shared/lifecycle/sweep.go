@@ -206,77 +206,126 @@ func (c *Chats) SweepStep(ctx context.Context, run string, seq int64) (SweepStep
 	return out, nil
 }
 
+// sweepWork is one step's work in progress: the run's cursor it moves
+// on, what it counts, the time it judges idleness at, and the deletions it
+// claimed, queued once the step has read all it may.
+type sweepWork struct {
+	c   *Chats
+	s   *sweepRun
+	out *SweepStep
+	now time.Time
+	due []chatid.Chat
+}
+
 // sweepFrom runs one step's work from the cursor of s, moving it on.
 func (c *Chats) sweepFrom(ctx context.Context, s *sweepRun, out *SweepStep) error {
-	now := c.now()
-	var due []chatid.Chat
+	w := &sweepWork{c: c, s: s, out: out, now: c.now()}
 	budget := SweepChats
 	def, defOf := 0, ""
 	for budget > 0 {
 		if s.Passed {
-			if out.Tenants == sweepTenants {
-				break
-			}
-			page, err := c.table.Query(ctx, store.Query{PK: store.RetentionPK, After: s.Tenant, Limit: 1})
+			more, err := w.enterNextTenant(ctx)
 			if err != nil {
-				return fmt.Errorf("lifecycle: reading the tenants with retention: %w", err)
+				return err
 			}
-			if len(page.Items) == 0 {
-				s.Done = true
+			if !more {
 				break
 			}
-			s.Tenant, s.After, s.Passed = page.Items[0].SK, "", false
-			out.Tenants++
 		}
 		tenant, err := url.PathUnescape(s.Tenant)
 		if err != nil {
 			s.Passed = true // not a tenant this code wrote: passed over
 			continue
 		}
+		// A tenant's default retention is read once per step, not once
+		// per page of its chats.
 		if defOf != tenant {
 			if def, err = c.TenantRetention(ctx, tenant); err != nil {
 				return err
 			}
 			defOf = tenant
 		}
-		page, err := c.table.Query(ctx, store.Query{PK: store.IndexPK(tenant), Prefix: store.IndexChatPrefix, After: s.After, Limit: budget})
-		if err != nil {
-			return fmt.Errorf("lifecycle: reading the chats of a tenant: %w", err)
-		}
-		budget -= len(page.Items)
-		out.Chats += len(page.Items)
-		chats, err := c.readListed(ctx, tenant, page.Items)
+		read, err := w.sweepPage(ctx, tenant, def, budget)
 		if err != nil {
 			return err
 		}
-		for _, l := range chats {
-			idle := idleAt(now, l.entry.days(def))
-			if l.state.Deleting == 0 && !idle(l.state) {
-				continue
-			}
-			// The page may be old news: idle is asked again of the chat's
-			// state as it stands in the write that claims the deletion, so
-			// an append since the page was read keeps the chat (or, once
-			// the claim is written, is refused). A deletion left
-			// unfinished is queued again.
-			ch, _, claimed, fresh, err := c.markDeleting(ctx, tenant, l.chat, idle)
-			if err != nil {
-				return err
-			}
-			if claimed {
-				due = append(due, ch)
-			}
-			if fresh {
-				out.Expired++
-			}
+		budget -= read
+	}
+	return c.deleteLater(ctx, w.due)
+}
+
+// enterNextTenant moves the cursor, whose tenant is passed, to the start
+// of the next tenant with a retention. It answers false when the step is
+// to stop: it has moved through sweepTenants tenants, or there is no next
+// tenant (then the run is done).
+func (w *sweepWork) enterNextTenant(ctx context.Context) (bool, error) {
+	if w.out.Tenants == sweepTenants {
+		return false, nil
+	}
+	page, err := w.c.table.Query(ctx, store.Query{PK: store.RetentionPK, After: w.s.Tenant, Limit: 1})
+	if err != nil {
+		return false, fmt.Errorf("lifecycle: reading the tenants with retention: %w", err)
+	}
+	if len(page.Items) == 0 {
+		w.s.Done = true
+		return false, nil
+	}
+	w.s.Tenant, w.s.After, w.s.Passed = page.Items[0].SK, "", false
+	w.out.Tenants++
+	return true, nil
+}
+
+// sweepPage reads the next page (at most limit items) of the chat index
+// of tenant, whose default retention is def, from the cursor, claims the
+// deletions of the chats on it that are due, and moves the cursor on. It
+// answers the number of index items it read.
+func (w *sweepWork) sweepPage(ctx context.Context, tenant string, def, limit int) (int, error) {
+	page, err := w.c.table.Query(ctx, store.Query{PK: store.IndexPK(tenant), Prefix: store.IndexChatPrefix, After: w.s.After, Limit: limit})
+	if err != nil {
+		return 0, fmt.Errorf("lifecycle: reading the chats of a tenant: %w", err)
+	}
+	w.out.Chats += len(page.Items)
+	chats, err := w.c.readListed(ctx, tenant, page.Items)
+	if err != nil {
+		return 0, err
+	}
+	if err := w.claimDue(ctx, tenant, def, chats); err != nil {
+		return 0, err
+	}
+	if page.Next == "" {
+		w.s.Passed = true
+	} else {
+		w.s.After = page.Next
+	}
+	return len(page.Items), nil
+}
+
+// claimDue claims the deletion of each of the listed chats of tenant that
+// is idle past its retention (def when it sets none of its own), or whose
+// deletion was left unfinished, adding the incarnations claimed to due.
+func (w *sweepWork) claimDue(ctx context.Context, tenant string, def int, chats []listed) error {
+	for _, l := range chats {
+		idle := idleAt(w.now, l.entry.days(def))
+		if l.state.Deleting == 0 && !idle(l.state) {
+			continue
 		}
-		if page.Next == "" {
-			s.Passed = true
-		} else {
-			s.After = page.Next
+		// The page may be old news: idle is asked again of the chat's
+		// state as it stands in the write that claims the deletion, so
+		// an append since the page was read keeps the chat (or, once
+		// the claim is written, is refused). A deletion left
+		// unfinished is queued again.
+		ch, _, claimed, fresh, err := w.c.markDeleting(ctx, tenant, l.chat, idle)
+		if err != nil {
+			return err
+		}
+		if claimed {
+			w.due = append(w.due, ch)
+		}
+		if fresh {
+			w.out.Expired++
 		}
 	}
-	return c.deleteLater(ctx, due)
+	return nil
 }
 
 // deleteLater hands the deletions of the incarnations chs to the queue, a
