@@ -642,6 +642,12 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 	// call of its own, counted too.
 	called := res.called || row.Called
 	lostRace := res.called && !res.created
+	if n.L == 0 && !res.hasImage && len(row.Images) > 0 {
+		// The row was written by another build (a group call's, or one
+		// this delivery duplicates): the leaf's image counts are the row's.
+		res.images = leafImages{I: n.I, Named: len(row.Images), Attached: row.Attached, Skipped: row.Skipped, NamesOnly: row.NamesOnly}
+		res.hasImage = true
+	}
 	var sends []Node
 	first := false
 	_, err := m.states.update(ctx, ch, func(st *chatState) error {
