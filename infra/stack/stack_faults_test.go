@@ -245,8 +245,15 @@ func runFault(t *testing.T, s *stack.Stack, run faultRun) faultReport {
 // gateway, a failed connection); it returns how many answers it retried
 // and how many entries the accepted append was given.
 func appendUntil(url, token string, body []byte, deadline time.Time) (retried, entries int, err error) {
+	return retryAppend(func() (int, []byte, time.Duration, error) { return post(url, token, body) }, deadline)
+}
+
+// retryAppend sends an append with send until it is accepted, retrying the
+// answers a host retries (503, 500, 429) at their Retry-After, at least
+// 200 ms and at most 2 s apart, until deadline.
+func retryAppend(send func() (int, []byte, time.Duration, error), deadline time.Time) (retried, entries int, err error) {
 	for {
-		status, raw, retryAfter, err := post(url, token, body)
+		status, raw, retryAfter, err := send()
 		switch {
 		case err == nil && status == http.StatusOK:
 			var got struct{ IDs []int64 }
@@ -255,9 +262,9 @@ func appendUntil(url, token string, body []byte, deadline time.Time) (retried, e
 			}
 			return retried, len(got.IDs), nil
 		case err == nil && status != http.StatusServiceUnavailable && status != http.StatusInternalServerError && status != http.StatusTooManyRequests:
-			return retried, 0, fmt.Errorf("%d %s", status, raw)
+			return retried, 0, fmt.Errorf("%d %.200s", status, raw)
 		case time.Now().After(deadline):
-			return retried, 0, fmt.Errorf("still refused at the deadline: %d %s %v", status, raw, err)
+			return retried, 0, fmt.Errorf("still refused at the deadline: %d %.200s %v", status, raw, err)
 		}
 		retried++
 		time.Sleep(min(max(retryAfter, 200*time.Millisecond), 2*time.Second))

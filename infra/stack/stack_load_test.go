@@ -455,24 +455,8 @@ func (h loadHost) append(seq int64) (retried, entries int, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		status, raw, retryAfter, err := h.do(http.MethodPost, "/messages", body)
-		switch {
-		case err == nil && status == http.StatusOK:
-			var got struct{ IDs []int64 }
-			if err := json.Unmarshal(raw, &got); err != nil {
-				return retried, 0, fmt.Errorf("the answer %s: %w", raw, err)
-			}
-			return retried, len(got.IDs), nil
-		case err == nil && status != http.StatusServiceUnavailable && status != http.StatusInternalServerError && status != http.StatusTooManyRequests:
-			return retried, 0, fmt.Errorf("%d %.200s", status, raw)
-		case time.Now().After(deadline):
-			return retried, 0, fmt.Errorf("still refused at the deadline: %d %.200s %v", status, raw, err)
-		}
-		retried++
-		time.Sleep(min(max(retryAfter, 200*time.Millisecond), 2*time.Second))
-	}
+	send := func() (int, []byte, time.Duration, error) { return h.do(http.MethodPost, "/messages", body) }
+	return retryAppend(send, time.Now().Add(2*time.Minute))
 }
 
 func (h loadHost) do(method, path string, body []byte) (int, []byte, time.Duration, error) {
