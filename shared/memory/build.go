@@ -92,11 +92,11 @@ func (m *Memory) build(ctx context.Context, c chatid.Chat, l int, i int64) error
 				return errNoChange // a live build has it: this is a duplicate
 			}
 			st.Claims[k].Owner = b.owner
-			st.Claims[k].Until = now.Add(m.lease).UnixMilli()
+			st.Claims[k].Until = now.Add(m.claimLease).UnixMilli()
 			outcome = startBuild
 		} else {
 			var dropped int
-			sends, dropped = st.schedule(now, m.lease)
+			sends, dropped = st.schedule(now, m.claimLease)
 			for k, s := range sends {
 				if s == n {
 					sends = append(sends[:k], sends[k+1:]...)
@@ -119,7 +119,7 @@ func (m *Memory) build(ctx context.Context, c chatid.Chat, l int, i int64) error
 			b.refusals, b.failures = st.Retries[r].Refusals, st.Retries[r].Failures
 		}
 		if _, ok := m.compactor.(GroupCompactor); ok && outcome == startBuild && b.failures == 0 {
-			b.group = st.groupWith(n, b.owner, now, m.lease)
+			b.group = st.groupWith(n, b.owner, now, m.claimLease)
 			sends = slices.DeleteFunc(sends, func(s Node) bool { return slices.Contains(b.group, s) })
 		}
 		// The state as this build starts: its compaction view is the
@@ -154,7 +154,7 @@ func (m *Memory) build(ctx context.Context, c chatid.Chat, l int, i int64) error
 	}
 	// A build never outlives its claim: it stops a little before the lease
 	// runs out and another builder may take the node.
-	bctx, cancel := context.WithTimeout(ctx, m.lease*9/10)
+	bctx, cancel := context.WithTimeout(ctx, m.claimLease*9/10)
 	defer cancel()
 	res, row, buildErr := b.produce(bctx)
 	// The outcome is recorded even when ctx ended meanwhile (a worker
@@ -700,7 +700,7 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 		}
 		st.dropClaim(n)
 		m.batches(ctx, chat, st, sizes)
-		sends, _ = st.schedule(m.now(), m.lease)
+		sends, _ = st.schedule(m.now(), m.claimLease)
 		return nil
 	})
 	if errors.Is(err, errRetired) {
@@ -755,7 +755,7 @@ func (b *nodeBuild) fail(ctx context.Context, res produced, cause error) error {
 		r.Err = textcut.Head(msg, 300)
 		st.Failed++
 		st.setError(now, textcut.Head(msg, 500))
-		sends, _ = st.schedule(now, m.lease)
+		sends, _ = st.schedule(now, m.claimLease)
 		return nil
 	})
 	if errors.Is(err, errRetired) {
