@@ -156,7 +156,7 @@ func run(t *testing.T, bursts int, groups bool) counts {
 		comp = compactor.Single(comp)
 	}
 	mem, err := memory.New(memory.Config{
-		Table: table, Log: log, Images: imgs, Queue: queue, Now: clock.Now,
+		Table: table, Transcript: log, Images: imgs, Queue: queue, Now: clock.Now,
 		Compactor: comp,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

@@ -282,7 +282,7 @@ func (b *nodeBuild) load(ctx context.Context, known map[Node]string) (loaded, er
 	src := loaded{c: Compaction{Level: n.L, Index: n.I, Label: n.Label(), Images: []model.Image{}}}
 	c, res := &src.c, &src.res
 	if n.L == 0 {
-		entries, err := m.log.Entries(ctx, ch, n.I, n.I+1)
+		entries, err := m.transcript.Entries(ctx, ch, n.I, n.I+1)
 		if err != nil {
 			return src, fmt.Errorf("reading entry %d: %w", n.I, err)
 		}
@@ -445,7 +445,7 @@ func (b *nodeBuild) leafImages(ctx context.Context, e transcript.Entry, source s
 	if e.Tool == "zoom" {
 		seen := map[string]bool{}
 		if of >= 0 && of < id {
-			orig, err := m.log.Entries(ctx, b.ch, of, of+1)
+			orig, err := m.transcript.Entries(ctx, b.ch, of, of+1)
 			if err != nil {
 				return nil, li, fmt.Errorf("reading entry %d, which entry %d zoomed: %w", of, id, err)
 			}

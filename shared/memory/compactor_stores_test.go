@@ -114,7 +114,7 @@ func (r *realStores) advance(d time.Duration) { r.mu.Lock(); defer r.mu.Unlock()
 // memory is a Memory over the stores and c, reading descriptions when
 // descs is set.
 func (r *realStores) memory(c memory.Compactor, descs bool) *memory.Memory {
-	cfg := memory.Config{Table: r.b.Table, Log: r.log, Images: r.imgs, Queue: r.b.Queue, Compactor: c, Now: r.clock,
+	cfg := memory.Config{Table: r.b.Table, Transcript: r.log, Images: r.imgs, Queue: r.b.Queue, Compactor: c, Now: r.clock,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if descs {
 		cfg.Descriptions = r.imgs

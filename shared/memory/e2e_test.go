@@ -101,7 +101,7 @@ func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS, groups bool
 	if groups {
 		compactor = gcomp
 	}
-	m, err := New(Config{Table: b.Table, Log: log, Images: imgs, Queue: b.Queue, Compactor: compactor,
+	m, err := New(Config{Table: b.Table, Transcript: log, Images: imgs, Queue: b.Queue, Compactor: compactor,
 		Retrier: b.Receiver, Lease: time.Minute, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)

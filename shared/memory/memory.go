@@ -21,8 +21,8 @@ import (
 	"github.com/durachat/durachat/shared/transcript"
 )
 
-// Log is the chat transcript memory reads: its only source of truth.
-type Log interface {
+// Transcript is the chat transcript memory reads: its only source of truth.
+type Transcript interface {
 	// Len is the number of entries logged in the incarnation c.
 	Len(ctx context.Context, c chatid.Chat) (int64, error)
 	// Entries returns c's entries [from, to), in order.
@@ -45,12 +45,12 @@ type Descriptions interface {
 	PutDescription(ctx context.Context, tenant, name, text string) error
 }
 
-// Config wires a Memory. Table, Log and Queue are required. A Memory
+// Config wires a Memory. Table, Transcript and Queue are required. A Memory
 // without a Compactor serves and schedules but builds nothing: the memory
 // API function, whose builds run in the compact function.
 type Config struct {
-	Table store.Table
-	Log   Log
+	Table      store.Table
+	Transcript Transcript
 	// Images are read for leaves that name them and for zoom pages; nil
 	// means no image is ever stored.
 	Images Images
@@ -135,7 +135,7 @@ type Tasks interface {
 // chat in memory between calls: everything lives in the table.
 type Memory struct {
 	table       store.Table
-	log         Log
+	transcript  Transcript
 	images      Images
 	descs       Descriptions
 	queue       store.Queue
@@ -168,8 +168,8 @@ func New(cfg Config) (*Memory, error) {
 	switch {
 	case cfg.Table == nil:
 		return nil, errors.New("memory: Config.Table is required")
-	case cfg.Log == nil:
-		return nil, errors.New("memory: Config.Log is required")
+	case cfg.Transcript == nil:
+		return nil, errors.New("memory: Config.Transcript is required")
 	case cfg.Queue == nil:
 		return nil, errors.New("memory: Config.Queue is required")
 	case cfg.Lease < 0 || cfg.Retry < 0 || cfg.Wait < 0:
@@ -177,7 +177,7 @@ func New(cfg Config) (*Memory, error) {
 	}
 	m := &Memory{
 		table:       cfg.Table,
-		log:         cfg.Log,
+		transcript:  cfg.Transcript,
 		images:      cfg.Images,
 		descs:       cfg.Descriptions,
 		queue:       cfg.Queue,
@@ -317,7 +317,7 @@ func (m *Memory) Pump(ctx context.Context, tenant, chat string) error {
 // from the log). It returns the state as it stands after the run.
 func (m *Memory) pump(ctx context.Context, c chatid.Chat, t int64) (*chatState, error) {
 	if t < 0 {
-		n, err := m.log.Len(ctx, c)
+		n, err := m.transcript.Len(ctx, c)
 		if err != nil {
 			return nil, fmt.Errorf("reading the log length of %s: %w", c.ID, err)
 		}

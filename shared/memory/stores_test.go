@@ -52,7 +52,7 @@ func TestImageLeavesOnRealStores(t *testing.T) {
 			f.comp.script = func(c Compaction) (Compacted, error) {
 				return Compacted{Line: "a red dot on white", Attempts: 1, Model: "scripted", Attached: len(c.Images)}, nil
 			}
-			m, err := New(Config{Table: b.Table, Log: log, Images: imgs, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
+			m, err := New(Config{Table: b.Table, Transcript: log, Images: imgs, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,5 +117,5 @@ func TestImageLeavesOnRealStores(t *testing.T) {
 }
 
 var _ Images = (*images.Store)(nil)
-var _ Log = (*transcript.Log)(nil)
+var _ Transcript = (*transcript.Log)(nil)
 var _ transcript.Notifier = (*Memory)(nil)

@@ -43,7 +43,7 @@ func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logge
 	tl := transcript.New(transcript.Config{Table: stores.Table, Blobs: stores.Blobs, Images: imgs, Chats: chats})
 	m, err := memory.New(memory.Config{
 		Table:        stores.Table,
-		Log:          tl,
+		Transcript:   tl,
 		Images:       imgs,
 		Descriptions: imgs,
 		Queue:        stores.Queue,
