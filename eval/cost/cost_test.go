@@ -150,7 +150,7 @@ func run(t *testing.T, bursts int, groups bool) counts {
 		return bedrocktest.Reply{Text: text}
 	})
 	imgs := images.New(blobs)
-	log := transcript.New(table, blobs, imgs, transcript.WithClock(clock.Now))
+	log := transcript.New(transcript.Config{Table: table, Blobs: blobs, Images: imgs, Now: clock.Now})
 	var comp memory.Compactor = compactor.New(bedrock.New(srv.Client(), modelID, bedrock.Options{CachePoint: true}), compactor.Options{})
 	if !groups {
 		comp = compactor.Single(comp)

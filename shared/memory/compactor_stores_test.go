@@ -103,7 +103,7 @@ type realStores struct {
 func newRealStores(t *testing.T, b testenv.Backend) *realStores {
 	r := &realStores{t: t, b: b, blobs: &testenv.FailingBlobs{Blobs: b.Blobs}, now: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
 	r.imgs = images.New(r.blobs)
-	r.log = transcript.New(b.Table, r.blobs, r.imgs)
+	r.log = transcript.New(transcript.Config{Table: b.Table, Blobs: r.blobs, Images: r.imgs})
 	return r
 }
 

@@ -93,7 +93,7 @@ func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS, groups bool
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	imgs := images.New(b.Blobs)
-	log := transcript.New(b.Table, b.Blobs, imgs)
+	log := transcript.New(transcript.Config{Table: b.Table, Blobs: b.Blobs, Images: imgs})
 	gcomp := newGrouping()
 	comp := gcomp.scripted
 	comp.lineLen = 150

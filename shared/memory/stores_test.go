@@ -47,7 +47,7 @@ func TestImageLeavesOnRealStores(t *testing.T) {
 				return nil
 			}}
 			imgs := images.New(blobs)
-			log := transcript.New(b.Table, blobs, imgs)
+			log := transcript.New(transcript.Config{Table: b.Table, Blobs: blobs, Images: imgs})
 			f := newFixture(t)
 			f.comp.script = func(c Compaction) (Compacted, error) {
 				return Compacted{Line: "a red dot on white", Attempts: 1, Model: "scripted", Attached: len(c.Images)}, nil
