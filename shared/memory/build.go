@@ -129,7 +129,7 @@ func (b *nodeBuild) start(st *chatState, p *startPlan) error {
 			return errNoChange // a live build has it: this is a duplicate
 		}
 		st.Claims[k].Owner = b.owner
-		st.Claims[k].Until = now.Add(m.lease).UnixMilli()
+		st.Claims[k].Until = now.Add(m.claimLease).UnixMilli()
 		p.outcome = startBuild
 	} else if err := b.startScheduled(st, now, p); err != nil {
 		return err
@@ -138,7 +138,7 @@ func (b *nodeBuild) start(st *chatState, p *startPlan) error {
 		b.refusals, b.failures = st.Retries[r].Refusals, st.Retries[r].Failures
 	}
 	if _, ok := m.compactor.(GroupCompactor); ok && p.outcome == startBuild && b.failures == 0 {
-		b.group = st.groupWith(n, b.owner, now, m.lease)
+		b.group = st.groupWith(n, b.owner, now, m.claimLease)
 		p.sends = slices.DeleteFunc(p.sends, func(s Node) bool { return slices.Contains(b.group, s) })
 	}
 	// The state as this build starts: its compaction view is the
@@ -153,7 +153,7 @@ func (b *nodeBuild) start(st *chatState, p *startPlan) error {
 func (b *nodeBuild) startScheduled(st *chatState, now time.Time, p *startPlan) error {
 	n := b.n
 	var dropped int
-	p.sends, dropped = st.schedule(now, b.m.lease)
+	p.sends, dropped = st.schedule(now, b.m.claimLease)
 	for k, s := range p.sends {
 		if s == n {
 			p.sends = append(p.sends[:k], p.sends[k+1:]...)
@@ -177,7 +177,7 @@ func (b *nodeBuild) startScheduled(st *chatState, now time.Time, p *startPlan) e
 func (b *nodeBuild) run(ctx context.Context) error {
 	// A build never outlives its claim: it stops a little before the lease
 	// runs out and another builder may take the node.
-	bctx, cancel := context.WithTimeout(ctx, b.m.lease*9/10)
+	bctx, cancel := context.WithTimeout(ctx, b.m.claimLease*9/10)
 	defer cancel()
 	res, row, buildErr := b.produce(bctx)
 	// The outcome is recorded even when ctx ended meanwhile (a worker
@@ -689,7 +689,7 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 		}
 		st.dropClaim(n)
 		m.batches(ctx, chat, st, sizes)
-		sends, _ = st.schedule(m.now(), m.lease)
+		sends, _ = st.schedule(m.now(), m.claimLease)
 		return nil
 	})
 	if errors.Is(err, errRetired) {
@@ -790,7 +790,7 @@ func (b *nodeBuild) fail(ctx context.Context, res produced, cause error) error {
 		r.Err = textcut.Head(msg, 300)
 		st.Failed++
 		st.setError(now, textcut.Head(msg, 500))
-		sends, _ = st.schedule(now, m.lease)
+		sends, _ = st.schedule(now, m.claimLease)
 		return nil
 	})
 	if errors.Is(err, errRetired) {

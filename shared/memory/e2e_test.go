@@ -36,7 +36,7 @@ func consume(ctx context.Context, t *testing.T, m *Memory, recv store.Receiver, 
 		return
 	}
 	for ctx.Err() == nil {
-		got, err := recv.Receive(ctx, 10, m.lease, time.Second)
+		got, err := recv.Receive(ctx, 10, m.claimLease, time.Second)
 		if err != nil {
 			if ctx.Err() == nil {
 				t.Logf("receive: %v", err)
@@ -102,7 +102,7 @@ func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS, groups bool
 		compactor = gcomp
 	}
 	m, err := New(Config{Table: b.Table, Transcript: log, Images: imgs, Queue: b.Queue, Compactor: compactor,
-		Retrier: b.Receiver, Lease: time.Minute, Logger: discardLogger()})
+		Retrier: b.Receiver, ClaimLease: time.Minute, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

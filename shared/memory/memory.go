@@ -70,10 +70,11 @@ type Config struct {
 	// Search turns the search tool on for every chat; a chat can also opt
 	// in on its own (PUT .../memory/settings).
 	Search bool
-	// Lease is how long a claimed build may take before another builder
-	// may take it over (default 3 minutes). A build is cancelled at its
-	// lease so it never outlives its claim.
-	Lease time.Duration
+	// ClaimLease is how long a build's claim lasts: a claimed build may take
+	// this long before another builder may take it over (default 3
+	// minutes). A build is cancelled at its lease so it never outlives its
+	// claim.
+	ClaimLease time.Duration
 	// Retry is the fixed delay before a failed build is tried again
 	// (default 10 s).
 	Retry time.Duration
@@ -147,7 +148,7 @@ type Memory struct {
 	ids         *chatid.Registry
 	now         func() time.Time
 	search      bool
-	lease       time.Duration
+	claimLease  time.Duration
 	retry       time.Duration
 	wait        time.Duration
 	workers     int
@@ -172,8 +173,8 @@ func New(cfg Config) (*Memory, error) {
 		return nil, errors.New("memory: Config.Transcript is required")
 	case cfg.Queue == nil:
 		return nil, errors.New("memory: Config.Queue is required")
-	case cfg.Lease < 0 || cfg.Retry < 0 || cfg.Wait < 0:
-		return nil, errors.New("memory: Lease, Retry and Wait must not be negative")
+	case cfg.ClaimLease < 0 || cfg.Retry < 0 || cfg.Wait < 0:
+		return nil, errors.New("memory: ClaimLease, Retry and Wait must not be negative")
 	}
 	m := &Memory{
 		table:       cfg.Table,
@@ -189,7 +190,7 @@ func New(cfg Config) (*Memory, error) {
 		ids:         chatid.New(cfg.Table),
 		now:         cfg.Now,
 		search:      cfg.Search,
-		lease:       cfg.Lease,
+		claimLease:  cfg.ClaimLease,
 		retry:       cfg.Retry,
 		wait:        cfg.Wait,
 		workers:     cfg.Workers,
@@ -202,8 +203,8 @@ func New(cfg Config) (*Memory, error) {
 	if m.now == nil {
 		m.now = time.Now
 	}
-	if m.lease == 0 {
-		m.lease = 3 * time.Minute
+	if m.claimLease == 0 {
+		m.claimLease = 3 * time.Minute
 	}
 	if m.retry == 0 {
 		m.retry = DefaultRetry
@@ -331,7 +332,7 @@ func (m *Memory) pump(ctx context.Context, c chatid.Chat, t int64) (*chatState, 
 		merged := m.batches(ctx, c.ID, st, sizes)
 		claims := len(st.Claims)
 		var dropped int
-		sends, dropped = st.schedule(now, m.lease)
+		sends, dropped = st.schedule(now, m.claimLease)
 		if !grew && merged == 0 && len(sends) == 0 && dropped == 0 && len(st.Claims) == claims {
 			return errNoChange
 		}

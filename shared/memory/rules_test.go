@@ -160,7 +160,7 @@ func blockUntilDone(f *fixture) {
 
 func TestBuildStopsBeforeItsLeaseAndRecordsTheFailure(t *testing.T) {
 	f := newFixture(t)
-	f.m.lease = 300 * time.Millisecond
+	f.m.claimLease = 300 * time.Millisecond
 	blockUntilDone(f)
 	f.append(t, "user", long(0))
 	f.queue.take()
