@@ -150,13 +150,13 @@ func run(t *testing.T, bursts int, groups bool) counts {
 		return bedrocktest.Reply{Text: text}
 	})
 	imgs := images.New(blobs)
-	log := transcript.New(table, blobs, imgs, transcript.WithClock(clock.Now))
+	log := transcript.New(transcript.Config{Table: table, Blobs: blobs, Images: imgs, Now: clock.Now})
 	var comp memory.Compactor = compactor.New(bedrock.New(srv.Client(), modelID, bedrock.Options{CachePoint: true}), compactor.Options{})
 	if !groups {
 		comp = compactor.Single(comp)
 	}
 	mem, err := memory.New(memory.Config{
-		Table: table, Log: log, Images: imgs, Queue: queue, Now: clock.Now,
+		Table: table, Transcript: log, Images: imgs, Queue: queue, Now: clock.Now,
 		Compactor: comp,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

@@ -126,9 +126,9 @@ func Run(ctx context.Context, s Setup) (Result, error) {
 
 	meter := NewMeter(s.Model)
 	imgs := images.New(s.Stores.Blobs)
-	log := transcript.New(s.Stores.Table, s.Stores.Blobs, imgs)
+	log := transcript.New(transcript.Config{Table: s.Stores.Table, Blobs: s.Stores.Blobs, Images: imgs})
 	mem, err := memory.New(memory.Config{
-		Table: s.Stores.Table, Log: log, Images: imgs, Descriptions: imgs, Queue: s.Stores.Queue,
+		Table: s.Stores.Table, Transcript: log, Images: imgs, Descriptions: imgs, Queue: s.Stores.Queue,
 		Compactor: compactor.New(meter, s.Compactor), Workers: s.Workers, Logger: logger,
 	})
 	if err != nil {

@@ -5,6 +5,57 @@
 // process that started it takes it down when it ends, however it ends.
 "use strict";
 
+// Receives answer at once, as SQS's short polls do. local-aws-sqs 2.0.2
+// makes every receive collect: it scans the queue every 10 ms (the first
+// scan at 10 ms) until it holds MaxNumberOfMessages or 40 ms plus
+// WaitTimeSeconds have passed, so a receive for a batch of 10 that finds
+// fewer takes 40 ms; and a message sent, or made visible again, with no
+// delay waits for a 0 ms timer. The Go side's LongPoll sends only short
+// polls here, and its long polls wake on sends, so these timers were most
+// of a message's way from a sender to a receiver. Those are the package's
+// only 10 ms interval, 40 ms timeout and 0 ms timeouts (its other delays
+// are whole seconds), so the shim below runs the first scan, and a 0 ms
+// timer, as soon as the request that set them is handled, and ends a
+// short poll right after its first scan. A timer cleared before then does
+// not run.
+const receiveScanMs = 10;
+const shortPollMs = 40;
+const cleared = new WeakSet();
+const real = { setInterval, setTimeout, clearInterval, clearTimeout };
+const soon = (timer, fn, args) => {
+  let ran = false;
+  setImmediate(() => {
+    if (!ran && !cleared.has(timer)) {
+      ran = true;
+      fn(...args);
+    }
+  });
+  return () => ran;
+};
+global.clearInterval = (t) => {
+  if (t && typeof t === "object") cleared.add(t);
+  real.clearInterval(t);
+};
+global.clearTimeout = (t) => {
+  if (t && typeof t === "object") cleared.add(t);
+  real.clearTimeout(t);
+};
+global.setInterval = (fn, ms, ...args) => {
+  const timer = real.setInterval(fn, ms, ...args);
+  if (ms === receiveScanMs) soon(timer, fn, args);
+  return timer;
+};
+global.setTimeout = (fn, ms, ...args) => {
+  if (ms === shortPollMs) return real.setTimeout(fn, 0, ...args); // after the first scan
+  if (ms) return real.setTimeout(fn, ms, ...args);
+  let ran = () => false;
+  const timer = real.setTimeout(() => {
+    if (!ran()) fn(...args);
+  }, 0);
+  ran = soon(timer, fn, args);
+  return timer;
+};
+
 const { createSqsServer } = require("local-aws-sqs");
 
 async function main() {

@@ -43,7 +43,7 @@ func newRoutesEnv(t *testing.T) *routesEnv {
 	b := testenv.Embedded(t)
 	blobs := storefake.NewBlobs()
 	imgs := images.New(blobs)
-	log := transcript.New(b.Table, b.Blobs, imgs)
+	log := transcript.New(transcript.Config{Table: b.Table, Blobs: b.Blobs, Images: imgs})
 	mux := http.NewServeMux()
 	hooks.NewOffload(imgs, lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: blobs})).Register(mux)
 	hooks.NewRestore(imgs, nil).Register(mux)

@@ -39,11 +39,11 @@ func BenchmarkAppendTracked(b *testing.B) {
 			be.Table = &testenv.FailingTable{Table: shared.wrap(be.Table), FailCreate: count(&writes), FailUpdate: count(&writes), FailDelete: count(&writes),
 				FailGet: count(&reads), FailQuery: func(store.Query) error { reads.Add(1); return nil }, FailBatchGet: func([]store.Key) error { reads.Add(1); return nil }}
 			imgs := images.New(be.Blobs)
-			var opts []transcript.Option
+			cfg := transcript.Config{Table: be.Table, Blobs: be.Blobs, Images: imgs}
 			if tracked {
-				opts = append(opts, transcript.WithChats(lifecycle.New(lifecycle.Config{Table: be.Table, Blobs: be.Blobs})))
+				cfg.Chats = lifecycle.New(lifecycle.Config{Table: be.Table, Blobs: be.Blobs})
 			}
-			tl := transcript.New(be.Table, be.Blobs, imgs, opts...)
+			tl := transcript.New(cfg)
 			ctx := context.Background()
 			shot := pngB64(b, color.RGBA{1, 1, 1, 255})
 			p, err := images.Shrink(ctx, shot)

@@ -75,9 +75,9 @@ import (
 
 // Tunables.
 const (
-	// Lease is how long an image deletion may hold its lease; appends naming
-	// the image wait for it.
-	Lease = 30 * time.Second
+	// ImageLease is how long an image deletion may hold its lease on the
+	// image; appends naming the image wait for it.
+	ImageLease = 30 * time.Second
 	// BatchItems is how many items one deletion step removes.
 	BatchItems = 100
 	// StepsPerCall bounds the steps one call (a request, a queue message)
@@ -98,7 +98,7 @@ const (
 	// within it of the last one recorded writes no index item.
 	ActivityStep = time.Minute
 	// leaseWait is how long an append waits for an image's lease, polling,
-	// before it answers 503 (a lease lasts one object deletion, or Lease
+	// before it answers 503 (a lease lasts one object deletion, or ImageLease
 	// when its holder died).
 	leaseWait = 10 * time.Second
 )
@@ -613,7 +613,7 @@ func (c *Chats) releaseImage(ctx context.Context, ch chatid.Chat, name string) (
 	}
 	// Take the lease: a fresh item, or one whose time has passed.
 	lk := lockKey(tenant, name)
-	until := c.now().Add(Lease).UnixMilli()
+	until := c.now().Add(ImageLease).UnixMilli()
 	body, _ := json.Marshal(lease{Until: until, Chat: chat})
 	var version int64 = 1
 	err := c.table.Create(ctx, store.Item{Key: lk, Body: body})

@@ -86,9 +86,9 @@ func newEnvBuilding(t *testing.T, b testenv.Backend, steps int, now func() time.
 		imgs.Staging = b.Blobs
 	}
 	core := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Images: imgs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
-	tl := transcript.New(b.Table, b.Blobs, imgs, transcript.WithChats(core))
+	tl := transcript.New(transcript.Config{Table: b.Table, Blobs: b.Blobs, Images: imgs, Chats: core})
 	logger := testenv.Logger(t)
-	mc := memory.Config{Table: b.Table, Log: tl, Images: imgs, Queue: b.Queue, Tasks: core, Deletions: core, Logger: logger}
+	mc := memory.Config{Table: b.Table, Transcript: tl, Images: imgs, Queue: b.Queue, Tasks: core, Deletions: core, Logger: logger}
 	if comp != nil {
 		mc.Compactor, mc.Descriptions, mc.Retrier, mc.Search = comp, imgs, b.Receiver, true
 	}

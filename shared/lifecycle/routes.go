@@ -201,10 +201,11 @@ func (c *Chats) handleDelete(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// deleteMessage is the queue message that continues the deletion of an
-// incarnation of a chat, or (op "expire") a retention sweep: the hourly
-// trigger without a run, a step of a run with one.
-type deleteMessage struct {
+// taskMessage is the queue message of a lifecycle task, named by its op:
+// "delete" continues the deletion of an incarnation of a chat, "expire" a
+// retention sweep (the hourly trigger without a run, a step of a run with
+// one).
+type taskMessage struct {
 	Op     string `json:"op"`
 	Tenant string `json:"tenant,omitempty"`
 	Chat   string `json:"chat,omitempty"`
@@ -222,7 +223,7 @@ const (
 )
 
 func deleteBody(ch chatid.Chat) string {
-	b, _ := json.Marshal(deleteMessage{Op: opDelete, Tenant: ch.Tenant, Chat: ch.ID, Inc: ch.Inc})
+	b, _ := json.Marshal(taskMessage{Op: opDelete, Tenant: ch.Tenant, Chat: ch.ID, Inc: ch.Inc})
 	return string(b)
 }
 
@@ -230,7 +231,7 @@ func deleteBody(ch chatid.Chat) string {
 // retention sweep, named by a queue message, and queues the rest again
 // when there is more.
 func (c *Chats) Task(ctx context.Context, body string) (bool, error) {
-	var msg deleteMessage
+	var msg taskMessage
 	if json.Unmarshal([]byte(body), &msg) != nil {
 		return false, nil
 	}
@@ -245,7 +246,7 @@ func (c *Chats) Task(ctx context.Context, body string) (bool, error) {
 
 // sweepTask runs the step of a retention sweep that msg names and queues
 // the message of the step after it.
-func (c *Chats) sweepTask(ctx context.Context, msg deleteMessage) error {
+func (c *Chats) sweepTask(ctx context.Context, msg taskMessage) error {
 	// A message without a run is the hourly trigger (or one of a sweep
 	// sent before sweeps had runs, which starts one the same).
 	var step SweepStep
@@ -269,13 +270,13 @@ func (c *Chats) sweepTask(ctx context.Context, msg deleteMessage) error {
 	if c.queue == nil {
 		return errors.New("lifecycle: the sweep continues but there is no queue")
 	}
-	b, _ := json.Marshal(deleteMessage{Op: opExpire, Run: step.Run, Seq: step.Seq + 1})
+	b, _ := json.Marshal(taskMessage{Op: opExpire, Run: step.Run, Seq: step.Seq + 1})
 	return c.queue.Send(ctx, string(b), 0)
 }
 
 // deletionTask runs the next steps of the deletion msg (whose text is
 // body) names and, when there is more, queues the same message again.
-func (c *Chats) deletionTask(ctx context.Context, msg deleteMessage, body string) error {
+func (c *Chats) deletionTask(ctx context.Context, msg taskMessage, body string) error {
 	if msg.Chat == "" || !chatid.ValidInc(msg.Inc) {
 		return nil // names nothing: dropped
 	}

@@ -23,7 +23,7 @@ func BenchmarkBuild10kChat(b *testing.B) {
 		table, log, queue := newMemTable(), newFakeLog(), storefake.NewQueue()
 		comp := newScripted()
 		comp.delay, comp.lineLen = callTime, 300 // two lines pass 512 bytes: every merge calls too
-		m, err := New(Config{Table: table, Log: log, Queue: queue, Compactor: comp, Logger: discardLogger()})
+		m, err := New(Config{Table: table, Transcript: log, Queue: queue, Compactor: comp, Logger: discardLogger()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func BenchmarkBuild10kChat(b *testing.B) {
 func grownChat(tb testing.TB, n int, cache int) *fixture {
 	f := newFixture(tb)
 	f.comp.lineLen = 150
-	m, err := New(Config{Table: f.table, Log: f.log, Images: f.images, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger(), CacheLines: cache})
+	m, err := New(Config{Table: f.table, Transcript: f.log, Images: f.images, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger(), CacheLines: cache})
 	if err != nil {
 		tb.Fatal(err)
 	}

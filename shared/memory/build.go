@@ -71,90 +71,113 @@ func (m *Memory) build(ctx context.Context, c chatid.Chat, l int, i int64) error
 	if m.compactor == nil {
 		return ErrNoCompactor
 	}
-	chat := c.ID
 	b := &nodeBuild{m: m, ch: c, n: Node{L: l, I: i}, owner: newID(), started: m.now()}
-	n := b.n
-	var (
-		outcome startOutcome
-		dueAt   int64
-		sends   []Node
-		held    bool // another build holds a live claim on n
-	)
-	_, err := m.states.update(ctx, c, func(st *chatState) error {
-		outcome, sends, b.snapshot, held, b.group = skipBuild, nil, nil, false, nil
-		now := m.now()
-		if !n.Complete(st.T) || st.built(n) {
-			return errNoChange
-		}
-		if k, ok := st.claimOf(n); ok && st.Claims[k].Until > now.UnixMilli() {
-			if st.Claims[k].Owner != "" {
-				held = true
-				return errNoChange // a live build has it: this is a duplicate
-			}
-			st.Claims[k].Owner = b.owner
-			st.Claims[k].Until = now.Add(m.lease).UnixMilli()
-			outcome = startBuild
-		} else {
-			var dropped int
-			sends, dropped = st.schedule(now, m.lease)
-			for k, s := range sends {
-				if s == n {
-					sends = append(sends[:k], sends[k+1:]...)
-					c, _ := st.claimOf(n)
-					st.Claims[c].Owner = b.owner
-					outcome = startBuild
-					break
-				}
-			}
-			if outcome != startBuild {
-				if r, ok := st.retryOf(n); ok && st.Retries[r].At > now.UnixMilli() {
-					outcome, dueAt = notDue, st.Retries[r].At
-				}
-				if len(sends) == 0 && dropped == 0 {
-					return errNoChange
-				}
-			}
-		}
-		if r, ok := st.retryOf(n); ok {
-			b.refusals, b.failures = st.Retries[r].Refusals, st.Retries[r].Failures
-		}
-		if _, ok := m.compactor.(GroupCompactor); ok && outcome == startBuild && b.failures == 0 {
-			b.group = st.groupWith(n, b.owner, now, m.lease)
-			sends = slices.DeleteFunc(sends, func(s Node) bool { return slices.Contains(b.group, s) })
-		}
-		// The state as this build starts: its compaction view is the
-		// context, should the compactor be called.
-		b.snapshot = st
-		return nil
-	})
+	var p startPlan
+	_, err := m.states.update(ctx, c, func(st *chatState) error { return b.start(st, &p) })
 	if errors.Is(err, errRetired) {
 		return nil // the chat was deleted: nothing to build
 	}
 	if err != nil {
 		return &RetryError{After: m.retry, Err: err}
 	}
-	if len(sends) > 0 {
+	if len(p.sends) > 0 {
 		m.changes.signal(c)
-		if err := m.send(ctx, c, sends); err != nil {
-			m.logger.WarnContext(ctx, "memory: queueing builds", "chat", chat, "err", err)
+		if err := m.send(ctx, c, p.sends); err != nil {
+			m.logger.WarnContext(ctx, "memory: queueing builds", "chat", c.ID, "err", err)
 		}
 	}
-	switch outcome {
+	switch p.outcome {
 	case notDue:
-		return &RetryError{After: max(time.Duration(dueAt-m.now().UnixMilli())*time.Millisecond, time.Second), Err: errNotDue}
+		return &RetryError{After: max(time.Duration(p.dueAt-m.now().UnixMilli())*time.Millisecond, time.Second), Err: errNotDue}
 	case skipBuild:
-		if held {
+		if p.held {
 			return b.recordWritten(ctx)
 		}
 		return nil
 	}
-
 	if len(b.group) > 1 {
 		return b.buildGroup(ctx)
 	}
+	return b.run(ctx)
+}
+
+// startPlan is what the start transition decided for a build, and the
+// other builds it found due on the way.
+type startPlan struct {
+	outcome startOutcome
+	dueAt   int64  // when a node waiting out its retry delay is due (Unix ms)
+	sends   []Node // other nodes due now, to queue
+	held    bool   // another build holds a live claim on the node
+}
+
+// start is the start transition over the chat's state, for
+// states.update: it claims b's node when the node may start (taking the
+// claim a scheduler left for it, or scheduling the chat and finding it
+// among the due), notes the retries it has had, gathers a group build
+// around it, and keeps the state as the build's snapshot.
+func (b *nodeBuild) start(st *chatState, p *startPlan) error {
+	*p = startPlan{}
+	b.snapshot, b.group = nil, nil
+	m, n := b.m, b.n
+	now := m.now()
+	if !n.Complete(st.T) || st.built(n) {
+		return errNoChange
+	}
+	if k, ok := st.claimOf(n); ok && st.Claims[k].Until > now.UnixMilli() {
+		if st.Claims[k].Owner != "" {
+			p.held = true
+			return errNoChange // a live build has it: this is a duplicate
+		}
+		st.Claims[k].Owner = b.owner
+		st.Claims[k].Until = now.Add(m.claimLease).UnixMilli()
+		p.outcome = startBuild
+	} else if err := b.startScheduled(st, now, p); err != nil {
+		return err
+	}
+	if r, ok := st.retryOf(n); ok {
+		b.refusals, b.failures = st.Retries[r].Refusals, st.Retries[r].Failures
+	}
+	if _, ok := m.compactor.(GroupCompactor); ok && p.outcome == startBuild && b.failures == 0 {
+		b.group = st.groupWith(n, b.owner, now, m.claimLease)
+		p.sends = slices.DeleteFunc(p.sends, func(s Node) bool { return slices.Contains(b.group, s) })
+	}
+	// The state as this build starts: its compaction view is the
+	// context, should the compactor be called.
+	b.snapshot = st
+	return nil
+}
+
+// startScheduled schedules the chat's due builds and claims b's node
+// when it is among them; a node that is not says when it is due, if it
+// waits out a retry delay.
+func (b *nodeBuild) startScheduled(st *chatState, now time.Time, p *startPlan) error {
+	n := b.n
+	var dropped int
+	p.sends, dropped = st.schedule(now, b.m.claimLease)
+	for k, s := range p.sends {
+		if s == n {
+			p.sends = append(p.sends[:k], p.sends[k+1:]...)
+			c, _ := st.claimOf(n)
+			st.Claims[c].Owner = b.owner
+			p.outcome = startBuild
+			return nil
+		}
+	}
+	if r, ok := st.retryOf(n); ok && st.Retries[r].At > now.UnixMilli() {
+		p.outcome, p.dueAt = notDue, st.Retries[r].At
+	}
+	if len(p.sends) == 0 && dropped == 0 {
+		return errNoChange
+	}
+	return nil
+}
+
+// run builds b's node under its claim and records the outcome: a line
+// and its row, or a failure to retry.
+func (b *nodeBuild) run(ctx context.Context) error {
 	// A build never outlives its claim: it stops a little before the lease
 	// runs out and another builder may take the node.
-	bctx, cancel := context.WithTimeout(ctx, m.lease*9/10)
+	bctx, cancel := context.WithTimeout(ctx, b.m.claimLease*9/10)
 	defer cancel()
 	res, row, buildErr := b.produce(bctx)
 	// The outcome is recorded even when ctx ended meanwhile (a worker
@@ -282,7 +305,7 @@ func (b *nodeBuild) load(ctx context.Context, known map[Node]string) (loaded, er
 	src := loaded{c: Compaction{Level: n.L, Index: n.I, Label: n.Label(), Images: []model.Image{}}}
 	c, res := &src.c, &src.res
 	if n.L == 0 {
-		entries, err := m.log.Entries(ctx, ch, n.I, n.I+1)
+		entries, err := m.transcript.Entries(ctx, ch, n.I, n.I+1)
 		if err != nil {
 			return src, fmt.Errorf("reading entry %d: %w", n.I, err)
 		}
@@ -445,7 +468,7 @@ func (b *nodeBuild) leafImages(ctx context.Context, e transcript.Entry, source s
 	if e.Tool == "zoom" {
 		seen := map[string]bool{}
 		if of >= 0 && of < id {
-			orig, err := m.log.Entries(ctx, b.ch, of, of+1)
+			orig, err := m.transcript.Entries(ctx, b.ch, of, of+1)
 			if err != nil {
 				return nil, li, fmt.Errorf("reading entry %d, which entry %d zoomed: %w", of, id, err)
 			}
@@ -659,48 +682,14 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 		st.dropRetry(n)
 		if st.markBuilt(n) {
 			first = true
-			if n.L == 0 {
-				delta := lineSize(n, len(line)) - placeholderSize(n)
-				st.View.Size += delta
-				st.Compact.Size += delta
-			}
-			switch {
-			case row.Mechanical:
-				st.MechanicalCount++
-				st.Mechanical = append(st.Mechanical, n)
-				if len(st.Mechanical) > keepMechanical {
-					st.Mechanical = st.Mechanical[len(st.Mechanical)-keepMechanical:]
-				}
-			case row.Verbatim && !called:
-				st.Verbatim++
-			}
-			if called {
-				st.ModelCalls++
-			}
-			if n.L == 0 && res.hasImage {
-				li := res.images
-				st.ImageLeaves = append(st.ImageLeaves, li)
-				if len(st.ImageLeaves) > keepImageLeaves {
-					st.ImageLeaves = st.ImageLeaves[len(st.ImageLeaves)-keepImageLeaves:]
-				}
-				st.ImageTotals.Leaves++
-				st.ImageTotals.Attached += int64(li.Attached)
-				st.ImageTotals.Skipped += int64(li.Skipped)
-				st.ImageTotals.Missing += int64(li.Missing)
-				if li.NamesOnly {
-					st.ImageTotals.NamesOnly++
-				}
-				st.ImageTotals.Described += int64(li.Described)
-				st.ImageTotals.DescribeFailed += int64(li.DescribeFailed)
-				st.ImageTotals.Undescribed += int64(li.Undescribed)
-			}
+			st.countBuilt(n, len(line), row, res, called)
 		}
 		if lostRace {
 			st.ModelCalls++
 		}
 		st.dropClaim(n)
 		m.batches(ctx, chat, st, sizes)
-		sends, _ = st.schedule(m.now(), m.lease)
+		sends, _ = st.schedule(m.now(), m.claimLease)
 		return nil
 	})
 	if errors.Is(err, errRetired) {
@@ -712,12 +701,58 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 	}
 	m.changes.signal(ch)
 	if first {
-		m.record(ctx, chat, n, "built", b.started, res, row, nil)
+		b.record(ctx, "built", res, row, nil)
 	}
 	if err := m.send(ctx, ch, sends); err != nil {
 		m.logger.WarnContext(ctx, "memory: queueing builds", "chat", chat, "err", err)
 	}
 	return nil
+}
+
+// countBuilt adds a node built for the first time to the chat's counts:
+// a leaf's line replaces its placeholder in both views' sizes, and the
+// node counts as mechanical, verbatim or a model call, and for its images.
+func (st *chatState) countBuilt(n Node, lineLen int, row nodeRow, res produced, called bool) {
+	if n.L == 0 {
+		delta := lineSize(n, lineLen) - placeholderSize(n)
+		st.View.Size += delta
+		st.Compact.Size += delta
+	}
+	switch {
+	case row.Mechanical:
+		st.MechanicalCount++
+		st.Mechanical = append(st.Mechanical, n)
+		if len(st.Mechanical) > keepMechanical {
+			st.Mechanical = st.Mechanical[len(st.Mechanical)-keepMechanical:]
+		}
+	case row.Verbatim && !called:
+		st.Verbatim++
+	}
+	if called {
+		st.ModelCalls++
+	}
+	if n.L == 0 && res.hasImage {
+		st.countImageLeaf(res.images)
+	}
+}
+
+// countImageLeaf adds a leaf that names images to the chat's image
+// counts, keeping the latest keepImageLeaves of them.
+func (st *chatState) countImageLeaf(li leafImages) {
+	st.ImageLeaves = append(st.ImageLeaves, li)
+	if len(st.ImageLeaves) > keepImageLeaves {
+		st.ImageLeaves = st.ImageLeaves[len(st.ImageLeaves)-keepImageLeaves:]
+	}
+	st.ImageTotals.Leaves++
+	st.ImageTotals.Attached += int64(li.Attached)
+	st.ImageTotals.Skipped += int64(li.Skipped)
+	st.ImageTotals.Missing += int64(li.Missing)
+	if li.NamesOnly {
+		st.ImageTotals.NamesOnly++
+	}
+	st.ImageTotals.Described += int64(li.Described)
+	st.ImageTotals.DescribeFailed += int64(li.DescribeFailed)
+	st.ImageTotals.Undescribed += int64(li.Undescribed)
 }
 
 // fail records a failed build: the node waits the retry delay (forever for
@@ -755,7 +790,7 @@ func (b *nodeBuild) fail(ctx context.Context, res produced, cause error) error {
 		r.Err = textcut.Head(msg, 300)
 		st.Failed++
 		st.setError(now, textcut.Head(msg, 500))
-		sends, _ = st.schedule(now, m.lease)
+		sends, _ = st.schedule(now, m.claimLease)
 		return nil
 	})
 	if errors.Is(err, errRetired) {
@@ -769,7 +804,7 @@ func (b *nodeBuild) fail(ctx context.Context, res produced, cause error) error {
 			m.logger.WarnContext(ctx, "memory: queueing builds", "chat", chat, "err", err)
 		}
 	}
-	m.record(ctx, chat, n, outcome, b.started, res, nodeRow{}, cause)
+	b.record(ctx, outcome, res, nodeRow{}, cause)
 	if b.failures == 0 {
 		// The first failure of a node is logged once, loudly; the status
 		// keeps the last error and the retry count after that.

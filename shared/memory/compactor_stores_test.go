@@ -103,7 +103,7 @@ type realStores struct {
 func newRealStores(t *testing.T, b testenv.Backend) *realStores {
 	r := &realStores{t: t, b: b, blobs: &testenv.FailingBlobs{Blobs: b.Blobs}, now: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
 	r.imgs = images.New(r.blobs)
-	r.log = transcript.New(b.Table, r.blobs, r.imgs)
+	r.log = transcript.New(transcript.Config{Table: b.Table, Blobs: r.blobs, Images: r.imgs})
 	return r
 }
 
@@ -114,7 +114,7 @@ func (r *realStores) advance(d time.Duration) { r.mu.Lock(); defer r.mu.Unlock()
 // memory is a Memory over the stores and c, reading descriptions when
 // descs is set.
 func (r *realStores) memory(c memory.Compactor, descs bool) *memory.Memory {
-	cfg := memory.Config{Table: r.b.Table, Log: r.log, Images: r.imgs, Queue: r.b.Queue, Compactor: c, Now: r.clock,
+	cfg := memory.Config{Table: r.b.Table, Transcript: r.log, Images: r.imgs, Queue: r.b.Queue, Compactor: c, Now: r.clock,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if descs {
 		cfg.Descriptions = r.imgs

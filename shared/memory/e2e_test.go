@@ -36,7 +36,7 @@ func consume(ctx context.Context, t *testing.T, m *Memory, recv store.Receiver, 
 		return
 	}
 	for ctx.Err() == nil {
-		got, err := recv.Receive(ctx, 10, m.lease, time.Second)
+		got, err := recv.Receive(ctx, 10, m.claimLease, time.Second)
 		if err != nil {
 			if ctx.Err() == nil {
 				t.Logf("receive: %v", err)
@@ -93,7 +93,7 @@ func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS, groups bool
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	imgs := images.New(b.Blobs)
-	log := transcript.New(b.Table, b.Blobs, imgs)
+	log := transcript.New(transcript.Config{Table: b.Table, Blobs: b.Blobs, Images: imgs})
 	gcomp := newGrouping()
 	comp := gcomp.scripted
 	comp.lineLen = 150
@@ -101,8 +101,8 @@ func runEndToEnd(t *testing.T, b testenv.Backend, total int, viaSQS, groups bool
 	if groups {
 		compactor = gcomp
 	}
-	m, err := New(Config{Table: b.Table, Log: log, Images: imgs, Queue: b.Queue, Compactor: compactor,
-		Retrier: b.Receiver, Lease: time.Minute, Logger: discardLogger()})
+	m, err := New(Config{Table: b.Table, Transcript: log, Images: imgs, Queue: b.Queue, Compactor: compactor,
+		Retrier: b.Receiver, ClaimLease: time.Minute, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

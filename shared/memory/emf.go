@@ -83,9 +83,10 @@ func (e *emf) build(outcome string) {
 	_ = WriteBuildMetrics(e.w, e.now(), e.function, outcome)
 }
 
-// record logs one build as a structured record and emits its metrics.
-func (m *Memory) record(ctx context.Context, chat string, n Node, outcome string, started time.Time, res produced, row nodeRow, err error) {
-	d := m.now().Sub(started)
+// record logs the build as a structured record and emits its metrics.
+func (b *nodeBuild) record(ctx context.Context, outcome string, res produced, row nodeRow, err error) {
+	m, chat, n := b.m, b.ch.ID, b.n
+	d := m.now().Sub(b.started)
 	line := len(Line(row.Text))
 	if row.Mechanical {
 		outcome = "mechanical"

@@ -100,7 +100,7 @@ func (t *memTable) stateBytes(c chatid.Chat) int {
 	return it.Size()
 }
 
-// fakeLog is a Log over a slice; append notifies nothing by itself.
+// fakeLog is a Transcript over a slice; append notifies nothing by itself.
 type fakeLog struct {
 	mu      sync.Mutex
 	entries map[string][]transcript.Entry
@@ -435,7 +435,7 @@ func newFixture(t testing.TB) *fixture {
 		table: newMemTable(), log: newFakeLog(), images: &fakeImages{imgs: map[string]model.Image{}},
 		queue: &recQueue{}, comp: newScripted(), clock: newClock(), tenant: "t1", chat: "c1",
 	}
-	m, err := New(Config{Table: f.table, Log: f.log, Images: f.images, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
+	m, err := New(Config{Table: f.table, Transcript: f.log, Images: f.images, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

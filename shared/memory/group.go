@@ -187,7 +187,7 @@ type member struct {
 // failed is sent again after the retry delay, since its own message may
 // be gone.
 func (b *nodeBuild) buildGroup(ctx context.Context) error {
-	bctx, cancel := context.WithTimeout(ctx, b.m.lease*9/10)
+	bctx, cancel := context.WithTimeout(ctx, b.m.claimLease*9/10)
 	defer cancel()
 
 	g := b.newGroupRun()
@@ -568,7 +568,7 @@ func (b *nodeBuild) release(ctx context.Context, nodes []Node) {
 				st.Claims = append(st.Claims[:k], st.Claims[k+1:]...)
 			}
 		}
-		sends, _ = st.schedule(m.now(), m.lease)
+		sends, _ = st.schedule(m.now(), m.claimLease)
 		return nil
 	})
 	if errors.Is(err, errRetired) {

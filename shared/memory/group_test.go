@@ -18,7 +18,7 @@ func newGroupFixture(t testing.TB) (*fixture, *grouping) {
 	f := newFixture(t)
 	g := newGrouping()
 	f.comp = g.scripted
-	m, err := New(Config{Table: f.table, Log: f.log, Images: f.images, Queue: f.queue, Compactor: g, Now: f.clock.Now, Logger: discardLogger()})
+	m, err := New(Config{Table: f.table, Transcript: f.log, Images: f.images, Queue: f.queue, Compactor: g, Now: f.clock.Now, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

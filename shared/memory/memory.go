@@ -21,8 +21,8 @@ import (
 	"github.com/durachat/durachat/shared/transcript"
 )
 
-// Log is the chat transcript memory reads: its only source of truth.
-type Log interface {
+// Transcript is the chat transcript memory reads: its only source of truth.
+type Transcript interface {
 	// Len is the number of entries logged in the incarnation c.
 	Len(ctx context.Context, c chatid.Chat) (int64, error)
 	// Entries returns c's entries [from, to), in order.
@@ -45,12 +45,12 @@ type Descriptions interface {
 	PutDescription(ctx context.Context, tenant, name, text string) error
 }
 
-// Config wires a Memory. Table, Log and Queue are required. A Memory
+// Config wires a Memory. Table, Transcript and Queue are required. A Memory
 // without a Compactor serves and schedules but builds nothing: the memory
 // API function, whose builds run in the compact function.
 type Config struct {
-	Table store.Table
-	Log   Log
+	Table      store.Table
+	Transcript Transcript
 	// Images are read for leaves that name them and for zoom pages; nil
 	// means no image is ever stored.
 	Images Images
@@ -70,10 +70,11 @@ type Config struct {
 	// Search turns the search tool on for every chat; a chat can also opt
 	// in on its own (PUT .../memory/settings).
 	Search bool
-	// Lease is how long a claimed build may take before another builder
-	// may take it over (default 3 minutes). A build is cancelled at its
-	// lease so it never outlives its claim.
-	Lease time.Duration
+	// ClaimLease is how long a build's claim lasts: a claimed build may take
+	// this long before another builder may take it over (default 3
+	// minutes). A build is cancelled at its lease so it never outlives its
+	// claim.
+	ClaimLease time.Duration
 	// Retry is the fixed delay before a failed build is tried again
 	// (default 10 s).
 	Retry time.Duration
@@ -135,7 +136,7 @@ type Tasks interface {
 // chat in memory between calls: everything lives in the table.
 type Memory struct {
 	table       store.Table
-	log         Log
+	transcript  Transcript
 	images      Images
 	descs       Descriptions
 	queue       store.Queue
@@ -147,7 +148,7 @@ type Memory struct {
 	ids         *chatid.Registry
 	now         func() time.Time
 	search      bool
-	lease       time.Duration
+	claimLease  time.Duration
 	retry       time.Duration
 	wait        time.Duration
 	workers     int
@@ -168,16 +169,16 @@ func New(cfg Config) (*Memory, error) {
 	switch {
 	case cfg.Table == nil:
 		return nil, errors.New("memory: Config.Table is required")
-	case cfg.Log == nil:
-		return nil, errors.New("memory: Config.Log is required")
+	case cfg.Transcript == nil:
+		return nil, errors.New("memory: Config.Transcript is required")
 	case cfg.Queue == nil:
 		return nil, errors.New("memory: Config.Queue is required")
-	case cfg.Lease < 0 || cfg.Retry < 0 || cfg.Wait < 0:
-		return nil, errors.New("memory: Lease, Retry and Wait must not be negative")
+	case cfg.ClaimLease < 0 || cfg.Retry < 0 || cfg.Wait < 0:
+		return nil, errors.New("memory: ClaimLease, Retry and Wait must not be negative")
 	}
 	m := &Memory{
 		table:       cfg.Table,
-		log:         cfg.Log,
+		transcript:  cfg.Transcript,
 		images:      cfg.Images,
 		descs:       cfg.Descriptions,
 		queue:       cfg.Queue,
@@ -189,7 +190,7 @@ func New(cfg Config) (*Memory, error) {
 		ids:         chatid.New(cfg.Table),
 		now:         cfg.Now,
 		search:      cfg.Search,
-		lease:       cfg.Lease,
+		claimLease:  cfg.ClaimLease,
 		retry:       cfg.Retry,
 		wait:        cfg.Wait,
 		workers:     cfg.Workers,
@@ -202,8 +203,8 @@ func New(cfg Config) (*Memory, error) {
 	if m.now == nil {
 		m.now = time.Now
 	}
-	if m.lease == 0 {
-		m.lease = 3 * time.Minute
+	if m.claimLease == 0 {
+		m.claimLease = 3 * time.Minute
 	}
 	if m.retry == 0 {
 		m.retry = DefaultRetry
@@ -317,7 +318,7 @@ func (m *Memory) Pump(ctx context.Context, tenant, chat string) error {
 // from the log). It returns the state as it stands after the run.
 func (m *Memory) pump(ctx context.Context, c chatid.Chat, t int64) (*chatState, error) {
 	if t < 0 {
-		n, err := m.log.Len(ctx, c)
+		n, err := m.transcript.Len(ctx, c)
 		if err != nil {
 			return nil, fmt.Errorf("reading the log length of %s: %w", c.ID, err)
 		}
@@ -331,7 +332,7 @@ func (m *Memory) pump(ctx context.Context, c chatid.Chat, t int64) (*chatState, 
 		merged := m.batches(ctx, c.ID, st, sizes)
 		claims := len(st.Claims)
 		var dropped int
-		sends, dropped = st.schedule(now, m.lease)
+		sends, dropped = st.schedule(now, m.claimLease)
 		if !grew && merged == 0 && len(sends) == 0 && dropped == 0 && len(st.Claims) == claims {
 			return errNoChange
 		}

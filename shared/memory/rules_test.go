@@ -26,7 +26,7 @@ func TestViewWaitDefaultsToTwentySecondsUnderTheGatewayCeiling(t *testing.T) {
 // what that function built.
 func TestMemoryWithoutACompactorServesAndSchedules(t *testing.T) {
 	f := newFixture(t)
-	api, err := New(Config{Table: f.table, Log: f.log, Images: f.images, Queue: f.queue, Now: f.clock.Now,
+	api, err := New(Config{Table: f.table, Transcript: f.log, Images: f.images, Queue: f.queue, Now: f.clock.Now,
 		Logger: discardLogger(), Wait: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func blockUntilDone(f *fixture) {
 
 func TestBuildStopsBeforeItsLeaseAndRecordsTheFailure(t *testing.T) {
 	f := newFixture(t)
-	f.m.lease = 300 * time.Millisecond
+	f.m.claimLease = 300 * time.Millisecond
 	blockUntilDone(f)
 	f.append(t, "user", long(0))
 	f.queue.take()

@@ -242,7 +242,7 @@ func TestDeadBuildersClaimIsRetakenAfterItsLease(t *testing.T) {
 	// A builder took the claim and died.
 	if _, err := f.m.states.update(context.Background(), f.ch(), func(st *chatState) error {
 		st.Claims[0].Owner = "dead"
-		st.Claims[0].Until = f.clock.Now().Add(f.m.lease).UnixMilli()
+		st.Claims[0].Until = f.clock.Now().Add(f.m.claimLease).UnixMilli()
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -251,7 +251,7 @@ func TestDeadBuildersClaimIsRetakenAfterItsLease(t *testing.T) {
 	if err := build(t, f, Node{0, 0}); err != nil || f.comp.total() != 0 {
 		t.Fatalf("duplicate during the lease: err %v, %d calls", err, f.comp.total())
 	}
-	f.clock.Add(f.m.lease - time.Second)
+	f.clock.Add(f.m.claimLease - time.Second)
 	if err := f.m.Pump(context.Background(), f.tenant, f.chat); err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +326,7 @@ func TestLostQueueMessageIsRefoundByTheNextAPICall(t *testing.T) {
 	f := newFixture(t)
 	f.append(t, "user", long(0), long(1))
 	f.queue.take() // lost
-	f.clock.Add(f.m.lease)
+	f.clock.Add(f.m.claimLease)
 	// Any API call on the chat runs the scheduler: here, reading the view.
 	if _, err := f.m.ReadView(context.Background(), f.tenant, f.chat, false); err != nil {
 		t.Fatal(err)
@@ -470,7 +470,7 @@ func TestARowWrittenButNotRecordedIsRecordedByTheNextDelivery(t *testing.T) {
 				t.Fatal("the row was not written")
 			}
 			if tc.lapsed {
-				f.clock.Add(f.m.lease + time.Second)
+				f.clock.Add(f.m.claimLease + time.Second)
 			}
 			if err := build(t, f, Node{0, 0}); err != nil {
 				t.Fatal(err)
@@ -498,7 +498,7 @@ func TestAModelCallThatLostTheRaceToWriteTheRowIsCounted(t *testing.T) {
 	var second atomic.Bool
 	f.comp.script = func(c Compaction) (Compacted, error) {
 		if !second.Swap(true) {
-			f.clock.Add(f.m.lease + time.Second)
+			f.clock.Add(f.m.claimLease + time.Second)
 			if err := build(t, f, Node{0, 0}); err != nil {
 				t.Errorf("second build: %v", err)
 			}

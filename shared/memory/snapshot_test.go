@@ -91,7 +91,7 @@ func snapshotFixture(t *testing.T) *fixture {
 // coldRead reads the view from a new process over f's table.
 func coldRead(t *testing.T, f *fixture) wire.View {
 	t.Helper()
-	m, err := New(Config{Table: f.table, Log: f.log, Queue: &recQueue{}, Now: f.clock.Now, Logger: discardLogger()})
+	m, err := New(Config{Table: f.table, Transcript: f.log, Queue: &recQueue{}, Now: f.clock.Now, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func onTable(t *testing.T, table store.Table) (f *fixture, more func() *Memory) 
 	f = newFixture(t)
 	f.comp.lineLen = turnLineBytes
 	more = func() *Memory {
-		m, err := New(Config{Table: table, Log: f.log, Images: f.images, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
+		m, err := New(Config{Table: table, Transcript: f.log, Images: f.images, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -65,7 +65,7 @@ func (m *Memory) HandleBatch(ctx context.Context, ds []store.Delivery) (retry []
 // ends: received messages are built concurrently, at most the configured
 // number at once over all chats; each chat holds itself to MaxInFlight.
 func (m *Memory) Worker(ctx context.Context, recv store.Receiver) error {
-	m.consume(ctx, receiver{recv: recv, visibility: m.lease}, m.workers)
+	m.consume(ctx, receiver{recv: recv, visibility: m.claimLease}, m.workers)
 	return nil
 }
 

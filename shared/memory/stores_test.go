@@ -47,12 +47,12 @@ func TestImageLeavesOnRealStores(t *testing.T) {
 				return nil
 			}}
 			imgs := images.New(blobs)
-			log := transcript.New(b.Table, blobs, imgs)
+			log := transcript.New(transcript.Config{Table: b.Table, Blobs: blobs, Images: imgs})
 			f := newFixture(t)
 			f.comp.script = func(c Compaction) (Compacted, error) {
 				return Compacted{Line: "a red dot on white", Attempts: 1, Model: "scripted", Attached: len(c.Images)}, nil
 			}
-			m, err := New(Config{Table: b.Table, Log: log, Images: imgs, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
+			m, err := New(Config{Table: b.Table, Transcript: log, Images: imgs, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,5 +117,5 @@ func TestImageLeavesOnRealStores(t *testing.T) {
 }
 
 var _ Images = (*images.Store)(nil)
-var _ Log = (*transcript.Log)(nil)
+var _ Transcript = (*transcript.Log)(nil)
 var _ transcript.Notifier = (*Memory)(nil)

@@ -108,7 +108,7 @@ func (m *Memory) Zoom(ctx context.Context, tenant, chat string, a ZoomArgs) (Too
 
 // zoom is Zoom of the incarnation c.
 func (m *Memory) zoom(ctx context.Context, c chatid.Chat, a ZoomArgs) (ToolResult, error) {
-	t, err := m.log.Len(ctx, c)
+	t, err := m.transcript.Len(ctx, c)
 	if err != nil {
 		return ToolResult{}, err
 	}
@@ -176,7 +176,7 @@ func (m *Memory) zoomBlock(ctx context.Context, c chatid.Chat, n Node) (ToolResu
 // zoomEntry answers one original entry, a page of at most PageChars
 // characters, with the images that page names.
 func (m *Memory) zoomEntry(ctx context.Context, c chatid.Chat, id int64, offset, limit Int) (ToolResult, error) {
-	entries, err := m.log.Entries(ctx, c, id, id+1)
+	entries, err := m.transcript.Entries(ctx, c, id, id+1)
 	if err != nil {
 		return ToolResult{}, err
 	}
@@ -298,14 +298,14 @@ func (m *Memory) date(ctx context.Context, c chatid.Chat, id Int) (ToolResult, e
 	if !id.Set {
 		return toolError("date needs an id: the entry whose time you want."), nil
 	}
-	t, err := m.log.Len(ctx, c)
+	t, err := m.transcript.Len(ctx, c)
 	if err != nil {
 		return ToolResult{}, err
 	}
 	if id.V < 0 || id.V >= t {
 		return toolError("date: id = %d is outside the log, which holds %d entries (ids 0 to %d).", id.V, t, t-1), nil
 	}
-	entries, err := m.log.Entries(ctx, c, id.V, id.V+1)
+	entries, err := m.transcript.Entries(ctx, c, id.V, id.V+1)
 	if err != nil {
 		return ToolResult{}, err
 	}
@@ -405,7 +405,7 @@ func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a SearchArgs) (Too
 	if query == "" {
 		return toolError("search needs text: the words to find in the original messages."), nil
 	}
-	t, err := m.log.Len(ctx, c)
+	t, err := m.transcript.Len(ctx, c)
 	if err != nil {
 		return ToolResult{}, err
 	}
@@ -426,7 +426,7 @@ func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a SearchArgs) (Too
 	to := before
 	for to > 0 && len(hits) < SearchHits && scanned < searchScan && scannedBytes < searchBytes {
 		from := max(0, to-searchChunk)
-		entries, err := m.log.Entries(ctx, c, from, to)
+		entries, err := m.transcript.Entries(ctx, c, from, to)
 		if err != nil {
 			return ToolResult{}, err
 		}

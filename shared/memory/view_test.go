@@ -353,7 +353,7 @@ func TestSavedPartitionIsReloadedUnchangedAfterARestart(t *testing.T) {
 		t.Fatal("the view never merged; the test needs a saved batch")
 	}
 	// A new process over the same table.
-	m2, err := New(Config{Table: f.table, Log: f.log, Images: f.images, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
+	m2, err := New(Config{Table: f.table, Transcript: f.log, Images: f.images, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -194,7 +194,7 @@ func (v *viewTarget) sync(tb testing.TB, f *fixture) {
 // process is a memory-function process serving views from v.
 func (v *viewTarget) process(tb testing.TB, f *fixture) *Memory {
 	tb.Helper()
-	m, err := New(Config{Table: v.meter, Log: f.log, Queue: &recQueue{}, Now: f.clock.Now, Logger: discardLogger()})
+	m, err := New(Config{Table: v.meter, Transcript: f.log, Queue: &recQueue{}, Now: f.clock.Now, Logger: discardLogger()})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func stateView(tb testing.TB, f *fixture, st *chatState) wire.View {
 // through no line cache and no snapshot.
 func cachelessRows(tb testing.TB, f *fixture, nodes []Node) map[Node]nodeInfo {
 	tb.Helper()
-	m, err := New(Config{Table: f.m.table, Log: f.log, Queue: &recQueue{}, Now: f.clock.Now, Logger: discardLogger(), CacheLines: -1})
+	m, err := New(Config{Table: f.m.table, Transcript: f.log, Queue: &recQueue{}, Now: f.clock.Now, Logger: discardLogger(), CacheLines: -1})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func (f *fixture) otherProcess(t testing.TB) *Memory {
 	t.Helper()
 	// Its own counters over the same rows: the reads f.table counts are
 	// f.m's.
-	m, err := New(Config{Table: &memTable{Table: f.table.Table}, Log: f.log, Images: f.images, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
+	m, err := New(Config{Table: &memTable{Table: f.table.Table}, Transcript: f.log, Images: f.images, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func newFixture(t testing.TB, be testenv.Backend) *fixture {
 	f := &fixture{name: be.Name, table: &faultTable{next: be.Table}, blobs: &faultBlobs{next: be.Blobs}}
 	f.imgs = images.New(f.blobs)
 	f.clock = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	f.log = New(f.table, f.blobs, f.imgs, WithClock(func() time.Time { return f.clock }))
+	f.log = New(Config{Table: f.table, Blobs: f.blobs, Images: f.imgs, Now: func() time.Time { return f.clock }})
 	return f
 }
 

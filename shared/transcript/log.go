@@ -62,21 +62,25 @@ type Log struct {
 	ids   *chatid.Registry
 }
 
-// Option configures a Log.
-type Option func(*Log)
+// Config wires a Log. Table, Blobs and Images are required.
+type Config struct {
+	// Table keeps the entries; Blobs the text too large for a row;
+	// Images the images the messages carry.
+	Table  store.Table
+	Blobs  store.Blobs
+	Images *images.Store
+	// Chats, when set, hears of every append before it writes entries;
+	// nil admits every append into the chat's current incarnation.
+	Chats Chats
+	// Now dates entries whose message has no timestamp (time.Now when nil).
+	Now func() time.Time
+}
 
-// WithClock sets the clock that dates entries whose message has no timestamp.
-func WithClock(now func() time.Time) Option { return func(l *Log) { l.now = now } }
-
-// WithChats has chats hear of every append before it writes entries.
-func WithChats(c Chats) Option { return func(l *Log) { l.chats = c } }
-
-// New returns the log kept in table, with oversized text in blobs and
-// images in imgs.
-func New(table store.Table, blobs store.Blobs, imgs *images.Store, opts ...Option) *Log {
-	l := &Log{table: table, blobs: blobs, imgs: imgs, now: time.Now, ids: chatid.New(table)}
-	for _, o := range opts {
-		o(l)
+// New returns the log cfg describes.
+func New(cfg Config) *Log {
+	l := &Log{table: cfg.Table, blobs: cfg.Blobs, imgs: cfg.Images, now: cfg.Now, chats: cfg.Chats, ids: chatid.New(cfg.Table)}
+	if l.now == nil {
+		l.now = time.Now
 	}
 	return l
 }

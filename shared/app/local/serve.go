@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
@@ -37,19 +38,11 @@ const (
 // build queue consumed in-process. It listens on cfg.Addr, tells ready
 // (when set) the bound address, and serves until ctx ends.
 func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready func(net.Addr)) error {
-	if err := CheckListen(cfg.Addr, len(cfg.Tokens) > 0); err != nil {
+	ln, err := listen(&cfg)
+	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
-	}
 	defer ln.Close()
-	// Links and upload targets name the port the server got when it asked
-	// for any (":0").
-	if strings.HasSuffix(cfg.PublicURL, ":0") {
-		cfg.PublicURL = "http://" + ln.Addr().String()
-	}
 	data, err := Open(cfg)
 	if err != nil {
 		return fmt.Errorf("opening the data directory: %w", err)
@@ -59,16 +52,55 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 			logger.Error("closing the data directory", "err", err.Error())
 		}
 	}()
-	stores := data.Stores
-
-	// Every route of every function, as the Lambda functions register them.
-	compactor, err := compactor.Open(ctx, cfg)
+	mem, h, err := handler(ctx, cfg, data, logger)
 	if err != nil {
 		return err
 	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	stopWork := startWork(data, mem, logger)
+	logger.Info("durachat serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "auth", tenancy(cfg), "model", cfg.Model.String())
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	return serveUntil(ctx, srv, ln, stopWork, logger)
+}
+
+// listen checks and binds cfg.Addr. Links and upload targets name the port
+// the server got when it asked for any (":0"), so cfg.PublicURL is set to
+// it then.
+func listen(cfg *config.Config) (net.Listener, error) {
+	if err := CheckListen(cfg.Addr, len(cfg.Tokens) > 0); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", cfg.Addr, err)
+	}
+	if strings.HasSuffix(cfg.PublicURL, ":0") {
+		cfg.PublicURL = "http://" + ln.Addr().String()
+	}
+	return ln, nil
+}
+
+// handler wires every route of every function over data, as the Lambda
+// functions register them, and returns the memory they share.
+func handler(ctx context.Context, cfg config.Config, data *Data, logger *slog.Logger) (*memoryapi.API, http.Handler, error) {
+	stores := data.Stores
+	compactor, err := compactor.Open(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
 	mem, err := memoryapi.New(cfg, stores, compactor, logger, nil)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	imgs := mem.Images
 	// The hooks record their images for their chats in the chats the
@@ -83,72 +115,59 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 
 	imageOrigins, err := ui.LinkOrigin(ctx, stores.Linker)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	h, err := app.Handler(logger, Auth(cfg), stores, routes, data.LinkRoutes(), data.UploadRoutes(uploads.Accept), ui.New(imageOrigins...))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
+	return mem, h, nil
+}
 
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-
-	// Background work stops with workCtx, before the database closes.
-	workCtx, stopWork := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		purgeExpired(workCtx, data, logger)
-	}()
-	expired := make(chan struct{})
-	go func() {
-		defer close(expired)
-		expireIdle(workCtx, mem.Chats.Chats, logger)
-	}()
-	// The in-process stand-in for the compact function.
-	worked := make(chan struct{})
-	go func() {
-		defer close(worked)
+// startWork starts the background work: purging expired items, deleting
+// chats idle past their retention, and the in-process stand-in for the
+// compact function. The returned func stops it and waits for it, before
+// the database closes.
+func startWork(data *Data, mem *memoryapi.API, logger *slog.Logger) (stop func()) {
+	workCtx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { purgeExpired(workCtx, data, logger) })
+	wg.Go(func() { expireIdle(workCtx, mem.Chats.Chats, logger) })
+	wg.Go(func() {
 		if err := mem.Memory.Worker(workCtx, data.Queue); err != nil && workCtx.Err() == nil {
 			logger.Error("the build worker stopped", "err", err.Error())
 		}
-	}()
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
 
-	tenancy := "bearer tokens"
+// tenancy says who the callers are, for the log.
+func tenancy(cfg config.Config) string {
 	if len(cfg.Tokens) == 0 {
-		tenancy = "single tenant " + config.LocalTenant + " (loopback only)"
+		return "single tenant " + config.LocalTenant + " (loopback only)"
 	}
-	logger.Info("durachat serving", "addr", ln.Addr().String(), "data", cfg.DataDir, "auth", tenancy, "model", cfg.Model.String())
-	if ready != nil {
-		ready(ln.Addr())
-	}
+	return "bearer tokens"
+}
 
+// serveUntil serves on ln until ctx ends, then shuts the server down
+// within shutdownTimeout; the background work stops either way.
+func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, stopWork func(), logger *slog.Logger) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:
 		stopWork()
-		<-done
-		<-expired
-		<-worked
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down", "grace", shutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	err = srv.Shutdown(sctx)
+	err := srv.Shutdown(sctx)
 	stopWork()
-	<-done
-	<-expired
-	<-worked
 	if err != nil {
 		return fmt.Errorf("shutting down: %w", err)
 	}

@@ -40,10 +40,10 @@ type API struct {
 func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logger *slog.Logger, metrics io.Writer) (*API, error) {
 	imgs := stores.Images()
 	chats := lifecycle.New(lifecycle.Config{Table: stores.Table, Blobs: stores.Blobs, Images: imgs, Linker: stores.Linker, Queue: stores.Queue})
-	tl := transcript.New(stores.Table, stores.Blobs, imgs, transcript.WithChats(chats))
+	tl := transcript.New(transcript.Config{Table: stores.Table, Blobs: stores.Blobs, Images: imgs, Chats: chats})
 	m, err := memory.New(memory.Config{
 		Table:        stores.Table,
-		Log:          tl,
+		Transcript:   tl,
 		Images:       imgs,
 		Descriptions: imgs,
 		Queue:        stores.Queue,
