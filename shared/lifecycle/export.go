@@ -20,6 +20,7 @@ import (
 	"github.com/durachat/durachat/client/importfile"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/chatid"
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
@@ -478,7 +479,7 @@ func (c *Chats) joinPieces(ctx context.Context, tenant, chat string, it importfi
 			return nil, nil, fmt.Errorf("lifecycle: reading piece %d of an import line: %w", i, err)
 		}
 		if line.Len()+len(b.Data) > MaxImportLine {
-			return nil, nil, errors.Join(drop(), &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Field: fmt.Sprintf("line %d", it.Line),
+			return nil, nil, errors.Join(drop(), &fault.Error{Code: fault.TooLarge, Field: fmt.Sprintf("line %d", it.Line),
 				Message: fmt.Sprintf("line %d: a line put together from pieces is at most %d bytes", it.Line, MaxImportLine)})
 		}
 		line.Write(b.Data)
@@ -549,9 +550,8 @@ func (c *Chats) planImport(ctx context.Context, tenant, chat string, items []imp
 		p.res.Messages++
 		m := importMessage{line: it.Line, raw: it.Message}
 		if err := json.Unmarshal(it.Message, &m.msg); err != nil {
-			var fe *pi.FieldError
-			if errors.As(err, &fe) {
-				return nil, lineError(it.Line, "message."+fe.Field, "%s", fe.Error())
+			if fe, ok := errors.AsType[*fault.Error](err); ok {
+				return nil, lineError(it.Line, "message."+fe.Field, "%s", fe.Message)
 			}
 			return nil, lineError(it.Line, "message", "is not a pi message: %v", err)
 		}
@@ -671,7 +671,7 @@ func (c *Chats) checkAppend(ctx context.Context, tenant string, batch []importMe
 
 // lineError is a 400 naming a field of a line of an import file: its
 // field is "line N" and the field's path within the line.
-func lineError(line int, field, format string, args ...any) *api.Error {
+func lineError(line int, field, format string, args ...any) *fault.Error {
 	f := fmt.Sprintf("line %d", line)
 	if field != "" {
 		f += " " + field
@@ -736,7 +736,7 @@ func (c *Routes) handleImport(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("an import part is at most %d bytes; send a large file in parts", api.MaxBody)}
+			return &fault.Error{Code: fault.TooLarge, Message: fmt.Sprintf("an import part is at most %d bytes; send a large file in parts", api.MaxBody)}
 		}
 		return api.BadRequest("", "the body must be an export or a pi session file (JSONL): %v", err)
 	}
