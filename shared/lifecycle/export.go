@@ -508,22 +508,40 @@ func (c *Chats) planImport(ctx context.Context, tenant, chat string, items []imp
 		return nil, deletingError(chat)
 	}
 	p := &importPlan{}
-	carried := map[string]bool{}
+	carried, err := p.planImages(items)
+	if err != nil {
+		return nil, err
+	}
+	for _, chunk := range p.images {
+		if _, err := prepareImages(ctx, chunk); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.planAppends(items); err != nil {
+		return nil, err
+	}
+	for _, batch := range p.appends {
+		if err := c.checkAppend(ctx, tenant, batch, carried); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// planImages reads the file's image lines into chunks of at most
+// importChunkImages images and about importChunkBytes, and returns the
+// names the file carries.
+func (p *importPlan) planImages(items []importfile.Item) (carried map[string]bool, err error) {
+	carried = map[string]bool{}
 	var chunk []importImage
 	size := 0
 	for _, it := range items {
 		if it.Image == nil {
 			continue
 		}
-		var img ExportedImage
-		if err := json.Unmarshal(it.Image, &img); err != nil {
-			return nil, lineError(it.Line, "image", "an image line is {\"image\": {\"name\", \"mimeType\", \"data\"}}: %v", err)
-		}
-		if !refs.ValidName(img.Name) {
-			return nil, lineError(it.Line, "image.name", "%q is not an image name (%d lowercase hex digits)", img.Name, refs.NameLen)
-		}
-		if img.Data == "" {
-			return nil, lineError(it.Line, "image.data", "an image line needs its base64 data")
+		img, err := importedImage(it)
+		if err != nil {
+			return nil, err
 		}
 		if len(chunk) == importChunkImages || (len(chunk) > 0 && size+len(img.Data) > importChunkBytes) {
 			p.images, chunk, size = append(p.images, chunk), nil, 0
@@ -535,12 +553,28 @@ func (c *Chats) planImport(ctx context.Context, tenant, chat string, items []imp
 	if len(chunk) > 0 {
 		p.images = append(p.images, chunk)
 	}
-	for _, chunk := range p.images {
-		if _, err := prepareImages(ctx, chunk); err != nil {
-			return nil, err
-		}
-	}
+	return carried, nil
+}
 
+// importedImage reads an image line: a valid name and some data.
+func importedImage(it importfile.Item) (ExportedImage, error) {
+	var img ExportedImage
+	if err := json.Unmarshal(it.Image, &img); err != nil {
+		return img, lineError(it.Line, "image", "an image line is {\"image\": {\"name\", \"mimeType\", \"data\"}}: %v", err)
+	}
+	if !refs.ValidName(img.Name) {
+		return img, lineError(it.Line, "image.name", "%q is not an image name (%d lowercase hex digits)", img.Name, refs.NameLen)
+	}
+	if img.Data == "" {
+		return img, lineError(it.Line, "image.data", "an image line needs its base64 data")
+	}
+	return img, nil
+}
+
+// planAppends reads the file's messages into appends of at most
+// ImportBatch messages naming at most transcript.MaxNamedImages images,
+// skipping the roles the transcript does not keep.
+func (p *importPlan) planAppends(items []importfile.Item) error {
 	var batch []importMessage
 	var named transcript.NamedImages // by the append: one names at most transcript.MaxNamedImages
 	for _, it := range items {
@@ -551,9 +585,9 @@ func (c *Chats) planImport(ctx context.Context, tenant, chat string, items []imp
 		m := importMessage{line: it.Line, raw: it.Message}
 		if err := json.Unmarshal(it.Message, &m.msg); err != nil {
 			if fe, ok := errors.AsType[*fault.Error](err); ok {
-				return nil, lineError(it.Line, "message."+fe.Field, "%s", fe.Message)
+				return lineError(it.Line, "message."+fe.Field, "%s", fe.Message)
 			}
-			return nil, lineError(it.Line, "message", "is not a pi message: %v", err)
+			return lineError(it.Line, "message", "is not a pi message: %v", err)
 		}
 		switch m.msg.Role {
 		case pi.RoleUser, pi.RoleAssistant, pi.RoleToolResult:
@@ -578,12 +612,7 @@ func (c *Chats) planImport(ctx context.Context, tenant, chat string, items []imp
 	if len(batch) > 0 {
 		p.appends = append(p.appends, batch)
 	}
-	for _, batch := range p.appends {
-		if err := c.checkAppend(ctx, tenant, batch, carried); err != nil {
-			return nil, err
-		}
-	}
-	return p, nil
+	return nil
 }
 
 // prepareImages checks and prepares a chunk of image lines; a refused
