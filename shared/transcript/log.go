@@ -197,7 +197,7 @@ func (l *Log) opening(ctx context.Context, tenant, chat string, msgs []pi.Messag
 
 // newBatch starts an append to the incarnation c under receipt.
 func (l *Log) newBatch(c chatid.Chat, receipt string) *batch {
-	return &batch{l: l, pk: c.PK(), texts: c.TextPrefix(), receipt: receipt, rk: store.ReceiptSK(receipt), hint: -1}
+	return &batch{l: l, pk: c.PK(), texts: c.TextPrefix(), receipt: receipt, rk: store.ReceiptSK(receipt)}
 }
 
 // retried looks up the append's record: found, when it exists. When the
@@ -245,8 +245,6 @@ type batch struct {
 	texts   string // the incarnation's text prefix
 	receipt string
 	rk      string
-	// hint is the length hint this append's probe started from (-1: none).
-	hint int64
 }
 
 func (b *batch) conflict() error {
@@ -298,12 +296,8 @@ func (b *batch) open(ctx context.Context, drafts []draft, sum, req string) (reco
 		}
 		rec.Rest = append(rec.Rest, r)
 	}
-	hint, _, err := l.hint(ctx, b.pk)
-	if err != nil {
-		return record{}, 0, err
-	}
-	b.hint = hint
-	if rec.First, err = l.probeFrom(ctx, b.pk, hint); err != nil {
+	var err error
+	if rec.First, err = l.end(ctx, b.pk); err != nil {
 		return record{}, 0, err
 	}
 	body, err := rawjson.Of(rec)
@@ -413,16 +407,10 @@ func (b *batch) claim(ctx context.Context, rec record, version int64, first row)
 	return record{}, store.Unavailable("transcript append", errContended)
 }
 
-// finish writes the claimed batch's missing rows, raises the length hint
-// when probes have fallen behind, and returns the ids.
+// finish writes the claimed batch's missing rows and returns the ids.
 func (b *batch) finish(ctx context.Context, rec record) ([]int64, error) {
 	if err := b.l.complete(ctx, b.pk, rec, nil); err != nil {
 		return nil, err
-	}
-	// The hint is only a hint: raising it every few appends keeps probes
-	// short at a fraction of the writes, and failing to raise it loses nothing.
-	if end := rec.First + int64(rec.N); b.hint >= 0 && end-b.hint >= hintLag {
-		_ = b.l.raiseHint(ctx, b.pk, end)
 	}
 	return rec.ids(), nil
 }
