@@ -16,7 +16,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -24,46 +24,51 @@ import (
 // MaxBody is the default request body limit: API Gateway's 10 MB payload.
 const MaxBody = 10 << 20
 
-// RetryAfter is what a 503 tells a caller to wait.
-const RetryAfter = 10 * time.Second
-
-// Error is an API error answer: {"error": {"code", "message", "field"}}.
-type Error struct {
-	Status  int
-	Code    string
-	Message string
-	Field   string
-	// RetryAfter, when set, is sent as the Retry-After header.
-	RetryAfter time.Duration
-	Err        error
+// answer is how an error code is answered over HTTP.
+type answer struct {
+	status     int
+	retryAfter time.Duration // sent as Retry-After when not zero
 }
 
-func (e *Error) Error() string {
-	s := e.Code + ": " + e.Message
-	if e.Field != "" {
-		s += " (field " + e.Field + ")"
-	}
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
-	}
-	return s
+// answers maps each error code (package fault) to the HTTP status it is
+// answered with and, for a code that asks the caller to come back, the
+// Retry-After it is told. This is the one place a code becomes a status.
+var answers = map[string]answer{
+	fault.BadRequest:       {status: http.StatusBadRequest},
+	fault.Unauthorized:     {status: http.StatusUnauthorized},
+	fault.Forbidden:        {status: http.StatusForbidden},
+	fault.NotFound:         {status: http.StatusNotFound},
+	fault.MethodNotAllowed: {status: http.StatusMethodNotAllowed},
+	fault.Conflict:         {status: http.StatusConflict},
+	// A chat's deletion takes seconds; its id then names a new chat.
+	fault.Deleting:    {status: http.StatusConflict, retryAfter: 5 * time.Second},
+	fault.Expired:     {status: http.StatusGone},
+	fault.TooLarge:    {status: http.StatusRequestEntityTooLarge},
+	fault.Internal:    {status: http.StatusInternalServerError},
+	fault.Unavailable: {status: http.StatusServiceUnavailable, retryAfter: 10 * time.Second},
 }
 
-func (e *Error) Unwrap() error { return e.Err }
+// answerOf is the answer to code; an unknown code is a bug, answered 500.
+func answerOf(code string) answer {
+	if a, ok := answers[code]; ok {
+		return a
+	}
+	return answers[fault.Internal]
+}
 
 // BadRequest is a 400 naming the field at fault.
-func BadRequest(field, format string, args ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: "bad_request", Field: field, Message: fmt.Sprintf(format, args...)}
+func BadRequest(field, format string, args ...any) *fault.Error {
+	return &fault.Error{Code: fault.BadRequest, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // NotFound is a 404.
-func NotFound(format string, args ...any) *Error {
-	return &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf(format, args...)}
+func NotFound(format string, args ...any) *fault.Error {
+	return &fault.Error{Code: fault.NotFound, Message: fmt.Sprintf(format, args...)}
 }
 
 // Unavailable is a 503 with Retry-After.
-func Unavailable(err error) *Error {
-	return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "a backing service is unavailable; retry later", RetryAfter: RetryAfter, Err: err}
+func Unavailable(err error) *fault.Error {
+	return &fault.Error{Code: fault.Unavailable, Message: "a backing service is unavailable; retry later", Err: err}
 }
 
 // Marshal encodes v as WriteJSON does: without HTML escaping, so text such
@@ -93,42 +98,41 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// AsError maps any error to the API error it is answered with: an *Error as
-// itself, an outage (store.IsOutage) as 503, anything else 500.
-func AsError(err error) *Error {
-	var ae *Error
-	if errors.As(err, &ae) {
-		return ae
-	}
-	var fe *pi.FieldError
-	if errors.As(err, &fe) {
-		return BadRequest(fe.Field, "%s", fe.Error())
+// AsError maps any error to the *fault.Error it is answered with: one in
+// err's chain as itself, an outage (store.IsOutage) as unavailable,
+// anything else internal.
+func AsError(err error) *fault.Error {
+	if fe, ok := errors.AsType[*fault.Error](err); ok {
+		return fe
 	}
 	if store.IsOutage(err) {
 		return Unavailable(err)
 	}
-	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error", Err: err}
+	return &fault.Error{Code: fault.Internal, Message: "internal error", Err: err}
 }
 
-// WriteError answers err as JSON and logs it with the request.
+// WriteError answers err as JSON, with the status of its code, and logs it
+// with the request. A refused request (a 4xx) is told the error's whole
+// text, its cause included; a failure (a 5xx) is told Message alone.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	ae := AsError(err)
-	if ae.Status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+	fe := AsError(err)
+	a := answerOf(fe.Code)
+	if a.status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="durachat"`)
 	}
-	if ae.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int((ae.RetryAfter+time.Second-1)/time.Second)))
+	if a.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((a.retryAfter+time.Second-1)/time.Second)))
 	}
-	level := slog.LevelInfo
-	if ae.Status >= 500 {
-		level = slog.LevelError
+	level, message := slog.LevelInfo, fe.Error()
+	if a.status >= 500 {
+		level, message = slog.LevelError, fe.Message
 	}
-	Logger(r.Context()).Log(r.Context(), level, "request failed", "status", ae.Status, "code", ae.Code, "field", ae.Field, "err", ae.Error())
-	body := map[string]any{"code": ae.Code, "message": ae.Message}
-	if ae.Field != "" {
-		body["field"] = ae.Field
+	Logger(r.Context()).Log(r.Context(), level, "request failed", "status", a.status, "code", fe.Code, "field", fe.Field, "err", fe.Error())
+	body := map[string]any{"code": fe.Code, "message": message}
+	if fe.Field != "" {
+		body["field"] = fe.Field
 	}
-	WriteJSON(w, ae.Status, map[string]any{"error": body})
+	WriteJSON(w, a.status, map[string]any{"error": body})
 }
 
 // DecodeJSON reads r's body (bounded by MaxBody) into v. A malformed body or
@@ -152,7 +156,7 @@ func ReadBody(r *http.Request) ([]byte, error) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body over %d bytes", mbe.Limit)}
+			return nil, &fault.Error{Code: fault.TooLarge, Message: fmt.Sprintf("request body over %d bytes", mbe.Limit)}
 		}
 		return nil, BadRequest("", "reading body: %v", err)
 	}
@@ -167,11 +171,11 @@ func ReadBody(r *http.Request) ([]byte, error) {
 func Unmarshal(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError
-		var fe *pi.FieldError
+		var fe *fault.Error
 		var se *json.SyntaxError
 		switch {
 		case errors.As(err, &fe):
-			return BadRequest(fe.Field, "%s", fe.Error())
+			return fe
 		case errors.As(err, &te) && te.Field == "":
 			return BadRequest("", "the request body must be a JSON object, not %s", te.Value)
 		case errors.As(err, &te):

@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/durachat/durachat/shared/fault"
 )
 
 // TestDecodeJSONReadsTheWholeBodyWhateverItsDeclaredLength: the declared
@@ -45,8 +47,8 @@ func TestDecodeJSONBodyOverTheLimitIs413(t *testing.T) {
 	for _, declared := range []int64{int64(len(big)), -1} {
 		r := httptest.NewRequest(http.MethodPost, "/", io.MultiReader(bytes.NewReader(big)))
 		r.ContentLength = declared
-		var e *Error
-		if err := DecodeJSON(r, &struct{}{}); !errors.As(err, &e) || e.Status != http.StatusRequestEntityTooLarge {
+		var e *fault.Error
+		if err := DecodeJSON(r, &struct{}{}); !errors.As(err, &e) || answerOf(e.Code).status != http.StatusRequestEntityTooLarge {
 			t.Errorf("declared %d: err %v, want a 413", declared, err)
 		}
 	}
@@ -91,9 +93,9 @@ func TestDecodeJSONBadBodiesAre400NamingTheField(t *testing.T) {
 					N int `json:"n"`
 				} `json:"inner"`
 			}
-			var e *Error
+			var e *fault.Error
 			err := DecodeJSON(r, &v)
-			if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+			if !errors.As(err, &e) || answerOf(e.Code).status != http.StatusBadRequest {
 				t.Fatalf("err %v, want a 400", err)
 			}
 			if e.Field != tt.field || !strings.Contains(e.Message, tt.says) {

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -69,7 +70,8 @@ func (c *cachedPinger) Ping(ctx context.Context) error {
 	return err
 }
 
-// Authenticator names the tenant of a request, or fails with a 401 *Error.
+// Authenticator names the tenant of a request, or fails with an
+// unauthorized *fault.Error (a 401).
 type Authenticator interface {
 	Authenticate(r *http.Request) (tenant string, err error)
 }
@@ -81,8 +83,8 @@ type AuthFunc func(r *http.Request) (string, error)
 func (f AuthFunc) Authenticate(r *http.Request) (string, error) { return f(r) }
 
 // Unauthorized is a 401; WriteError adds the WWW-Authenticate challenge.
-func Unauthorized(format string, args ...any) *Error {
-	return &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf(format, args...)}
+func Unauthorized(format string, args ...any) *fault.Error {
+	return &fault.Error{Code: fault.Unauthorized, Message: fmt.Sprintf(format, args...)}
 }
 
 // SingleTenant authenticates every request as tenant: the local server with
@@ -255,7 +257,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			logger.Error("handler panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			if !sw.wrote {
-				WriteError(sw, r, &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error", Err: fmt.Errorf("panic: %v", v)})
+				WriteError(sw, r, &fault.Error{Code: fault.Internal, Message: "internal error", Err: fmt.Errorf("panic: %v", v)})
 			}
 		}
 		level := slog.LevelInfo
@@ -278,7 +280,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.ContentLength > limit {
-		WriteError(sw, r, &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body over %d bytes", limit)})
+		WriteError(sw, r, &fault.Error{Code: fault.TooLarge, Message: fmt.Sprintf("request body over %d bytes", limit)})
 		return
 	}
 	r.Body = http.MaxBytesReader(sw, r.Body, limit)
@@ -317,7 +319,7 @@ func (s *server) unrouted(w http.ResponseWriter, r *http.Request) {
 		if allow := rec.header.Get("Allow"); allow != "" {
 			w.Header().Set("Allow", allow)
 		}
-		WriteError(w, r, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+		WriteError(w, r, &fault.Error{Code: fault.MethodNotAllowed,
 			Message: fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, rec.header.Get("Allow"))})
 	default:
 		for k, v := range rec.header {

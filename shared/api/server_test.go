@@ -349,8 +349,8 @@ func TestAsErrorStatus(t *testing.T) {
 		{"other", errors.New("boom"), http.StatusInternalServerError},
 	}
 	for _, tt := range tests {
-		if got := AsError(tt.err).Status; got != tt.want {
-			t.Errorf("%s: AsError(%v).Status = %d, want %d", tt.name, tt.err, got, tt.want)
+		if got := answerOf(AsError(tt.err).Code).status; got != tt.want {
+			t.Errorf("%s: AsError(%v) is answered %d, want %d", tt.name, tt.err, got, tt.want)
 		}
 	}
 }

@@ -126,7 +126,7 @@ var errNoText = errors.New("the model returned no text")
 // line (describe), and the line is read as it would be without them. An
 // image the replies leave undescribed is asked for again in the same
 // conversation while attempts remain; the line stands either way.
-func (c *Compactor) Compact(ctx context.Context, in memory.Compaction) (memory.Compacted, error) {
+func (c *Compactor) Compact(ctx context.Context, in memory.CompactRequest) (memory.Compacted, error) {
 	out := memory.Compacted{Model: c.model.Name()}
 	var att []model.Image
 	if in.Level == 0 {
@@ -260,7 +260,7 @@ func nonEmptyMap(m map[string]string) map[string]string {
 // with images attached. If the images were the problem this call works: a
 // short message stays word for word, a long one takes the line. If not,
 // its error is returned and the leaf is built later with its images.
-func (c *Compactor) namesOnly(ctx context.Context, in memory.Compaction, out memory.Compacted, best string, cause error) (memory.Compacted, error) {
+func (c *Compactor) namesOnly(ctx context.Context, in memory.CompactRequest, out memory.Compacted, best string, cause error) (memory.Compacted, error) {
 	resp, err := c.model.Complete(ctx, c.request(in, nil, namesOnly, nil))
 	if err != nil {
 		return out, fmt.Errorf("compactor: node %s: names-only call after an error with images (%v): %w",
@@ -307,7 +307,7 @@ func (c *Compactor) followUp(line, source string) string {
 // with or without images) and whose second is the task (asking for the
 // descriptions of describe too); attached images follow, each right after
 // its label.
-func (c *Compactor) request(in memory.Compaction, att []model.Image, mode imageMode, describe []string) model.Request {
+func (c *Compactor) request(in memory.CompactRequest, att []model.Image, mode imageMode, describe []string) model.Request {
 	view := in.Context
 	if view == "" {
 		view = emptyChat

@@ -57,11 +57,11 @@ func replies(texts ...string) func(int, model.Request) (model.Response, error) {
 
 const view = "<chat>\n0+4|the start\n4+1|a question\n</chat>"
 
-func leaf(source string, imgs ...model.Image) memory.Compaction {
+func leaf(source string, imgs ...model.Image) memory.CompactRequest {
 	if imgs == nil {
 		imgs = []model.Image{}
 	}
-	return memory.Compaction{Level: 0, Index: 5, Label: "5+1", Kind: "user", Context: view, Source: source, Images: imgs}
+	return memory.CompactRequest{Level: 0, Index: 5, Label: "5+1", Kind: "user", Context: view, Source: source, Images: imgs}
 }
 
 func long(n int) string { return "user: " + strings.Repeat("x", n) }
@@ -93,7 +93,7 @@ func refOf(img model.Image) string { return refs.Ref(img.Name) }
 func TestShortSourceIsKeptWordForWordWithoutACall(t *testing.T) {
 	m := &scripted{caps: vision, answer: replies()}
 	c := compactor.New(m, compactor.Options{})
-	for _, in := range []memory.Compaction{
+	for _, in := range []memory.CompactRequest{
 		leaf("user: hello\nthere"),
 		{Level: 1, Index: 2, Label: "4+2", Context: view, Source: "user: a\ntalk: b", Images: []model.Image{}},
 		leaf(long(506)), // exactly 512 bytes
@@ -156,7 +156,7 @@ func TestLeafRequestHasTheViewAsPrefixThenTheTaskWithRulerAndInput(t *testing.T)
 
 func TestMergeRequestNamesBothChildLines(t *testing.T) {
 	m := &scripted{caps: vision, answer: replies("merged")}
-	in := memory.Compaction{Level: 2, Index: 3, Label: "12+4", Context: view,
+	in := memory.CompactRequest{Level: 2, Index: 3, Label: "12+4", Context: view,
 		Source: long(300) + "\n" + long(300), Images: []model.Image{}}
 	if _, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), in); err != nil {
 		t.Fatal(err)

@@ -68,7 +68,7 @@ type custom struct {
 	call  func(ctx context.Context, payload []byte) ([]byte, error)
 }
 
-func (c custom) compact(ctx context.Context, in memory.Compaction) (memory.Compacted, error) {
+func (c custom) compact(ctx context.Context, in memory.CompactRequest) (memory.Compacted, error) {
 	limit := c.limit
 	if limit <= 0 || limit > MaxLimit {
 		limit = DefaultLimit
@@ -154,7 +154,7 @@ type HTTPCompactor struct {
 var _ memory.Compactor = (*HTTPCompactor)(nil)
 
 // Compact implements memory.Compactor.
-func (h *HTTPCompactor) Compact(ctx context.Context, in memory.Compaction) (memory.Compacted, error) {
+func (h *HTTPCompactor) Compact(ctx context.Context, in memory.CompactRequest) (memory.Compacted, error) {
 	return custom{name: "http:" + h.URL, limit: h.Limit, call: h.post}.compact(ctx, in)
 }
 

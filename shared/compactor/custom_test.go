@@ -80,7 +80,7 @@ func TestHTTPCompactorMergeHasAnEmptyImageList(t *testing.T) {
 		}
 		lineReply(w, "merged")
 	})
-	in := memory.Compaction{Level: 1, Index: 0, Label: "0+2", Context: view, Source: long(400) + "\n" + long(400), Images: []model.Image{}}
+	in := memory.CompactRequest{Level: 1, Index: 0, Label: "0+2", Context: view, Source: long(400) + "\n" + long(400), Images: []model.Image{}}
 	if _, err := (&compactor.HTTPCompactor{URL: srv.URL}).Compact(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestHTTPCompactorMergeHasAnEmptyImageList(t *testing.T) {
 func TestCustomCompactorReturningTheSourceKeepsItWordForWord(t *testing.T) {
 	a := named("a", pngOf(t, 4, 4, red))
 	srv := host(t, func(w http.ResponseWriter, req compactor.CustomRequest, _ map[string]any) { lineReply(w, req.Source) })
-	for _, in := range []memory.Compaction{leaf("user:\n  look "+refOf(a), a), leaf(long(900))} {
+	for _, in := range []memory.CompactRequest{leaf("user:\n  look "+refOf(a), a), leaf(long(900))} {
 		out, err := (&compactor.HTTPCompactor{URL: srv.URL}).Compact(context.Background(), in)
 		if err != nil || !out.Verbatim || out.Line != in.Source {
 			t.Fatalf("out %+v, err %v", out, err)
@@ -272,7 +272,7 @@ func TestCustomCompactorMergeAsksForNoDescriptions(t *testing.T) {
 		raw = r
 		lineReply(w, "merged")
 	})
-	in := memory.Compaction{Level: 1, Index: 2, Label: "4+2", Kind: "merge", Context: view, Source: long(600)}
+	in := memory.CompactRequest{Level: 1, Index: 2, Label: "4+2", Kind: "merge", Context: view, Source: long(600)}
 	if _, err := (&compactor.HTTPCompactor{URL: srv.URL}).Compact(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ const maxGroupTokens = memory.MaxInFlight * DefaultMaxTokens
 
 // groupNode is one node of a group call as the call goes on.
 type groupNode struct {
-	in memory.Compaction
+	in memory.CompactRequest
 	// att are the images the model sees for this leaf: those it attaches,
 	// and those an earlier leaf of the group attached already.
 	att     []model.Image
@@ -188,7 +188,7 @@ func chargeUsage(outs []memory.Compacted, usage model.Usage) {
 // a leaf whose images do not fit is left out, and so is a merge over a
 // left-out node. describe lists the attached images to describe, each
 // once, and owner the node each belongs to.
-func (c *Compactor) groupNodes(in []memory.Compaction) (nodes []*groupNode, describe []string, owner map[string]int) {
+func (c *Compactor) groupNodes(in []memory.CompactRequest) (nodes []*groupNode, describe []string, owner map[string]int) {
 	caps := c.model.Capabilities()
 	room := 0
 	if caps.Images {

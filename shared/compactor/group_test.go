@@ -12,17 +12,17 @@ import (
 )
 
 // leafAt is leaf i of a group, with the given source and images.
-func leafAt(i int64, kind, source string, imgs ...model.Image) memory.Compaction {
+func leafAt(i int64, kind, source string, imgs ...model.Image) memory.CompactRequest {
 	if imgs == nil {
 		imgs = []model.Image{}
 	}
-	return memory.Compaction{Level: 0, Index: i, Label: fmt.Sprintf("%d+1", i), Kind: kind, Source: source, Images: imgs}
+	return memory.CompactRequest{Level: 0, Index: i, Label: fmt.Sprintf("%d+1", i), Kind: kind, Source: source, Images: imgs}
 }
 
 // mergeOf is merge (l, i) of a group over the given child lines ("" for a
 // child the group writes).
-func mergeOf(l int, i int64, a, b string) memory.Compaction {
-	c := memory.Compaction{Level: l, Index: i, Label: fmt.Sprintf("%d+%d", i<<l, 1<<l), Children: [2]string{a, b}, Images: []model.Image{}}
+func mergeOf(l int, i int64, a, b string) memory.CompactRequest {
+	c := memory.CompactRequest{Level: l, Index: i, Label: fmt.Sprintf("%d+%d", i<<l, 1<<l), Children: [2]string{a, b}, Images: []model.Image{}}
 	if a != "" && b != "" {
 		c.Source = memory.MergeSource(a, b)
 	}
@@ -32,7 +32,7 @@ func mergeOf(l int, i int64, a, b string) memory.Compaction {
 func TestAGroupCallWritesOneLinePerNodeUnderItsLabel(t *testing.T) {
 	a := named("a", pngOf(t, 10, 10, red))
 	m := &scripted{caps: vision, answer: replies("4+1|line four\n5+1| line five " + refOf(a) + "\n6+1|line\nsix")}
-	g := memory.Group{Context: view, Nodes: []memory.Compaction{
+	g := memory.Group{Context: view, Nodes: []memory.CompactRequest{
 		leafAt(4, "talk", long(700)),
 		leafAt(5, "echo", "echo: shell: "+refOf(a)+" "+strings.Repeat("y", 900), a),
 		leafAt(6, "talk", long(800)),
@@ -80,7 +80,7 @@ func TestAGroupAsksAgainOnlyForTheLinesNotAcceptedAndLeavesOutTheOnesThatNeverAr
 		"0+1|first\n1+1|"+tooLong, // 2+1 missing
 		"1+1|second, shorter\n2+1|"+tooLong,
 		"2+1|"+tooLong, "2+1|"+tooLong, "2+1|"+tooLong)}
-	g := memory.Group{Context: view, Nodes: []memory.Compaction{leafAt(0, "talk", long(900)), leafAt(1, "talk", long(900)), leafAt(2, "talk", long(900))}}
+	g := memory.Group{Context: view, Nodes: []memory.CompactRequest{leafAt(0, "talk", long(900)), leafAt(1, "talk", long(900)), leafAt(2, "talk", long(900))}}
 	outs, err := compactor.New(m, compactor.Options{}).CompactGroup(context.Background(), g)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestAGroupMergeOverALineOfTheSameCallIsJudgedAgainstThatLine(t *testing.T) 
 	stored := strings.Repeat("s", 300)
 	// 4+2 is written by the call; 4+4 merges it and the stored 6+2.
 	m := &scripted{caps: vision, answer: replies("4+2|the new pair\n4+4|" + strings.Repeat("p", 320))}
-	g := memory.Group{Context: view, Nodes: []memory.Compaction{
+	g := memory.Group{Context: view, Nodes: []memory.CompactRequest{
 		mergeOf(1, 2, strings.Repeat("a", 300), strings.Repeat("b", 300)),
 		mergeOf(2, 1, "", stored),
 	}}
@@ -144,7 +144,7 @@ func TestAGroupMergeOverALineOfTheSameCallIsJudgedAgainstThatLine(t *testing.T) 
 func TestAGroupLeavesOutALeafWhoseImagesDoNotFitTheRequest(t *testing.T) {
 	a, b, c := named("a", pngOf(t, 10, 10, red)), named("b", pngOf(t, 10, 10, blue)), named("c", pngOf(t, 12, 10, blue))
 	m := &scripted{caps: model.Capabilities{Images: true, MaxImages: 2}, answer: replies("0+1|zero " + refOf(a) + "\n2+1|two " + refOf(a))}
-	g := memory.Group{Context: view, Nodes: []memory.Compaction{
+	g := memory.Group{Context: view, Nodes: []memory.CompactRequest{
 		leafAt(0, "user", "user: "+refOf(a)+" "+refOf(b), a, b),
 		leafAt(1, "user", "user: "+refOf(c), c),
 		leafAt(2, "user", "user: again "+refOf(a), a), // already attached: takes no room
@@ -170,7 +170,7 @@ func TestAGroupLeavesOutALeafWhoseImagesDoNotFitTheRequest(t *testing.T) {
 
 func TestAGroupReplyWithNoLabelledLineIsNotAskedAgain(t *testing.T) {
 	m := &scripted{caps: vision, answer: replies("one summary of everything")}
-	g := memory.Group{Context: view, Nodes: []memory.Compaction{leafAt(0, "talk", long(900)), leafAt(1, "talk", long(900))}}
+	g := memory.Group{Context: view, Nodes: []memory.CompactRequest{leafAt(0, "talk", long(900)), leafAt(1, "talk", long(900))}}
 	outs, err := compactor.New(m, compactor.Options{}).CompactGroup(context.Background(), g)
 	if err != nil || outs[0].Line != "" || outs[1].Line != "" || len(m.calls()) != 1 {
 		t.Fatalf("outs %+v, err %v, %d calls: want every node left to its own build after one call", outs, err, len(m.calls()))
@@ -178,7 +178,7 @@ func TestAGroupReplyWithNoLabelledLineIsNotAskedAgain(t *testing.T) {
 }
 
 func TestAGroupErrorOnTheFirstCallIsReturnedClassifiedAndOnAFollowUpKeepsTheAcceptedLines(t *testing.T) {
-	g := memory.Group{Context: view, Nodes: []memory.Compaction{leafAt(0, "talk", long(900)), leafAt(1, "talk", long(900))}}
+	g := memory.Group{Context: view, Nodes: []memory.CompactRequest{leafAt(0, "talk", long(900)), leafAt(1, "talk", long(900))}}
 	m := &scripted{caps: vision, answer: func(int, model.Request) (model.Response, error) {
 		return model.Response{}, model.StatusError(429, fmt.Errorf("slow down"))
 	}}
@@ -202,7 +202,7 @@ func TestAGroupAsksEachUndescribedImageOnceForTheLeafThatFirstShowsIt(t *testing
 	m := &scripted{caps: vision, answer: replies("0+1|zero " + refOf(a) + "\n1+1|one " + refOf(a) + "\ndescription of " + refOf(a) + ": a red square")}
 	l0, l1 := leafAt(0, "user", "user: "+refOf(a), a), leafAt(1, "user", "user: same "+refOf(a), a)
 	l0.Describe, l1.Describe = []string{a.Name}, []string{a.Name}
-	outs, err := compactor.New(m, compactor.Options{}).CompactGroup(context.Background(), memory.Group{Context: view, Nodes: []memory.Compaction{l0, l1}})
+	outs, err := compactor.New(m, compactor.Options{}).CompactGroup(context.Background(), memory.Group{Context: view, Nodes: []memory.CompactRequest{l0, l1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestEachProviderWritesAGroupOfLinesInOneCall(t *testing.T) {
 			m, calls := p.open(t, func(int, bool) (string, int) {
 				return "7+1|seven\n8+1|eight " + refOf(a) + "\n9+1|nine", 0
 			})
-			g := memory.Group{Context: bigView(60), Nodes: []memory.Compaction{
+			g := memory.Group{Context: bigView(60), Nodes: []memory.CompactRequest{
 				leafAt(7, "talk", long(900)), leafAt(8, "echo", "echo: shell: "+refOf(a), a), leafAt(9, "talk", long(700)),
 			}}
 			outs, err := compactor.New(m, compactor.Options{}).CompactGroup(context.Background(), g)

@@ -39,7 +39,9 @@ func attached(t *testing.T, req model.Request) (labels []string, imgs []*model.I
 	return labels, imgs
 }
 
-func imageLeaf(source string, imgs ...model.Image) memory.Compaction { return leaf(source, imgs...) }
+func imageLeaf(source string, imgs ...model.Image) memory.CompactRequest {
+	return leaf(source, imgs...)
+}
 
 func TestImagesFollowTheTaskEachAfterItsLabel(t *testing.T) {
 	a, b := named("a", pngOf(t, 10, 10, red)), named("b", pngOf(t, 12, 8, green))
@@ -133,7 +135,7 @@ func TestTextOnlyModelGetsNoImages(t *testing.T) {
 func TestMergesAreTextOnly(t *testing.T) {
 	a := named("a", pngOf(t, 10, 10, red))
 	m := &scripted{caps: vision, answer: replies("merged")}
-	in := memory.Compaction{Level: 1, Index: 0, Label: "0+2", Context: view,
+	in := memory.CompactRequest{Level: 1, Index: 0, Label: "0+2", Context: view,
 		Source: long(400) + "\n" + long(400) + refOf(a), Images: []model.Image{a}}
 	out, err := compactor.New(m, compactor.Options{}).Compact(context.Background(), in)
 	if err != nil {

@@ -38,7 +38,7 @@ type LambdaCompactor struct {
 var _ memory.Compactor = (*LambdaCompactor)(nil)
 
 // Compact implements memory.Compactor.
-func (l *LambdaCompactor) Compact(ctx context.Context, in memory.Compaction) (memory.Compacted, error) {
+func (l *LambdaCompactor) Compact(ctx context.Context, in memory.CompactRequest) (memory.Compacted, error) {
 	call := func(ctx context.Context, payload []byte) ([]byte, error) {
 		return l.Invoker.Invoke(ctx, l.Function, payload)
 	}

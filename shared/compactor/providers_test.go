@@ -375,7 +375,7 @@ func TestOfflineCompactorLinesFitAndSayTheyAreExtracts(t *testing.T) {
 		!strings.Contains(out.Line, refOf(a)) {
 		t.Fatalf("leaf: %+v", out)
 	}
-	merge := memory.Compaction{Level: 1, Index: 0, Label: "0+2", Context: view, Source: out.Line + "\n" + out.Line, Images: []model.Image{}}
+	merge := memory.CompactRequest{Level: 1, Index: 0, Label: "0+2", Context: view, Source: out.Line + "\n" + out.Line, Images: []model.Image{}}
 	out2, err := c.Compact(context.Background(), merge)
 	if err != nil {
 		t.Fatal(err)

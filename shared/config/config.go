@@ -214,7 +214,25 @@ func Load(p Program, lookup func(string) (string, bool)) (Config, error) {
 	}
 	r := &reader{p: p, lookup: lookup, declared: Vars(p)}
 	c := Config{Program: p}
+	r.listening(&c)
+	c.Table = r.str(EnvTable, "")
+	c.Bucket = r.str(EnvBucket, "")
+	c.QueueURL = r.optionalURL(EnvQueueURL)
+	r.modelSettings(&c)
+	c.Search = r.boolean(EnvSearch, false)
+	r.links(&c)
+	c.LogLevel = r.level(EnvLogLevel)
+	r.builds(&c)
+	r.together(&c)
+	if err := errors.Join(r.errs...); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
 
+// listening reads where the local server listens, where it keeps its data
+// and who may call it.
+func (r *reader) listening(c *Config) {
 	c.Addr = r.str(EnvAddr, DefaultAddr)
 	if r.declares(EnvAddr) {
 		if _, _, err := net.SplitHostPort(c.Addr); err != nil {
@@ -230,17 +248,13 @@ func Load(p Program, lookup func(string) (string, bool)) (Config, error) {
 		}
 	}
 	c.TenantClaim = r.str(EnvTenantClaim, DefaultTenantClaim)
-	c.Table = r.str(EnvTable, "")
-	c.Bucket = r.str(EnvBucket, "")
-	c.QueueURL = r.str(EnvQueueURL, "")
-	if c.QueueURL != "" {
-		r.httpURL(EnvQueueURL, c.QueueURL)
-	}
+}
+
+// modelSettings reads the model, its URL and its key (the provider's own
+// key variable when the generic one is unset).
+func (r *reader) modelSettings(c *Config) {
 	c.Model = r.model(EnvModel)
-	c.ModelURL = r.str(EnvModelURL, "")
-	if c.ModelURL != "" {
-		r.httpURL(EnvModelURL, c.ModelURL)
-	}
+	c.ModelURL = r.optionalURL(EnvModelURL)
 	c.ModelKey = r.str(EnvModelKey, "")
 	if c.ModelKey == "" {
 		switch c.Model.Provider {
@@ -250,7 +264,11 @@ func Load(p Program, lookup func(string) (string, bool)) (Config, error) {
 			c.ModelKey = r.str(EnvOpenAIKey, "")
 		}
 	}
-	c.Search = r.boolean(EnvSearch, false)
+}
+
+// links reads the base of image links (the listen address's, by default,
+// where the program declares it) and the secret that signs them.
+func (r *reader) links(c *Config) {
 	c.PublicURL = r.str(EnvPublicURL, "")
 	if c.PublicURL == "" && r.declares(EnvPublicURL) {
 		c.PublicURL = "http://" + c.Addr
@@ -265,11 +283,12 @@ func Load(p Program, lookup func(string) (string, bool)) (Config, error) {
 		}
 		c.LinkSecret = []byte(s)
 	}
-	c.LogLevel = r.level(EnvLogLevel)
-	c.CompactorURL = r.str(EnvCompactorURL, "")
-	if c.CompactorURL != "" {
-		r.httpURL(EnvCompactorURL, c.CompactorURL)
-	}
+}
+
+// builds reads a custom compactor's URL or function, and how many builds
+// a batch runs at once.
+func (r *reader) builds(c *Config) {
+	c.CompactorURL = r.optionalURL(EnvCompactorURL)
 	c.CompactorFunction = r.str(EnvCompactorFunction, "")
 	if v := r.str(EnvBatchBuilds, ""); v != "" {
 		n, err := strconv.Atoi(v)
@@ -278,21 +297,26 @@ func Load(p Program, lookup func(string) (string, bool)) (Config, error) {
 		}
 		c.BatchBuilds = n
 	}
-	// A setting under its old name would otherwise be silently ignored.
+}
+
+// together checks what no single variable tells: a setting under its old
+// name (which would otherwise be silently ignored), both kinds of custom
+// compactor, the variables the program requires, and a provider's key.
+func (r *reader) together(c *Config) {
 	for old, now := range renamed {
 		if !r.declares(now) {
 			continue
 		}
-		if _, set := lookup(old); set {
+		if _, set := r.lookup(old); set {
 			r.fail(old, "was renamed %s", now)
 		}
 	}
 	if c.CompactorURL != "" && c.CompactorFunction != "" {
 		r.fail(EnvCompactorFunction, "set %s or %s, not both", EnvCompactorURL, EnvCompactorFunction)
 	}
-	for _, name := range Required(p) {
-		if v, _ := lookup(name); strings.TrimSpace(v) == "" {
-			r.fail(name, "is required by the %s function", p)
+	for _, name := range Required(r.p) {
+		if v, _ := r.lookup(name); strings.TrimSpace(v) == "" {
+			r.fail(name, "is required by the %s function", r.p)
 		}
 	}
 	if c.Model.Provider == ProviderAnthropic || c.Model.Provider == ProviderOpenAI {
@@ -300,10 +324,6 @@ func Load(p Program, lookup func(string) (string, bool)) (Config, error) {
 			r.fail(EnvModelKey, "the %s provider needs an API key (or %s for a keyless compatible endpoint)", c.Model.Provider, EnvModelURL)
 		}
 	}
-	if err := errors.Join(r.errs...); err != nil {
-		return Config{}, err
-	}
-	return c, nil
 }
 
 // VarError is one bad variable.
@@ -341,6 +361,16 @@ func (r *reader) str(name, def string) string {
 	v = strings.TrimSpace(v)
 	if !ok || v == "" {
 		return def
+	}
+	return v
+}
+
+// optionalURL is the value of name, checked as an http or https URL when
+// set.
+func (r *reader) optionalURL(name string) string {
+	v := r.str(name, "")
+	if v != "" {
+		r.httpURL(name, v)
 	}
 	return v
 }

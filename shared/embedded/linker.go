@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -90,7 +91,7 @@ func (l *Linker) Handler(blobs store.Blobs) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			api.WriteError(w, r, &api.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: "links answer GET and HEAD only"})
+			api.WriteError(w, r, &fault.Error{Code: fault.MethodNotAllowed, Message: "links answer GET and HEAD only"})
 			return
 		}
 		key, exp, err := l.verify(r.URL)
@@ -124,7 +125,7 @@ func (l *Linker) Handler(blobs store.Blobs) http.Handler {
 // expiry reads as forged, not as expired.
 func (l *Linker) verify(u *url.URL) (key string, exp int64, err error) {
 	forbidden := func(msg string) error {
-		return &api.Error{Status: http.StatusForbidden, Code: "forbidden", Message: msg}
+		return &fault.Error{Code: fault.Forbidden, Message: msg}
 	}
 	if len(l.secret) == 0 {
 		return "", 0, forbidden("links are not enabled")
@@ -150,7 +151,7 @@ func (l *Linker) verify(u *url.URL) (key string, exp int64, err error) {
 		return "", 0, forbidden("link signature does not match")
 	}
 	if l.now().Unix() > exp {
-		return "", 0, &api.Error{Status: http.StatusGone, Code: "expired", Message: "link expired at " + time.Unix(exp, 0).UTC().Format(time.RFC3339)}
+		return "", 0, &fault.Error{Code: fault.Expired, Message: "link expired at " + time.Unix(exp, 0).UTC().Format(time.RFC3339)}
 	}
 	return key, exp, nil
 }

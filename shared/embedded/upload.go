@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -83,7 +84,7 @@ func (l *Linker) signUpload(key string, exp, size int64, sum, contentType string
 // UploadHandler serves the upload targets l makes. A tampered target is
 // 403, an expired one 410; a body that is not the size the target was made
 // for, or whose SHA-256 differs, is 400 and is never handed on. A body that
-// matches goes to accept, whose error (an api.Error for bad bytes) is the
+// matches goes to accept, whose error (a *fault.Error for bad bytes) is the
 // answer; success is 200 {"key"}. Its bodies are limited to
 // images.MaxUploadBytes (api.BodyLimit), not the server's JSON limit, and
 // are read only once UploadsHeld has room for them.
@@ -91,7 +92,7 @@ func (l *Linker) UploadHandler(accept func(ctx context.Context, key string, data
 	return api.BodyLimit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPut {
 			w.Header().Set("Allow", "PUT")
-			api.WriteError(w, r, &api.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: "upload targets answer PUT only"})
+			api.WriteError(w, r, &fault.Error{Code: fault.MethodNotAllowed, Message: "upload targets answer PUT only"})
 			return
 		}
 		key, size, sum, err := l.verifyUpload(r.URL)
@@ -134,7 +135,7 @@ func (l *Linker) UploadHandler(accept func(ctx context.Context, key string, data
 // waiting at most UploadWait; the returned func gives it back.
 func (l *Linker) holdUpload(ctx context.Context, size int64) (release func(), err error) {
 	if size > images.MaxUploadBytes {
-		return nil, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("an upload is at most %d bytes", images.MaxUploadBytes)}
+		return nil, &fault.Error{Code: fault.TooLarge, Message: fmt.Sprintf("an upload is at most %d bytes", images.MaxUploadBytes)}
 	}
 	wctx, cancel := context.WithTimeout(ctx, UploadWait)
 	defer cancel()
@@ -159,7 +160,7 @@ func readUpload(body io.Reader, size int64) ([]byte, error) {
 // refuses it; the signature is checked before the expiry.
 func (l *Linker) verifyUpload(u *url.URL) (key string, size int64, sum []byte, err error) {
 	forbidden := func(msg string) error {
-		return &api.Error{Status: http.StatusForbidden, Code: "forbidden", Message: msg}
+		return &fault.Error{Code: fault.Forbidden, Message: msg}
 	}
 	if len(l.secret) == 0 {
 		return "", 0, nil, forbidden("uploads are not enabled")
@@ -185,7 +186,7 @@ func (l *Linker) verifyUpload(u *url.URL) (key string, size int64, sum []byte, e
 		return "", 0, nil, forbidden("upload signature does not match")
 	}
 	if l.now().Unix() > exp {
-		return "", 0, nil, &api.Error{Status: http.StatusGone, Code: "expired", Message: "upload target expired at " + time.Unix(exp, 0).UTC().Format(time.RFC3339)}
+		return "", 0, nil, &fault.Error{Code: fault.Expired, Message: "upload target expired at " + time.Unix(exp, 0).UTC().Format(time.RFC3339)}
 	}
 	return key, size, sum, nil
 }

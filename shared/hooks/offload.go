@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/rawjson"
@@ -34,7 +35,7 @@ type Offload struct {
 // claims them (lifecycle.Chats.Hold): deleting the chat, or its retention,
 // then deletes them when no other chat of the tenant names them, and
 // deleting another chat keeps them. Hold refuses a chat being deleted
-// (an *api.Error, 409) and returns once no deletion of the images is in
+// (a *fault.Error, 409) and returns once no deletion of the images is in
 // flight.
 type References interface {
 	Hold(ctx context.Context, tenant, chat string, names []string) error
@@ -250,7 +251,7 @@ func (o *Offload) offload(ctx context.Context, tenant, chat string, content *piC
 	}
 	var outcome []images.Stored
 	if err := o.Refs.Hold(ctx, tenant, chat, batch.Names()); err != nil {
-		if _, refused := errors.AsType[*api.Error](err); refused {
+		if _, refused := errors.AsType[*fault.Error](err); refused {
 			return nil, nil, err
 		}
 		// Not recorded, not stored: each image stays inline, as when the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/parallel"
 	"github.com/durachat/durachat/shared/rawjson"
@@ -221,7 +222,7 @@ func (rs *Restore) plan(ctx context.Context, tenant string, f format, body befor
 	if rs.Bounded {
 		left := ResponseLimit - answerSize(body.Request)
 		if left < 0 {
-			return nil, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Field: "request",
+			return nil, &fault.Error{Code: fault.TooLarge, Field: "request",
 				Message: fmt.Sprintf("the request alone would make an answer over the %d bytes this deployment can send; send fewer messages, or upload images and send their refs", ResponseLimit)}
 		}
 		inline = min(inline, left)

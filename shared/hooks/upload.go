@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
@@ -110,7 +111,7 @@ func (req uploadRequest) check() (store.Upload, error) {
 	case req.Size <= 0:
 		return store.Upload{}, api.BadRequest("size", "size must be the image's byte count, not %d", req.Size)
 	case req.Size > images.MaxUploadBytes:
-		return store.Upload{}, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Field: "size",
+		return store.Upload{}, &fault.Error{Code: fault.TooLarge, Field: "size",
 			Message: fmt.Sprintf("an upload is at most %d bytes, not %d", images.MaxUploadBytes, req.Size)}
 	}
 	switch req.Type {

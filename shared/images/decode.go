@@ -44,10 +44,17 @@ func Validate(ctx context.Context, data []byte) (Info, error) {
 		return Info{}, err
 	}
 	info := Info{MimeType: mimeType, Width: cfg.Width, Height: cfg.Height, MustShrink: mustShrink(cfg, len(data))}
-	if err := decodeWithin(ctx, data, mimeType, cfg, 0, func(image.Image) error { return nil }); err != nil {
+	if err := (detected{data, mimeType, cfg}).decodeWithin(ctx, 0, func(image.Image) error { return nil }); err != nil {
 		return Info{}, err
 	}
 	return info, nil
+}
+
+// detected is an image's bytes with what detect read of them.
+type detected struct {
+	data     []byte
+	mimeType string
+	cfg      image.Config
 }
 
 // decodeWithin decodes the whole of a detected image within the process's
@@ -55,7 +62,8 @@ func Validate(ctx context.Context, data []byte) (Info, error) {
 // scaleSide pixels on its long side (0: no scaling); the budget is held
 // until use returns, and the image must not be kept past it. Without
 // scaling, a PNG is checked whole by checkPNG and use gets nil.
-func decodeWithin(ctx context.Context, data []byte, mimeType string, cfg image.Config, scaleSide int, use func(image.Image) error) error {
+func (d detected) decodeWithin(ctx context.Context, scaleSide int, use func(image.Image) error) error {
+	data, mimeType, cfg := d.data, d.mimeType, d.cfg
 	if err := checkDecodable(cfg); err != nil {
 		return err
 	}

@@ -74,10 +74,10 @@ func prepare(ctx context.Context, p Prepared) (Prepared, error) {
 	}
 	p.MimeType = mimeType
 	if !mustShrink(cfg, len(data)) {
-		return p, decodeWithin(ctx, data, mimeType, cfg, 0, func(image.Image) error { return nil })
+		return p, detected{data, mimeType, cfg}.decodeWithin(ctx, 0, func(image.Image) error { return nil })
 	}
 	side := min(max(cfg.Width, cfg.Height), MaxSide)
-	err = decodeWithin(ctx, data, mimeType, cfg, side, func(img image.Image) error {
+	err = detected{data, mimeType, cfg}.decodeWithin(ctx, side, func(img image.Image) error {
 		for {
 			out, err := encodeJPEG(flatten(fit(img, side)))
 			if err != nil {
@@ -118,7 +118,7 @@ func Downscale(data []byte, maxSide int) (mimeType string, out []byte, err error
 	if max(cfg.Width, cfg.Height) <= maxSide {
 		return mimeType, data, nil
 	}
-	err = decodeWithin(context.Background(), data, mimeType, cfg, maxSide, func(img image.Image) error {
+	err = detected{data, mimeType, cfg}.decodeWithin(context.Background(), maxSide, func(img image.Image) error {
 		small := fit(img, maxSide)
 		if !opaque(img) {
 			var buf bytes.Buffer

@@ -20,7 +20,7 @@ import (
 // offline model's extract does: a line shows which message it came from.
 type quoting struct{}
 
-func (quoting) Compact(_ context.Context, c memory.Compaction) (memory.Compacted, error) {
+func (quoting) Compact(_ context.Context, c memory.CompactRequest) (memory.Compacted, error) {
 	src := c.Source
 	if len(src) > 120 {
 		src = src[:120]

@@ -57,7 +57,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -66,8 +65,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/durachat/durachat/client/wire"
-	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/chatid"
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/store"
@@ -103,10 +102,6 @@ const (
 	// when its holder died).
 	leaseWait = 10 * time.Second
 )
-
-// ErrDeleting: the chat is being deleted; appends are refused until the
-// deletion finishes, after which the id names a new, empty chat.
-var ErrDeleting = errors.New("chat is being deleted")
 
 // Memory is what the lifecycle needs of the summary memory: a glance for
 // listing, and the notice of an import's entries.
@@ -387,8 +382,7 @@ var errNoChange = errors.New("no change")
 // deletingError is the answer to an append or delete that finds the chat
 // being deleted.
 func deletingError(chat string) error {
-	return &api.Error{Status: http.StatusConflict, Code: "deleting", RetryAfter: 5 * time.Second,
-		Message: fmt.Sprintf("chat %s is being deleted; once that finishes its id names a new, empty chat", chat), Err: ErrDeleting}
+	return &fault.Error{Code: fault.Deleting, Message: fmt.Sprintf("chat %s is being deleted; once that finishes its id names a new, empty chat", chat)}
 }
 
 // Opening admits a write of a chat's own state before or between its

@@ -290,7 +290,7 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 
 // loaded is a node's source as its build loaded it.
 type loaded struct {
-	c     Compaction
+	c     CompactRequest
 	res   produced
 	names []string  // the images loaded, by name
 	lines [2]string // a merge's child lines
@@ -302,7 +302,7 @@ type loaded struct {
 // it has them (lines a group wrote) or else from their rows.
 func (b *nodeBuild) load(ctx context.Context, known map[Node]string) (loaded, error) {
 	m, ch, n := b.m, b.ch, b.n
-	src := loaded{c: Compaction{Level: n.L, Index: n.I, Label: n.Label(), Images: []model.Image{}}}
+	src := loaded{c: CompactRequest{Level: n.L, Index: n.I, Label: n.Label(), Images: []model.Image{}}}
 	c, res := &src.c, &src.res
 	if n.L == 0 {
 		entries, err := m.transcript.Entries(ctx, ch, n.I, n.I+1)
@@ -545,7 +545,7 @@ func (b *nodeBuild) undescribed(ctx context.Context, names []string) ([]string, 
 // leaf's row is written: a failed write fails the build, which is retried
 // like any leaf (and asks for the descriptions again), so no description
 // the model wrote is dropped with its leaf built.
-func (b *nodeBuild) describe(ctx context.Context, c Compaction, out Compacted, li *leafImages) error {
+func (b *nodeBuild) describe(ctx context.Context, c CompactRequest, out Compacted, li *leafImages) error {
 	if b.m.descs == nil {
 		li.Undescribed = len(c.Images)
 		return nil

@@ -6,10 +6,11 @@ import (
 	"github.com/durachat/durachat/shared/model"
 )
 
-// Compaction is one node to write: a leaf (Level 0) from one entry, or a
-// merge of two child lines. The compactor (or a host's own compactor)
-// turns it into one line.
-type Compaction struct {
+// CompactRequest asks a Compactor for one node's line: a leaf (Level 0)
+// from one entry, or a merge of two child lines. The compactor (or a
+// host's own compactor) turns it into one line. (The compaction view is
+// the context it carries, not the request.)
+type CompactRequest struct {
 	Level int
 	Index int64
 	// Label is "<start>+<count>".
@@ -49,10 +50,10 @@ type Compacted struct {
 	Skipped   int
 	NamesOnly bool
 	Usage     model.Usage
-	// Descriptions are what the model said each image of Compaction.Describe
-	// shows, by name; an image it did not describe is absent.
-	// DescribeAsked counts the images of Compaction.Describe the model was
-	// shown and asked to describe.
+	// Descriptions are what the model said each image of
+	// CompactRequest.Describe shows, by name; an image it did not describe
+	// is absent. DescribeAsked counts the images of CompactRequest.Describe
+	// the model was shown and asked to describe.
 	Descriptions  map[string]string
 	DescribeAsked int
 }
@@ -60,7 +61,7 @@ type Compacted struct {
 // Compactor writes one node's line. Errors are classified with
 // model.IsRetryable and model.IsRefused.
 type Compactor interface {
-	Compact(ctx context.Context, c Compaction) (Compacted, error)
+	Compact(ctx context.Context, c CompactRequest) (Compacted, error)
 }
 
 // Group is several nodes of one chat whose lines one call writes: leaves
@@ -76,7 +77,7 @@ type Group struct {
 	// lines; a child that is a node of the group has "" there, and Source
 	// is then empty too: it is the children's lines joined once that
 	// child's line is written.
-	Nodes []Compaction
+	Nodes []CompactRequest
 }
 
 // GroupCompactor is a Compactor that can also write the lines of several

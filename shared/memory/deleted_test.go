@@ -16,7 +16,7 @@ import (
 func TestABuildWhoseChatWasDeletedRecordsNothing(t *testing.T) {
 	f := newFixture(t)
 	started, release := make(chan struct{}), make(chan struct{})
-	f.comp.script = func(c Compaction) (Compacted, error) {
+	f.comp.script = func(c CompactRequest) (Compacted, error) {
 		close(started)
 		<-release
 		return Compacted{Line: "a summary", Attempts: 1, Model: "scripted"}, nil

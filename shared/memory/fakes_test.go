@@ -267,9 +267,9 @@ func (c *clock) Add(d time.Duration) {
 type scripted struct {
 	mu       sync.Mutex
 	calls    map[string]int
-	seen     []Compaction
-	lastSeen Compaction
-	script   func(c Compaction) (Compacted, error)
+	seen     []CompactRequest
+	lastSeen CompactRequest
+	script   func(c CompactRequest) (Compacted, error)
 	delay    time.Duration
 	// lineLen is the length of the lines it writes (default 120).
 	lineLen int
@@ -277,7 +277,7 @@ type scripted struct {
 
 func newScripted() *scripted { return &scripted{calls: map[string]int{}} }
 
-func (s *scripted) Compact(ctx context.Context, c Compaction) (Compacted, error) {
+func (s *scripted) Compact(ctx context.Context, c CompactRequest) (Compacted, error) {
 	s.mu.Lock()
 	s.calls[c.Label]++
 	s.lastSeen = c
@@ -410,7 +410,7 @@ func (s *scripted) total() int {
 	return n
 }
 
-func (s *scripted) last() Compaction {
+func (s *scripted) last() CompactRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lastSeen

@@ -285,7 +285,7 @@ type groupBudget struct {
 
 // add counts c against the bounds and reports whether it fits; one that
 // does not is not counted.
-func (bu *groupBudget) add(c Compaction) bool {
+func (bu *groupBudget) add(c CompactRequest) bool {
 	size := 0
 	for _, img := range c.Images {
 		size += len(img.Data)
@@ -367,7 +367,7 @@ func (g *groupRun) callMembers() []*member {
 // compact asks the model for the lines of in, with the context up to the
 // last of them, and checks it answered one line per node.
 func (g *groupRun) compact(ctx context.Context, in []*member) ([]Compacted, error) {
-	req := Group{Nodes: make([]Compaction, len(in))}
+	req := Group{Nodes: make([]CompactRequest, len(in))}
 	end := int64(0)
 	for k, mb := range in {
 		end = max(end, contextEnd(mb.nb.n))
@@ -375,7 +375,7 @@ func (g *groupRun) compact(ctx context.Context, in []*member) ([]Compacted, erro
 			req.Nodes[k] = mb.src.c
 			req.Nodes[k].Children = mb.src.lines
 		} else {
-			req.Nodes[k] = chainedCompaction(mb, g.known)
+			req.Nodes[k] = chainedRequest(mb, g.known)
 		}
 	}
 	ctxBlock, err := g.b.contextBlock(ctx, end)
@@ -390,10 +390,10 @@ func (g *groupRun) compact(ctx context.Context, in []*member) ([]Compacted, erro
 	return outs, err
 }
 
-// chainedCompaction is a chained merge as the call sees it: its children
+// chainedRequest is a chained merge as the call sees it: its children
 // written so far by the group, or stored before it; "" for those the call
 // writes.
-func chainedCompaction(mb *member, known map[Node]string) Compaction {
+func chainedRequest(mb *member, known map[Node]string) CompactRequest {
 	n := mb.nb.n
 	lines := mb.src.lines
 	a, c := n.Children()
@@ -402,7 +402,7 @@ func chainedCompaction(mb *member, known map[Node]string) Compaction {
 			lines[j] = l
 		}
 	}
-	return Compaction{Level: n.L, Index: n.I, Label: n.Label(), Images: []model.Image{}, Children: lines}
+	return CompactRequest{Level: n.L, Index: n.I, Label: n.Label(), Images: []model.Image{}, Children: lines}
 }
 
 // callFailed marks the members of a failed call and returns the error

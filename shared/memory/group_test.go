@@ -214,7 +214,7 @@ func TestARefusedGroupIsBuiltNodeByNodeAndOnlyTheRefusedNodeCountsIt(t *testing.
 	g.groupScript = func(Group) ([]Compacted, error) {
 		return nil, model.RefusedError(model.ErrRefused)
 	}
-	f.comp.script = func(c Compaction) (Compacted, error) {
+	f.comp.script = func(c CompactRequest) (Compacted, error) {
 		if c.Label == "1+1" {
 			return Compacted{}, model.RefusedError(model.ErrRefused)
 		}

@@ -23,7 +23,7 @@ func imageFixture(t *testing.T) *fixture {
 	f := newFixture(t)
 	f.images.imgs[kept] = model.Image{MimeType: "image/png", Data: []byte("png one")}
 	f.images.imgs[kept2] = model.Image{MimeType: "image/jpeg", Data: []byte("jpeg two")}
-	f.comp.script = func(c Compaction) (Compacted, error) {
+	f.comp.script = func(c CompactRequest) (Compacted, error) {
 		return Compacted{Line: "described: " + c.Label, Attempts: 1, Model: "scripted", Attached: len(c.Images)}, nil
 	}
 	return f

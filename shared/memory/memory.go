@@ -166,15 +166,8 @@ type Memory struct {
 
 // New checks cfg and returns a Memory.
 func New(cfg Config) (*Memory, error) {
-	switch {
-	case cfg.Table == nil:
-		return nil, errors.New("memory: Config.Table is required")
-	case cfg.Transcript == nil:
-		return nil, errors.New("memory: Config.Transcript is required")
-	case cfg.Queue == nil:
-		return nil, errors.New("memory: Config.Queue is required")
-	case cfg.ClaimLease < 0 || cfg.Retry < 0 || cfg.Wait < 0:
-		return nil, errors.New("memory: ClaimLease, Retry and Wait must not be negative")
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	m := &Memory{
 		table:       cfg.Table,
@@ -200,6 +193,38 @@ func New(cfg Config) (*Memory, error) {
 		snapshots:   newFIFO[string, snapshotMemo](snapshotMemos),
 		changes:     newNotifier(),
 	}
+	m.setDefaults()
+	if cfg.Metrics != nil {
+		m.metrics = &emf{w: cfg.Metrics, now: m.now, function: cfg.MetricsFunction}
+	}
+	cache := cfg.CacheLines
+	if cache == 0 {
+		cache = 20_000
+	}
+	if cache > 0 {
+		m.lines = newLineCache(cache)
+	}
+	return m, nil
+}
+
+// check refuses a Config without its required stores or with a negative
+// duration.
+func (cfg Config) check() error {
+	switch {
+	case cfg.Table == nil:
+		return errors.New("memory: Config.Table is required")
+	case cfg.Transcript == nil:
+		return errors.New("memory: Config.Transcript is required")
+	case cfg.Queue == nil:
+		return errors.New("memory: Config.Queue is required")
+	case cfg.ClaimLease < 0 || cfg.Retry < 0 || cfg.Wait < 0:
+		return errors.New("memory: ClaimLease, Retry and Wait must not be negative")
+	}
+	return nil
+}
+
+// setDefaults gives each setting left at its zero value its default.
+func (m *Memory) setDefaults() {
 	if m.now == nil {
 		m.now = time.Now
 	}
@@ -224,17 +249,6 @@ func New(cfg Config) (*Memory, error) {
 	if m.images == nil {
 		m.images = noImages{}
 	}
-	if cfg.Metrics != nil {
-		m.metrics = &emf{w: cfg.Metrics, now: m.now, function: cfg.MetricsFunction}
-	}
-	cache := cfg.CacheLines
-	if cache == 0 {
-		cache = 20_000
-	}
-	if cache > 0 {
-		m.lines = newLineCache(cache)
-	}
-	return m, nil
 }
 
 type noImages struct{}

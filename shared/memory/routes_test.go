@@ -79,7 +79,7 @@ func TestViewRouteAnswersTheContractFields(t *testing.T) {
 
 func TestViewWaitEndsWhenTheMemoryStalls(t *testing.T) {
 	f := newFixture(t)
-	f.comp.script = func(c Compaction) (Compacted, error) {
+	f.comp.script = func(c CompactRequest) (Compacted, error) {
 		return Compacted{}, &model.Error{Retryable: true, Err: errors.New("model down")}
 	}
 	f.append(t, "user", long(0))

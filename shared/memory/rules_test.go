@@ -98,7 +98,7 @@ func TestOnlyRefusalsOfTheNodeCountTowardAMechanicalLine(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
-			f.comp.script = func(Compaction) (Compacted, error) { return Compacted{Attempts: 1}, tt.err }
+			f.comp.script = func(CompactRequest) (Compacted, error) { return Compacted{Attempts: 1}, tt.err }
 			f.append(t, "user", long(0))
 			f.queue.take()
 			builds := 2 * RefusalLimit
@@ -125,7 +125,7 @@ func TestOnlyRefusalsOfTheNodeCountTowardAMechanicalLine(t *testing.T) {
 
 func TestRefusedShortImageLeafKeepsItsWords(t *testing.T) {
 	f := imageFixture(t)
-	f.comp.script = func(Compaction) (Compacted, error) {
+	f.comp.script = func(CompactRequest) (Compacted, error) {
 		return Compacted{Attempts: 1, Attached: 1}, model.RefusedError(model.ErrRefused)
 	}
 	text := "is this rash anything to worry about? " + refs.Ref(kept)
@@ -196,7 +196,7 @@ func TestCancelledBuildStillRecordsItsFailure(t *testing.T) {
 
 func TestHandleBatchTurnsAPanickingBuildIntoAnItemFailure(t *testing.T) {
 	f := newFixture(t)
-	f.comp.script = func(c Compaction) (Compacted, error) {
+	f.comp.script = func(c CompactRequest) (Compacted, error) {
 		if c.Index == 1 {
 			panic("a bug in a compactor")
 		}
@@ -240,7 +240,7 @@ func TestHandleBatchStopsBuildsBeforeTheFunctionDeadline(t *testing.T) {
 func TestDeadLetteredMessageCannotStrandItsNode(t *testing.T) {
 	f := newFixture(t)
 	down := true
-	f.comp.script = func(c Compaction) (Compacted, error) {
+	f.comp.script = func(c CompactRequest) (Compacted, error) {
 		if down {
 			return Compacted{}, model.StatusError(503, errors.New("unavailable"))
 		}

@@ -91,7 +91,7 @@ func TestLeavesStartBeforeMerges(t *testing.T) {
 
 func TestLeafStartsOnlyOnceFewerThanEightLinesBeforeItAreUnbuilt(t *testing.T) {
 	f := newFixture(t)
-	f.comp.script = func(c Compaction) (Compacted, error) {
+	f.comp.script = func(c CompactRequest) (Compacted, error) {
 		return Compacted{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
 	}
 	f.append(t, "user", longs(20)...)
@@ -127,7 +127,7 @@ func TestLeafStartsOnlyOnceFewerThanEightLinesBeforeItAreUnbuilt(t *testing.T) {
 func TestFailedBuildIsRetriedTenSecondsLater(t *testing.T) {
 	f := newFixture(t)
 	fails := 1
-	f.comp.script = func(c Compaction) (Compacted, error) {
+	f.comp.script = func(c CompactRequest) (Compacted, error) {
 		if fails > 0 {
 			fails--
 			return Compacted{}, &model.Error{Retryable: true, Status: 503, Err: errors.New("overloaded")}
@@ -205,7 +205,7 @@ func TestStoreAndReadErrorsAreRetriedForever(t *testing.T) {
 
 func TestRefusedThreeTimesGetsAMarkedMechanicalLine(t *testing.T) {
 	f := newFixture(t)
-	f.comp.script = func(c Compaction) (Compacted, error) {
+	f.comp.script = func(c CompactRequest) (Compacted, error) {
 		return Compacted{}, &model.Error{Refused: true, Err: errors.New("declined")}
 	}
 	f.append(t, "user", long(0))
@@ -496,7 +496,7 @@ func TestAModelCallThatLostTheRaceToWriteTheRowIsCounted(t *testing.T) {
 	// While the first build waits on the model, its lease lapses and a
 	// second build takes the node, calls the model and writes the row.
 	var second atomic.Bool
-	f.comp.script = func(c Compaction) (Compacted, error) {
+	f.comp.script = func(c CompactRequest) (Compacted, error) {
 		if !second.Swap(true) {
 			f.clock.Add(f.m.claimLease + time.Second)
 			if err := build(t, f, Node{0, 0}); err != nil {

@@ -254,7 +254,7 @@ func TestASnapshotHoldsTheFirstLinesThatFitAndIsNotRewrittenForTheRest(t *testin
 
 	// A chat whose merges all fail keeps 200 leaves of 8 KB in its view.
 	f := newFixture(t)
-	f.comp.script = func(c Compaction) (Compacted, error) {
+	f.comp.script = func(c CompactRequest) (Compacted, error) {
 		if !strings.HasSuffix(c.Label, "+1") {
 			return Compacted{}, errors.New("merges are down")
 		}

@@ -50,7 +50,7 @@ func TestHandleBatchReportsFailedBuildsAndDelaysThemTenSeconds(t *testing.T) {
 	f := newFixture(t)
 	retrier := &fakeRetrier{}
 	f.m.retrier = retrier
-	f.comp.script = func(c Compaction) (Compacted, error) {
+	f.comp.script = func(c CompactRequest) (Compacted, error) {
 		if c.Index == 1 {
 			return Compacted{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
 		}
@@ -113,7 +113,7 @@ func (r *onceReceiver) settled() {
 
 func TestWorkerAcknowledgesBuiltMessagesAndDelaysFailedOnes(t *testing.T) {
 	f := newFixture(t)
-	f.comp.script = func(c Compaction) (Compacted, error) {
+	f.comp.script = func(c CompactRequest) (Compacted, error) {
 		if c.Index == 1 {
 			return Compacted{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
 		}
@@ -145,7 +145,7 @@ func TestWorkerAcknowledgesBuiltMessagesAndDelaysFailedOnes(t *testing.T) {
 
 func TestHandleBatchWithoutARetrierSendsADelayedCopy(t *testing.T) {
 	f := newFixture(t)
-	f.comp.script = func(c Compaction) (Compacted, error) {
+	f.comp.script = func(c CompactRequest) (Compacted, error) {
 		return Compacted{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
 	}
 	f.append(t, "user", long(0))
@@ -176,7 +176,7 @@ func TestOnlyFailedBuildsEmitMetricsAndADenialIsCountedApart(t *testing.T) {
 			var out bytes.Buffer
 			f.m.metrics = &emf{w: &out, now: f.clock.Now, function: "compact-fn"}
 			if tt.err != nil {
-				f.comp.script = func(Compaction) (Compacted, error) { return Compacted{Attempts: 1}, tt.err }
+				f.comp.script = func(CompactRequest) (Compacted, error) { return Compacted{Attempts: 1}, tt.err }
 			}
 			f.append(t, "user", long(0))
 			f.deliverAll(t)
@@ -220,7 +220,7 @@ func TestABuildsRecordsNameEachKeyOnce(t *testing.T) {
 			var out bytes.Buffer
 			f.m.logger = slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			if failing {
-				f.comp.script = func(Compaction) (Compacted, error) {
+				f.comp.script = func(CompactRequest) (Compacted, error) {
 					return Compacted{Attempts: 1}, &model.Error{Retryable: true, Err: errors.New("throttled")}
 				}
 			}

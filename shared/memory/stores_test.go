@@ -49,7 +49,7 @@ func TestImageLeavesOnRealStores(t *testing.T) {
 			imgs := images.New(blobs)
 			log := transcript.New(transcript.Config{Table: b.Table, Blobs: blobs, Images: imgs})
 			f := newFixture(t)
-			f.comp.script = func(c Compaction) (Compacted, error) {
+			f.comp.script = func(c CompactRequest) (Compacted, error) {
 				return Compacted{Line: "a red dot on white", Attempts: 1, Model: "scripted", Attached: len(c.Images)}, nil
 			}
 			m, err := New(Config{Table: b.Table, Transcript: log, Images: imgs, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})

@@ -205,24 +205,40 @@ func (m *Memory) zoomEntry(ctx context.Context, c chatid.Chat, id int64, offset,
 	page := runeSlice(source, off, off+lim)
 	end := off + int64(utf8.RuneCountInString(page))
 
-	res := ToolResult{Content: []Block{{Type: "text"}}}
+	text, images, err := m.pageImages(ctx, c.Tenant, page)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	if end < total {
+		text += fmt.Sprintf("\n[page: characters %d to %d of %d; call zoom with id=%d, n=1, offset=%d for the next page]", off, end, total, id, end)
+	} else if off > 0 {
+		text += fmt.Sprintf("\n[page: characters %d to %d of %d; the end of entry %d]", off, end, total, id)
+	}
+	return ToolResult{Content: append([]Block{{Type: "text", Text: text}}, images...)}, nil
+}
+
+// pageImages reads the images a zoom page names, at most MaxLeafImages and
+// zoomImageBudget of base64, and returns the page's text, each ref with
+// its image's description, followed by a note for each image not
+// attached.
+func (m *Memory) pageImages(ctx context.Context, tenant, page string) (text string, images []Block, err error) {
 	var notes []string
 	budget := zoomImageBudget
-	text := page
+	text = page
 	for _, name := range refs.Names(page) {
-		text = m.withDescription(ctx, c.Tenant, name, text)
-		if len(res.Content)-1 == MaxLeafImages {
+		text = m.withDescription(ctx, tenant, name, text)
+		if len(images) == MaxLeafImages {
 			// No provider takes more in one request; the rest are not read.
 			notes = append(notes, fmt.Sprintf("[image %s is not attached: this page carries %d images already; zoom with a smaller limit to see it]", name, MaxLeafImages))
 			continue
 		}
-		img, err := m.images.Get(ctx, c.Tenant, name)
+		img, err := m.images.Get(ctx, tenant, name)
 		if errors.Is(err, store.ErrNotFound) {
 			notes = append(notes, fmt.Sprintf("[image %s is not stored any more; its ref is left as text]", name))
 			continue
 		}
 		if err != nil {
-			return ToolResult{}, fmt.Errorf("reading image %s for zoom: %w", name, err)
+			return "", nil, fmt.Errorf("reading image %s for zoom: %w", name, err)
 		}
 		data := base64.StdEncoding.EncodeToString(img.Data)
 		if len(data) > budget {
@@ -230,18 +246,12 @@ func (m *Memory) zoomEntry(ctx context.Context, c chatid.Chat, id int64, offset,
 			continue
 		}
 		budget -= len(data)
-		res.Content = append(res.Content, Block{Type: "image", Data: data, MimeType: img.MimeType, Name: name})
+		images = append(images, Block{Type: "image", Data: data, MimeType: img.MimeType, Name: name})
 	}
 	for _, note := range notes {
 		text += "\n" + note
 	}
-	if end < total {
-		text += fmt.Sprintf("\n[page: characters %d to %d of %d; call zoom with id=%d, n=1, offset=%d for the next page]", off, end, total, id, end)
-	} else if off > 0 {
-		text += fmt.Sprintf("\n[page: characters %d to %d of %d; the end of entry %d]", off, end, total, id)
-	}
-	res.Content[0].Text = text
-	return res, nil
+	return text, images, nil
 }
 
 // withDescription puts the description of image name, when it has one,
@@ -416,47 +426,71 @@ func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a SearchArgs) (Too
 		}
 		before = a.Before.V
 	}
-	match := newMatcher(foldString(query))
-	type hit struct {
-		e       transcript.Entry
-		snippet string
+	page := searchPage{query: query, before: before}
+	if err := m.scanSearch(ctx, c, &page); err != nil {
+		return ToolResult{}, err
 	}
-	var hits []hit
+	return m.searchAnswer(ctx, c, st, page)
+}
+
+// searchPage is one page of search: the hits, newest first, in the entries
+// from id to up to before.
+type searchPage struct {
+	query      string
+	hits       []searchHit
+	to, before int64
+}
+
+type searchHit struct {
+	e       transcript.Entry
+	snippet string
+}
+
+// scanSearch reads the original entries back from p.before, a chunk at a
+// time, until it holds SearchHits hits or has read searchScan entries or
+// searchBytes bytes; p.to is where the next page starts.
+func (m *Memory) scanSearch(ctx context.Context, c chatid.Chat, p *searchPage) error {
+	match := newMatcher(foldString(p.query))
 	scanned, scannedBytes := int64(0), 0
-	to := before
-	for to > 0 && len(hits) < SearchHits && scanned < searchScan && scannedBytes < searchBytes {
-		from := max(0, to-searchChunk)
-		entries, err := m.transcript.Entries(ctx, c, from, to)
+	p.to = p.before
+	for p.to > 0 && len(p.hits) < SearchHits && scanned < searchScan && scannedBytes < searchBytes {
+		from := max(0, p.to-searchChunk)
+		entries, err := m.transcript.Entries(ctx, c, from, p.to)
 		if err != nil {
-			return ToolResult{}, err
+			return err
 		}
-		for k := len(entries) - 1; k >= 0 && len(hits) < SearchHits; k-- {
+		for k := len(entries) - 1; k >= 0 && len(p.hits) < SearchHits; k-- {
 			e := entries[k]
-			to = e.I
+			p.to = e.I
 			scannedBytes += len(e.Text)
 			if e.Tool != "" {
 				continue // a logged memory tool result is not an original
 			}
 			snip, ok, err := matchSnippet(ctx, e.Text, match)
 			if err != nil {
-				return ToolResult{}, fmt.Errorf("memory: search: %w", err)
+				return fmt.Errorf("memory: search: %w", err)
 			}
 			if ok {
-				hits = append(hits, hit{e: e, snippet: snip})
+				p.hits = append(p.hits, searchHit{e: e, snippet: snip})
 			}
 		}
-		if len(hits) < SearchHits {
-			to = from
+		if len(p.hits) < SearchHits {
+			p.to = from
 		}
 		scanned += int64(len(entries))
 		if len(entries) == 0 {
 			break
 		}
 	}
-	// The view line holding each hit, when it is a summary.
+	return nil
+}
+
+// searchAnswer writes the page's hits, each with the view line holding it
+// when that is a summary, and where older entries may be searched.
+func (m *Memory) searchAnswer(ctx context.Context, c chatid.Chat, st *chatState, p searchPage) (ToolResult, error) {
 	holders := map[int64]Node{}
 	var want []Node
-	for _, h := range hits {
+	for _, h := range p.hits {
 		if n, ok := st.View.covering(h.e.I); ok && st.built(n) {
 			holders[h.e.I] = n
 			want = append(want, n)
@@ -467,12 +501,12 @@ func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a SearchArgs) (Too
 		return ToolResult{}, err
 	}
 	var sb strings.Builder
-	if len(hits) == 0 {
-		fmt.Fprintf(&sb, "no original entry with an id from %d to %d matches %q", to, before-1, query)
+	if len(p.hits) == 0 {
+		fmt.Fprintf(&sb, "no original entry with an id from %d to %d matches %q", p.to, p.before-1, p.query)
 	} else {
-		fmt.Fprintf(&sb, "%d entries match %q, newest first:\n", len(hits), query)
+		fmt.Fprintf(&sb, "%d entries match %q, newest first:\n", len(p.hits), p.query)
 	}
-	for _, h := range hits {
+	for _, h := range p.hits {
 		fmt.Fprintf(&sb, "\nid %d (%s, %s): %s", h.e.I, h.e.Kind, h.e.Date.UTC().Format(time.RFC3339), h.snippet)
 		if n, ok := holders[h.e.I]; ok {
 			if r, ok := rows[n]; ok && (n.L > 0 || !r.verbatim) {
@@ -480,8 +514,8 @@ func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a SearchArgs) (Too
 			}
 		}
 	}
-	if to > 0 {
-		fmt.Fprintf(&sb, "\n\n[older entries may match: call search with before=%d]", to)
+	if p.to > 0 {
+		fmt.Fprintf(&sb, "\n\n[older entries may match: call search with before=%d]", p.to)
 	}
 	return textResult(sb.String()), nil
 }

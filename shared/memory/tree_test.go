@@ -158,7 +158,7 @@ func TestLongMergeGoesToTheCompactorWithItsChildLines(t *testing.T) {
 	f.append(t, "talk", long)
 	f.deliverAll(t)
 	c := f.comp.seen
-	var merge *Compaction
+	var merge *CompactRequest
 	for k := range c {
 		if c[k].Level == 1 {
 			merge = &c[k]

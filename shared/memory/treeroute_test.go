@@ -12,7 +12,7 @@ import (
 
 func TestTreeRouteShowsEachNodesStateAndItsLastError(t *testing.T) {
 	f := newFixture(t)
-	f.comp.script = func(c Compaction) (Compacted, error) {
+	f.comp.script = func(c CompactRequest) (Compacted, error) {
 		switch c.Label {
 		case "1+1":
 			return Compacted{}, &model.Error{Retryable: true, Err: errors.New("model down")}
@@ -98,7 +98,7 @@ func TestTreeRouteRefusesBadArgumentsNamingThem(t *testing.T) {
 
 func TestTreeRouteMarksAMechanicalLine(t *testing.T) {
 	f := newFixture(t)
-	f.comp.script = func(Compaction) (Compacted, error) {
+	f.comp.script = func(CompactRequest) (Compacted, error) {
 		return Compacted{Attempts: 1}, model.RefusedError(model.ErrRefused)
 	}
 	f.append(t, "user", long(0))

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+
+	"github.com/durachat/durachat/shared/fault"
 )
 
 // Block types.
@@ -60,7 +62,7 @@ func (b *Block) UnmarshalJSON(data []byte) error {
 			return nil
 		}
 		if err := json.Unmarshal(raw, dst); err != nil {
-			return &FieldError{Field: k, Msg: "must be a string"}
+			return fieldError(k, "must be a string")
 		}
 		return nil
 	}
@@ -77,7 +79,7 @@ func (b *Block) UnmarshalJSON(data []byte) error {
 		delete(m, "arguments")
 	}
 	if b.Type == "" {
-		return &FieldError{Field: "type", Msg: "is required"}
+		return fieldError("type", "is required")
 	}
 	if len(m) > 0 {
 		b.Extra = m
@@ -178,12 +180,10 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 			return nil
 		}
 		if err := json.Unmarshal(v, dst); err != nil {
-			var fe *FieldError
-			if e, ok := err.(*FieldError); ok {
-				fe = &FieldError{Field: k + "." + e.Field, Msg: e.Msg}
-				return fe
+			if e, ok := err.(*fault.Error); ok {
+				return e.Within(k) // a block's field
 			}
-			return &FieldError{Field: k, Msg: what}
+			return fieldError(k, what)
 		}
 		return nil
 	}
@@ -206,9 +206,9 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 	switch m.Role {
 	case RoleUser, RoleAssistant, RoleToolResult:
 	case "":
-		return &FieldError{Field: "role", Msg: "is required"}
+		return fieldError("role", "is required")
 	default:
-		return &FieldError{Field: "role", Msg: fmt.Sprintf("%q is not user, assistant or toolResult", m.Role)}
+		return fieldError("role", fmt.Sprintf("%q is not user, assistant or toolResult", m.Role))
 	}
 	if len(raw) > 0 {
 		m.Extra = raw
@@ -234,13 +234,11 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
-// FieldError is a decoding error that names the offending field.
-type FieldError struct {
-	Field string
-	Msg   string
+// fieldError is a decoding error naming the offending field, a bad request:
+// its message is the field's name and what is wrong with it.
+func fieldError(field, what string) *fault.Error {
+	return &fault.Error{Code: fault.BadRequest, Field: field, Message: field + " " + what}
 }
-
-func (e *FieldError) Error() string { return e.Field + " " + e.Msg }
 
 // ExtraKeys lists a map's keys sorted, for tests and logs.
 func ExtraKeys(m map[string]json.RawMessage) []string {

@@ -3,6 +3,8 @@ package pi
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/durachat/durachat/shared/fault"
 )
 
 func TestUnknownFieldsPassThroughUnchanged(t *testing.T) {
@@ -49,9 +51,9 @@ func TestBadMessagesNameTheField(t *testing.T) {
 	for in, field := range cases {
 		var m Message
 		err := json.Unmarshal([]byte(in), &m)
-		fe, ok := err.(*FieldError)
+		fe, ok := err.(*fault.Error)
 		if !ok || len(fe.Field) < len(field) || fe.Field[:len(field)] != field {
-			t.Errorf("%s: err %v, want a FieldError on %s", in, err, field)
+			t.Errorf("%s: err %v, want a field error on %s", in, err, field)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/emf"
+	"github.com/durachat/durachat/shared/fault"
 )
 
 // Reader reads the text of the secret that holds the tokens.
@@ -149,8 +150,7 @@ func (s *Source) Authenticate(r *http.Request) (string, error) {
 func (s *Source) unavailable() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &api.Error{Status: http.StatusServiceUnavailable, Code: "unavailable",
-		Message: "the bearer tokens cannot be read; retry later", RetryAfter: api.RetryAfter, Err: s.lastErr}
+	return &fault.Error{Code: fault.Unavailable, Message: "the bearer tokens cannot be read; retry later", Err: s.lastErr}
 }
 
 func (s *Source) current() (api.Authenticator, bool) {

@@ -62,12 +62,14 @@ func request(token string) *http.Request {
 	return r
 }
 
+// status is the HTTP status err is answered with, 0 for nil.
 func status(err error) int {
-	var ae *api.Error
-	if errors.As(err, &ae) {
-		return ae.Status
+	if err == nil {
+		return 0
 	}
-	return 0
+	rec := httptest.NewRecorder()
+	api.WriteError(rec, request(""), err)
+	return rec.Code
 }
 
 func newSource(sec *secret, c *clock, metrics *bytes.Buffer) *Source {
@@ -201,8 +203,8 @@ func TestNoGoodTokensYetIsA503UntilTheSecretIsFixed(t *testing.T) {
 		t.Fatal("the failed read at start returned no error")
 	}
 	_, err = s.Authenticate(request(tokenA))
-	var ae *api.Error
-	if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.RetryAfter == 0 {
+	rec := httptest.NewRecorder()
+	if api.WriteError(rec, request(""), err); rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
 		t.Fatalf("%v, want a 503 with Retry-After", err)
 	}
 	sec.set("", nil)

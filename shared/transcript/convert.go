@@ -61,7 +61,7 @@ type draft struct {
 	Text string
 	Tool string
 	Of   int64
-	// Date is the message's own timestamp; zero means the batch's date.
+	// Date is the message's own timestamp; zero means the append's date.
 	Date time.Time
 	// Record is, on a message's first entry, the message as logged; Cont
 	// marks the message's later entries.

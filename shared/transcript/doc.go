@@ -9,7 +9,7 @@
 // store.ChatPK(tenant, chat) for a chat written before incarnations):
 //
 //	e/<id, 16 digits>  one entry; the zero padding makes sort order id order
-//	r/<hash>           one append ("batch"), keyed by a hash of its receipt
+//	r/<hash>           one append's receipt record, keyed by a hash of the receipt
 //
 // An append writes to the incarnation Chats.Appending opens (after it
 // found the chat not being deleted); reads take the incarnation to read,
@@ -34,7 +34,7 @@
 //
 // # Appending without transactions
 //
-// An append turns its messages into a batch of n entries that must get n
+// An append turns its messages into n entries that must get n
 // contiguous ids, exactly once, even when the caller crashes halfway and
 // retries, or two copies of one request race. The steps:
 //
@@ -47,27 +47,27 @@
 //     its ids, writing nothing else and converting nothing again.
 //  2. Store the images and any oversized text (S3 first).
 //  3. Find the log's end: read the newest entry (one query, newest
-//     first); every row says where its batch ends, and the newest row is
-//     in the last batch.
+//     first); every row says where its append ends, and the newest row is
+//     in the last append.
 //  4. Create r/<receipt> (conditional): the receipt, the id it means to
 //     claim, a date, the request digest, a digest of the entries and the
 //     entries after the first one ("rest"; in a blob when large). It is the
-//     intent that lets anyone complete the batch later. When it exists
+//     intent that lets anyone complete the append later. When it exists
 //     already, a twin of this request got there first: adopt its record
 //     (either digest differing is ErrReceiptConflict).
 //  5. Claim: create e/<first> (conditional) holding entry 0, the receipt,
-//     its position 0 and the batch size n. This single write reserves the
+//     its position 0 and the append's size n. This single write reserves the
 //     whole range [first, first+n): probes jump over it. If another append
 //     took that id, probe on, move the record's first id with a versioned
 //     update, and try again (bounded). A twin that finds our claim row
 //     joins it. The first id changes only while no claim row names it, so
-//     a batch is claimed at most once.
+//     an append is claimed at most once.
 //  6. Create e/<first+1> ... e/<first+n-1> from the record; a row already
 //     there must be ours (same receipt and position).
 //  7. Return the ids.
 //
 // No entry is ever half-visible: a reader that finds a claim row whose
-// sibling rows are missing (a crash between 5 and 6) completes the batch
+// sibling rows are missing (a crash between 5 and 6) completes the append
 // from its record before answering, so every reader sees all of an append
 // or none of it. A failure before step 5 leaves nothing visible; after it,
 // the append is durable and any reader or a retry with the same receipt

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/refs"
@@ -31,8 +31,8 @@ func FuzzDecodeAppend(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req, err := DecodeAppend(data)
 		if err != nil {
-			var ae *api.Error
-			if !errors.As(err, &ae) || ae.Status != 400 {
+			var ae *fault.Error
+			if !errors.As(err, &ae) || ae.Code != fault.BadRequest {
 				t.Fatalf("error %v is not a 400", err)
 			}
 			if f := ae.Field; f != "" && f != "receipt" && !strings.HasPrefix(f, "messages") {

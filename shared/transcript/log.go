@@ -116,8 +116,8 @@ func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Mes
 	if err != nil {
 		return chatid.Chat{}, nil, err
 	}
-	b := l.newBatch(cur, receipt)
-	rec, version, found, ids, err := b.retried(ctx, req)
+	a := l.startAppend(cur, receipt)
+	rec, version, found, ids, err := a.retried(ctx, req)
 	if err != nil {
 		return chatid.Chat{}, nil, err
 	}
@@ -139,8 +139,8 @@ func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Mes
 		// The chat was opened (its first append) or deleted and opened
 		// again since the receipt was looked up: it is looked up again
 		// in the incarnation the entries go to.
-		b = l.newBatch(c, receipt)
-		if rec, version, found, ids, err = b.retried(ctx, req); err != nil {
+		a = l.startAppend(c, receipt)
+		if rec, version, found, ids, err = a.retried(ctx, req); err != nil {
 			return chatid.Chat{}, nil, err
 		}
 		if ids != nil {
@@ -150,23 +150,23 @@ func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Mes
 	sum := digest(drafts)
 	if !found {
 		// A twin may open it first: then its record comes back.
-		if rec, version, err = b.open(ctx, drafts, sum, req); err != nil {
+		if rec, version, err = a.open(ctx, drafts, sum, req); err != nil {
 			return chatid.Chat{}, nil, err
 		}
 	}
 	// The entries must match too: only they say what the claim row and
 	// the record's rest will hold, and a record may predate req.
 	if !rec.sameRequest(req) || rec.Digest != sum {
-		return chatid.Chat{}, nil, b.conflict()
+		return chatid.Chat{}, nil, a.conflict()
 	}
-	first, _, err := l.makeRow(ctx, b.texts, b.pk, drafts[0], time.UnixMilli(rec.Date), receipt, 0, rec.N)
+	first, _, err := l.makeRow(ctx, a.texts, a.pk, drafts[0], time.UnixMilli(rec.Date), receipt, 0, rec.N)
 	if err != nil {
 		return chatid.Chat{}, nil, err
 	}
-	if rec, err = b.claim(ctx, rec, version, first); err != nil {
+	if rec, err = a.claim(ctx, rec, version, first); err != nil {
 		return chatid.Chat{}, nil, err
 	}
-	if ids, err = b.finish(ctx, rec); err != nil {
+	if ids, err = a.finish(ctx, rec); err != nil {
 		return chatid.Chat{}, nil, err
 	}
 	return c, ids, nil
@@ -195,9 +195,9 @@ func (l *Log) opening(ctx context.Context, tenant, chat string, msgs []pi.Messag
 	return c, nil
 }
 
-// newBatch starts an append to the incarnation c under receipt.
-func (l *Log) newBatch(c chatid.Chat, receipt string) *batch {
-	return &batch{l: l, pk: c.PK(), texts: c.TextPrefix(), receipt: receipt, rk: store.ReceiptSK(receipt)}
+// startAppend starts an append to the incarnation c under receipt.
+func (l *Log) startAppend(c chatid.Chat, receipt string) *pendingAppend {
+	return &pendingAppend{l: l, pk: c.PK(), texts: c.TextPrefix(), receipt: receipt, rk: store.ReceiptSK(receipt)}
 }
 
 // retried looks up the append's record: found, when it exists. When the
@@ -205,19 +205,19 @@ func (l *Log) newBatch(c chatid.Chat, receipt string) *batch {
 // happened already (maybe partly) it finishes it from the record and
 // returns its ids. It is asked before anything else, so a retry is
 // answered without converting (and storing images) again.
-func (b *batch) retried(ctx context.Context, req string) (rec record, version int64, found bool, ids []int64, err error) {
-	rec, version, found, err = b.getRecord(ctx)
+func (a *pendingAppend) retried(ctx context.Context, req string) (rec record, version int64, found bool, ids []int64, err error) {
+	rec, version, found, err = a.getRecord(ctx)
 	if err != nil || !found {
 		return rec, version, found, nil, err
 	}
 	if !rec.sameRequest(req) {
-		return rec, version, true, nil, b.conflict()
+		return rec, version, true, nil, a.conflict()
 	}
-	claimed, err := b.claimed(ctx, rec)
+	claimed, err := a.claimed(ctx, rec)
 	if err != nil || !claimed {
 		return rec, version, true, nil, err
 	}
-	ids, err = b.finish(ctx, rec)
+	ids, err = a.finish(ctx, rec)
 	return rec, version, true, ids, err
 }
 
@@ -238,8 +238,8 @@ func checkReceipt(receipt string) error {
 	return nil
 }
 
-// batch is one append in progress.
-type batch struct {
+// pendingAppend is one append in progress: its receipt and where its rows go.
+type pendingAppend struct {
 	l       *Log
 	pk      string
 	texts   string // the incarnation's text prefix
@@ -247,13 +247,13 @@ type batch struct {
 	rk      string
 }
 
-func (b *batch) conflict() error {
-	return &InputError{Field: "receipt", Msg: fmt.Sprintf("%q was used for an earlier append of other messages", b.receipt), Err: ErrReceiptConflict}
+func (a *pendingAppend) conflict() error {
+	return &InputError{Field: "receipt", Msg: fmt.Sprintf("%q was used for an earlier append of other messages", a.receipt), Err: ErrReceiptConflict}
 }
 
 // getRecord reads the append's record, if any.
-func (b *batch) getRecord(ctx context.Context) (record, int64, bool, error) {
-	it, err := b.l.table.Get(ctx, store.Key{PK: b.pk, SK: b.rk})
+func (a *pendingAppend) getRecord(ctx context.Context) (record, int64, bool, error) {
+	it, err := a.l.table.Get(ctx, store.Key{PK: a.pk, SK: a.rk})
 	if errors.Is(err, store.ErrNotFound) {
 		return record{}, 0, false, nil
 	}
@@ -261,15 +261,15 @@ func (b *batch) getRecord(ctx context.Context) (record, int64, bool, error) {
 		return record{}, 0, false, fmt.Errorf("transcript: reading receipt: %w", err)
 	}
 	var rec record
-	if err := json.Unmarshal(it.Body, &rec); err != nil || rec.N < 1 || rec.Receipt != b.receipt {
-		return record{}, 0, false, fmt.Errorf("transcript: receipt record %s is malformed: %w", b.rk, errCorrupt)
+	if err := json.Unmarshal(it.Body, &rec); err != nil || rec.N < 1 || rec.Receipt != a.receipt {
+		return record{}, 0, false, fmt.Errorf("transcript: receipt record %s is malformed: %w", a.rk, errCorrupt)
 	}
 	return rec, it.Version, true, nil
 }
 
 // claimed reports whether the record's first id holds this append's claim.
-func (b *batch) claimed(ctx context.Context, rec record) (bool, error) {
-	it, err := b.l.table.Get(ctx, store.Key{PK: b.pk, SK: store.EntrySK(rec.First)})
+func (a *pendingAppend) claimed(ctx context.Context, rec record) (bool, error) {
+	it, err := a.l.table.Get(ctx, store.Key{PK: a.pk, SK: store.EntrySK(rec.First)})
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
@@ -280,36 +280,36 @@ func (b *batch) claimed(ctx context.Context, rec record) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return r.Receipt == b.receipt && r.Pos == 0, nil
+	return r.Receipt == a.receipt && r.Pos == 0, nil
 }
 
 // open writes the append's record: the intent that lets anyone finish it.
 // When a twin wrote it first, its record is returned instead.
-func (b *batch) open(ctx context.Context, drafts []draft, sum, req string) (record, int64, error) {
-	l := b.l
+func (a *pendingAppend) open(ctx context.Context, drafts []draft, sum, req string) (record, int64, error) {
+	l := a.l
 	date := l.now()
-	rec := record{Receipt: b.receipt, N: len(drafts), Date: date.UnixMilli(), Digest: sum, Request: req}
+	rec := record{Receipt: a.receipt, N: len(drafts), Date: date.UnixMilli(), Digest: sum, Request: req}
 	for k, d := range drafts[1:] {
-		r, _, err := l.makeRow(ctx, b.texts, b.pk, d, date, b.receipt, k+1, len(drafts))
+		r, _, err := l.makeRow(ctx, a.texts, a.pk, d, date, a.receipt, k+1, len(drafts))
 		if err != nil {
 			return record{}, 0, err
 		}
 		rec.Rest = append(rec.Rest, r)
 	}
 	var err error
-	if rec.First, err = l.end(ctx, b.pk); err != nil {
+	if rec.First, err = l.end(ctx, a.pk); err != nil {
 		return record{}, 0, err
 	}
 	body, err := rawjson.Of(rec)
 	if err != nil {
 		return record{}, 0, err
 	}
-	if !fits(b.pk, b.rk, body) {
+	if !fits(a.pk, a.rk, body) {
 		rest, err := rawjson.Of(rec.Rest)
 		if err != nil {
 			return record{}, 0, err
 		}
-		key := store.TextKey(b.texts, rest)
+		key := store.TextKey(a.texts, rest)
 		if err := l.blobs.Put(ctx, key, store.Blob{ContentType: "application/json", Data: rest}); err != nil {
 			return record{}, 0, fmt.Errorf("transcript: storing the rows of a large append: %w", err)
 		}
@@ -318,13 +318,13 @@ func (b *batch) open(ctx context.Context, drafts []draft, sum, req string) (reco
 			return record{}, 0, err
 		}
 	}
-	it, err := recordItem(b.pk, b.rk, body)
+	it, err := recordItem(a.pk, a.rk, body)
 	if err != nil {
 		return record{}, 0, err
 	}
 	err = l.table.Create(ctx, it)
 	if errors.Is(err, store.ErrConditionFailed) {
-		twin, version, found, err := b.getRecord(ctx)
+		twin, version, found, err := a.getRecord(ctx)
 		if err != nil {
 			return record{}, 0, err
 		}
@@ -339,17 +339,17 @@ func (b *batch) open(ctx context.Context, drafts []draft, sum, req string) (reco
 	return rec, 1, nil
 }
 
-// claim writes the batch's first row at the record's first id, moving the
+// claim writes the append's first row at the record's first id, moving the
 // record on when another append took that id. It returns the record as
 // claimed.
-func (b *batch) claim(ctx context.Context, rec record, version int64, first row) (record, error) {
-	l := b.l
+func (a *pendingAppend) claim(ctx context.Context, rec record, version int64, first row) (record, error) {
+	l := a.l
 	body, err := rawjson.Of(first)
 	if err != nil {
 		return record{}, err
 	}
 	for range claimAttempts {
-		it, err := checked(b.pk, store.EntrySK(rec.First), body)
+		it, err := checked(a.pk, store.EntrySK(rec.First), body)
 		if err != nil {
 			return record{}, err
 		}
@@ -368,10 +368,10 @@ func (b *batch) claim(ctx context.Context, rec record, version int64, first row)
 		if err != nil {
 			return record{}, err
 		}
-		if taken.Receipt == b.receipt && taken.Pos == 0 {
+		if taken.Receipt == a.receipt && taken.Pos == 0 {
 			return rec, nil // a twin claimed it for us
 		}
-		next, err := l.probeFrom(ctx, b.pk, taken.end(rec.First))
+		next, err := l.probeFrom(ctx, a.pk, taken.end(rec.First))
 		if err != nil {
 			return record{}, err
 		}
@@ -381,7 +381,7 @@ func (b *batch) claim(ctx context.Context, rec record, version int64, first row)
 		if err != nil {
 			return record{}, err
 		}
-		upd, err := recordItem(b.pk, b.rk, mb)
+		upd, err := recordItem(a.pk, a.rk, mb)
 		if err != nil {
 			return record{}, err
 		}
@@ -392,7 +392,7 @@ func (b *batch) claim(ctx context.Context, rec record, version int64, first row)
 			rec, version = moved, upd.Version
 		case errors.Is(err, store.ErrConditionFailed):
 			// A twin moved it: follow the record as it is now.
-			cur, v, found, err := b.getRecord(ctx)
+			cur, v, found, err := a.getRecord(ctx)
 			if err != nil {
 				return record{}, err
 			}
@@ -407,15 +407,15 @@ func (b *batch) claim(ctx context.Context, rec record, version int64, first row)
 	return record{}, store.Unavailable("transcript append", errContended)
 }
 
-// finish writes the claimed batch's missing rows and returns the ids.
-func (b *batch) finish(ctx context.Context, rec record) ([]int64, error) {
-	if err := b.l.complete(ctx, b.pk, rec, nil); err != nil {
+// finish writes the claimed append's missing rows and returns the ids.
+func (a *pendingAppend) finish(ctx context.Context, rec record) ([]int64, error) {
+	if err := a.l.complete(ctx, a.pk, rec, nil); err != nil {
 		return nil, err
 	}
 	return rec.ids(), nil
 }
 
-// rest returns the rows after a batch's first, from its record.
+// rest returns the rows after an append's first, from its record.
 func (l *Log) rest(ctx context.Context, rec record) ([]row, error) {
 	if rec.RestKey == "" {
 		return rec.Rest, nil
@@ -434,9 +434,9 @@ func (l *Log) rest(ctx context.Context, rec record) ([]row, error) {
 	return rows, nil
 }
 
-// complete writes the rows of a claimed batch that are not in have (rows
+// complete writes the rows of a claimed append that are not in have (rows
 // known to exist, keyed by id; nil means look). A row found written must be
-// this batch's own.
+// this append's own.
 func (l *Log) complete(ctx context.Context, pk string, rec record, have map[int64]row) error {
 	if rec.N == 1 {
 		return nil
@@ -455,7 +455,7 @@ func (l *Log) complete(ctx context.Context, pk string, rec record, have map[int6
 		return err
 	}
 	if len(rows) != rec.N-1 {
-		return fmt.Errorf("transcript: receipt %q holds %d rows for a batch of %d: %w", rec.Receipt, len(rows), rec.N, errCorrupt)
+		return fmt.Errorf("transcript: receipt %q holds %d rows for an append of %d: %w", rec.Receipt, len(rows), rec.N, errCorrupt)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(rowWriteConcurrency)
@@ -469,8 +469,8 @@ func (l *Log) complete(ctx context.Context, pk string, rec record, have map[int6
 	return g.Wait()
 }
 
-// writeRow creates one row of a claimed batch; when it exists already it
-// must be the same batch's row at the same place.
+// writeRow creates one row of a claimed append; when it exists already it
+// must be the same append's row at the same place.
 func (l *Log) writeRow(ctx context.Context, pk string, id int64, r row) error {
 	body, err := rawjson.Of(r)
 	if err != nil {
@@ -515,7 +515,7 @@ func (l *Log) rowsIn(ctx context.Context, pk string, from, to int64) (map[int64]
 }
 
 // eachRow calls fn, in id order, for each row stored with an id in
-// [from, to). Rows may be missing (an unfinished batch); fn sees only those
+// [from, to). Rows may be missing (an unfinished append); fn sees only those
 // that are there.
 func (l *Log) eachRow(ctx context.Context, pk string, from, to int64, fn func(id int64, r row) error) error {
 	next := from

@@ -639,11 +639,11 @@ func TestLargeMessagesReadBackIdentical(t *testing.T) {
 	})
 }
 
-// TestLenEndsWhereTheLastBatchEnds: the log's length is where the batch
-// of its highest entry ends, also while that batch's later rows are not
-// written yet (an append that died after its claim), and the next append
-// claims the ids after it.
-func TestLenEndsWhereTheLastBatchEnds(t *testing.T) {
+// TestLenEndsWhereTheLastAppendEnds: the log's length is where the append
+// of its highest entry ends, also while that append's later rows are not
+// written yet (it died after its claim), and the next append claims the
+// ids after it.
+func TestLenEndsWhereTheLastAppendEnds(t *testing.T) {
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		for i := range 3 {
@@ -651,7 +651,7 @@ func TestLenEndsWhereTheLastBatchEnds(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// The batch of 3 claims 6; its rows at 7 and 8 fail.
+		// The append of 3 claims 6; its rows at 7 and 8 fail.
 		f.table.setFail(func(op string, k store.Key) error {
 			if op == "create" && (k.SK == store.EntrySK(7) || k.SK == store.EntrySK(8)) {
 				return outage(op)
@@ -663,7 +663,7 @@ func TestLenEndsWhereTheLastBatchEnds(t *testing.T) {
 		}
 		f.table.setFail(nil)
 		if n, err := f.log.Len(ctx, f.cur(tenant, chat)); err != nil || n != 9 {
-			t.Fatalf("Len %d %v, want 9: 3 batches of 2 and the claimed batch of 3", n, err)
+			t.Fatalf("Len %d %v, want 9: 3 appends of 2 and the claimed append of 3", n, err)
 		}
 		ids, err := f.log.Append(ctx, tenant, chat, textMsgs("next", 1), "next")
 		if err != nil || !slices.Equal(ids, []int64{9}) {

@@ -10,10 +10,10 @@ import (
 	"github.com/durachat/durachat/shared/store"
 )
 
-// end returns the first free id of the log kept in pk: where the batch
-// of its highest entry ends. Batches are claimed in order, each at the
-// end of the one before, and a batch's rows lie inside its own range, so
-// the highest entry belongs to the last batch (whose other rows may still
+// end returns the first free id of the log kept in pk: where the append
+// of its highest entry ends. Appends are claimed in order, each at the
+// end of the one before, and an append's rows lie inside its own range, so
+// the highest entry belongs to the last append (whose other rows may still
 // be coming). One query, newest first, for the one item.
 func (l *Log) end(ctx context.Context, pk string) (int64, error) {
 	page, err := l.table.Query(ctx, store.Query{PK: pk, Prefix: store.EntryPrefix, Desc: true, Limit: 1})
@@ -34,13 +34,13 @@ func (l *Log) end(ctx context.Context, pk string) (int64, error) {
 	}
 	end := r.end(id)
 	if end <= id {
-		return 0, fmt.Errorf("transcript: entry %d ends its batch at %d: %w", id, end, errCorrupt)
+		return 0, fmt.Errorf("transcript: entry %d ends its append at %d: %w", id, end, errCorrupt)
 	}
 	return end, nil
 }
 
-// probeFrom walks from a batch boundary to the first free id, batch by
-// batch: each row says where its batch ends.
+// probeFrom walks from an append's boundary to the first free id, append
+// by append: each row says where its append ends.
 func (l *Log) probeFrom(ctx context.Context, pk string, from int64) (int64, error) {
 	n := from
 	for {
@@ -57,7 +57,7 @@ func (l *Log) probeFrom(ctx context.Context, pk string, from int64) (int64, erro
 		}
 		end := r.end(n)
 		if end <= n {
-			return 0, fmt.Errorf("transcript: entry %d ends its batch at %d: %w", n, end, errCorrupt)
+			return 0, fmt.Errorf("transcript: entry %d ends its append at %d: %w", n, end, errCorrupt)
 		}
 		n = end
 	}
@@ -86,7 +86,7 @@ func (l *Log) Entry(ctx context.Context, c chatid.Chat, i int64) (Entry, error) 
 	if !errors.Is(err, store.ErrNotFound) {
 		return Entry{}, fmt.Errorf("transcript: reading entry %d: %w", i, err)
 	}
-	// Past the end, or in a batch whose rows are not all written yet.
+	// Past the end, or in an append whose rows are not all written yet.
 	var es []Entry
 	err = l.fill(ctx, pk, i, i+1, true, func(id int64, r row) error {
 		e, err := l.entry(ctx, id, r)
@@ -124,13 +124,13 @@ func (l *Log) Entries(ctx context.Context, c chatid.Chat, from, to int64) ([]Ent
 }
 
 // rows calls fn, in id order, with the rows of the entries [from, to),
-// finishing first any batch a crash left unfinished; it stops early where
+// finishing first any append a crash left unfinished; it stops early where
 // the log ends.
 func (l *Log) rows(ctx context.Context, pk string, from, to int64, fn func(id int64, r row) error) error {
 	next := from
 	err := l.eachRow(ctx, pk, from, to, func(id int64, r row) error {
 		if id > next {
-			// Rows missing below a written one: an unfinished batch.
+			// Rows missing below a written one: an unfinished append.
 			if err := l.fill(ctx, pk, next, id, false, fn); err != nil {
 				return err
 			}
@@ -151,9 +151,9 @@ func (l *Log) rows(ctx context.Context, pk string, from, to int64, fn func(id in
 }
 
 // fill calls fn with the rows [from, to) that are missing because their
-// batch was claimed but not finished, finishing each such batch first.
+// append was claimed but not finished, finishing each such append first.
 // atEnd says the log may simply end at from; otherwise a missing row must
-// belong to an unfinished batch.
+// belong to an unfinished append.
 func (l *Log) fill(ctx context.Context, pk string, from, to int64, atEnd bool, fn func(id int64, r row) error) error {
 	for from < to {
 		page, err := l.table.Query(ctx, store.Query{PK: pk, Prefix: store.EntryPrefix, After: store.EntrySK(from), Desc: true, Limit: 1})
@@ -177,13 +177,13 @@ func (l *Log) fill(ctx context.Context, pk string, from, to int64, atEnd bool, f
 			return fmt.Errorf("transcript: entry %d is missing inside the log: %w", from, errCorrupt)
 		}
 		start := id - int64(below.Pos)
-		b := &batch{l: l, pk: pk, receipt: below.Receipt, rk: store.ReceiptSK(below.Receipt)}
-		rec, _, found, err := b.getRecord(ctx)
+		a := &pendingAppend{l: l, pk: pk, receipt: below.Receipt, rk: store.ReceiptSK(below.Receipt)}
+		rec, _, found, err := a.getRecord(ctx)
 		if err != nil {
 			return err
 		}
 		if !found || rec.First != start || rec.N != below.N {
-			return fmt.Errorf("transcript: batch at %d has no matching receipt record: %w", start, errCorrupt)
+			return fmt.Errorf("transcript: the append at %d has no matching receipt record: %w", start, errCorrupt)
 		}
 		if err := l.complete(ctx, pk, rec, nil); err != nil {
 			return err
@@ -196,7 +196,7 @@ func (l *Log) fill(ctx context.Context, pk string, from, to int64, atEnd bool, f
 		for i := from; i < end; i++ {
 			r, ok := rows[i]
 			if !ok {
-				return fmt.Errorf("transcript: entry %d still missing after completing its batch: %w", i, errCorrupt)
+				return fmt.Errorf("transcript: entry %d still missing after completing its append: %w", i, errCorrupt)
 			}
 			if err := fn(i, r); err != nil {
 				return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/chatid"
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/rawjson"
@@ -90,32 +91,28 @@ func DecodeAppend(data []byte) (AppendRequest, error) {
 // the content block when a block is at fault.
 func messageError(i int, m json.RawMessage, err error) error {
 	field := fmt.Sprintf("messages[%d]", i)
-	var fe *pi.FieldError
-	if !errors.As(err, &fe) {
+	fe, ok := errors.AsType[*fault.Error](err)
+	if !ok {
 		return api.BadRequest(field, "%s must be a pi message object", field)
 	}
-	if sub, ok := strings.CutPrefix(fe.Field, "content."); ok {
+	if strings.HasPrefix(fe.Field, "content.") {
 		var obj struct {
 			Content []json.RawMessage `json:"content"`
 		}
 		if json.Unmarshal(m, &obj) == nil {
 			for j, b := range obj.Content {
 				var blk pi.Block
-				var bfe *pi.FieldError
-				if err := json.Unmarshal(b, &blk); errors.As(err, &bfe) {
-					f := fmt.Sprintf("%s.content[%d].%s", field, j, bfe.Field)
-					return api.BadRequest(f, "%s %s", f, bfe.Msg)
-				} else if err != nil {
-					f := fmt.Sprintf("%s.content[%d]", field, j)
-					return api.BadRequest(f, "%s must be a content block object", f)
+				if err := json.Unmarshal(b, &blk); err != nil {
+					at := fmt.Sprintf("%s.content[%d]", field, j)
+					if bfe, ok := errors.AsType[*fault.Error](err); ok {
+						return bfe.Within(at)
+					}
+					return api.BadRequest(at, "%s must be a content block object", at)
 				}
 			}
 		}
-		f := field + ".content." + sub
-		return api.BadRequest(f, "%s %s", f, fe.Msg)
 	}
-	f := field + "." + fe.Field
-	return api.BadRequest(f, "%s %s", f, fe.Msg)
+	return fe.Within(field)
 }
 
 func (rt *Routes) append(w http.ResponseWriter, r *http.Request) error {
@@ -157,7 +154,7 @@ func appendError(err error) error {
 	var ie *InputError
 	if errors.As(err, &ie) {
 		if errors.Is(err, ErrReceiptConflict) {
-			return &api.Error{Status: http.StatusConflict, Code: "conflict", Field: ie.Field, Message: ie.Error()}
+			return &fault.Error{Code: fault.Conflict, Field: ie.Field, Message: ie.Error()}
 		}
 		return api.BadRequest(ie.Field, "%s", ie.Error())
 	}

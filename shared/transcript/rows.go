@@ -24,7 +24,7 @@ type row struct {
 	Date    int64  `json:"d"` // Unix milliseconds
 	Receipt string `json:"r"`
 	// Pos is the entry's place in its append and N the append's size: a
-	// row tells where its batch ends, which is how probes find the log's end.
+	// row tells where its append ends, which is how probes find the log's end.
 	Pos  int    `json:"p,omitempty"`
 	N    int    `json:"n"`
 	Tool string `json:"tool,omitempty"`
@@ -38,7 +38,7 @@ type row struct {
 	Cont   bool    `json:"c,omitempty"`
 }
 
-// end is the id after the last entry of the row's batch, given its id.
+// end is the id after the last entry of the row's append, given its id.
 func (r row) end(id int64) int64 { return id - int64(r.Pos) + int64(r.N) }
 
 func (r row) valid() bool { return r.N >= 1 && r.Pos >= 0 && r.Pos < r.N && r.Kind != "" }
@@ -186,9 +186,9 @@ func (l *Log) entry(ctx context.Context, id int64, r row) (Entry, error) {
 // which callers read as "past the end".
 var errLost = errors.New("stored data missing")
 
-// digest identifies a batch's content, so a receipt reused for other
+// digest identifies an append's content, so a receipt reused for other
 // messages is told apart from a retry. Dates from the request count;
-// the batch date does not (twins pick it independently).
+// the append's date does not (twins pick it independently).
 func digest(ds []draft) string {
 	h := sha256.New()
 	for _, d := range ds {
@@ -200,7 +200,7 @@ func digest(ds []draft) string {
 		h.Write([]byte(d.Text))
 		if d.Record != nil {
 			// Added to what rows written before records were kept hash, so a
-			// batch without one hashes as it did.
+			// append without one hashes as it did.
 			fmt.Fprintf(h, "\x00m%d\x00%q\x00", len(d.Record.JSON), d.Record.Images)
 			h.Write(d.Record.JSON)
 		}
