@@ -284,7 +284,7 @@ const (
 // executions, custom messages) are skipped.
 //
 // An image keeps the name it carries only when its bytes are the name's
-// (images.Batch.Store): the name of its base64, or the tenant holds these
+// (images.Incoming.Store): the name of its base64, or the tenant holds these
 // very bytes under it. Otherwise (a shrunk image exported by another
 // tenant or before its chat was deleted: its name is that of bytes no
 // longer anywhere) it is stored under its own name and the file's refs to
@@ -617,16 +617,16 @@ func (p *importPlan) planAppends(items []importfile.Item) error {
 
 // prepareImages checks and prepares a chunk of image lines; a refused
 // image is a 400 naming its line.
-func prepareImages(ctx context.Context, chunk []importImage) (*images.Batch, error) {
+func prepareImages(ctx context.Context, chunk []importImage) (*images.Incoming, error) {
 	inline := make([]images.Inline, len(chunk))
 	for i, im := range chunk {
 		inline[i] = im.Inline
 	}
-	batch, err := images.Prepare(ctx, inline)
+	incoming, err := images.Prepare(ctx, inline)
 	if refused, ok := errors.AsType[*images.RefusedError](err); ok {
 		return nil, imageLineError(chunk[refused.Index].line, "image.data", refused.Err)
 	}
-	return batch, err
+	return incoming, err
 }
 
 // checkAppend refuses what the append of batch would refuse, naming the

@@ -159,7 +159,7 @@ func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Mes
 	if !rec.sameRequest(req) || rec.Digest != sum {
 		return chatid.Chat{}, nil, a.conflict()
 	}
-	first, _, err := l.makeRow(ctx, a.texts, a.pk, drafts[0], time.UnixMilli(rec.Date), receipt, 0, rec.N)
+	first, _, err := l.makeRow(ctx, a.texts, a.pk, draftRow(drafts[0], time.UnixMilli(rec.Date), receipt, 0, rec.N))
 	if err != nil {
 		return chatid.Chat{}, nil, err
 	}
@@ -290,7 +290,7 @@ func (a *pendingAppend) open(ctx context.Context, drafts []draft, sum, req strin
 	date := l.now()
 	rec := record{Receipt: a.receipt, N: len(drafts), Date: date.UnixMilli(), Digest: sum, Request: req}
 	for k, d := range drafts[1:] {
-		r, _, err := l.makeRow(ctx, a.texts, a.pk, d, date, a.receipt, k+1, len(drafts))
+		r, _, err := l.makeRow(ctx, a.texts, a.pk, draftRow(d, date, a.receipt, k+1, len(drafts)))
 		if err != nil {
 			return record{}, 0, err
 		}
