@@ -168,85 +168,108 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*wire.ImportResult, er
 	if err != nil {
 		return nil, fmt.Errorf("durachat: import: %w", err)
 	}
-	total := &wire.ImportResult{Skipped: skipped}
-	var part bytes.Buffer
-	var lines []int // the file's line of each line of the part
-	send := func() error {
-		if part.Len() == 0 {
-			return nil
-		}
-		var got wire.ImportResult
-		err := ch.c.call(ctx, call{method: http.MethodPost, path: ch.path("/import"), raw: part.Bytes(), retry: true}, &got)
-		if err != nil {
-			return partError(err, lines, total)
-		}
-		total.Messages += got.Messages
-		total.Entries += got.Entries
-		total.New += got.New
-		total.Skipped += got.Skipped
-		for from, to := range got.Renamed {
-			if total.Renamed == nil {
-				total.Renamed = map[string]string{}
-			}
-			total.Renamed[from] = to
-		}
-		part.Reset()
-		lines = lines[:0]
-		return nil
-	}
+	im := &importer{ch: ch, total: &wire.ImportResult{Skipped: skipped}}
 	for _, it := range items {
 		if it.Message != nil {
 			// A part's refs follow the images earlier parts renamed.
-			it.Message, _ = importfile.RenameRefs(it.Message, total.Renamed)
+			it.Message, _ = importfile.RenameRefs(it.Message, im.total.Renamed)
 		}
-		// Each line on its own: an image line a message names may go in
-		// an earlier part, which stores it first.
-		var line []byte
-		switch {
-		case it.Image != nil:
-			line, err = json.Marshal(struct {
-				Image json.RawMessage `json:"image"`
-			}{it.Image})
-		case it.Piece != nil:
-			line, err = json.Marshal(struct {
-				Piece json.RawMessage `json:"piece"`
-			}{it.Piece})
-		default:
-			line, err = json.Marshal(struct {
-				Type    string          `json:"type"`
-				Message json.RawMessage `json:"message"`
-			}{"message", it.Message})
-		}
+		line, err := importLine(it)
 		if err != nil {
 			return nil, err
 		}
-		if part.Len() > 0 && part.Len()+len(line)+1 > importPart {
-			if err := send(); err != nil {
-				return total, err
-			}
+		if err := im.add(ctx, line, it.Line); err != nil {
+			return im.total, err
 		}
-		if len(line)+1 > importPart {
-			// Too large for one request: its pieces go one a request, in
-			// order, and the last imports the line.
-			pieces, err := importfile.Cut(line, importPiece)
-			if err != nil {
-				return total, err
-			}
-			for _, p := range pieces {
-				part.Write(p)
-				part.WriteByte('\n')
-				lines = append(lines, it.Line)
-				if err := send(); err != nil {
-					return total, err
-				}
-			}
-			continue
-		}
-		part.Write(line)
-		part.WriteByte('\n')
-		lines = append(lines, it.Line)
 	}
-	return total, send()
+	return im.total, im.send(ctx)
+}
+
+// importer sends an import's lines in parts of at most importPart bytes
+// and adds up what each part imported.
+type importer struct {
+	ch    *Chat
+	total *wire.ImportResult
+	part  bytes.Buffer
+	lines []int // the file's line of each line of the part
+}
+
+// add puts the line of the file's line fileLine in the part, sending the
+// part first when the line does not fit; a line too large for one request
+// goes in pieces, one a request, in order, the last importing the line.
+func (im *importer) add(ctx context.Context, line []byte, fileLine int) error {
+	if im.part.Len() > 0 && im.part.Len()+len(line)+1 > importPart {
+		if err := im.send(ctx); err != nil {
+			return err
+		}
+	}
+	if len(line)+1 <= importPart {
+		im.put(line, fileLine)
+		return nil
+	}
+	pieces, err := importfile.Cut(line, importPiece)
+	if err != nil {
+		return err
+	}
+	for _, p := range pieces {
+		im.put(p, fileLine)
+		if err := im.send(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (im *importer) put(line []byte, fileLine int) {
+	im.part.Write(line)
+	im.part.WriteByte('\n')
+	im.lines = append(im.lines, fileLine)
+}
+
+// importLine is an item's line on its own: an image line a message names
+// may go in an earlier part, which stores it first.
+func importLine(it importfile.Item) ([]byte, error) {
+	switch {
+	case it.Image != nil:
+		return json.Marshal(struct {
+			Image json.RawMessage `json:"image"`
+		}{it.Image})
+	case it.Piece != nil:
+		return json.Marshal(struct {
+			Piece json.RawMessage `json:"piece"`
+		}{it.Piece})
+	}
+	return json.Marshal(struct {
+		Type    string          `json:"type"`
+		Message json.RawMessage `json:"message"`
+	}{"message", it.Message})
+}
+
+// send imports the part, if it holds any line, and adds what it imported
+// to the total.
+func (im *importer) send(ctx context.Context) error {
+	if im.part.Len() == 0 {
+		return nil
+	}
+	var got wire.ImportResult
+	err := im.ch.c.call(ctx, call{method: http.MethodPost, path: im.ch.path("/import"), raw: im.part.Bytes(), retry: true}, &got)
+	if err != nil {
+		return partError(err, im.lines, im.total)
+	}
+	total := im.total
+	total.Messages += got.Messages
+	total.Entries += got.Entries
+	total.New += got.New
+	total.Skipped += got.Skipped
+	for from, to := range got.Renamed {
+		if total.Renamed == nil {
+			total.Renamed = map[string]string{}
+		}
+		total.Renamed[from] = to
+	}
+	im.part.Reset()
+	im.lines = im.lines[:0]
+	return nil
 }
 
 // importPiece is how much of a line too large for one import request one

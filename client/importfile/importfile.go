@@ -69,20 +69,53 @@ func Cut(line []byte, size int) ([][]byte, error) {
 // messages are those on the path to its last entry, the branch the
 // session ended on. Lines of other types are counted as skipped.
 func Parse(r io.Reader) (items []Item, skipped int, err error) {
-	type line struct {
-		Type     string          `json:"type"`
-		ID       string          `json:"id"`
-		ParentID *string         `json:"parentId"`
-		Seq      *int64          `json:"seq"`
-		Message  json.RawMessage `json:"message"`
-		Image    json.RawMessage `json:"image"`
-		Piece    json.RawMessage `json:"piece"`
-		n        int
+	lines, tree, err := readLines(r)
+	if err != nil {
+		return nil, 0, err
 	}
+	if tree {
+		return sessionBranch(lines)
+	}
+	for _, l := range lines {
+		switch {
+		case l.keep():
+			items = append(items, l.item())
+		case len(l.Image) > 0 && l.Type == "" && l.Seq == nil:
+			items = append(items, Item{Line: l.n, Image: l.Image})
+		case len(l.Piece) > 0 && l.Type == "" && l.Seq == nil:
+			items = append(items, Item{Line: l.n, Piece: l.Piece})
+		case l.Type != "session":
+			skipped++
+		}
+	}
+	return items, skipped, nil
+}
+
+// line is one line of an export or a session file.
+type line struct {
+	Type     string          `json:"type"`
+	ID       string          `json:"id"`
+	ParentID *string         `json:"parentId"`
+	Seq      *int64          `json:"seq"`
+	Message  json.RawMessage `json:"message"`
+	Image    json.RawMessage `json:"image"`
+	Piece    json.RawMessage `json:"piece"`
+	n        int
+}
+
+// keep reports whether the line is a message to log: an export's message
+// line or a session's message entry.
+func (l line) keep() bool {
+	return (l.Seq != nil || l.Type == "message") && len(l.Message) > 0
+}
+
+func (l line) item() Item { return Item{Line: l.n, Message: l.Message} }
+
+// readLines reads the file's non-blank lines, each a JSON object, and
+// reports whether they form a session tree (entries naming their parents).
+func readLines(r io.Reader) (lines []line, tree bool, err error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
-	var lines []line
-	tree := false
 	n := 0
 	for sc.Scan() {
 		n++
@@ -92,7 +125,7 @@ func Parse(r io.Reader) (items []Item, skipped int, err error) {
 		}
 		var l line
 		if err := json.Unmarshal(raw, &l); err != nil {
-			return nil, 0, fmt.Errorf("line %d is not a JSON object: %w", n, err)
+			return nil, false, fmt.Errorf("line %d is not a JSON object: %w", n, err)
 		}
 		l.Message = append(json.RawMessage(nil), l.Message...)
 		l.Image = append(json.RawMessage(nil), l.Image...)
@@ -104,63 +137,60 @@ func Parse(r io.Reader) (items []Item, skipped int, err error) {
 		lines = append(lines, l)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, 0, fmt.Errorf("reading line %d: %w", n+1, err)
+		return nil, false, fmt.Errorf("reading line %d: %w", n+1, err)
 	}
-	keep := func(l line) bool {
-		return (l.Seq != nil || l.Type == "message") && len(l.Message) > 0
+	return lines, tree, nil
+}
+
+// sessionBranch is Parse of a session tree: the messages on the path from
+// its root to its last entry, every entry off that path skipped.
+func sessionBranch(lines []line) (items []Item, skipped int, err error) {
+	path, err := branchPath(lines)
+	if err != nil {
+		return nil, 0, err
 	}
-	item := func(l line) Item { return Item{Line: l.n, Message: l.Message} }
-	if tree {
-		byID := map[string]int{}
-		for i, l := range lines {
-			if l.ID != "" {
-				byID[l.ID] = i
-			}
-		}
-		var path []line
-		for i := len(lines) - 1; i >= 0; {
-			l := lines[i]
-			path = append(path, l)
-			if l.ParentID == nil || *l.ParentID == "" {
-				break
-			}
-			p, ok := byID[*l.ParentID]
-			if !ok || p >= i {
-				return nil, 0, fmt.Errorf("session entry %q names a parent %q that does not come before it", l.ID, *l.ParentID)
-			}
-			i = p
-		}
-		on := map[string]bool{}
-		for _, l := range path {
-			on[l.ID] = true
-		}
-		for _, l := range lines {
-			if !on[l.ID] && l.Type != "session" {
-				skipped++ // another branch
-			}
-		}
-		for i := len(path) - 1; i >= 0; i-- {
-			if keep(path[i]) {
-				items = append(items, item(path[i]))
-			} else if path[i].Type != "session" {
-				skipped++
-			}
-		}
-		return items, skipped, nil
+	on := map[string]bool{}
+	for _, l := range path {
+		on[l.ID] = true
 	}
 	for _, l := range lines {
-		switch {
-		case keep(l):
-			items = append(items, item(l))
-		case len(l.Image) > 0 && l.Type == "" && l.Seq == nil:
-			items = append(items, Item{Line: l.n, Image: l.Image})
-		case len(l.Piece) > 0 && l.Type == "" && l.Seq == nil:
-			items = append(items, Item{Line: l.n, Piece: l.Piece})
-		case l.Type != "session":
+		if !on[l.ID] && l.Type != "session" {
+			skipped++ // another branch
+		}
+	}
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i].keep() {
+			items = append(items, path[i].item())
+		} else if path[i].Type != "session" {
 			skipped++
 		}
 	}
 	return items, skipped, nil
+}
+
+// branchPath follows the parents from the last entry back to the root:
+// the path it returns is last entry first.
+func branchPath(lines []line) ([]line, error) {
+	byID := map[string]int{}
+	for i, l := range lines {
+		if l.ID != "" {
+			byID[l.ID] = i
+		}
+	}
+	var path []line
+	for i := len(lines) - 1; i >= 0; {
+		l := lines[i]
+		path = append(path, l)
+		if l.ParentID == nil || *l.ParentID == "" {
+			break
+		}
+		p, ok := byID[*l.ParentID]
+		if !ok || p >= i {
+			return nil, fmt.Errorf("session entry %q names a parent %q that does not come before it", l.ID, *l.ParentID)
+		}
+		i = p
+	}
+	return path, nil
 }
 
 // RenameRefs makes the refs in a message to each renamed image refs to

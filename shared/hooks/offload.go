@@ -233,7 +233,7 @@ func (o *Offload) offloadInput(w http.ResponseWriter, r *http.Request) error {
 }
 
 // offload stores the images of content for the chat and puts each stored
-// one's ref block in its place in content.list (images.Batch: every image
+// one's ref block in its place in content.list (images.Incoming: every image
 // is checked before any is stored, so bad input stores nothing). It
 // returns the names stored and the images left inline, and why.
 func (o *Offload) offload(ctx context.Context, tenant, chat string, content *piContent) (stored []string, inline []InlineImage, err error) {
@@ -241,7 +241,7 @@ func (o *Offload) offload(ctx context.Context, tenant, chat string, content *piC
 	if err != nil {
 		return nil, nil, err
 	}
-	batch, err := images.Prepare(ctx, imgs)
+	incoming, err := images.Prepare(ctx, imgs)
 	if refused, ok := errors.AsType[*images.RefusedError](err); ok {
 		field := index(content.path, at[refused.Index]) + ".data"
 		return nil, nil, api.BadRequest(field, "%s: %v", field, refused.Err)
@@ -250,7 +250,7 @@ func (o *Offload) offload(ctx context.Context, tenant, chat string, content *piC
 		return nil, nil, err
 	}
 	var outcome []images.Stored
-	if err := o.Refs.Hold(ctx, tenant, chat, batch.Names()); err != nil {
+	if err := o.Refs.Hold(ctx, tenant, chat, incoming.Names()); err != nil {
 		if _, refused := errors.AsType[*fault.Error](err); refused {
 			return nil, nil, err
 		}
@@ -261,7 +261,7 @@ func (o *Offload) offload(ctx context.Context, tenant, chat string, content *piC
 			outcome[k].Err = err
 		}
 	} else {
-		outcome = batch.Store(ctx, o.Images, tenant)
+		outcome = incoming.Store(ctx, o.Images, tenant)
 	}
 	stored, inline = []string{}, []InlineImage{}
 	listed := map[string]bool{}

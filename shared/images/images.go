@@ -1,7 +1,7 @@
 // Package images holds durachat's image rules: an image's name, which bytes
 // count as an image, when an image is shrunk before it is stored, the smaller
 // copy the compactor sends to a model, the per-tenant image store, and the
-// Batch through which every route that takes inline images stores them.
+// Incoming through which every route that takes inline images stores them.
 //
 // The caller's MIME type is never trusted: the format is read from the bytes.
 package images

@@ -22,7 +22,7 @@ import (
 )
 
 // The routes that take inline images all store them through one
-// images.Batch. These tests hold every such route to its rules.
+// images.Incoming. These tests hold every such route to its rules.
 
 const (
 	routeTenant = "acme"

@@ -101,75 +101,104 @@ func exportAfter(r *http.Request) (ExportFrom, error) {
 	return ExportFrom{After: after, Carried: n}, nil
 }
 
-// Export writes the chat's export from from to w, at most about budget
-// bytes (at least one line), and returns where the next part starts, or
-// nil when the chat ends. It holds one image at a time.
-func (c *Routes) Export(ctx context.Context, tenant, chat string, from ExportFrom, w io.Writer, budget int) (*ExportFrom, error) {
-	written := 0
-	sent := map[string]bool{} // images this part carries already
-	var next *ExportFrom
-	write := func(line []byte) error {
-		_, err := w.Write(append(line, '\n'))
-		written += len(line) + 1
-		return err
-	}
+// Export writes the chat's export from from to w, at most about
+// PageBudget bytes (at least one line), and returns where the next part
+// starts, or nil when the chat ends. It holds one image at a time.
+func (c *Routes) Export(ctx context.Context, tenant, chat string, from ExportFrom, w io.Writer) (*ExportFrom, error) {
+	p := &exportPart{c: c, tenant: tenant, w: w, budget: PageBudget, sent: map[string]bool{}}
 	err := c.eachMessage(ctx, tenant, chat, from.After+1, func(lg transcript.Logged) (bool, error) {
-		var named []string // each image the message's ref blocks name, once
-		m, err := c.render(ctx, tenant, lg, imagesExport, func(name string) {
-			if !slices.Contains(named, name) {
-				named = append(named, name)
-			}
-		})
-		if err != nil {
-			return false, err
-		}
 		skip := 0
 		if lg.I == from.After+1 {
 			skip = from.Carried
 		}
-		for k := skip; k < len(named); k++ {
-			name := named[k]
-			if sent[name] {
-				continue
-			}
-			info, err := c.images.Head(ctx, tenant, name)
-			if errors.Is(err, store.ErrNotFound) {
-				continue // the ref names nothing stored: it stays a ref
-			}
-			if err != nil {
-				return false, err
-			}
-			if written > 0 && written+imageLineSize(name, info) > budget {
-				next = &ExportFrom{After: lg.I - 1, Carried: k}
-				return false, nil
-			}
-			line, err := c.imageLine(ctx, tenant, name)
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return false, err
-			}
-			if err := write(line); err != nil {
-				return false, err
-			}
-			sent[name] = true
-		}
-		line, err := api.Marshal(ExportLine{Seq: lg.I, Message: m})
-		if err != nil {
-			return false, err
-		}
-		if written > 0 && written+len(line)+1 > budget {
-			// Its images are in this part; the next starts with its line.
-			next = &ExportFrom{After: lg.I - 1, Carried: len(named)}
-			return false, nil
-		}
-		return true, write(line)
+		return p.message(ctx, lg, skip)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return next, nil
+	return p.next, nil
+}
+
+// exportPart is one part of an export as it is written: its lines so far
+// within budget, the images it carries already, and where the next part
+// starts once one does.
+type exportPart struct {
+	c       *Routes
+	tenant  string
+	w       io.Writer
+	budget  int
+	written int
+	sent    map[string]bool
+	next    *ExportFrom
+}
+
+func (p *exportPart) write(line []byte) error {
+	_, err := p.w.Write(append(line, '\n'))
+	p.written += len(line) + 1
+	return err
+}
+
+// message writes a logged message's line after the lines of the images
+// its ref blocks name (from the skip-th, those before it being in the
+// part before); more is false once the part is full.
+func (p *exportPart) message(ctx context.Context, lg transcript.Logged, skip int) (more bool, err error) {
+	var named []string // each image the message's ref blocks name, once
+	m, err := p.c.render(ctx, p.tenant, lg, imagesExport, func(name string) {
+		if !slices.Contains(named, name) {
+			named = append(named, name)
+		}
+	})
+	if err != nil {
+		return false, err
+	}
+	if more, err := p.images(ctx, lg, named, skip); !more || err != nil {
+		return false, err
+	}
+	line, err := api.Marshal(ExportLine{Seq: lg.I, Message: m})
+	if err != nil {
+		return false, err
+	}
+	if p.written > 0 && p.written+len(line)+1 > p.budget {
+		// Its images are in this part; the next starts with its line.
+		p.next = &ExportFrom{After: lg.I - 1, Carried: len(named)}
+		return false, nil
+	}
+	return true, p.write(line)
+}
+
+// images writes the line of each image of named from the skip-th that
+// the part does not carry yet and that is stored; more is false once the
+// part is full, the next starting with the message's images from there.
+func (p *exportPart) images(ctx context.Context, lg transcript.Logged, named []string, skip int) (more bool, err error) {
+	for k := skip; k < len(named); k++ {
+		name := named[k]
+		if p.sent[name] {
+			continue
+		}
+		info, err := p.c.images.Head(ctx, p.tenant, name)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // the ref names nothing stored: it stays a ref
+		}
+		if err != nil {
+			return false, err
+		}
+		if p.written > 0 && p.written+imageLineSize(name, info) > p.budget {
+			p.next = &ExportFrom{After: lg.I - 1, Carried: k}
+			return false, nil
+		}
+		line, err := p.c.imageLine(ctx, p.tenant, name)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if err := p.write(line); err != nil {
+			return false, err
+		}
+		p.sent[name] = true
+	}
+	return true, nil
 }
 
 // imageLineSize is about the length of the line of an image of info's
@@ -199,7 +228,7 @@ func (c *Routes) handleExport(w http.ResponseWriter, r *http.Request) error {
 	// Built in memory first: an error midway is still an error answer,
 	// and the part is bounded by PageBudget.
 	var buf bytes.Buffer
-	next, err := c.Export(r.Context(), tenant, chat, from, &buf, PageBudget)
+	next, err := c.Export(r.Context(), tenant, chat, from, &buf)
 	if err != nil {
 		return err
 	}
@@ -255,7 +284,7 @@ const (
 // executions, custom messages) are skipped.
 //
 // An image keeps the name it carries only when its bytes are the name's
-// (images.Batch.Store): the name of its base64, or the tenant holds these
+// (images.Incoming.Store): the name of its base64, or the tenant holds these
 // very bytes under it. Otherwise (a shrunk image exported by another
 // tenant or before its chat was deleted: its name is that of bytes no
 // longer anywhere) it is stored under its own name and the file's refs to
@@ -479,22 +508,40 @@ func (c *Chats) planImport(ctx context.Context, tenant, chat string, items []imp
 		return nil, deletingError(chat)
 	}
 	p := &importPlan{}
-	carried := map[string]bool{}
+	carried, err := p.planImages(items)
+	if err != nil {
+		return nil, err
+	}
+	for _, chunk := range p.images {
+		if _, err := prepareImages(ctx, chunk); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.planAppends(items); err != nil {
+		return nil, err
+	}
+	for _, batch := range p.appends {
+		if err := c.checkAppend(ctx, tenant, batch, carried); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// planImages reads the file's image lines into chunks of at most
+// importChunkImages images and about importChunkBytes, and returns the
+// names the file carries.
+func (p *importPlan) planImages(items []importfile.Item) (carried map[string]bool, err error) {
+	carried = map[string]bool{}
 	var chunk []importImage
 	size := 0
 	for _, it := range items {
 		if it.Image == nil {
 			continue
 		}
-		var img ExportedImage
-		if err := json.Unmarshal(it.Image, &img); err != nil {
-			return nil, lineError(it.Line, "image", "an image line is {\"image\": {\"name\", \"mimeType\", \"data\"}}: %v", err)
-		}
-		if !refs.ValidName(img.Name) {
-			return nil, lineError(it.Line, "image.name", "%q is not an image name (%d lowercase hex digits)", img.Name, refs.NameLen)
-		}
-		if img.Data == "" {
-			return nil, lineError(it.Line, "image.data", "an image line needs its base64 data")
+		img, err := importedImage(it)
+		if err != nil {
+			return nil, err
 		}
 		if len(chunk) == importChunkImages || (len(chunk) > 0 && size+len(img.Data) > importChunkBytes) {
 			p.images, chunk, size = append(p.images, chunk), nil, 0
@@ -506,12 +553,28 @@ func (c *Chats) planImport(ctx context.Context, tenant, chat string, items []imp
 	if len(chunk) > 0 {
 		p.images = append(p.images, chunk)
 	}
-	for _, chunk := range p.images {
-		if _, err := prepareImages(ctx, chunk); err != nil {
-			return nil, err
-		}
-	}
+	return carried, nil
+}
 
+// importedImage reads an image line: a valid name and some data.
+func importedImage(it importfile.Item) (ExportedImage, error) {
+	var img ExportedImage
+	if err := json.Unmarshal(it.Image, &img); err != nil {
+		return img, lineError(it.Line, "image", "an image line is {\"image\": {\"name\", \"mimeType\", \"data\"}}: %v", err)
+	}
+	if !refs.ValidName(img.Name) {
+		return img, lineError(it.Line, "image.name", "%q is not an image name (%d lowercase hex digits)", img.Name, refs.NameLen)
+	}
+	if img.Data == "" {
+		return img, lineError(it.Line, "image.data", "an image line needs its base64 data")
+	}
+	return img, nil
+}
+
+// planAppends reads the file's messages into appends of at most
+// ImportBatch messages naming at most transcript.MaxNamedImages images,
+// skipping the roles the transcript does not keep.
+func (p *importPlan) planAppends(items []importfile.Item) error {
 	var batch []importMessage
 	var named transcript.NamedImages // by the append: one names at most transcript.MaxNamedImages
 	for _, it := range items {
@@ -522,9 +585,9 @@ func (c *Chats) planImport(ctx context.Context, tenant, chat string, items []imp
 		m := importMessage{line: it.Line, raw: it.Message}
 		if err := json.Unmarshal(it.Message, &m.msg); err != nil {
 			if fe, ok := errors.AsType[*fault.Error](err); ok {
-				return nil, lineError(it.Line, "message."+fe.Field, "%s", fe.Message)
+				return lineError(it.Line, "message."+fe.Field, "%s", fe.Message)
 			}
-			return nil, lineError(it.Line, "message", "is not a pi message: %v", err)
+			return lineError(it.Line, "message", "is not a pi message: %v", err)
 		}
 		switch m.msg.Role {
 		case pi.RoleUser, pi.RoleAssistant, pi.RoleToolResult:
@@ -549,26 +612,21 @@ func (c *Chats) planImport(ctx context.Context, tenant, chat string, items []imp
 	if len(batch) > 0 {
 		p.appends = append(p.appends, batch)
 	}
-	for _, batch := range p.appends {
-		if err := c.checkAppend(ctx, tenant, batch, carried); err != nil {
-			return nil, err
-		}
-	}
-	return p, nil
+	return nil
 }
 
 // prepareImages checks and prepares a chunk of image lines; a refused
 // image is a 400 naming its line.
-func prepareImages(ctx context.Context, chunk []importImage) (*images.Batch, error) {
+func prepareImages(ctx context.Context, chunk []importImage) (*images.Incoming, error) {
 	inline := make([]images.Inline, len(chunk))
 	for i, im := range chunk {
 		inline[i] = im.Inline
 	}
-	batch, err := images.Prepare(ctx, inline)
+	incoming, err := images.Prepare(ctx, inline)
 	if refused, ok := errors.AsType[*images.RefusedError](err); ok {
 		return nil, imageLineError(chunk[refused.Index].line, "image.data", refused.Err)
 	}
-	return batch, err
+	return incoming, err
 }
 
 // checkAppend refuses what the append of batch would refuse, naming the

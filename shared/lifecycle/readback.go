@@ -47,19 +47,27 @@ const (
 	imagesExport
 )
 
-// Messages returns up to n of the chat's messages from seq from, and no
-// more than fit PageBudget bytes (at least one), each as the host logged
-// it, its images shown as mode says. Seqs are entry ids: fixed once
-// written, so paging is stable while the chat is appended to.
-func (c *Routes) Messages(ctx context.Context, tenant, chat string, from int64, n int, mode ImageMode) (MessagePage, error) {
+// MessageQuery asks for a page of a chat's messages: up to N from seq
+// From, their images shown as Images says.
+type MessageQuery struct {
+	From   int64
+	N      int
+	Images ImageMode
+}
+
+// Messages returns up to q.N of the chat's messages from seq q.From, and
+// no more than fit PageBudget bytes (at least one), each as the host
+// logged it, its images shown as q.Images says. Seqs are entry ids: fixed
+// once written, so paging is stable while the chat is appended to.
+func (c *Routes) Messages(ctx context.Context, tenant, chat string, q MessageQuery) (MessagePage, error) {
 	out := MessagePage{Messages: []Message{}}
 	size := 0
-	err := c.eachMessage(ctx, tenant, chat, from, func(lg transcript.Logged) (bool, error) {
-		if len(out.Messages) == n {
+	err := c.eachMessage(ctx, tenant, chat, q.From, func(lg transcript.Logged) (bool, error) {
+		if len(out.Messages) == q.N {
 			out.Next = strconv.FormatInt(lg.I-1, 10)
 			return false, nil
 		}
-		m, err := c.render(ctx, tenant, lg, mode, nil)
+		m, err := c.render(ctx, tenant, lg, q.Images, nil)
 		if err != nil {
 			return false, err
 		}

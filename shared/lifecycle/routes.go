@@ -155,7 +155,7 @@ func (c *Routes) handleMessages(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return api.BadRequest("images", "images must be \"links\", \"inline\" or absent, not %q", v)
 	}
-	page, err := c.Messages(r.Context(), tenant, chat, from, n, mode)
+	page, err := c.Messages(r.Context(), tenant, chat, MessageQuery{From: from, N: n, Images: mode})
 	if err != nil {
 		return err
 	}

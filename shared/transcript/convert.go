@@ -239,7 +239,7 @@ func isEmpty(c pi.Content) bool {
 	return true
 }
 
-// putImages stores the inline images of msgs (images.Batch: every one is
+// putImages stores the inline images of msgs (images.Incoming: every one is
 // checked before any is stored) and returns the name of every image block
 // that must be stored, keyed by its position. Image blocks of a zoom result
 // that its page already names, with that name's bytes, are left out: they
@@ -273,14 +273,14 @@ func (l *Log) putImages(ctx context.Context, tenant string, msgs []pi.Message) (
 		return names, nil
 	}
 	field := func(k int) string { return fmt.Sprintf("messages[%d].content[%d].data", at[k].msg, at[k].block) }
-	batch, err := images.Prepare(ctx, inline)
+	incoming, err := images.Prepare(ctx, inline)
 	if refused, ok := errors.AsType[*images.RefusedError](err); ok {
 		return nil, imageError(field(refused.Index), refused.Err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	for k, s := range batch.Store(ctx, l.imgs, tenant) {
+	for k, s := range incoming.Store(ctx, l.imgs, tenant) {
 		if s.Err != nil {
 			return nil, imageError(field(k), s.Err)
 		}

@@ -46,14 +46,14 @@ func (l *Log) storeMissing(ctx context.Context, tenant string, msgs []pi.Message
 	field := func(r imageRef) string { return fmt.Sprintf("messages[%d].content[%d]", r.msg, r.block) }
 	stored := map[string]bool{}
 	if len(inline) > 0 {
-		batch, err := images.Prepare(ctx, inline)
+		incoming, err := images.Prepare(ctx, inline)
 		if refused, ok := errors.AsType[*images.RefusedError](err); ok {
 			return imageError(field(at[refused.Index])+".data", refused.Err)
 		}
 		if err != nil {
 			return err
 		}
-		for k, s := range batch.Store(ctx, l.imgs, tenant) {
+		for k, s := range incoming.Store(ctx, l.imgs, tenant) {
 			if s.Err != nil {
 				return imageError(field(at[k])+".data", s.Err)
 			}

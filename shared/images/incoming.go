@@ -34,7 +34,7 @@ type Inline struct {
 	Restore bool
 }
 
-// Writer is the image store a Batch is stored in (Store).
+// Writer is the image store an Incoming is stored in (Store).
 type Writer interface {
 	// PutPrepared stores a prepared image, once, under its name.
 	PutPrepared(ctx context.Context, tenant string, p Prepared) error
@@ -56,11 +56,12 @@ func (e *RefusedError) Error() string { return fmt.Sprintf("image %d: %v", e.Ind
 
 func (e *RefusedError) Unwrap() error { return e.Err }
 
-// Batch is the inline images of one request, every one checked and
+// Incoming is the inline images of one request, every one checked and
 // prepared before any is stored: a request refused for one image stores
-// none. Every route that takes inline images stores them through a Batch,
-// so an image gets the same name whichever route it came through.
-type Batch struct {
+// none. Every route that takes inline images stores them through an
+// Incoming, so an image gets the same name whichever route it came
+// through.
+type Incoming struct {
 	jobs []*job
 	of   []*job // the job of each image, in request order
 }
@@ -80,21 +81,21 @@ type job struct {
 // it).
 type jobKey struct{ named, b64 string }
 
-// MaxBatchImages bounds the distinct images one request may carry: each
+// MaxRequestImages bounds the distinct images one request may carry: each
 // costs a decode and a store write, and no model takes even a tenth of it
 // in one request.
-const MaxBatchImages = 1000
+const MaxRequestImages = 1000
 
-// ErrTooMany refuses the first image past MaxBatchImages.
-var ErrTooMany = fmt.Errorf("one image more than the %d distinct images a request may carry", MaxBatchImages)
+// ErrTooMany refuses the first image past MaxRequestImages.
+var ErrTooMany = fmt.Errorf("one image more than the %d distinct images a request may carry", MaxRequestImages)
 
 // Prepare checks and prepares every image of a request (Shrink), equal
-// images once. A request of more than MaxBatchImages distinct images is
+// images once. A request of more than MaxRequestImages distinct images is
 // refused before any is decoded. When any is refused, the error is a
 // *RefusedError naming the first refused image in request order; when the
 // decode budget stayed in use (ErrBusy) or ctx ended, that error.
-func Prepare(ctx context.Context, imgs []Inline) (*Batch, error) {
-	b := &Batch{of: make([]*job, len(imgs))}
+func Prepare(ctx context.Context, imgs []Inline) (*Incoming, error) {
+	inc := &Incoming{of: make([]*job, len(imgs))}
 	byKey := map[jobKey]*job{}
 	for i, in := range imgs {
 		key := jobKey{b64: in.B64}
@@ -107,35 +108,35 @@ func Prepare(ctx context.Context, imgs []Inline) (*Batch, error) {
 		if j == nil {
 			j = &job{Inline: in, first: i}
 			byKey[key] = j
-			b.jobs = append(b.jobs, j)
+			inc.jobs = append(inc.jobs, j)
 		}
-		b.of[i] = j
+		inc.of[i] = j
 	}
-	if len(b.jobs) > MaxBatchImages {
-		return nil, &RefusedError{Index: b.jobs[MaxBatchImages].first, Err: ErrTooMany}
+	if len(inc.jobs) > MaxRequestImages {
+		return nil, &RefusedError{Index: inc.jobs[MaxRequestImages].first, Err: ErrTooMany}
 	}
-	b.each(func(j *job) { j.prepared, j.err = Shrink(ctx, j.B64) })
-	for _, j := range b.jobs {
+	inc.each(func(j *job) { j.prepared, j.err = Shrink(ctx, j.B64) })
+	for _, j := range inc.jobs {
 		if _, bad := errors.AsType[*FormatError](j.err); bad {
 			return nil, &RefusedError{Index: j.first, Err: j.err}
 		}
 	}
-	for _, j := range b.jobs {
+	for _, j := range inc.jobs {
 		if j.err != nil {
 			return nil, j.err
 		}
 	}
-	return b, nil
+	return inc, nil
 }
 
-// Names lists, each once, the names the batch's images may be stored
+// Names lists, each once, the names the request's images may be stored
 // under: each image's own, and the one it says it is stored under. A
 // caller that records its references to images before it stores them (so
 // that no deletion removes what it stores) records them all.
-func (b *Batch) Names() []string {
+func (inc *Incoming) Names() []string {
 	var out []string
 	seen := map[string]bool{}
-	for _, j := range b.jobs {
+	for _, j := range inc.jobs {
 		for _, name := range []string{j.prepared.Name, j.Named} {
 			if name != "" && !seen[name] {
 				seen[name] = true
@@ -146,7 +147,7 @@ func (b *Batch) Names() []string {
 	return out
 }
 
-// Stored is what became of one image of a stored Batch.
+// Stored is what became of one image of a stored Incoming.
 type Stored struct {
 	// Name is the name the image's refs carry, when it is stored.
 	Name string
@@ -155,7 +156,7 @@ type Stored struct {
 	Err error
 }
 
-// Store stores each distinct image of the batch once and returns what
+// Store stores each distinct image of the request once and returns what
 // became of each image of the request, in order.
 //
 // An image that says it is stored under a name keeps that name only when
@@ -165,10 +166,10 @@ type Stored struct {
 // it is stored under Name of its base64 as received, like any other, so no
 // request can bind a name to other bytes, nor have its bytes replaced by
 // those of the name it carries.
-func (b *Batch) Store(ctx context.Context, w Writer, tenant string) []Stored {
-	b.each(func(j *job) { j.store(ctx, w, tenant) })
-	out := make([]Stored, len(b.of))
-	for i, j := range b.of {
+func (inc *Incoming) Store(ctx context.Context, w Writer, tenant string) []Stored {
+	inc.each(func(j *job) { j.store(ctx, w, tenant) })
+	out := make([]Stored, len(inc.of))
+	for i, j := range inc.of {
 		out[i] = Stored{Name: j.name, Err: j.err}
 	}
 	return out
@@ -267,6 +268,6 @@ func (s *Store) Names(ctx context.Context, tenant, name, b64 string) (bool, erro
 }
 
 // each runs fn on every job, Parallel at a time.
-func (b *Batch) each(fn func(*job)) {
-	parallel.Each(len(b.jobs), Parallel, func(k int) { fn(b.jobs[k]) })
+func (inc *Incoming) each(fn func(*job)) {
+	parallel.Each(len(inc.jobs), Parallel, func(k int) { fn(inc.jobs[k]) })
 }

@@ -34,7 +34,7 @@ func (w failingWriter) PutPrepared(ctx context.Context, tenant string, p images.
 	return w.Store.PutPrepared(ctx, tenant, p)
 }
 
-func TestBatchStoresEachImageOnceUnderOneName(t *testing.T) {
+func TestARequestsImagesAreEachStoredOnceUnderOneName(t *testing.T) {
 	small := b64(pngBytes(t, gradient(16, 16)))
 	other := b64(pngBytes(t, gradient(12, 16)))
 	wide := b64(pngBytes(t, gradient(2100, 8)))
@@ -94,11 +94,11 @@ func TestBatchStoresEachImageOnceUnderOneName(t *testing.T) {
 				}
 			}
 			before := blobs.Puts()
-			batch, err := images.Prepare(context.Background(), tt.imgs)
+			incoming, err := images.Prepare(context.Background(), tt.imgs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := batch.Store(t.Context(), failingWriter{s, tt.failHead, tt.failPut}, "acme")
+			got := incoming.Store(t.Context(), failingWriter{s, tt.failHead, tt.failPut}, "acme")
 			if len(got) != len(tt.imgs) {
 				t.Fatalf("%d results for %d images", len(got), len(tt.imgs))
 			}
@@ -150,7 +150,7 @@ func TestPrepareNamesTheFirstRefusedImage(t *testing.T) {
 	}
 }
 
-func TestABatchOfMoreDistinctImagesThanARequestMayCarryIsRefusedBeforeAnyDecode(t *testing.T) {
+func TestARequestOfMoreDistinctImagesThanItMayCarryIsRefusedBeforeAnyDecode(t *testing.T) {
 	small := b64(pngBytes(t, gradient(16, 16)))
 	tests := []struct {
 		name      string
@@ -158,8 +158,8 @@ func TestABatchOfMoreDistinctImagesThanARequestMayCarryIsRefusedBeforeAnyDecode(
 		repeats   int // of one image, which count once
 		wantIndex int // -1: accepted
 	}{
-		{"the limit, one image repeated", images.MaxBatchImages - 1, 50, -1},
-		{"one past the limit", images.MaxBatchImages + 1, 0, images.MaxBatchImages},
+		{"the limit, one image repeated", images.MaxRequestImages - 1, 50, -1},
+		{"one past the limit", images.MaxRequestImages + 1, 0, images.MaxRequestImages},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
