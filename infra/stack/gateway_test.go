@@ -87,3 +87,36 @@ func TestEveryViewReachesTheViewFunction(t *testing.T) {
 		}
 	}
 }
+
+// A function's answer becomes HTTP as API Gateway makes it: a payload 2.0
+// response by its fields, JSON without statusCode as the body of a 200,
+// anything else a 500.
+func TestAFunctionsAnswerIsTurnedIntoHTTPAsAPIGatewayDoes(t *testing.T) {
+	for _, c := range []struct {
+		name, out   string
+		status      int
+		body, ctype string
+	}{
+		{"payload 2.0", `{"statusCode":201,"headers":{"Content-Type":"text/plain"},"body":"made"}`, 201, "made", "text/plain"},
+		{"base64 body", `{"statusCode":200,"body":"aGk=","isBase64Encoded":true}`, 200, "hi", ""},
+		{"JSON without statusCode", `{"ids":[1,2]}`, 200, `{"ids":[1,2]}`, "application/json"},
+		{"a JSON array", `[1,2]`, 200, `[1,2]`, "application/json"},
+		{"statusCode of the wrong type", `{"statusCode":"200","body":"x"}`, 500, `{"message":"Internal Server Error"}`, "application/json"},
+		{"statusCode out of range", `{"statusCode":99,"body":"x"}`, 500, `{"message":"Internal Server Error"}`, "application/json"},
+		{"not JSON", `Task failed`, 500, `{"message":"Internal Server Error"}`, "application/json"},
+		{"a base64 body that is not base64", `{"statusCode":200,"body":"@@","isBase64Encoded":true}`, 500, `{"message":"Internal Server Error"}`, "application/json"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			if got := writeResponse(w, []byte(c.out), "req-1"); got != c.status || w.Code != c.status {
+				t.Fatalf("status %d (written %d), want %d", got, w.Code, c.status)
+			}
+			if got := strings.TrimSpace(w.Body.String()); got != c.body {
+				t.Errorf("body %q, want %q", got, c.body)
+			}
+			if c.ctype != "" && w.Header().Get("Content-Type") != c.ctype {
+				t.Errorf("Content-Type %q, want %q", w.Header().Get("Content-Type"), c.ctype)
+			}
+		})
+	}
+}

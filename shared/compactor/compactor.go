@@ -317,7 +317,7 @@ func (c *Compactor) request(in memory.CompactRequest, att []model.Image, mode im
 		if mode == namesOnly && len(refs.Names(in.Source)) == 0 {
 			mode = noImages
 		}
-		task = leafTask(in.Index, in.Label, in.Kind, in.Source, c.limit, mode, describe)
+		task = leafTask(in, c.limit, mode, describe)
 	} else {
 		a, b := childLabels(in.Level, in.Index)
 		task = mergeTask(a, b, in.Label, in.Source, c.limit)

@@ -91,7 +91,7 @@ func (c custom) compact(ctx context.Context, in memory.CompactRequest) (memory.C
 		req.Describe = append(req.Describe, in.Describe...)
 	}
 	if in.Level == 0 {
-		req.Task = leafTask(in.Index, in.Label, in.Kind, in.Source, limit, mode, nil)
+		req.Task = leafTask(in, limit, mode, nil)
 	} else {
 		a, b := childLabels(in.Level, in.Index)
 		req.Task = mergeTask(a, b, in.Label, in.Source, limit)

@@ -52,9 +52,6 @@ func ChatPK(tenant, chat string) string {
 // partition.
 const IdentitySK = "id"
 
-// MetaSK is the sort key of a transcript's head.
-const MetaSK = "meta"
-
 // EntryPrefix begins the sort key of every transcript entry.
 const EntryPrefix = "e/"
 

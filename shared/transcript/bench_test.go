@@ -18,13 +18,13 @@ import (
 // per message as a host logs them, and reports:
 //
 //   - table-B: bytes of every item written (entry rows, receipt records,
-//     length hints), as DynamoDB counts item size;
+//     the chat's identity), as DynamoDB counts item size;
 //   - rows-B: the entry rows alone;
 //   - inline-B: the same entry rows with each ref replaced by the image's
 //     base64, which is what a chat history keeping images in its rows stores;
 //   - inline-over-limit: how many of those rows would pass DynamoDB's 400 KB;
 //   - images: image objects stored;
-//   - table-writes: items written (entries, receipts, hint raises).
+//   - table-writes: items written (entries, receipts, the identity).
 //
 // Images are PNGs of noise (incompressible): 200 px is about 160 KB of
 // base64, 600 px about 1.4 MB (under the 2 MiB shrink threshold, so kept

@@ -10,7 +10,6 @@
 //
 //	e/<id, 16 digits>  one entry; the zero padding makes sort order id order
 //	r/<hash>           one append's receipt record, keyed by a hash of the receipt
-//	meta               a hint of the log's length, never trusted blindly
 //
 // An append writes to the incarnation Chats.Appending opens (after it
 // found the chat not being deleted); reads take the incarnation to read,
@@ -47,8 +46,9 @@
 //     append happened (maybe partly): finish it from the record and return
 //     its ids, writing nothing else and converting nothing again.
 //  2. Store the images and any oversized text (S3 first).
-//  3. Find the log's end: start at the meta hint and probe forward; every
-//     row says where its append ends, so a probe jumps append by append.
+//  3. Find the log's end: read the newest entry (one query, newest
+//     first); every row says where its append ends, and the newest row is
+//     in the last append.
 //  4. Create r/<receipt> (conditional): the receipt, the id it means to
 //     claim, a date, the request digest, a digest of the entries and the
 //     entries after the first one ("rest"; in a blob when large). It is the
@@ -64,7 +64,7 @@
 //     an append is claimed at most once.
 //  6. Create e/<first+1> ... e/<first+n-1> from the record; a row already
 //     there must be ours (same receipt and position).
-//  7. Raise the meta hint (best effort) and return the ids.
+//  7. Return the ids.
 //
 // No entry is ever half-visible: a reader that finds a claim row whose
 // sibling rows are missing (a crash between 5 and 6) completes the append

@@ -161,7 +161,7 @@ func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Mes
 	if !rec.sameRequest(req) || rec.Digest != sum {
 		return chatid.Chat{}, nil, a.conflict()
 	}
-	first, _, err := l.makeRow(ctx, a.texts, a.pk, drafts[0], time.UnixMilli(rec.Date), receipt, 0, rec.N)
+	first, _, err := l.makeRow(ctx, a.texts, a.pk, draftRow(drafts[0], time.UnixMilli(rec.Date), receipt, 0, rec.N))
 	if err != nil {
 		return chatid.Chat{}, nil, err
 	}
@@ -199,7 +199,7 @@ func (l *Log) opening(ctx context.Context, tenant, chat string, msgs []pi.Messag
 
 // startAppend starts an append to the incarnation c under receipt.
 func (l *Log) startAppend(c chatid.Chat, receipt string) *pendingAppend {
-	return &pendingAppend{l: l, pk: c.PK(), texts: c.TextPrefix(), receipt: receipt, rk: store.ReceiptSK(receipt), hint: -1}
+	return &pendingAppend{l: l, pk: c.PK(), texts: c.TextPrefix(), receipt: receipt, rk: store.ReceiptSK(receipt)}
 }
 
 // retried looks up the append's record: found, when it exists. When the
@@ -247,8 +247,6 @@ type pendingAppend struct {
 	texts   string // the incarnation's text prefix
 	receipt string
 	rk      string
-	// hint is the length hint this append's probe started from (-1: none).
-	hint int64
 }
 
 func (a *pendingAppend) conflict() error {
@@ -294,18 +292,14 @@ func (a *pendingAppend) open(ctx context.Context, drafts []draft, sum, req strin
 	date := l.now()
 	rec := record{Receipt: a.receipt, N: len(drafts), Date: date.UnixMilli(), Digest: sum, Request: req}
 	for k, d := range drafts[1:] {
-		r, _, err := l.makeRow(ctx, a.texts, a.pk, d, date, a.receipt, k+1, len(drafts))
+		r, _, err := l.makeRow(ctx, a.texts, a.pk, draftRow(d, date, a.receipt, k+1, len(drafts)))
 		if err != nil {
 			return record{}, 0, err
 		}
 		rec.Rest = append(rec.Rest, r)
 	}
-	hint, _, err := l.hint(ctx, a.pk)
-	if err != nil {
-		return record{}, 0, err
-	}
-	a.hint = hint
-	if rec.First, err = l.probeFrom(ctx, a.pk, hint); err != nil {
+	var err error
+	if rec.First, err = l.end(ctx, a.pk); err != nil {
 		return record{}, 0, err
 	}
 	body, err := rawjson.Of(rec)
@@ -415,16 +409,10 @@ func (a *pendingAppend) claim(ctx context.Context, rec record, version int64, fi
 	return record{}, store.Unavailable("transcript append", errContended)
 }
 
-// finish writes the claimed append's missing rows, raises the length hint
-// when probes have fallen behind, and returns the ids.
+// finish writes the claimed append's missing rows and returns the ids.
 func (a *pendingAppend) finish(ctx context.Context, rec record) ([]int64, error) {
 	if err := a.l.complete(ctx, a.pk, rec, nil); err != nil {
 		return nil, err
-	}
-	// The hint is only a hint: raising it every few appends keeps probes
-	// short at a fraction of the writes, and failing to raise it loses nothing.
-	if end := rec.First + int64(rec.N); a.hint >= 0 && end-a.hint >= hintLag {
-		_ = a.l.raiseHint(ctx, a.pk, end)
 	}
 	return rec.ids(), nil
 }

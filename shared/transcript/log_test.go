@@ -640,35 +640,35 @@ func TestLargeMessagesReadBackIdentical(t *testing.T) {
 	})
 }
 
-// TestLenProbesPastAStaleHint: the length hint is only where probing
-// starts; a hint left behind still gives the true length.
-func TestLenProbesPastAStaleHint(t *testing.T) {
+// TestLenEndsWhereTheLastAppendEnds: the log's length is where the append
+// of its highest entry ends, also while that append's later rows are not
+// written yet (it died after its claim), and the next append claims the
+// ids after it.
+func TestLenEndsWhereTheLastAppendEnds(t *testing.T) {
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
-		// Raises of the hint fail: it stays behind.
+		for i := range 3 {
+			if _, err := f.log.Append(ctx, tenant, chat, textMsgs("m", 2), fmt.Sprint(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The append of 3 claims 6; its rows at 7 and 8 fail.
 		f.table.setFail(func(op string, k store.Key) error {
-			if k.SK == store.MetaSK && op != "get" {
+			if op == "create" && (k.SK == store.EntrySK(7) || k.SK == store.EntrySK(8)) {
 				return outage(op)
 			}
 			return nil
 		})
-		for i := range 6 {
-			ids, err := f.log.Append(ctx, tenant, chat, textMsgs("m", 2), fmt.Sprint(i))
-			if err != nil || !slices.Equal(ids, seq(int64(2*i), 2)) {
-				t.Fatalf("append %d: %v %v", i, ids, err)
-			}
-		}
-		n, err := f.log.Len(ctx, f.cur(tenant, chat))
-		if err != nil || n != 12 {
-			t.Fatalf("Len %d %v, want 12", n, err)
+		if _, err := f.log.Append(ctx, tenant, chat, textMsgs("cut", 3), "cut"); err == nil {
+			t.Fatal("the append whose later rows fail succeeded")
 		}
 		f.table.setFail(nil)
-		if n, _ := f.log.Len(ctx, f.cur(tenant, chat)); n != 12 {
-			t.Fatalf("Len %d", n)
+		if n, err := f.log.Len(ctx, f.cur(tenant, chat)); err != nil || n != 9 {
+			t.Fatalf("Len %d %v, want 9: 3 appends of 2 and the claimed append of 3", n, err)
 		}
-		h, _, _ := f.log.hint(ctx, f.cur(tenant, chat).PK())
-		if h != 12 {
-			t.Errorf("Len left the hint at %d after a long probe", h)
+		ids, err := f.log.Append(ctx, tenant, chat, textMsgs("next", 1), "next")
+		if err != nil || !slices.Equal(ids, []int64{9}) {
+			t.Fatalf("the next append got %v %v, want [9]", ids, err)
 		}
 	})
 }

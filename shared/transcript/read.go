@@ -7,66 +7,36 @@ import (
 	"fmt"
 
 	"github.com/durachat/durachat/shared/chatid"
-	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/store"
 )
 
-const (
-	// hintRetries bounds the tries to raise the length hint against
-	// concurrent raises.
-	hintRetries = 3
-	// hintLag is how far past the hint (in ids) a probe may end before the
-	// hint is raised.
-	hintLag = 4
-)
-
-// meta is the length hint.
-type meta struct {
-	Len int64 `json:"len"`
-}
-
-// hint reads the length hint: every id below it is taken. 0 when absent.
-func (l *Log) hint(ctx context.Context, pk string) (length, version int64, err error) {
-	it, err := l.table.Get(ctx, store.Key{PK: pk, SK: store.MetaSK})
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, 0, nil
-	}
+// end returns the first free id of the log kept in pk: where the append
+// of its highest entry ends. Appends are claimed in order, each at the
+// end of the one before, and an append's rows lie inside its own range, so
+// the highest entry belongs to the last append (whose other rows may still
+// be coming). One query, newest first, for the one item.
+func (l *Log) end(ctx context.Context, pk string) (int64, error) {
+	page, err := l.table.Query(ctx, store.Query{PK: pk, Prefix: store.EntryPrefix, Desc: true, Limit: 1})
 	if err != nil {
-		return 0, 0, fmt.Errorf("transcript: reading length hint: %w", err)
+		return 0, fmt.Errorf("transcript: reading the last entry: %w", err)
 	}
-	var m meta
-	if json.Unmarshal(it.Body, &m) != nil || m.Len < 0 {
-		return 0, it.Version, nil // a bad hint is no hint; probing finds the end
+	if len(page.Items) == 0 {
+		return 0, nil
 	}
-	return m.Len, it.Version, nil
-}
-
-// raiseHint sets the hint to length unless it is there already.
-func (l *Log) raiseHint(ctx context.Context, pk string, length int64) error {
-	body, err := rawjson.Of(meta{Len: length})
+	it := page.Items[0]
+	id, err := store.ParseEntrySK(it.SK)
 	if err != nil {
-		return err
+		return 0, fmt.Errorf("transcript: last entry %s: %w", it.SK, errCorrupt)
 	}
-	for range hintRetries {
-		cur, version, err := l.hint(ctx, pk)
-		if err != nil {
-			return err
-		}
-		if cur >= length {
-			return nil
-		}
-		it := store.Item{Key: store.Key{PK: pk, SK: store.MetaSK}, Body: body}
-		if version == 0 {
-			err = l.table.Create(ctx, it)
-		} else {
-			it.Version = version + 1
-			err = l.table.Update(ctx, it)
-		}
-		if !errors.Is(err, store.ErrConditionFailed) {
-			return err
-		}
+	r, err := decodeRow(it)
+	if err != nil {
+		return 0, err
 	}
-	return nil
+	end := r.end(id)
+	if end <= id {
+		return 0, fmt.Errorf("transcript: entry %d ends its append at %d: %w", id, end, errCorrupt)
+	}
+	return end, nil
 }
 
 // probeFrom walks from an append's boundary to the first free id, append
@@ -95,19 +65,7 @@ func (l *Log) probeFrom(ctx context.Context, pk string, from int64) (int64, erro
 
 // Len returns the number of entries of the incarnation c.
 func (l *Log) Len(ctx context.Context, c chatid.Chat) (int64, error) {
-	pk := c.PK()
-	h, _, err := l.hint(ctx, pk)
-	if err != nil {
-		return 0, err
-	}
-	n, err := l.probeFrom(ctx, pk, h)
-	if err != nil {
-		return 0, err
-	}
-	if n-h >= hintLag {
-		_ = l.raiseHint(ctx, pk, n) // best effort: the next probe is shorter
-	}
-	return n, nil
+	return l.end(ctx, c.PK())
 }
 
 // Entry returns entry i of the incarnation c, or store.ErrNotFound
@@ -219,7 +177,7 @@ func (l *Log) fill(ctx context.Context, pk string, from, to int64, atEnd bool, f
 			return fmt.Errorf("transcript: entry %d is missing inside the log: %w", from, errCorrupt)
 		}
 		start := id - int64(below.Pos)
-		a := &pendingAppend{l: l, pk: pk, receipt: below.Receipt, rk: store.ReceiptSK(below.Receipt), hint: -1}
+		a := &pendingAppend{l: l, pk: pk, receipt: below.Receipt, rk: store.ReceiptSK(below.Receipt)}
 		rec, _, found, err := a.getRecord(ctx)
 		if err != nil {
 			return err

@@ -105,9 +105,9 @@ func recordItem(pk, sk string, body []byte) (store.Item, error) {
 	return it, err
 }
 
-// makeRow is the stored form of a draft. What is too big for a row goes to
-// a blob first: the message's record, then the entry's text.
-func (l *Log) makeRow(ctx context.Context, texts, pk string, d draft, date time.Time, receipt string, pos, n int) (row, []byte, error) {
+// draftRow is the row of a draft, the pos-th of the n entries of an
+// append under receipt, dated date unless the message has its own.
+func draftRow(d draft, date time.Time, receipt string, pos, n int) row {
 	r := row{Kind: d.Kind, Text: d.Text, Date: date.UnixMilli(), Receipt: receipt, Pos: pos, N: n, Tool: d.Tool, Rec: d.Record, Cont: d.Cont}
 	if !d.Date.IsZero() {
 		r.Date = d.Date.UnixMilli()
@@ -116,6 +116,13 @@ func (l *Log) makeRow(ctx context.Context, texts, pk string, d draft, date time.
 		of := d.Of
 		r.Of = &of
 	}
+	return r
+}
+
+// makeRow is the stored form of r (draftRow) and its body. What is too big
+// for a row goes to a blob first: the message's record, then the entry's
+// text.
+func (l *Log) makeRow(ctx context.Context, texts, pk string, r row) (row, []byte, error) {
 	body, err := rawjson.Of(r)
 	if err != nil {
 		return row{}, nil, err
@@ -140,9 +147,9 @@ func (l *Log) makeRow(ctx context.Context, texts, pk string, d draft, date time.
 			return r, body, nil
 		}
 	}
-	key := store.TextKey(texts, []byte(d.Text))
-	if err := l.blobs.Put(ctx, key, store.Blob{ContentType: "text/plain; charset=utf-8", Data: []byte(d.Text)}); err != nil {
-		return row{}, nil, fmt.Errorf("transcript: moving a %d-byte text out of its row: %w", len(d.Text), err)
+	key := store.TextKey(texts, []byte(r.Text))
+	if err := l.blobs.Put(ctx, key, store.Blob{ContentType: "text/plain; charset=utf-8", Data: []byte(r.Text)}); err != nil {
+		return row{}, nil, fmt.Errorf("transcript: moving a %d-byte text out of its row: %w", len(r.Text), err)
 	}
 	r.Text, r.TextKey = "", key
 	if body, err = rawjson.Of(r); err != nil {
