@@ -1,6 +1,7 @@
 // Package modeltest holds what the local provider servers (anthropictest,
-// bedrocktest, openaitest) share: a record of the requests they received,
-// and a way to drop a connection unanswered.
+// bedrocktest, openaitest) share: the server, a record of the requests it
+// received, the test's reply to each, and a way to drop a connection
+// unanswered.
 package modeltest
 
 import (
@@ -68,6 +69,30 @@ func Hangup(w http.ResponseWriter) {
 			conn.Close()
 		}
 	}
+}
+
+// Server is a local provider server that records the requests it
+// decodes and answers each as the test's reply says. A provider's server
+// embeds it, and starts it with Listen.
+type Server[Req, Rep any] struct {
+	*httptest.Server
+	Recorder[Req]
+	reply func(n int, req Req) Rep
+}
+
+// Listen serves h on a local server that closes when the test ends;
+// reply is what Answer asks.
+func (s *Server[Req, Rep]) Listen(t testing.TB, reply func(n int, req Req) Rep, h http.HandlerFunc) {
+	s.reply = reply
+	s.Server = Start(t, h)
+}
+
+// Answer records req and returns how many requests came before it and
+// the test's reply to it. The reply is asked before any byte of the
+// answer is written, so it may block to hold one.
+func (s *Server[Req, Rep]) Answer(req Req) (n int, rep Rep) {
+	n = s.Record(req)
+	return n, s.reply(n, req)
 }
 
 // Start serves h on a local server that closes when the test ends.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
@@ -64,15 +63,13 @@ type Reply struct {
 // Server records every request and answers with Reply. Reply is called
 // before any byte of the answer is written, so it may block to hold one.
 type Server struct {
-	*httptest.Server
-	modeltest.Recorder[Request]
-	reply func(n int, req Request) Reply
+	modeltest.Server[Request, Reply]
 }
 
 // New starts a server closed at the end of the test.
 func New(t testing.TB, reply func(n int, req Request) Reply) *Server {
-	s := &Server{reply: reply}
-	s.Server = modeltest.Start(t, s.serve)
+	s := &Server{}
+	s.Listen(t, reply, s.serve)
 	return s
 }
 
@@ -98,9 +95,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "bad json: "+err.Error())
 		return
 	}
-	n := s.Record(req)
-
-	rep := s.reply(n, req)
+	n, rep := s.Answer(req)
 	switch {
 	case rep.Drop:
 		modeltest.Hangup(w)

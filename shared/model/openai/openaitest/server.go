@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/durachat/durachat/shared/model/modeltest"
@@ -57,15 +56,13 @@ type Reply struct {
 
 // Server answers POST /v1/chat/completions with Reply.
 type Server struct {
-	*httptest.Server
-	modeltest.Recorder[Request]
-	reply func(n int, req Request) Reply
+	modeltest.Server[Request, Reply]
 }
 
 // New starts a server closed at the end of the test.
 func New(t testing.TB, reply func(n int, req Request) Reply) *Server {
-	s := &Server{reply: reply}
-	s.Server = modeltest.Start(t, func(w http.ResponseWriter, r *http.Request) { s.serve(t, w, r) })
+	s := &Server{}
+	s.Listen(t, reply, func(w http.ResponseWriter, r *http.Request) { s.serve(t, w, r) })
 	return s
 }
 
@@ -103,9 +100,7 @@ func (s *Server) serve(t testing.TB, w http.ResponseWriter, r *http.Request) {
 			t.Errorf("openaitest: message %d content: %v", i, err)
 		}
 	}
-	n := s.Record(req)
-
-	rep := s.reply(n, req)
+	_, rep := s.Answer(req)
 	w.Header().Set("Content-Type", "application/json")
 	switch {
 	case rep.Drop:
