@@ -720,20 +720,22 @@ func imageLineError(line int, field string, err error) error {
 // batchField is a field of an append's input: messages[i] and the path in it.
 var batchField = regexp.MustCompile(`^messages\[(\d+)\](.*)$`)
 
-// batchError names, in an append's *InputError, the file's line of the
-// message at fault; any other error is passed on.
+// batchError names, in what an append refuses of its input (a bad request
+// or a conflict naming a field of it), the file's line of the message at
+// fault; any other error is passed on.
 func batchError(batch []importMessage, err error) error {
-	var ie *transcript.InputError
-	if !errors.As(err, &ie) {
+	fe, ok := errors.AsType[*fault.Error](err)
+	if !ok || (fe.Code != fault.BadRequest && fe.Code != fault.Conflict) {
 		return err
 	}
 	line, path := batch[0].line, ""
-	if m := batchField.FindStringSubmatch(ie.Field); m != nil {
+	if m := batchField.FindStringSubmatch(fe.Field); m != nil {
 		if i, _ := strconv.Atoi(m[1]); i < len(batch) {
 			line, path = batch[i].line, "message"+m[2]
 		}
 	}
-	return lineError(line, path, "%s", ie.Msg)
+	// What is wrong, after the append's "field: " and before its cause.
+	return lineError(line, path, "%s", strings.TrimPrefix(fe.Message, fe.Field+": "))
 }
 
 // stoppedAt is the answer to an import whose append of batch failed after

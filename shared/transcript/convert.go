@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
@@ -33,26 +34,19 @@ const (
 	ToolDate   = "date"
 )
 
-// InputError is bad input, named by its JSON path in the append request
-// ("messages[2].content[1].data"). Nothing is written when one is returned.
-type InputError struct {
-	Field string
-	Msg   string
-	Err   error
+// inputErr is bad input, a bad request named by its JSON path in the
+// append request ("messages[2].content[1].data"), which its message starts
+// with. Nothing is written when one is returned.
+func inputErr(field, format string, args ...any) *fault.Error {
+	return &fault.Error{Code: fault.BadRequest, Field: field, Message: field + ": " + fmt.Sprintf(format, args...)}
 }
 
-func (e *InputError) Error() string {
-	s := e.Field + ": " + e.Msg
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
-	}
-	return s
-}
-
-func (e *InputError) Unwrap() error { return e.Err }
-
-func inputErr(field, format string, args ...any) *InputError {
-	return &InputError{Field: field, Msg: fmt.Sprintf(format, args...)}
+// refusedBy is inputErr for input that err refused; the caller is told err
+// too.
+func refusedBy(field, what string, err error) *fault.Error {
+	e := inputErr(field, "%s", what)
+	e.Err = err
+	return e
 }
 
 // draft is an entry before it has an id.
@@ -93,7 +87,7 @@ func (l *Log) convert(ctx context.Context, tenant string, msgs []pi.Message) ([]
 		ds := messageDrafts(i, m, names)
 		rec, err := makeRecord(m, imageNames(i, m, names))
 		if err != nil {
-			return nil, &InputError{Field: fmt.Sprintf("messages[%d]", i), Msg: "cannot be recorded", Err: err}
+			return nil, refusedBy(fmt.Sprintf("messages[%d]", i), "cannot be recorded", err)
 		}
 		ds[0].Record = rec
 		for k := range ds[1:] {
@@ -181,7 +175,7 @@ func checkMessages(msgs []pi.Message) error {
 }
 
 // Check refuses what an append would refuse for msgs alone, with the same
-// *InputError, reading and storing nothing: a caller that logs several
+// bad-request *fault.Error, reading and storing nothing: a caller that logs several
 // appends checks them all before the first.
 func Check(msgs []pi.Message) error { return checkMessages(msgs) }
 
@@ -327,7 +321,7 @@ func (l *Log) claimRefs(ctx context.Context, tenant string, msgs []pi.Message) e
 	}
 	field := fmt.Sprintf("messages[%d].content[%d]", at[k].msg, at[k].block)
 	if images.Refused(err) {
-		return &InputError{Field: field, Msg: "does not name a stored image", Err: err}
+		return refusedBy(field, "does not name a stored image", err)
 	}
 	return fmt.Errorf("transcript: claiming image %s: %w", field, err)
 }
@@ -337,11 +331,11 @@ func (l *Log) claimRefs(ctx context.Context, tenant string, msgs []pi.Message) e
 func imageError(field string, err error) error {
 	switch {
 	case errors.Is(err, images.ErrInvalidBase64):
-		return &InputError{Field: field, Msg: "is not valid base64", Err: err}
+		return refusedBy(field, "is not valid base64", err)
 	case errors.Is(err, images.ErrUnsupported):
-		return &InputError{Field: field, Msg: "is not a whole PNG, JPEG, GIF or WebP image", Err: err}
+		return refusedBy(field, "is not a whole PNG, JPEG, GIF or WebP image", err)
 	case errors.Is(err, images.ErrTooLarge):
-		return &InputError{Field: field, Msg: "is an image too large to store", Err: err}
+		return refusedBy(field, "is an image too large to store", err)
 	}
 	return fmt.Errorf("transcript: storing image %s: %w", field, err)
 }

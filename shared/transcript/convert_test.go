@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
@@ -334,9 +335,9 @@ func TestRowsNeverHoldBase64(t *testing.T) {
 func TestEmptyMessageIsRefused(t *testing.T) {
 	for _, content := range []string{`[]`, `""`, `[{"type":"text","text":""}]`} {
 		err := checkMessages([]pi.Message{msg(t, `{"role":"user","content":`+content+`}`)})
-		var in *InputError
+		var in *fault.Error
 		if !errors.As(err, &in) || in.Field != "messages[0].content" {
-			t.Errorf("content %s: error %v, want an InputError naming messages[0].content", content, err)
+			t.Errorf("content %s: error %v, want an input error naming messages[0].content", content, err)
 		}
 	}
 }

@@ -79,6 +79,7 @@
 // request digest was kept carry none: once claimed, they answer their ids
 // to any messages; before that, only the entry digest is compared.
 //
-// Store outages are returned wrapping store.ErrUnavailable; bad input is an
-// *InputError naming the field, found before any row is written.
+// Store outages are returned wrapping store.ErrUnavailable; bad input is a
+// bad-request *fault.Error naming the field, found before any row is
+// written.
 package transcript

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/durachat/durachat/shared/chatid"
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/rawjson"
@@ -95,9 +96,10 @@ func (l *Log) Append(ctx context.Context, tenant, chat string, msgs []pi.Message
 // they went to and their ids, in order.
 // receipt makes it idempotent: the same messages again under it return the
 // same ids and write nothing new; other messages under it are an
-// *InputError wrapping ErrReceiptConflict. See the package comment for how
-// a crash or a racing twin is handled. Bad input is an *InputError; an
-// outage wraps store.ErrUnavailable.
+// conflict (a *fault.Error) wrapping ErrReceiptConflict. See the package
+// comment for how a crash or a racing twin is handled. Bad input is a bad
+// request (a *fault.Error naming the field); an outage wraps
+// store.ErrUnavailable.
 func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Message, receipt string) (chatid.Chat, []int64, error) {
 	if tenant == "" || chat == "" {
 		return chatid.Chat{}, nil, errors.New("transcript: append needs a tenant and a chat")
@@ -248,7 +250,7 @@ type pendingAppend struct {
 }
 
 func (a *pendingAppend) conflict() error {
-	return &InputError{Field: "receipt", Msg: fmt.Sprintf("%q was used for an earlier append of other messages", a.receipt), Err: ErrReceiptConflict}
+	return &fault.Error{Code: fault.Conflict, Field: "receipt", Message: fmt.Sprintf("receipt: %q was used for an earlier append of other messages", a.receipt), Err: ErrReceiptConflict}
 }
 
 // getRecord reads the append's record, if any.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
@@ -321,7 +322,7 @@ func (f *fixture) writesNothing() {
 
 // isReceiptConflict reports whether err is the 409 naming field "receipt".
 func isReceiptConflict(err error) bool {
-	var ie *InputError
+	var ie *fault.Error
 	return errors.Is(err, ErrReceiptConflict) && errors.As(err, &ie) && ie.Field == "receipt"
 }
 
@@ -587,7 +588,7 @@ func TestRequestDigestRefusesARawFieldThatIsNotJSON(t *testing.T) {
 	m := textMsgs("x", 2)
 	m[1].Extra = map[string]json.RawMessage{"usage": json.RawMessage(`{"input":`)}
 	_, err := requestDigest(m)
-	var ie *InputError
+	var ie *fault.Error
 	if !errors.As(err, &ie) || ie.Field != "messages[1]" {
 		t.Fatalf("got %v, want an input error naming messages[1]", err)
 	}
@@ -755,7 +756,7 @@ func TestAnAppendNamingTooManyImagesIsRefusedBeforeAnythingIsWritten(t *testing.
 			t.Run(c.name, func(t *testing.T) {
 				ch := fmt.Sprintf("named%d", i)
 				_, err := f.log.Append(context.Background(), tenant, ch, c.msgs, "r")
-				var ie *InputError
+				var ie *fault.Error
 				if c.ok != (err == nil) || (!c.ok && (!errors.As(err, &ie) || ie.Field != "messages")) {
 					t.Fatalf("append = %v, want ok=%v or an input error naming messages", err, c.ok)
 				}

@@ -70,7 +70,7 @@ func (l *Log) storeMissing(ctx context.Context, tenant string, msgs []pi.Message
 				continue
 			}
 			if name := refs.RefName(b.Text); name != "" && !named[name] && gone[name] && !stored[name] {
-				return &InputError{Field: field(imageRef{i, j}), Msg: "does not name a stored image: it was deleted (with the last other chat naming it) while this append was under way"}
+				return inputErr(field(imageRef{i, j}), "does not name a stored image: it was deleted (with the last other chat naming it) while this append was under way")
 			}
 		}
 	}

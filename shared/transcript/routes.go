@@ -136,7 +136,7 @@ func (rt *Routes) append(w http.ResponseWriter, r *http.Request) error {
 	}
 	c, ids, err := rt.log.AppendChat(ctx, tenant, chat, req.Messages, req.Receipt)
 	if err != nil {
-		return appendError(err)
+		return err
 	}
 	if rt.notify != nil && len(ids) > 0 {
 		// The entries are durable; memory finds them on any later call.
@@ -147,18 +147,6 @@ func (rt *Routes) append(w http.ResponseWriter, r *http.Request) error {
 	}
 	api.WriteJSON(w, http.StatusOK, map[string]any{"ids": ids})
 	return nil
-}
-
-// appendError maps Append's errors to answers.
-func appendError(err error) error {
-	var ie *InputError
-	if errors.As(err, &ie) {
-		if errors.Is(err, ErrReceiptConflict) {
-			return &fault.Error{Code: fault.Conflict, Field: ie.Field, Message: ie.Error()}
-		}
-		return api.BadRequest(ie.Field, "%s", ie.Error())
-	}
-	return err
 }
 
 func (rt *Routes) image(w http.ResponseWriter, r *http.Request) error {

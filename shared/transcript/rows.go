@@ -238,7 +238,7 @@ func requestDigest(msgs []pi.Message) (string, error) {
 			err = enc.Encode(d)
 		}
 		if err != nil {
-			return "", &InputError{Field: field, Msg: "does not encode as JSON", Err: err}
+			return "", refusedBy(field, "does not encode as JSON", err)
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16]), nil
