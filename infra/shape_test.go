@@ -131,11 +131,11 @@ func complexity(body *ast.BlockStmt) int {
 }
 
 // TestCodeShapeIsNoWorseThanWhenMeasured: the production code's shape, by
-// a go/ast count, stays within the figures it had when it was first
-// measured, and the test reports where it stands against the aims (the
-// longest function at most 80 lines, at most 1.5% of functions over 60
-// lines, at most 3 with 6 or more parameters, at most 2% over complexity
-// 15). Run with -v to read the figures and the functions over each line.
+// a go/ast count, meets its aims (the longest function at most 80 lines,
+// at most 1.5% of functions over 60 lines, at most 3 with 6 or more
+// parameters, at most 2% over complexity 15) and stays within the figures
+// it had when they were first met. Run with -v to read the figures and the
+// functions over each line.
 func TestCodeShapeIsNoWorseThanWhenMeasured(t *testing.T) {
 	funcs, lines := codeShape(t, "..")
 	if len(funcs) < 500 {
@@ -159,18 +159,20 @@ func TestCodeShapeIsNoWorseThanWhenMeasured(t *testing.T) {
 	t.Logf("over 60 lines: %d (%.1f%%, aim 1.5%%): %s", len(long), pct(len(long)), strings.Join(long, " "))
 	t.Logf("6+ parameters: %d (aim 3): %s", len(wide), strings.Join(wide, " "))
 	t.Logf("over complexity 15: %d (%.1f%%, aim 2%%): %s", len(branchy), pct(len(branchy)), strings.Join(branchy, " "))
-	// The figures when first measured (23,935 lines, 988 functions), with
-	// the SQS adapter's SendBatch since (one function over 60 lines and
-	// over complexity 15, its request splitting still to be taken apart):
-	// a change may improve them, not worsen them; lower these as it does.
+	// The figures when the aims were first met (26,789 lines, 1,153
+	// functions): the longest 79 lines, 14 over 60 lines (1.2%), 2 with 6+
+	// parameters, 21 over complexity 15 (1.8%). A change may improve
+	// them, not worsen them; lower these as it does. A function that would
+	// pass one is split into steps named for what they do, and a long
+	// parameter list becomes a value.
 	for _, c := range []struct {
 		what      string
 		got, most int
 	}{
-		{"lines of the longest function", longest.lines, 135},
-		{"functions over 60 lines", len(long), 28},
-		{"functions with 6+ parameters", len(wide), 11},
-		{"functions over complexity 15", len(branchy), 35},
+		{"lines of the longest function", longest.lines, 79},
+		{"functions over 60 lines", len(long), 14},
+		{"functions with 6+ parameters", len(wide), 2},
+		{"functions over complexity 15", len(branchy), 21},
 	} {
 		if c.got > c.most {
 			t.Errorf("%s: %d, more than the %d measured", c.what, c.got, c.most)

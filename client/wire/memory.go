@@ -80,10 +80,12 @@ type MechanicalNode struct {
 
 // ViewCounts describes one saved partition.
 type ViewCounts struct {
-	Lines     int64 `json:"lines"`
-	Bytes     int64 `json:"bytes"`
-	BatchOpen bool  `json:"batchOpen"`
-	Merges    int64 `json:"merges"`
+	Lines int64 `json:"lines"`
+	Bytes int64 `json:"bytes"`
+	// MergePassOpen: the view passed its high mark and a merge pass is
+	// merging it down to its low one (on the wire, batchOpen).
+	MergePassOpen bool  `json:"batchOpen"`
+	Merges        int64 `json:"merges"`
 }
 
 // ImageCounts counts what leaves did with the images they name: totals,

@@ -782,37 +782,16 @@ func (c *Chats) stepAll(ctx context.Context, ch chatid.Chat) (removed, images in
 // is left. The identity item (in the partition of a chat written before
 // incarnations) is left to finish.
 func (c *Chats) step(ctx context.Context, ch chatid.Chat) (removed, images int64, more bool, err error) {
-	chat, pk := ch.ID, ch.PK()
-	page, err := c.table.Query(ctx, store.Query{PK: pk, Limit: BatchItems + 1})
+	own, named, err := c.stepItems(ctx, ch)
 	if err != nil {
-		return 0, 0, false, fmt.Errorf("lifecycle: reading chat %s: %w", chat, err)
+		return 0, 0, false, err
 	}
-	var own, named []store.Item
-	for _, it := range page.Items {
-		switch {
-		case strings.HasPrefix(it.SK, store.ChatImagePrefix):
-			named = append(named, it)
-		case it.SK != store.IdentitySK:
-			own = append(own, it)
-		}
-	}
-	if len(own) == 0 && page.Next != "" {
-		// Only references on this page: look past them for the rest.
-		rest, err := c.table.Query(ctx, store.Query{PK: pk, After: store.ChatImagePrefix + "\xff", Limit: BatchItems + 1})
-		if err != nil {
-			return 0, 0, false, fmt.Errorf("lifecycle: reading chat %s: %w", chat, err)
-		}
-		for _, it := range rest.Items {
-			if it.SK != store.IdentitySK {
-				own = append(own, it)
-			}
-		}
-	}
-	if len(own) > 0 {
+	switch {
+	case len(own) > 0:
 		own = own[:min(len(own), BatchItems)]
 		err := inParallel(ctx, own, func(ctx context.Context, it store.Item) error {
 			if err := c.table.Delete(ctx, it.Key, 0); err != nil {
-				return fmt.Errorf("lifecycle: deleting %s of chat %s: %w", it.SK, chat, err)
+				return fmt.Errorf("lifecycle: deleting %s of chat %s: %w", it.SK, ch.ID, err)
 			}
 			return nil
 		})
@@ -821,42 +800,89 @@ func (c *Chats) step(ctx context.Context, ch chatid.Chat) (removed, images int64
 			return 0, 0, true, err
 		}
 		return int64(len(own)), 0, true, nil
-	}
-	if len(named) == 0 {
-		// Last, the texts too big for their rows: kept under the chat, so
-		// none is another chat's. (Listed rather than read from the rows:
-		// an append's record expires after 7 days, and a text an append
-		// stored before failing is named by nothing.)
-		keys, err := c.blobs.List(ctx, ch.TextPrefix(), "", BatchItems)
-		if err != nil {
-			return 0, 0, true, fmt.Errorf("lifecycle: listing the texts of chat %s: %w", chat, err)
-		}
-		err = inParallel(ctx, keys, func(ctx context.Context, key string) error {
-			if err := c.blobs.Delete(ctx, key); err != nil {
-				return fmt.Errorf("lifecycle: deleting text %s of chat %s: %w", key, chat, err)
-			}
-			return nil
-		})
+	case len(named) == 0:
+		removed, err := c.removeTexts(ctx, ch)
 		if err != nil {
 			return 0, 0, true, err
 		}
-		return int64(len(keys)), 0, len(keys) > 0, nil
+		return removed, 0, removed > 0, nil
 	}
-	for _, it := range named[:min(len(named), BatchItems)] {
+	removed, images, err = c.removeReferences(ctx, ch, named[:min(len(named), BatchItems)])
+	return removed, images, true, err
+}
+
+// stepItems reads a page of the incarnation's items: its own (neither
+// image references nor the identity item) and its image references.
+// When a page holds only references, the items past them are read too.
+func (c *Chats) stepItems(ctx context.Context, ch chatid.Chat) (own, named []store.Item, err error) {
+	pk := ch.PK()
+	page, err := c.table.Query(ctx, store.Query{PK: pk, Limit: BatchItems + 1})
+	if err != nil {
+		return nil, nil, fmt.Errorf("lifecycle: reading chat %s: %w", ch.ID, err)
+	}
+	for _, it := range page.Items {
+		switch {
+		case strings.HasPrefix(it.SK, store.ChatImagePrefix):
+			named = append(named, it)
+		case it.SK != store.IdentitySK:
+			own = append(own, it)
+		}
+	}
+	if len(own) > 0 || page.Next == "" {
+		return own, named, nil
+	}
+	rest, err := c.table.Query(ctx, store.Query{PK: pk, After: store.ChatImagePrefix + "\xff", Limit: BatchItems + 1})
+	if err != nil {
+		return nil, nil, fmt.Errorf("lifecycle: reading chat %s: %w", ch.ID, err)
+	}
+	for _, it := range rest.Items {
+		if it.SK != store.IdentitySK {
+			own = append(own, it)
+		}
+	}
+	return own, named, nil
+}
+
+// removeTexts deletes a batch of the incarnation's texts too big for
+// their rows, last: kept under the chat, so none is another chat's.
+// (Listed rather than read from the rows: an append's record expires
+// after 7 days, and a text an append stored before failing is named by
+// nothing.) It returns how many it deleted; none means none is left.
+func (c *Chats) removeTexts(ctx context.Context, ch chatid.Chat) (removed int64, err error) {
+	keys, err := c.blobs.List(ctx, ch.TextPrefix(), "", BatchItems)
+	if err != nil {
+		return 0, fmt.Errorf("lifecycle: listing the texts of chat %s: %w", ch.ID, err)
+	}
+	err = inParallel(ctx, keys, func(ctx context.Context, key string) error {
+		if err := c.blobs.Delete(ctx, key); err != nil {
+			return fmt.Errorf("lifecycle: deleting text %s of chat %s: %w", key, ch.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int64(len(keys)), nil
+}
+
+// removeReferences releases the image of each reference item, then
+// deletes the item, and counts the items removed and the images gone.
+func (c *Chats) removeReferences(ctx context.Context, ch chatid.Chat, named []store.Item) (removed, images int64, err error) {
+	for _, it := range named {
 		name := strings.TrimPrefix(it.SK, store.ChatImagePrefix)
 		gone, err := c.releaseImage(ctx, ch, name)
 		if err != nil {
-			return removed, images, true, err
+			return removed, images, err
 		}
 		if gone {
 			images++
 		}
 		if err := c.table.Delete(ctx, it.Key, 0); err != nil {
-			return removed, images, true, fmt.Errorf("lifecycle: deleting %s of chat %s: %w", it.SK, chat, err)
+			return removed, images, fmt.Errorf("lifecycle: deleting %s of chat %s: %w", it.SK, ch.ID, err)
 		}
 		removed++
 	}
-	return removed, images, len(named) > 0, nil
+	return removed, images, nil
 }
 
 // inParallel calls fn for each item, concurrency at a time, and

@@ -688,7 +688,7 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 			st.ModelCalls++
 		}
 		st.dropClaim(n)
-		m.batches(ctx, chat, st, sizes)
+		m.mergePasses(ctx, chat, st, sizes)
 		sends, _ = st.schedule(m.now(), m.claimLease)
 		return nil
 	})

@@ -159,9 +159,9 @@ type Memory struct {
 	lines       *lineCache
 	snapshots   *fifo[string, snapshotMemo] // by incarnation partition
 	changes     *notifier
-	// onBatch, in tests, sees every batch that merged: which view, its size
-	// before and after, and whether it is still open.
-	onBatch func(view string, before, after int64, open bool)
+	// onMergePass, in tests, sees every merge pass that merged: which view,
+	// its size before and after, and whether it is still open.
+	onMergePass func(view string, before, after int64, open bool)
 }
 
 // New checks cfg and returns a Memory.
@@ -317,8 +317,8 @@ func (m *Memory) opening(ctx context.Context, tenant, chat string) (chatid.Chat,
 }
 
 // Pump runs a chat's scheduler: it catches up with the log, resumes an open
-// batch, takes back lapsed claims and sends the builds that may start. Any
-// API call on a chat runs it, so a lost queue message stalls nothing.
+// merge pass, takes back lapsed claims and sends the builds that may start.
+// Any API call on a chat runs it, so a lost queue message stalls nothing.
 func (m *Memory) Pump(ctx context.Context, tenant, chat string) error {
 	c, err := m.current(ctx, tenant, chat)
 	if err != nil {
@@ -343,7 +343,7 @@ func (m *Memory) pump(ctx context.Context, c chatid.Chat, t int64) (*chatState, 
 	var sends []Node
 	st, err := m.states.update(ctx, c, func(st *chatState) error {
 		grew := st.grow(t)
-		merged := m.batches(ctx, c.ID, st, sizes)
+		merged := m.mergePasses(ctx, c.ID, st, sizes)
 		claims := len(st.Claims)
 		var dropped int
 		sends, dropped = st.schedule(now, m.claimLease)
@@ -365,30 +365,31 @@ func (m *Memory) pump(ctx context.Context, c chatid.Chat, t int64) (*chatState, 
 	return st, nil
 }
 
-// batches runs both sawtooths after a change and returns the chat view's
-// merges. The compaction view also batches whenever the chat view merged.
-// A failed row read leaves the batch open; it resumes at the next change.
-func (m *Memory) batches(ctx context.Context, chat string, st *chatState, sizes mergeSizes) int {
+// mergePasses runs both sawtooths after a change and returns the chat view's
+// merges. The compaction view also runs a merge pass whenever the chat view
+// merged. A failed row read leaves the pass open; it resumes at the next
+// change.
+func (m *Memory) mergePasses(ctx context.Context, chat string, st *chatState, sizes mergeSizes) int {
 	before := st.View.Size
-	merged, err := st.View.batch(st.T, ViewHigh, ViewLow, false, st, sizes)
+	merged, err := st.View.mergePass(st.T, ViewHigh, ViewLow, false, st, sizes)
 	if err != nil {
-		m.logger.WarnContext(ctx, "memory: view batch paused", "chat", chat, "err", err)
+		m.logger.WarnContext(ctx, "memory: view merge pass paused", "chat", chat, "err", err)
 	}
-	if merged > 0 && m.onBatch != nil {
-		m.onBatch("view", before, st.View.Size, st.View.Open)
+	if merged > 0 && m.onMergePass != nil {
+		m.onMergePass("view", before, st.View.Size, st.View.Open)
 	}
 	before = st.Compact.Size
-	cmerged, err := st.Compact.batch(st.T, CompactHigh, CompactLow, merged > 0, st, sizes)
+	cmerged, err := st.Compact.mergePass(st.T, CompactHigh, CompactLow, merged > 0, st, sizes)
 	if err != nil {
-		m.logger.WarnContext(ctx, "memory: compaction view batch paused", "chat", chat, "err", err)
+		m.logger.WarnContext(ctx, "memory: compaction view merge pass paused", "chat", chat, "err", err)
 	}
-	if cmerged > 0 && m.onBatch != nil {
-		m.onBatch("compaction", before, st.Compact.Size, st.Compact.Open)
+	if cmerged > 0 && m.onMergePass != nil {
+		m.onMergePass("compaction", before, st.Compact.Size, st.Compact.Open)
 	}
 	return merged
 }
 
-// mergeSizes answers a batch from the parent's row, which records its
+// mergeSizes answers a merge pass from the parent's row, which records its
 // children's line lengths too: one read per merge, cached.
 func (m *Memory) mergeSizes(ctx context.Context, c chatid.Chat) mergeSizes {
 	return func(parent Node) (int64, int64, error) {
@@ -456,7 +457,7 @@ func messageBody(c chatid.Chat, n Node) string {
 // nodeRow is a node as stored: written once, never changed.
 type nodeRow struct {
 	Text string `json:"t"`
-	// Child are a merge's two child line lengths, so a view batch learns a
+	// Child are a merge's two child line lengths, so a view's merge pass learns a
 	// merge's effect from this one row.
 	Child       [2]int   `json:"c,omitempty"`
 	Verbatim    bool     `json:"v,omitempty"`

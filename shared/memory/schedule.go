@@ -15,7 +15,21 @@ import "time"
 // It visits only the frontier: the unbuilt leaves near the first one, the
 // merges just above each level's built prefix, the claims and the retries.
 func (st *chatState) schedule(now time.Time, lease time.Duration) (claimed []Node, dropped int) {
-	nowMS := now.UnixMilli()
+	dropped = st.dropLapsedClaims(now.UnixMilli())
+	sc := &scheduling{st: st, nowMS: now.UnixMilli(), until: now.Add(lease).UnixMilli(), free: MaxInFlight - len(st.Claims)}
+	if sc.free <= 0 {
+		return nil, dropped
+	}
+	sc.leaves()
+	for l := 1; sc.free > 0 && l-1 < len(st.Levels) && int64(1)<<l <= st.T; l++ {
+		sc.merges(l)
+	}
+	return sc.out, dropped
+}
+
+// dropLapsedClaims drops the claims whose lease ran out by nowMS, or whose
+// node is built, and returns how many it dropped.
+func (st *chatState) dropLapsedClaims(nowMS int64) (dropped int) {
 	kept := st.Claims[:0]
 	for _, c := range st.Claims {
 		if c.Until > nowMS && !st.built(c.node()) {
@@ -27,69 +41,86 @@ func (st *chatState) schedule(now time.Time, lease time.Duration) (claimed []Nod
 	if len(st.Claims) == 0 {
 		st.Claims = nil
 	}
-	free := MaxInFlight - len(st.Claims)
-	var out []Node
-	take := func(n Node) {
-		st.Claims = append(st.Claims, claim{L: n.L, I: n.I, Until: now.Add(lease).UnixMilli()})
-		out = append(out, n)
-		free--
+	return dropped
+}
+
+// scheduling is one pass of schedule: the claims it may still make and
+// the nodes it claimed.
+type scheduling struct {
+	st    *chatState
+	nowMS int64
+	until int64 // the lease of a claim made now
+	free  int
+	out   []Node
+}
+
+func (sc *scheduling) take(n Node) {
+	sc.st.Claims = append(sc.st.Claims, claim{L: n.L, I: n.I, Until: sc.until})
+	sc.out = append(sc.out, n)
+	sc.free--
+}
+
+// startable reports whether n is neither claimed nor waiting out a retry
+// delay.
+func (sc *scheduling) startable(n Node) bool {
+	st := sc.st
+	if _, ok := st.claimOf(n); ok {
+		return false
 	}
-	startable := func(n Node) bool {
-		if _, ok := st.claimOf(n); ok {
-			return false
-		}
-		if k, ok := st.retryOf(n); ok && st.Retries[k].At > nowMS {
-			return false
-		}
-		return true
+	if k, ok := st.retryOf(n); ok && st.Retries[k].At > sc.nowMS {
+		return false
 	}
-	if free <= 0 {
-		return nil, dropped
-	}
-	// Leaves, in order.
+	return true
+}
+
+// leaves claims the unbuilt leaves, in order, while fewer than Lead of
+// them come before.
+func (sc *scheduling) leaves() {
+	st := sc.st
 	unbuiltBefore := 0
 	start := int64(0)
 	if len(st.Levels) > 0 {
 		start = st.Levels[0].Done
 	}
-	for s := start; s < st.T && free > 0 && unbuiltBefore < Lead; s++ {
+	for s := start; s < st.T && sc.free > 0 && unbuiltBefore < Lead; s++ {
 		n := Node{L: 0, I: s}
 		if st.built(n) {
 			continue
 		}
-		if startable(n) {
-			take(n)
+		if sc.startable(n) {
+			sc.take(n)
 		}
 		unbuiltBefore++
 	}
-	// Merges, lowest level first, oldest first.
-	for l := 1; free > 0 && l-1 < len(st.Levels) && int64(1)<<l <= st.T; l++ {
-		below := st.Levels[l-1]
-		done := int64(0)
-		if l < len(st.Levels) {
-			done = st.Levels[l].Done
-		}
-		// Parents whose children are both below the built prefix.
-		for j := done; free > 0 && 2*j+1 < below.Done; j++ {
-			n := Node{L: l, I: j}
-			if !st.built(n) && startable(n) {
-				take(n)
-			}
-		}
-		// Parents whose children finished out of order.
-		for _, c := range below.More {
-			if free <= 0 {
-				break
-			}
-			if c%2 != 0 || c/2 < done {
-				continue
-			}
-			n := Node{L: l, I: c / 2}
-			a, b := n.Children()
-			if st.built(a) && st.built(b) && !st.built(n) && startable(n) {
-				take(n)
-			}
+}
+
+// merges claims the merges of level l whose children are both built,
+// oldest first: the parents just above the level below's built prefix,
+// then those whose children finished out of order.
+func (sc *scheduling) merges(l int) {
+	st := sc.st
+	below := st.Levels[l-1]
+	done := int64(0)
+	if l < len(st.Levels) {
+		done = st.Levels[l].Done
+	}
+	for j := done; sc.free > 0 && 2*j+1 < below.Done; j++ {
+		n := Node{L: l, I: j}
+		if !st.built(n) && sc.startable(n) {
+			sc.take(n)
 		}
 	}
-	return out, dropped
+	for _, c := range below.More {
+		if sc.free <= 0 {
+			break
+		}
+		if c%2 != 0 || c/2 < done {
+			continue
+		}
+		n := Node{L: l, I: c / 2}
+		a, b := n.Children()
+		if st.built(a) && st.built(b) && !st.built(n) && sc.startable(n) {
+			sc.take(n)
+		}
+	}
 }

@@ -42,7 +42,7 @@ const (
 	// as rows: a read unit each, no more than the snapshot's few.
 	snapshotRead = 16
 	// snapshotRefresh: a view writes a new snapshot once the stored one
-	// lacks this many of its lines. A turn adds a few; a merge batch many.
+	// lacks this many of its lines. A turn adds a few; a merge pass many.
 	snapshotRefresh = 32
 	// snapshotBytes bounds a snapshot's encoding before it is compressed
 	// (compression only shrinks text): it holds the view's first lines

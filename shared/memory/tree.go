@@ -15,7 +15,7 @@ const (
 	// length of a written line.
 	LineBytes = 512
 	// ViewHigh and ViewLow are the chat view's sawtooth: past ViewHigh
-	// bytes it merges, in one batch, down to ViewLow.
+	// bytes it merges, in one merge pass, down to ViewLow.
 	ViewHigh = 128_000
 	ViewLow  = 64_000
 	// CompactHigh and CompactLow are the compaction view's sawtooth.

@@ -30,15 +30,16 @@ func (r *run) UnmarshalJSON(b []byte) error {
 func (r run) end() int64 { return (r.I + r.N) << r.L }
 
 // partition is a saved view: nodes tiling [0, T) oldest first, its rendered
-// size, and whether a sawtooth batch is open. It only ever changes by
-// appending leaves at its end and by merging sibling pairs in a batch: it is
-// never refolded, so a prompt that held it keeps its cached prefix.
+// size, and whether a merge pass is open. It only ever changes by
+// appending leaves at its end and by merging sibling pairs in a merge pass:
+// it is never refolded, so a prompt that held it keeps its cached prefix.
 type partition struct {
 	Runs []run `json:"r,omitempty"`
 	// Size is the rendered size in bytes: the sum over its lines of
 	// len("<label>|<line>\n"), placeholders counted as they render.
 	Size int64 `json:"s"`
-	// Open: a batch passed the high mark and has not reached its target.
+	// Open: a merge pass started past the high mark and has not reached its
+	// target.
 	Open bool `json:"o,omitempty"`
 	// Merges counts the merges this partition has made, for status.
 	Merges int64 `json:"m,omitempty"`
@@ -160,32 +161,33 @@ func (p *partition) before(end int64) []Node {
 	return out
 }
 
-// mergeSizes tells a batch what a merge changes: the rendered size of the
+// mergeSizes tells a merge pass what a merge changes: the rendered size of the
 // parent's line and of its two children's lines together. The parent is
 // built when asked.
 type mergeSizes func(parent Node) (parentSize, childrenSize int64, err error)
 
-// builtSet answers which nodes are built; a batch asks it for the first
+// builtSet answers which nodes are built; a merge pass asks it for the first
 // built parent of a stretch of siblings.
 type builtSet interface {
 	// firstBuilt is the smallest j in [from, to] with (l, j) built.
 	firstBuilt(l int, from, to int64) (int64, bool)
 }
 
-// batch runs the sawtooth. A closed batch opens when the size passes high
-// (or, with force, when it passes low: the compaction view follows every
-// chat-view merge). An open batch replaces the most due mergeable pair with
-// its parent until the size is at most low; when no pair is mergeable it
-// stays open and resumes at the next change. A pair is mergeable when it is
-// two adjacent siblings at one level, the first of even index, and their
-// parent is built. Most due is the highest (t - last) / 2^l, where last is
-// the pair's last entry and l the children's level; ties go to the oldest.
-// It returns the number of merges made.
+// mergePass runs the sawtooth's merge pass. A closed pass opens when the
+// size passes high (or, with force, when it passes low: the compaction view
+// follows every chat-view merge). An open pass replaces the most due
+// mergeable pair with its parent until the size is at most low; when no
+// pair is mergeable it stays open and resumes at the next change. A pair is
+// mergeable when it is two adjacent siblings at one level, the first of
+// even index, and their parent is built. Most due is the highest
+// (t - last) / 2^l, where last is the pair's last entry and l the
+// children's level; ties go to the oldest. It returns the number of merges
+// made.
 //
 // It works on runs, never expanding the partition: runs are maximal, so
 // sibling pairs lie inside one run, and within a run the oldest mergeable
 // pair is also its most due. A step costs O(runs).
-func (p *partition) batch(t, high, low int64, force bool, built builtSet, sizes mergeSizes) (int, error) {
+func (p *partition) mergePass(t, high, low int64, force bool, built builtSet, sizes mergeSizes) (int, error) {
 	if !p.Open && (p.Size > high || (force && p.Size > low)) {
 		p.Open = true
 	}

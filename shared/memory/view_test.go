@@ -93,7 +93,7 @@ func TestMostDuePairMergesFirst(t *testing.T) {
 			p := partitionOf(t, tt.view...)
 			// One merge brings the size to the target.
 			p.Size = 100
-			if _, err := p.batch(tt.t, 95, 90, false, builtFunc(tt.built), unitSizes); err != nil {
+			if _, err := p.mergePass(tt.t, 95, 90, false, builtFunc(tt.built), unitSizes); err != nil {
 				t.Fatal(err)
 			}
 			if got := labels(p.nodes()); got != tt.want {
@@ -103,30 +103,30 @@ func TestMostDuePairMergesFirst(t *testing.T) {
 	}
 }
 
-func TestBatchStaysOpenUntilItReachesItsTarget(t *testing.T) {
+func TestMergePassStaysOpenUntilItReachesItsTarget(t *testing.T) {
 	p := partitionOf(t, "0+1", "1+1", "2+1", "3+1")
 	p.Size = 200
 	built := map[Node]bool{}
 	isBuilt := func(n Node) bool { return built[n] }
-	if _, err := p.batch(4, 150, 100, false, builtFunc(isBuilt), unitSizes); err != nil {
+	if _, err := p.mergePass(4, 150, 100, false, builtFunc(isBuilt), unitSizes); err != nil {
 		t.Fatal(err)
 	}
 	if !p.Open || p.Size != 200 {
-		t.Fatalf("no parent built: open=%v size=%d, want an open batch and no merge", p.Open, p.Size)
+		t.Fatalf("no parent built: open=%v size=%d, want an open merge pass and no merge", p.Open, p.Size)
 	}
-	// A later change resumes the batch, even below the high mark.
+	// A later change resumes the merge pass, even below the high mark.
 	built[Node{1, 1}] = true
 	p.Size = 120
-	if n, _ := p.batch(4, 150, 100, false, builtFunc(isBuilt), unitSizes); n != 1 || !p.Open {
-		t.Fatalf("resumed batch merged %d, open=%v; want 1 merge and still open", n, p.Open)
+	if n, _ := p.mergePass(4, 150, 100, false, builtFunc(isBuilt), unitSizes); n != 1 || !p.Open {
+		t.Fatalf("resumed merge pass merged %d, open=%v; want 1 merge and still open", n, p.Open)
 	}
 	built[Node{1, 0}] = true
 	built[Node{2, 0}] = true
-	if _, err := p.batch(4, 150, 100, false, builtFunc(isBuilt), unitSizes); err != nil {
+	if _, err := p.mergePass(4, 150, 100, false, builtFunc(isBuilt), unitSizes); err != nil {
 		t.Fatal(err)
 	}
 	if p.Open || p.Size > 100 {
-		t.Errorf("batch open=%v at size %d; want closed at or under 100", p.Open, p.Size)
+		t.Errorf("merge pass open=%v at size %d; want closed at or under 100", p.Open, p.Size)
 	}
 	if got := labels(p.nodes()); got != "0+2, 2+2" {
 		t.Errorf("view %s", got)
@@ -158,18 +158,18 @@ func (tr *sizeTrace) add(st *chatState) {
 	tr.compact = append(tr.compact, st.Compact.Size)
 }
 
-// batchEvent is one batch that merged.
-type batchEvent struct {
+// passEvent is one merge pass that merged.
+type passEvent struct {
 	view          string
 	before, after int64
 	open          bool
 }
 
-// traceBatches records the batches f's memory runs.
-func traceBatches(f *fixture) *[]batchEvent {
-	var events []batchEvent
-	f.m.onBatch = func(view string, before, after int64, open bool) {
-		events = append(events, batchEvent{view, before, after, open})
+// traceMergePasses records the merge passes f's memory runs.
+func traceMergePasses(f *fixture) *[]passEvent {
+	var events []passEvent
+	f.m.onMergePass = func(view string, before, after int64, open bool) {
+		events = append(events, passEvent{view, before, after, open})
 	}
 	return &events
 }
@@ -187,23 +187,23 @@ func growChat(t *testing.T, f *fixture, n int, text func(i int) string) *sizeTra
 	return tr
 }
 
-func TestSawtoothGrowsToHighThenDropsToLowInOneBatch(t *testing.T) {
+func TestSawtoothGrowsToHighThenDropsToLowInOneMergePass(t *testing.T) {
 	f := newFixture(t)
-	batches := traceBatches(f)
+	passes := traceMergePasses(f)
 	// 400-byte messages are kept verbatim; their merges are compressed.
 	tr := growChat(t, f, 700, func(i int) string { return fmt.Sprintf("%04d %s", i, strings.Repeat("v", 390)) })
-	viewBatches := 0
-	for _, b := range *batches {
+	viewPasses := 0
+	for _, b := range *passes {
 		if b.view != "view" {
 			continue
 		}
-		viewBatches++
+		viewPasses++
 		if b.before <= ViewHigh || b.after > ViewLow || b.open {
-			t.Errorf("a view batch went from %d to %d bytes (open %v); want from past %d to at most %d, closed", b.before, b.after, b.open, ViewHigh, ViewLow)
+			t.Errorf("a view merge pass went from %d to %d bytes (open %v); want from past %d to at most %d, closed", b.before, b.after, b.open, ViewHigh, ViewLow)
 		}
 	}
-	if viewBatches == 0 {
-		t.Fatal("no view batch ran")
+	if viewPasses == 0 {
+		t.Fatal("no view merge pass ran")
 	}
 	drops := 0
 	for k := 1; k < len(tr.view); k++ {
@@ -213,7 +213,7 @@ func TestSawtoothGrowsToHighThenDropsToLowInOneBatch(t *testing.T) {
 		}
 		if cur < prev {
 			drops++
-			// The entry's own leaf line may follow the batch.
+			// The entry's own leaf line may follow the merge pass.
 			if cur > ViewLow+LineBytes {
 				t.Errorf("after entry %d the view dropped from %d to %d, not to about %d", k, prev, cur, ViewLow)
 			}
@@ -245,7 +245,7 @@ func maxOf(s []int64) int64 {
 
 func TestCompactionViewHasItsOwnSawtoothAndFollowsViewMerges(t *testing.T) {
 	f := newFixture(t)
-	batches := traceBatches(f)
+	passes := traceMergePasses(f)
 	tr := growChat(t, f, 700, func(i int) string { return fmt.Sprintf("%04d %s", i, strings.Repeat("c", 390)) })
 	for k := range tr.compact {
 		if tr.compact[k] > CompactHigh {
@@ -253,23 +253,23 @@ func TestCompactionViewHasItsOwnSawtoothAndFollowsViewMerges(t *testing.T) {
 		}
 	}
 	own, followed := 0, 0
-	for k, b := range *batches {
+	for k, b := range *passes {
 		if b.view != "compaction" {
 			continue
 		}
-		// A batch goes down to the target, or stays open while the pair it
+		// A merge pass goes down to the target, or stays open while the pair it
 		// needs next is not built yet; an open one resumes at the next change.
 		if b.after > CompactLow && !b.open {
-			t.Errorf("a compaction batch closed at %d bytes, above %d", b.after, CompactLow)
+			t.Errorf("a compaction merge pass closed at %d bytes, above %d", b.after, CompactLow)
 		}
-		if k > 0 && (*batches)[k-1].view == "view" {
+		if k > 0 && (*passes)[k-1].view == "view" {
 			followed++
 		} else if b.before > CompactHigh {
 			own++
 		}
 	}
 	if own < 2 || followed == 0 {
-		t.Errorf("compaction batches: %d past its own high mark, %d following a view merge", own, followed)
+		t.Errorf("compaction merge passes: %d past its own high mark, %d following a view merge", own, followed)
 	}
 	// A build's context is the compaction view up to the node: here the
 	// last merge the compactor saw.
@@ -350,7 +350,7 @@ func TestSavedPartitionIsReloadedUnchangedAfterARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	if f.state(t).View.Merges == 0 {
-		t.Fatal("the view never merged; the test needs a saved batch")
+		t.Fatal("the view never merged; the test needs a saved merge pass")
 	}
 	// A new process over the same table.
 	m2, err := New(Config{Table: f.table, Transcript: f.log, Images: f.images, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now, Logger: discardLogger()})
