@@ -241,11 +241,7 @@ func (o *Offload) offload(ctx context.Context, tenant, chat string, content *piC
 	if err != nil {
 		return nil, nil, err
 	}
-	incoming, err := images.Prepare(ctx, imgs)
-	if refused, ok := errors.AsType[*images.RefusedError](err); ok {
-		field := index(content.path, at[refused.Index]) + ".data"
-		return nil, nil, api.BadRequest(field, "%s: %v", field, refused.Err)
-	}
+	incoming, err := images.Prepare(ctx, imgs) // a refused image is a 400 naming its field
 	if err != nil {
 		return nil, nil, err
 	}
@@ -476,12 +472,12 @@ func (c *piContent) images() (imgs []images.Inline, at []int, err error) {
 			continue
 		}
 		data, _ := b.str("data")
+		field := index(c.path, i) + ".data"
 		if data == "" {
-			field := index(c.path, i) + ".data"
 			return nil, nil, api.BadRequest(field, "%s is required: the image as base64", field)
 		}
 		name, _ := b.str("name")
-		imgs = append(imgs, images.Inline{B64: data, Named: name})
+		imgs = append(imgs, images.Inline{B64: data, Named: name, Field: field})
 		at = append(at, i)
 	}
 	return imgs, at, nil

@@ -61,7 +61,7 @@ func (b *Budget) Size() int64 { return b.size }
 // until ctx is done). The returned func gives them back.
 func (b *Budget) acquire(ctx context.Context, n int64) (release func(), err error) {
 	if n > b.size {
-		return nil, &FormatError{Kind: KindTooLarge, Detail: fmt.Sprintf("decoding takes %d MB, limit %d MB", mb(n), mb(b.size))}
+		return nil, badImage(ErrTooLarge, fmt.Sprintf("decoding takes %d MB, limit %d MB", mb(n), mb(b.size)), nil)
 	}
 	wctx, cancel := context.WithTimeout(ctx, b.Wait)
 	defer cancel()

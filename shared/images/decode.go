@@ -31,10 +31,9 @@ type Info struct {
 // itself): the bytes are a PNG, JPEG, GIF or WebP image (the format read
 // from the bytes), its declared size is within the decompression guard, and
 // the whole image decodes, every frame of a GIF included, within the
-// process's decode budget (ProcessBudget). A truncated or corrupt image is a
-// FormatError of KindUnsupported, an image that would take more than the
-// budget to decode one of KindTooLarge, and a decode that waited for the
-// budget in vain ErrBusy.
+// process's decode budget (ProcessBudget). A truncated or corrupt image is
+// ErrUnsupported, an image that would take more than the budget to decode
+// ErrTooLarge, and a decode that waited for the budget in vain ErrBusy.
 //
 // Info says whether the image must be shrunk before it is stored (Shrink
 // does that).
@@ -113,10 +112,10 @@ func decodeWhole(data []byte, mimeType string) (image.Image, error) {
 	case WebP:
 		img, err = webp.Decode(r)
 	default:
-		return nil, &FormatError{Kind: KindUnsupported, Detail: mimeType}
+		return nil, badImage(ErrUnsupported, mimeType, nil)
 	}
 	if err != nil {
-		return nil, &FormatError{Kind: KindUnsupported, Detail: "the " + formatName(mimeType) + " is cut short or its image data is corrupt", Err: err}
+		return nil, badImage(ErrUnsupported, "the "+formatName(mimeType)+" is cut short or its image data is corrupt", err)
 	}
 	return img, nil
 }
@@ -146,7 +145,7 @@ func decodeCost(data []byte, mimeType string, cfg image.Config) (int64, error) {
 		}
 		return pixels*12 + 1<<16, nil
 	}
-	return 0, &FormatError{Kind: KindUnsupported, Detail: mimeType}
+	return 0, badImage(ErrUnsupported, mimeType, nil)
 }
 
 // scaleCost is what scaling a w x h image to side pixels on its long side
@@ -185,7 +184,7 @@ func jpegCost(data []byte, cfg image.Config) (int64, error) {
 	}
 	// sof: precision, height(2), width(2), count, then 3 bytes a component.
 	if len(sof) < 6 || len(sof) < 6+3*int(sof[5]) || sof[5] == 0 {
-		return 0, &FormatError{Kind: KindUnsupported, Detail: "JPEG frame header is malformed"}
+		return 0, badImage(ErrUnsupported, "JPEG frame header is malformed", nil)
 	}
 	n := int(sof[5])
 	hmax, vmax := 1, 1
@@ -214,7 +213,7 @@ func jpegCost(data []byte, cfg image.Config) (int64, error) {
 // whether the JPEG is progressive.
 func jpegFrame(data []byte) (sof []byte, progressive bool, err error) {
 	bad := func(what string) ([]byte, bool, error) {
-		return nil, false, &FormatError{Kind: KindUnsupported, Detail: "JPEG " + what}
+		return nil, false, badImage(ErrUnsupported, "JPEG "+what, nil)
 	}
 	i := 2
 	for {
@@ -251,7 +250,7 @@ func jpegFrame(data []byte) (sof []byte, progressive bool, err error) {
 // decoded into an image of its own size, with a palette of its own.
 func gifCost(data []byte) (int64, error) {
 	bad := func(what string) (int64, error) {
-		return 0, &FormatError{Kind: KindUnsupported, Detail: "GIF " + what}
+		return 0, badImage(ErrUnsupported, "GIF "+what, nil)
 	}
 	if len(data) < 13 {
 		return bad("is cut short")

@@ -43,48 +43,23 @@ var (
 	ErrTooLarge = errors.New("image too large")
 )
 
-// Kinds of FormatError, one per sentinel above.
-const (
-	KindBase64      = "base64"
-	KindUnsupported = "unsupported"
-	KindTooLarge    = "too large"
-)
-
-// FormatError says what is wrong with an image. errors.Is matches the
-// sentinel of its Kind, and the underlying cause when there is one.
-type FormatError struct {
-	Kind   string // KindBase64, KindUnsupported or KindTooLarge
-	Detail string // what was seen
-	Err    error  // the decoder's error, if any
+// badImage says what is wrong with an image: sentinel (one of the three
+// above), what was seen (detail, or ""), and the decoder's error (cause,
+// or nil). errors.Is matches the sentinel, and the cause when there is one.
+func badImage(sentinel error, detail string, cause error) error {
+	format, args := "image: %w", []any{sentinel}
+	if detail != "" {
+		format, args = format+": %s", append(args, detail)
+	}
+	if cause != nil {
+		format, args = format+": %w", append(args, cause)
+	}
+	return fmt.Errorf(format, args...)
 }
 
-func (e *FormatError) Error() string {
-	msg := "image: " + e.sentinel().Error()
-	if e.Detail != "" {
-		msg += ": " + e.Detail
-	}
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
-}
-
-func (e *FormatError) sentinel() error {
-	switch e.Kind {
-	case KindBase64:
-		return ErrInvalidBase64
-	case KindTooLarge:
-		return ErrTooLarge
-	default:
-		return ErrUnsupported
-	}
-}
-
-func (e *FormatError) Unwrap() []error {
-	if e.Err == nil {
-		return []error{e.sentinel()}
-	}
-	return []error{e.sentinel(), e.Err}
+// malformed reports whether err is what badImage returns.
+func malformed(err error) bool {
+	return errors.Is(err, ErrInvalidBase64) || errors.Is(err, ErrUnsupported) || errors.Is(err, ErrTooLarge)
 }
 
 // Name is the image's name: the first 16 lowercase hex digits of the SHA-256
@@ -117,7 +92,7 @@ func NameBytes(data []byte) string {
 // the canonical form; unpadded and URL-safe base64 are accepted too, since
 // the bytes, not the text, are what is stored. ASCII whitespace (line
 // breaks of wrapped base64, stray spaces) is ignored. Anything else is a
-// FormatError of KindBase64.
+// an error matching ErrInvalidBase64.
 func Decode(b64 string) ([]byte, error) {
 	text := stripSpace(b64)
 	enc := base64.StdEncoding
@@ -129,7 +104,7 @@ func Decode(b64 string) ([]byte, error) {
 	}
 	data, err := enc.DecodeString(text)
 	if err != nil {
-		return nil, &FormatError{Kind: KindBase64, Err: err}
+		return nil, badImage(ErrInvalidBase64, "", err)
 	}
 	return data, nil
 }
@@ -162,7 +137,7 @@ func isSpace(c byte) bool {
 
 // Detect returns the MIME type of an image read from its bytes: PNG, JPEG,
 // GIF or WebP, with a header that decodes as that format. Anything else is a
-// FormatError of KindUnsupported naming what was seen.
+// an error matching ErrUnsupported that names what was seen.
 func Detect(data []byte) (mimeType string, err error) {
 	mimeType, _, err = detect(data)
 	return mimeType, err
@@ -172,17 +147,17 @@ func Detect(data []byte) (mimeType string, err error) {
 func detect(data []byte) (string, image.Config, error) {
 	mimeType := sniff(data)
 	if mimeType == "" {
-		return "", image.Config{}, &FormatError{Kind: KindUnsupported, Detail: describe(data)}
+		return "", image.Config{}, badImage(ErrUnsupported, describe(data), nil)
 	}
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
-		return "", cfg, &FormatError{Kind: KindUnsupported, Detail: "bytes start like " + formatName(mimeType) + " but its header does not decode", Err: err}
+		return "", cfg, badImage(ErrUnsupported, "bytes start like "+formatName(mimeType)+" but its header does not decode", err)
 	}
 	if "image/"+format != mimeType {
-		return "", cfg, &FormatError{Kind: KindUnsupported, Detail: fmt.Sprintf("bytes start like %s but decode as %s", formatName(mimeType), format)}
+		return "", cfg, badImage(ErrUnsupported, fmt.Sprintf("bytes start like %s but decode as %s", formatName(mimeType), format), nil)
 	}
 	if cfg.Width <= 0 || cfg.Height <= 0 {
-		return "", cfg, &FormatError{Kind: KindUnsupported, Detail: fmt.Sprintf("%s of %dx%d pixels", formatName(mimeType), cfg.Width, cfg.Height)}
+		return "", cfg, badImage(ErrUnsupported, fmt.Sprintf("%s of %dx%d pixels", formatName(mimeType), cfg.Width, cfg.Height), nil)
 	}
 	return mimeType, cfg, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/parallel"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
@@ -32,6 +33,9 @@ type Inline struct {
 	// re-encode, are stored under their own name as usual: no request
 	// binds a name to other bytes.
 	Restore bool
+	// Field is the image's place in the request, its JSON path
+	// ("messages[0].content[1].data"), which a refusal names.
+	Field string
 }
 
 // Writer is the image store an Incoming is stored in (Store).
@@ -44,17 +48,6 @@ type Writer interface {
 	// Get returns a stored image, or store.ErrNotFound.
 	Get(ctx context.Context, tenant, name string) (Image, error)
 }
-
-// RefusedError is a request refused for one of its images: Index is the
-// image's place in the request, Err the FormatError that refused it.
-type RefusedError struct {
-	Index int
-	Err   error
-}
-
-func (e *RefusedError) Error() string { return fmt.Sprintf("image %d: %v", e.Index, e.Err) }
-
-func (e *RefusedError) Unwrap() error { return e.Err }
 
 // Incoming is the inline images of one request, every one checked and
 // prepared before any is stored: a request refused for one image stores
@@ -70,7 +63,6 @@ type Incoming struct {
 // share it, and it is prepared and stored once.
 type job struct {
 	Inline
-	first    int      // index of the first image showing it
 	prepared Prepared // its bytes are dropped once stored
 	err      error
 	name     string
@@ -91,9 +83,10 @@ var ErrTooMany = fmt.Errorf("one image more than the %d distinct images a reques
 
 // Prepare checks and prepares every image of a request (Shrink), equal
 // images once. A request of more than MaxRequestImages distinct images is
-// refused before any is decoded. When any is refused, the error is a
-// *RefusedError naming the first refused image in request order; when the
-// decode budget stayed in use (ErrBusy) or ctx ended, that error.
+// refused before any is decoded. When any is refused, the error is a bad
+// request (a *fault.Error) naming the Field of the first refused image in
+// request order, its cause what is wrong with that image; when the decode
+// budget stayed in use (ErrBusy) or ctx ended, that error.
 func Prepare(ctx context.Context, imgs []Inline) (*Incoming, error) {
 	inc := &Incoming{of: make([]*job, len(imgs))}
 	byKey := map[jobKey]*job{}
@@ -106,19 +99,19 @@ func Prepare(ctx context.Context, imgs []Inline) (*Incoming, error) {
 		}
 		j := byKey[key]
 		if j == nil {
-			j = &job{Inline: in, first: i}
+			j = &job{Inline: in} // the first image showing it
 			byKey[key] = j
 			inc.jobs = append(inc.jobs, j)
 		}
 		inc.of[i] = j
 	}
 	if len(inc.jobs) > MaxRequestImages {
-		return nil, &RefusedError{Index: inc.jobs[MaxRequestImages].first, Err: ErrTooMany}
+		return nil, refusal(inc.jobs[MaxRequestImages].Inline, ErrTooMany)
 	}
 	inc.each(func(j *job) { j.prepared, j.err = Shrink(ctx, j.B64) })
 	for _, j := range inc.jobs {
-		if _, bad := errors.AsType[*FormatError](j.err); bad {
-			return nil, &RefusedError{Index: j.first, Err: j.err}
+		if malformed(j.err) {
+			return nil, refusal(j.Inline, j.err)
 		}
 	}
 	for _, j := range inc.jobs {
@@ -127,6 +120,12 @@ func Prepare(ctx context.Context, imgs []Inline) (*Incoming, error) {
 		}
 	}
 	return inc, nil
+}
+
+// refusal is the request refused for image in, because of err: a bad
+// request naming its field, which tells the caller err.
+func refusal(in Inline, err error) *fault.Error {
+	return &fault.Error{Code: fault.BadRequest, Field: in.Field, Message: in.Field, Err: err}
 }
 
 // Names lists, each once, the names the request's images may be stored

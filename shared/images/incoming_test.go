@@ -8,6 +8,7 @@ import (
 	"image"
 	"testing"
 
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/store/storefake"
@@ -142,11 +143,11 @@ func sameSizeOther(t *testing.T, data []byte) []byte {
 
 func TestPrepareNamesTheFirstRefusedImage(t *testing.T) {
 	good := b64(pngBytes(t, gradient(8, 8)))
-	imgs := []images.Inline{{B64: good}, {B64: "not base64!"}, {B64: good}, {B64: b64([]byte("BM"))}}
+	imgs := []images.Inline{{B64: good, Field: "images[0]"}, {B64: "not base64!", Field: "images[1]"}, {B64: good, Field: "images[2]"}, {B64: b64([]byte("BM")), Field: "images[3]"}}
 	_, err := images.Prepare(context.Background(), imgs)
-	refused, ok := errors.AsType[*images.RefusedError](err)
-	if !ok || refused.Index != 1 || !errors.Is(err, images.ErrInvalidBase64) {
-		t.Fatalf("err %v, want image 1 refused as invalid base64", err)
+	refused, ok := errors.AsType[*fault.Error](err)
+	if !ok || refused.Code != fault.BadRequest || refused.Field != "images[1]" || !errors.Is(err, images.ErrInvalidBase64) {
+		t.Fatalf("err %v, want images[1] refused as invalid base64", err)
 	}
 }
 
@@ -164,22 +165,23 @@ func TestARequestOfMoreDistinctImagesThanItMayCarryIsRefusedBeforeAnyDecode(t *t
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var in []images.Inline
+			field := func() string { return fmt.Sprintf("images[%d]", len(in)) }
 			for range tt.repeats {
-				in = append(in, images.Inline{B64: small})
+				in = append(in, images.Inline{B64: small, Field: field()})
 			}
 			for i := range tt.distinct {
 				// Not images at all: a refusal by count reads none of them.
-				in = append(in, images.Inline{B64: fmt.Sprintf("not-an-image-%d", i)})
+				in = append(in, images.Inline{B64: fmt.Sprintf("not-an-image-%d", i), Field: field()})
 			}
 			_, err := images.Prepare(context.Background(), in)
-			refused, ok := errors.AsType[*images.RefusedError](err)
+			refused, ok := errors.AsType[*fault.Error](err)
 			if tt.wantIndex < 0 {
 				if ok && errors.Is(err, images.ErrTooMany) {
 					t.Fatalf("refused by count: %v", err)
 				}
 				return
 			}
-			if !ok || refused.Index != tt.repeats+tt.wantIndex || !errors.Is(err, images.ErrTooMany) {
+			if want := fmt.Sprintf("images[%d]", tt.repeats+tt.wantIndex); !ok || refused.Field != want || !errors.Is(err, images.ErrTooMany) {
 				t.Fatalf("Prepare = %v, want image %d refused as one too many", err, tt.repeats+tt.wantIndex)
 			}
 		})

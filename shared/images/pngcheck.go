@@ -41,7 +41,7 @@ func checkPNG(data []byte) error {
 // badPNG is a PNG that is cut short or corrupt, for the reason format
 // tells.
 func badPNG(format string, args ...any) error {
-	return &FormatError{Kind: KindUnsupported, Detail: "the PNG is cut short or its image data is corrupt", Err: fmt.Errorf(format, args...)}
+	return badImage(ErrUnsupported, "the PNG is cut short or its image data is corrupt", fmt.Errorf(format, args...))
 }
 
 // pngChunkAt reads the chunk at offset i of data, checking that it is

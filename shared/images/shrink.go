@@ -141,8 +141,8 @@ func Downscale(data []byte, maxSide int) (mimeType string, out []byte, err error
 // checkDecodable refuses a declared size past the decompression bomb guard.
 func checkDecodable(cfg image.Config) error {
 	if cfg.Width > maxDecodeSide || cfg.Height > maxDecodeSide || int64(cfg.Width)*int64(cfg.Height) > maxDecodePixels {
-		return &FormatError{Kind: KindTooLarge, Detail: fmt.Sprintf("%dx%d pixels declared, limit %d px a side and %d megapixels",
-			cfg.Width, cfg.Height, maxDecodeSide, maxDecodePixels/1_000_000)}
+		return badImage(ErrTooLarge, fmt.Sprintf("%dx%d pixels declared, limit %d px a side and %d megapixels",
+			cfg.Width, cfg.Height, maxDecodeSide, maxDecodePixels/1_000_000), nil)
 	}
 	return nil
 }

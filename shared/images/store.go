@@ -32,7 +32,8 @@ func New(blobs store.Blobs) *Store { return &Store{Blobs: blobs} }
 
 // Put shrinks the image if it must be (see Shrink) and stores it, returning
 // its name: Name of b64 as received. Putting a stored image again is a
-// no-op that returns the same name. Bad input is a FormatError; a store
+// no-op that returns the same name. Bad input is ErrInvalidBase64,
+// ErrUnsupported or ErrTooLarge; a store
 // failure is wrapped, so errors.Is(err, store.ErrUnavailable) holds.
 func (s *Store) Put(ctx context.Context, tenant, b64 string) (name string, err error) {
 	p, err := Shrink(ctx, b64)

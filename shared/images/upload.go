@@ -36,10 +36,11 @@ type Staging interface {
 // name. The bytes
 // must have that name: the Name of their standard base64, the name the
 // same image gets inline, so an image is stored once whichever way it came.
-// Refused bytes are a FormatError or ErrNameMismatch; nothing is stored.
+// Refused bytes are ErrInvalidBase64, ErrUnsupported, ErrTooLarge or
+// ErrNameMismatch; nothing is stored.
 func (s *Store) Accept(ctx context.Context, tenant, name string, data []byte) error {
 	if len(data) > MaxUploadBytes {
-		return &FormatError{Kind: KindTooLarge, Detail: fmt.Sprintf("%d bytes uploaded, limit %d", len(data), MaxUploadBytes)}
+		return badImage(ErrTooLarge, fmt.Sprintf("%d bytes uploaded, limit %d", len(data), MaxUploadBytes), nil)
 	}
 	p, err := ShrinkBytes(ctx, data)
 	if err != nil {
@@ -153,6 +154,5 @@ func ClaimAll(ctx context.Context, c Claimer, tenant string, names []string) (in
 // Refused reports whether err refuses an image for what it is (its bytes,
 // its name, or no upload of it), not for a store failure.
 func Refused(err error) bool {
-	var fe *FormatError
-	return errors.As(err, &fe) || errors.Is(err, ErrNameMismatch) || errors.Is(err, ErrNotUploaded)
+	return malformed(err) || errors.Is(err, ErrNameMismatch) || errors.Is(err, ErrNotUploaded)
 }

@@ -546,7 +546,7 @@ func (p *importPlan) planImages(items []importfile.Item) (carried map[string]boo
 		if len(chunk) == importChunkImages || (len(chunk) > 0 && size+len(img.Data) > importChunkBytes) {
 			p.images, chunk, size = append(p.images, chunk), nil, 0
 		}
-		chunk = append(chunk, importImage{line: it.Line, Inline: images.Inline{B64: img.Data, Named: img.Name}})
+		chunk = append(chunk, importImage{line: it.Line, Inline: images.Inline{B64: img.Data, Named: img.Name, Field: lineField(it.Line, "image.data")}})
 		size += len(img.Data)
 		carried[img.Name] = true
 	}
@@ -623,11 +623,7 @@ func prepareImages(ctx context.Context, chunk []importImage) (*images.Incoming, 
 	for i, im := range chunk {
 		inline[i] = im.Inline
 	}
-	incoming, err := images.Prepare(ctx, inline)
-	if refused, ok := errors.AsType[*images.RefusedError](err); ok {
-		return nil, imageLineError(chunk[refused.Index].line, "image.data", refused.Err)
-	}
-	return incoming, err
+	return images.Prepare(ctx, inline)
 }
 
 // checkAppend refuses what the append of part would refuse, naming the
@@ -637,7 +633,6 @@ func prepareImages(ctx context.Context, chunk []importImage) (*images.Incoming, 
 func (c *Chats) checkAppend(ctx context.Context, tenant string, part []importMessage, carried map[string]bool) error {
 	msgs := make([]pi.Message, len(part))
 	var inline []images.Inline
-	var at [][2]int // message and block of each inline image
 	type ref struct{ msg, block int }
 	var refsAt []ref
 	var names []string
@@ -646,8 +641,7 @@ func (c *Chats) checkAppend(ctx context.Context, tenant string, part []importMes
 		for j, b := range m.msg.Content.Blocks {
 			switch {
 			case b.Type == pi.TypeImage && b.Data != "":
-				inline = append(inline, images.Inline{B64: b.Data, Named: b.Name})
-				at = append(at, [2]int{i, j})
+				inline = append(inline, images.Inline{B64: b.Data, Named: b.Name, Field: lineField(m.line, fmt.Sprintf("message.content[%d].data", j))})
 			case b.Type == pi.TypeText && (m.msg.Role == pi.RoleUser || m.msg.Role == pi.RoleToolResult):
 				if name := refs.RefName(b.Text); name != "" && !carried[name] {
 					refsAt = append(refsAt, ref{i, j})
@@ -662,12 +656,7 @@ func (c *Chats) checkAppend(ctx context.Context, tenant string, part []importMes
 	if len(inline) > 0 {
 		// Decoded here and again by the append: a bad image must refuse
 		// the file before its first append.
-		_, err := images.Prepare(ctx, inline)
-		if refused, ok := errors.AsType[*images.RefusedError](err); ok {
-			k := at[refused.Index]
-			return imageLineError(part[k[0]].line, fmt.Sprintf("message.content[%d].data", k[1]), refused.Err)
-		}
-		if err != nil {
+		if _, err := images.Prepare(ctx, inline); err != nil {
 			return err
 		}
 	}
@@ -699,23 +688,21 @@ func (c *Chats) checkAppend(ctx context.Context, tenant string, part []importMes
 	return nil
 }
 
-// lineError is a 400 naming a field of a line of an import file: its
-// field is "line N" and the field's path within the line.
+// lineError is a 400 naming a field of a line of an import file
+// (lineField).
 func lineError(line int, field, format string, args ...any) *fault.Error {
+	f := lineField(line, field)
+	return api.BadRequest(f, "%s: %s", f, fmt.Sprintf(format, args...))
+}
+
+// lineField names a field of a line of an import file: "line N" and the
+// field's path within the line.
+func lineField(line int, field string) string {
 	f := fmt.Sprintf("line %d", line)
 	if field != "" {
 		f += " " + field
 	}
-	return api.BadRequest(f, "%s: %s", f, fmt.Sprintf(format, args...))
-}
-
-// imageLineError is lineError for an image the images package refused;
-// an outage or a busy decode budget is passed on.
-func imageLineError(line int, field string, err error) error {
-	if !images.Refused(err) && !errors.Is(err, images.ErrTooMany) {
-		return err
-	}
-	return lineError(line, field, "%v", err)
+	return f
 }
 
 // appendField is a field of an append's input: messages[i] and the path in it.

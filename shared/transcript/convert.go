@@ -264,7 +264,7 @@ func (l *Log) putImages(ctx context.Context, tenant string, msgs []pi.Message) (
 					continue
 				}
 			}
-			inline = append(inline, images.Inline{B64: b.Data, Named: b.Name})
+			inline = append(inline, images.Inline{B64: b.Data, Named: b.Name, Field: fmt.Sprintf("messages[%d].content[%d].data", i, j)})
 			at = append(at, imageRef{i, j})
 		}
 	}
@@ -272,17 +272,16 @@ func (l *Log) putImages(ctx context.Context, tenant string, msgs []pi.Message) (
 	if len(inline) == 0 {
 		return names, nil
 	}
-	field := func(k int) string { return fmt.Sprintf("messages[%d].content[%d].data", at[k].msg, at[k].block) }
 	incoming, err := images.Prepare(ctx, inline)
-	if refused, ok := errors.AsType[*images.RefusedError](err); ok {
-		return nil, imageError(field(refused.Index), refused.Err)
+	if refused, ok := errors.AsType[*fault.Error](err); ok {
+		return nil, imageError(refused.Field, refused.Err)
 	}
 	if err != nil {
 		return nil, err
 	}
 	for k, s := range incoming.Store(ctx, l.imgs, tenant) {
 		if s.Err != nil {
-			return nil, imageError(field(k), s.Err)
+			return nil, imageError(inline[k].Field, s.Err)
 		}
 		names[at[k]] = s.Name
 	}

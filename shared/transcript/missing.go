@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
@@ -24,38 +25,35 @@ func (l *Log) storeMissing(ctx context.Context, tenant string, msgs []pi.Message
 	for _, name := range missing {
 		gone[name] = true
 	}
+	field := func(r imageRef) string { return fmt.Sprintf("messages[%d].content[%d]", r.msg, r.block) }
 	var inline []images.Inline
-	var at []imageRef
 	for i, m := range msgs {
 		for j, b := range m.Content.Blocks {
 			if b.Type != pi.TypeImage {
 				continue
 			}
+			data := field(imageRef{i, j}) + ".data"
 			switch {
 			case gone[storedName(b)]:
-				inline = append(inline, images.Inline{B64: b.Data, Named: b.Name, Restore: true})
+				inline = append(inline, images.Inline{B64: b.Data, Named: b.Name, Restore: true, Field: data})
 			case refs.ValidName(b.Name) && gone[images.Name(b.Data)]:
 				// Stored under its own name when the one it carried was not.
-				inline = append(inline, images.Inline{B64: b.Data})
-			default:
-				continue
+				inline = append(inline, images.Inline{B64: b.Data, Field: data})
 			}
-			at = append(at, imageRef{i, j})
 		}
 	}
-	field := func(r imageRef) string { return fmt.Sprintf("messages[%d].content[%d]", r.msg, r.block) }
 	stored := map[string]bool{}
 	if len(inline) > 0 {
 		incoming, err := images.Prepare(ctx, inline)
-		if refused, ok := errors.AsType[*images.RefusedError](err); ok {
-			return imageError(field(at[refused.Index])+".data", refused.Err)
+		if refused, ok := errors.AsType[*fault.Error](err); ok {
+			return imageError(refused.Field, refused.Err)
 		}
 		if err != nil {
 			return err
 		}
 		for k, s := range incoming.Store(ctx, l.imgs, tenant) {
 			if s.Err != nil {
-				return imageError(field(at[k])+".data", s.Err)
+				return imageError(inline[k].Field, s.Err)
 			}
 			stored[s.Name] = true
 		}
