@@ -314,55 +314,23 @@ func (c *Routes) importItems(ctx context.Context, tenant, chat string, items []i
 		return ImportResult{}, err
 	}
 	res := p.res
-	for _, chunk := range p.images {
-		// Decoded again: a file's images may be more than memory holds.
-		stored, err := prepareImages(ctx, chunk)
-		if err != nil {
-			return ImportResult{}, err
-		}
-		for i, s := range stored.Store(ctx, c.images, tenant) {
-			if s.Err != nil {
-				return ImportResult{}, fmt.Errorf("lifecycle: storing the image of line %d: %w", chunk[i].line, s.Err)
-			}
-			if s.Name != chunk[i].Named {
-				if res.Renamed == nil {
-					res.Renamed = map[string]string{}
-				}
-				res.Renamed[chunk[i].Named] = s.Name
-			}
-		}
+	if res.Renamed, err = c.storeImportImages(ctx, tenant, p.images); err != nil {
+		return ImportResult{}, err
 	}
-	h := sha256.New()
 	// held is the chat's length before the first append: an entry id
 	// below it was logged by an earlier import, one at or past it by
 	// this one (a repeated append answers the ids it logged first).
 	held := int64(-1)
 	for _, part := range p.appends {
-		msgs := make([]pi.Message, len(part))
-		h.Reset()
-		for i, m := range part {
-			if raw, renamed := importfile.RenameRefs(m.raw, res.Renamed); renamed {
-				if err := json.Unmarshal(raw, &m.msg); err != nil {
-					return res, err
-				}
-				m.raw = raw
-			}
-			msgs[i] = m.msg
-			h.Write(m.raw)
-			h.Write([]byte{'\n'})
+		msgs, receipt, err := importAppend(part, res.Renamed)
+		if err != nil {
+			return res, err
 		}
 		if held < 0 {
-			cur, _, err := c.ids.Current(ctx, tenant, chat)
-			if err != nil {
+			if held, err = c.chatLen(ctx, tenant, chat); err != nil {
 				return res, err
 			}
-			n, err := c.log.Len(ctx, cur)
-			if err != nil {
-				return res, err
-			}
-			held = n
 		}
-		receipt := "import/" + hex.EncodeToString(h.Sum(nil)[:16])
 		ch, ids, err := c.log.AppendChat(ctx, tenant, chat, msgs, receipt)
 		if err != nil {
 			return res, stoppedAt(part, res.Entries, err)
@@ -379,6 +347,60 @@ func (c *Routes) importItems(ctx context.Context, tenant, chat string, items []i
 		}
 	}
 	return res, nil
+}
+
+// storeImportImages stores the file's images, a chunk at a time, and
+// returns the names it renamed: an image stored under another name than
+// the one its line carries.
+func (c *Routes) storeImportImages(ctx context.Context, tenant string, chunks [][]importImage) (renamed map[string]string, err error) {
+	for _, chunk := range chunks {
+		// Decoded again: a file's images may be more than memory holds.
+		stored, err := prepareImages(ctx, chunk)
+		if err != nil {
+			return nil, err
+		}
+		for i, s := range stored.Store(ctx, c.images, tenant) {
+			if s.Err != nil {
+				return nil, fmt.Errorf("lifecycle: storing the image of line %d: %w", chunk[i].line, s.Err)
+			}
+			if s.Name != chunk[i].Named {
+				if renamed == nil {
+					renamed = map[string]string{}
+				}
+				renamed[chunk[i].Named] = s.Name
+			}
+		}
+	}
+	return renamed, nil
+}
+
+// importAppend is an append's messages, their refs to renamed images
+// renamed, and its receipt: the digest of the messages as the file has
+// them after renaming, so importing the file again repeats it.
+func importAppend(part []importMessage, renamed map[string]string) (msgs []pi.Message, receipt string, err error) {
+	msgs = make([]pi.Message, len(part))
+	h := sha256.New()
+	for i, m := range part {
+		if raw, ok := importfile.RenameRefs(m.raw, renamed); ok {
+			if err := json.Unmarshal(raw, &m.msg); err != nil {
+				return nil, "", err
+			}
+			m.raw = raw
+		}
+		msgs[i] = m.msg
+		h.Write(m.raw)
+		h.Write([]byte{'\n'})
+	}
+	return msgs, "import/" + hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
+// chatLen is the length of the chat's current incarnation.
+func (c *Routes) chatLen(ctx context.Context, tenant, chat string) (int64, error) {
+	cur, _, err := c.ids.Current(ctx, tenant, chat)
+	if err != nil {
+		return 0, err
+	}
+	return c.log.Len(ctx, cur)
 }
 
 // MaxImportLine bounds a line an import puts back together from its
