@@ -19,6 +19,6 @@ func main() {
 	f := httpfn.Init(config.Offload)
 	f.Stores.Table = dynamo.New(dynamodb.NewFromConfig(f.AWS), f.Config.Table)
 	imgs := f.Stores.Images()
-	chats := lifecycle.New(lifecycle.Config{Table: f.Stores.Table, Blobs: f.Stores.Blobs})
+	chats := lifecycle.New(lifecycle.Config{Table: f.Stores.Table, Blobs: f.Stores.Blobs, Images: imgs})
 	f.StartHTTP(hooks.NewOffload(imgs, chats), hooks.NewUploads(imgs, f.Stores.Uploader, chats))
 }

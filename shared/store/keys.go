@@ -39,6 +39,7 @@ import (
 //	text/<tenant>/<chat or incarnation>/<hash>   a text too big for its row
 //	uploads/<tenant>/<image>              an upload not yet checked (S3 expires the prefix)
 //	images/healthz/0000000000000000       the blob health checks read (never written)
+//	images/origin/0000000000000000        the key a link is signed for to learn the links' origin (never written)
 
 // ChatPK is the partition key of one chat of one tenant. Chat ids cannot
 // contain '/', so the last '/' separates an escaped tenant from the chat.
@@ -147,6 +148,10 @@ func HealthKey() Key { return Key{PK: "healthz", SK: "healthz"} }
 // HealthBlobKey is the blob health checks read; nothing is ever stored
 // under it. It is under images/, where every function may read.
 func HealthBlobKey() string { return ImageKey("healthz", "0000000000000000") }
+
+// LinkOriginKey is the key a link is signed for only to read the origin
+// of the links a Linker makes (ui.LinkOrigin); nothing is stored under it.
+func LinkOriginKey() string { return ImageKey("origin", "0000000000000000") }
 
 // TextPrefix is where a chat's texts too big for their rows are kept: under
 // the chat, so its deletion can delete them without asking whether another
