@@ -159,20 +159,20 @@ func TestCodeShapeIsNoWorseThanWhenMeasured(t *testing.T) {
 	t.Logf("over 60 lines: %d (%.1f%%, aim 1.5%%): %s", len(long), pct(len(long)), strings.Join(long, " "))
 	t.Logf("6+ parameters: %d (aim 3): %s", len(wide), strings.Join(wide, " "))
 	t.Logf("over complexity 15: %d (%.1f%%, aim 2%%): %s", len(branchy), pct(len(branchy)), strings.Join(branchy, " "))
-	// The figures when the aims were first met (26,789 lines, 1,153
-	// functions): the longest 79 lines, 14 over 60 lines (1.2%), 2 with 6+
-	// parameters, 21 over complexity 15 (1.8%). A change may improve
-	// them, not worsen them; lower these as it does. A function that would
-	// pass one is split into steps named for what they do, and a long
-	// parameter list becomes a value.
+	// The figures once the aims were met (26,872 lines, 1,167 functions):
+	// the longest 70 lines, 6 over 60 lines (0.5%), 2 with 6+ parameters,
+	// 14 over complexity 15 (1.2%). A change may improve them, not worsen
+	// them; lower these as it does. A function that would pass one is
+	// split into steps named for what they do, and a long parameter list
+	// becomes a value.
 	for _, c := range []struct {
 		what      string
 		got, most int
 	}{
-		{"lines of the longest function", longest.lines, 79},
-		{"functions over 60 lines", len(long), 14},
+		{"lines of the longest function", longest.lines, 70},
+		{"functions over 60 lines", len(long), 6},
 		{"functions with 6+ parameters", len(wide), 2},
-		{"functions over complexity 15", len(branchy), 21},
+		{"functions over complexity 15", len(branchy), 14},
 	} {
 		if c.got > c.most {
 			t.Errorf("%s: %d, more than the %d measured", c.what, c.got, c.most)

@@ -78,24 +78,7 @@ func (c custom) compact(ctx context.Context, in memory.CompactRequest) (memory.C
 		out.Line, out.Verbatim = in.Source, true
 		return out, nil
 	}
-	req := CustomRequest{
-		Source: in.Source, Images: make([]CustomImage, 0, len(in.Images)), Describe: []string{},
-		Level: in.Level, Index: in.Index, Label: in.Label, Kind: in.Kind, Context: in.Context,
-	}
-	mode := noImages
-	if in.Level == 0 && len(in.Images) > 0 {
-		mode = withImages
-		for _, img := range in.Images {
-			req.Images = append(req.Images, CustomImage{Name: img.Name, MimeType: img.MimeType, Data: img.Data})
-		}
-		req.Describe = append(req.Describe, in.Describe...)
-	}
-	if in.Level == 0 {
-		req.Task = leafTask(in, limit, mode, nil)
-	} else {
-		a, b := childLabels(in.Level, in.Index)
-		req.Task = mergeTask(a, b, in.Label, in.Source, limit)
-	}
+	req := customRequest(in, limit)
 	payload, err := json.Marshal(req)
 	if err != nil {
 		return out, fmt.Errorf("compactor: %s: node %s: %w", c.name, in.Label, err)
@@ -114,18 +97,7 @@ func (c custom) compact(ctx context.Context, in memory.CompactRequest) (memory.C
 		// this node: retry until it is fixed rather than count a refusal.
 		return out, fmt.Errorf("compactor: %s: node %s: %w", c.name, in.Label, &model.Error{Retryable: true, Err: err})
 	}
-	if rep.Descriptions != nil && len(req.Describe) > 0 {
-		// A compactor that answers descriptions was asked; one that never
-		// does is not counted as failing to describe.
-		out.DescribeAsked = len(req.Describe)
-		out.Descriptions = map[string]string{}
-		for _, name := range req.Describe {
-			// An empty one is none: the image waits for another leaf.
-			if d := images.CleanDescription(rep.Descriptions[name]); d != "" {
-				out.Descriptions[name] = d
-			}
-		}
-	}
+	readDescriptions(&out, req.Describe, rep.Descriptions)
 	if *rep.Line == in.Source {
 		out.Line, out.Verbatim = in.Source, true
 		return out, nil
@@ -136,6 +108,47 @@ func (c custom) compact(ctx context.Context, in memory.CompactRequest) (memory.C
 	}
 	out.Line = textcut.Head(line, limit)
 	return out, nil
+}
+
+// customRequest is the request a custom compactor gets for in: a leaf's
+// images and the descriptions asked of them come with it.
+func customRequest(in memory.CompactRequest, limit int) CustomRequest {
+	req := CustomRequest{
+		Source: in.Source, Images: make([]CustomImage, 0, len(in.Images)), Describe: []string{},
+		Level: in.Level, Index: in.Index, Label: in.Label, Kind: in.Kind, Context: in.Context,
+	}
+	mode := noImages
+	if in.Level == 0 && len(in.Images) > 0 {
+		mode = withImages
+		for _, img := range in.Images {
+			req.Images = append(req.Images, CustomImage{Name: img.Name, MimeType: img.MimeType, Data: img.Data})
+		}
+		req.Describe = append(req.Describe, in.Describe...)
+	}
+	if in.Level == 0 {
+		req.Task = leafTask(in, limit, mode, nil)
+	} else {
+		a, b := childLabels(in.Level, in.Index)
+		req.Task = mergeTask(a, b, in.Label, in.Source, limit)
+	}
+	return req
+}
+
+// readDescriptions keeps the descriptions answered for the images asked
+// of, when the compactor answers any: one that never does is not counted
+// as failing to describe. An empty one is none: the image waits for
+// another leaf.
+func readDescriptions(out *memory.Compacted, asked []string, answered map[string]string) {
+	if answered == nil || len(asked) == 0 {
+		return
+	}
+	out.DescribeAsked = len(asked)
+	out.Descriptions = map[string]string{}
+	for _, name := range asked {
+		if d := images.CleanDescription(answered[name]); d != "" {
+			out.Descriptions[name] = d
+		}
+	}
 }
 
 // HTTPCompactor posts each node as JSON (CustomRequest) to URL and reads

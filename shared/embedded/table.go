@@ -168,37 +168,7 @@ func (t *Table) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	lo := tableKey(store.Key{PK: q.PK, SK: q.Prefix})
 	var page store.Page
 	err := t.db.view("query", func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketTable).Cursor()
-		var k, v []byte
-		var step func() ([]byte, []byte)
-		if q.Desc {
-			// Start at the last key below the exclusive upper bound: the
-			// end of the prefix range, or After when that comes first.
-			hi := successor(lo)
-			if q.After != "" {
-				if a := tableKey(store.Key{PK: q.PK, SK: q.After}); bytes.Compare(a, hi) < 0 {
-					hi = a
-				}
-			}
-			if k, _ = c.Seek(hi); k == nil {
-				k, v = c.Last()
-			} else {
-				k, v = c.Prev()
-			}
-			step = c.Prev
-		} else {
-			start, after := lo, []byte(nil)
-			if q.After != "" {
-				if a := tableKey(store.Key{PK: q.PK, SK: q.After}); bytes.Compare(a, lo) >= 0 {
-					start, after = a, a
-				}
-			}
-			k, v = c.Seek(start)
-			if after != nil && bytes.Equal(k, after) {
-				k, v = c.Next()
-			}
-			step = c.Next
-		}
+		k, v, step := seekQuery(tx.Bucket(bucketTable).Cursor(), q, lo)
 		size := 0
 		for ; k != nil && bytes.HasPrefix(k, lo); k, v = step() {
 			it, err := decodeItem(keyOf(k), v)
@@ -222,6 +192,41 @@ func (t *Table) Query(ctx context.Context, q store.Query) (store.Page, error) {
 		return store.Page{}, err
 	}
 	return page, nil
+}
+
+// seekQuery places c on the first key q reads, in q's direction, and
+// returns it with the step to the next: lo is the start of the prefix
+// range, and q.After (exclusive) bounds the range on the side it starts.
+func seekQuery(c *bolt.Cursor, q store.Query, lo []byte) (k, v []byte, step func() ([]byte, []byte)) {
+	if q.Desc {
+		// Start at the last key below the exclusive upper bound: the
+		// end of the prefix range, or After when that comes first.
+		hi := successor(lo)
+		if q.After != "" {
+			if a := tableKey(store.Key{PK: q.PK, SK: q.After}); bytes.Compare(a, hi) < 0 {
+				hi = a
+			}
+		}
+		if k, _ = c.Seek(hi); k == nil {
+			k, v = c.Last()
+		} else {
+			k, v = c.Prev()
+		}
+		step = c.Prev
+	} else {
+		start, after := lo, []byte(nil)
+		if q.After != "" {
+			if a := tableKey(store.Key{PK: q.PK, SK: q.After}); bytes.Compare(a, lo) >= 0 {
+				start, after = a, a
+			}
+		}
+		k, v = c.Seek(start)
+		if after != nil && bytes.Equal(k, after) {
+			k, v = c.Next()
+		}
+		step = c.Next
+	}
+	return k, v, step
 }
 
 // BatchGet returns the items at keys that exist, in the order of keys (a

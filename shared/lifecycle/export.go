@@ -42,8 +42,8 @@ import (
 // on the last part.
 const ExportNextHeader = "Durachat-Export-Next"
 
-// ImportBatch is how many messages one import append carries.
-const ImportBatch = 50
+// ImportAppendMessages is how many messages one import append carries.
+const ImportAppendMessages = 50
 
 // ExportLine is a message's line of an export.
 type ExportLine struct {
@@ -250,7 +250,7 @@ type importMessage struct {
 }
 
 // importPlan is an import file checked whole: its image lines in chunks,
-// its messages in the appends they are logged in.
+// its messages in parts, each part the messages one append logs.
 type importPlan struct {
 	images  [][]importImage
 	appends [][]importMessage
@@ -276,8 +276,8 @@ const (
 // block for an image the tenant holds or the file carries, each image for
 // its bytes) and a bad one is a 400 naming the file's line, with nothing
 // written. Then the file's images are stored and its messages logged in
-// order, keeping their timestamps, in appends of ImportBatch messages
-// whose receipts are digests of their messages: running the same import
+// order, keeping their timestamps, in appends of ImportAppendMessages
+// messages whose receipts are digests of their messages: running the same import
 // again logs nothing twice (within the receipt window), so an import cut
 // off by an outage (a 503 saying how far it got) is completed by running
 // it again. Messages whose role durachat does not log (a session's bash
@@ -314,58 +314,26 @@ func (c *Routes) importItems(ctx context.Context, tenant, chat string, items []i
 		return ImportResult{}, err
 	}
 	res := p.res
-	for _, chunk := range p.images {
-		// Decoded again: a file's images may be more than memory holds.
-		stored, err := prepareImages(ctx, chunk)
-		if err != nil {
-			return ImportResult{}, err
-		}
-		for i, s := range stored.Store(ctx, c.images, tenant) {
-			if s.Err != nil {
-				return ImportResult{}, fmt.Errorf("lifecycle: storing the image of line %d: %w", chunk[i].line, s.Err)
-			}
-			if s.Name != chunk[i].Named {
-				if res.Renamed == nil {
-					res.Renamed = map[string]string{}
-				}
-				res.Renamed[chunk[i].Named] = s.Name
-			}
-		}
+	if res.Renamed, err = c.storeImportImages(ctx, tenant, p.images); err != nil {
+		return ImportResult{}, err
 	}
-	h := sha256.New()
 	// held is the chat's length before the first append: an entry id
 	// below it was logged by an earlier import, one at or past it by
 	// this one (a repeated append answers the ids it logged first).
 	held := int64(-1)
-	for _, batch := range p.appends {
-		msgs := make([]pi.Message, len(batch))
-		h.Reset()
-		for i, m := range batch {
-			if raw, renamed := importfile.RenameRefs(m.raw, res.Renamed); renamed {
-				if err := json.Unmarshal(raw, &m.msg); err != nil {
-					return res, err
-				}
-				m.raw = raw
-			}
-			msgs[i] = m.msg
-			h.Write(m.raw)
-			h.Write([]byte{'\n'})
+	for _, part := range p.appends {
+		msgs, receipt, err := importAppend(part, res.Renamed)
+		if err != nil {
+			return res, err
 		}
 		if held < 0 {
-			cur, _, err := c.ids.Current(ctx, tenant, chat)
-			if err != nil {
+			if held, err = c.chatLen(ctx, tenant, chat); err != nil {
 				return res, err
 			}
-			n, err := c.log.Len(ctx, cur)
-			if err != nil {
-				return res, err
-			}
-			held = n
 		}
-		receipt := "import/" + hex.EncodeToString(h.Sum(nil)[:16])
 		ch, ids, err := c.log.AppendChat(ctx, tenant, chat, msgs, receipt)
 		if err != nil {
-			return res, stoppedAt(batch, res.Entries, err)
+			return res, stoppedAt(part, res.Entries, err)
 		}
 		res.Entries += len(ids)
 		for _, id := range ids {
@@ -379,6 +347,60 @@ func (c *Routes) importItems(ctx context.Context, tenant, chat string, items []i
 		}
 	}
 	return res, nil
+}
+
+// storeImportImages stores the file's images, a chunk at a time, and
+// returns the names it renamed: an image stored under another name than
+// the one its line carries.
+func (c *Routes) storeImportImages(ctx context.Context, tenant string, chunks [][]importImage) (renamed map[string]string, err error) {
+	for _, chunk := range chunks {
+		// Decoded again: a file's images may be more than memory holds.
+		stored, err := prepareImages(ctx, chunk)
+		if err != nil {
+			return nil, err
+		}
+		for i, s := range stored.Store(ctx, c.images, tenant) {
+			if s.Err != nil {
+				return nil, fmt.Errorf("lifecycle: storing the image of line %d: %w", chunk[i].line, s.Err)
+			}
+			if s.Name != chunk[i].Named {
+				if renamed == nil {
+					renamed = map[string]string{}
+				}
+				renamed[chunk[i].Named] = s.Name
+			}
+		}
+	}
+	return renamed, nil
+}
+
+// importAppend is an append's messages, their refs to renamed images
+// renamed, and its receipt: the digest of the messages as the file has
+// them after renaming, so importing the file again repeats it.
+func importAppend(part []importMessage, renamed map[string]string) (msgs []pi.Message, receipt string, err error) {
+	msgs = make([]pi.Message, len(part))
+	h := sha256.New()
+	for i, m := range part {
+		if raw, ok := importfile.RenameRefs(m.raw, renamed); ok {
+			if err := json.Unmarshal(raw, &m.msg); err != nil {
+				return nil, "", err
+			}
+			m.raw = raw
+		}
+		msgs[i] = m.msg
+		h.Write(m.raw)
+		h.Write([]byte{'\n'})
+	}
+	return msgs, "import/" + hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
+// chatLen is the length of the chat's current incarnation.
+func (c *Routes) chatLen(ctx context.Context, tenant, chat string) (int64, error) {
+	cur, _, err := c.ids.Current(ctx, tenant, chat)
+	if err != nil {
+		return 0, err
+	}
+	return c.log.Len(ctx, cur)
 }
 
 // MaxImportLine bounds a line an import puts back together from its
@@ -520,8 +542,8 @@ func (c *Chats) planImport(ctx context.Context, tenant, chat string, items []imp
 	if err := p.planAppends(items); err != nil {
 		return nil, err
 	}
-	for _, batch := range p.appends {
-		if err := c.checkAppend(ctx, tenant, batch, carried); err != nil {
+	for _, part := range p.appends {
+		if err := c.checkAppend(ctx, tenant, part, carried); err != nil {
 			return nil, err
 		}
 	}
@@ -571,11 +593,12 @@ func importedImage(it importfile.Item) (ExportedImage, error) {
 	return img, nil
 }
 
-// planAppends reads the file's messages into appends of at most
-// ImportBatch messages naming at most transcript.MaxNamedImages images,
-// skipping the roles the transcript does not keep.
+// planAppends reads the file's messages into parts of at most
+// ImportAppendMessages messages naming at most transcript.MaxNamedImages
+// images, one append each, skipping the roles the transcript does not
+// keep.
 func (p *importPlan) planAppends(items []importfile.Item) error {
-	var batch []importMessage
+	var part []importMessage
 	var named transcript.NamedImages // by the append: one names at most transcript.MaxNamedImages
 	for _, it := range items {
 		if it.Message == nil {
@@ -596,21 +619,21 @@ func (p *importPlan) planAppends(items []importfile.Item) error {
 			continue
 		}
 		named.Add(m.msg)
-		if len(batch) > 0 && named.Count() > transcript.MaxNamedImages {
+		if len(part) > 0 && named.Count() > transcript.MaxNamedImages {
 			// With this message the append would name too many images: it
 			// starts the next one.
-			p.appends = append(p.appends, batch)
-			batch, named = nil, transcript.NamedImages{}
+			p.appends = append(p.appends, part)
+			part, named = nil, transcript.NamedImages{}
 			named.Add(m.msg)
 		}
-		batch = append(batch, m)
-		if len(batch) == ImportBatch {
-			p.appends = append(p.appends, batch)
-			batch, named = nil, transcript.NamedImages{}
+		part = append(part, m)
+		if len(part) == ImportAppendMessages {
+			p.appends = append(p.appends, part)
+			part, named = nil, transcript.NamedImages{}
 		}
 	}
-	if len(batch) > 0 {
-		p.appends = append(p.appends, batch)
+	if len(part) > 0 {
+		p.appends = append(p.appends, part)
 	}
 	return nil
 }
@@ -625,17 +648,17 @@ func prepareImages(ctx context.Context, chunk []importImage) (*images.Incoming, 
 	return images.Prepare(ctx, inline)
 }
 
-// checkAppend refuses what the append of batch would refuse, naming the
+// checkAppend refuses what the append of part would refuse, naming the
 // file's line: its messages, their inline images, and ref blocks naming
 // an image that is neither stored (nor waiting as an upload) nor carried
 // by the file.
-func (c *Chats) checkAppend(ctx context.Context, tenant string, batch []importMessage, carried map[string]bool) error {
-	msgs := make([]pi.Message, len(batch))
+func (c *Chats) checkAppend(ctx context.Context, tenant string, part []importMessage, carried map[string]bool) error {
+	msgs := make([]pi.Message, len(part))
 	var inline []images.Inline
 	type ref struct{ msg, block int }
 	var refsAt []ref
 	var names []string
-	for i, m := range batch {
+	for i, m := range part {
 		msgs[i] = m.msg
 		for j, b := range m.msg.Content.Blocks {
 			switch {
@@ -650,7 +673,7 @@ func (c *Chats) checkAppend(ctx context.Context, tenant string, batch []importMe
 		}
 	}
 	if err := transcript.Check(msgs); err != nil {
-		return batchError(batch, err)
+		return appendError(part, err)
 	}
 	if len(inline) > 0 {
 		// Decoded here and again by the append: a bad image must refuse
@@ -681,7 +704,7 @@ func (c *Chats) checkAppend(ctx context.Context, tenant string, batch []importMe
 	for i, err := range found {
 		if err != nil {
 			r := refsAt[i]
-			return lineError(batch[r.msg].line, fmt.Sprintf("message.content[%d]", r.block), "%s does not name an image the tenant holds or the file carries", refs.Ref(names[i]))
+			return lineError(part[r.msg].line, fmt.Sprintf("message.content[%d]", r.block), "%s does not name an image the tenant holds or the file carries", refs.Ref(names[i]))
 		}
 	}
 	return nil
@@ -704,44 +727,44 @@ func lineField(line int, field string) string {
 	return f
 }
 
-// batchField is a field of an append's input: messages[i] and the path in it.
-var batchField = regexp.MustCompile(`^messages\[(\d+)\](.*)$`)
+// appendField is a field of an append's input: messages[i] and the path in it.
+var appendField = regexp.MustCompile(`^messages\[(\d+)\](.*)$`)
 
-// batchError names, in what an append refuses of its input (a bad request
+// appendError names, in what an append refuses of its input (a bad request
 // or a conflict naming a field of it), the file's line of the message at
 // fault; any other error is passed on.
-func batchError(batch []importMessage, err error) error {
+func appendError(part []importMessage, err error) error {
 	fe, ok := errors.AsType[*fault.Error](err)
 	if !ok || (fe.Code != fault.BadRequest && fe.Code != fault.Conflict) {
 		return err
 	}
-	line, path := batch[0].line, ""
-	if m := batchField.FindStringSubmatch(fe.Field); m != nil {
-		if i, _ := strconv.Atoi(m[1]); i < len(batch) {
-			line, path = batch[i].line, "message"+m[2]
+	line, path := part[0].line, ""
+	if m := appendField.FindStringSubmatch(fe.Field); m != nil {
+		if i, _ := strconv.Atoi(m[1]); i < len(part) {
+			line, path = part[i].line, "message"+m[2]
 		}
 	}
 	// What is wrong, after the append's "field: " and before its cause.
 	return lineError(line, path, "%s", strings.TrimPrefix(fe.Message, fe.Field+": "))
 }
 
-// stoppedAt is the answer to an import whose append of batch failed after
+// stoppedAt is the answer to an import whose append of part failed after
 // entries were logged: an outage says how far the import got and that
 // running it again completes it; a refusal the check did not foresee
 // names its line and what is logged.
-func stoppedAt(batch []importMessage, entries int, err error) error {
-	where := fmt.Sprintf("the messages before line %d are logged (%d entries); importing the same file again logs the rest and nothing twice", batch[0].line, entries)
+func stoppedAt(part []importMessage, entries int, err error) error {
+	where := fmt.Sprintf("the messages before line %d are logged (%d entries); importing the same file again logs the rest and nothing twice", part[0].line, entries)
 	if store.IsOutage(err) {
 		e := api.Unavailable(err)
 		e.Message += ": " + where
 		return e
 	}
-	if ae := batchError(batch, err); ae != err {
+	if ae := appendError(part, err); ae != err {
 		e := api.AsError(ae)
 		e.Message += " (" + where + ")"
 		return e
 	}
-	return fmt.Errorf("lifecycle: import stopped at line %d: %w", batch[0].line, err)
+	return fmt.Errorf("lifecycle: import stopped at line %d: %w", part[0].line, err)
 }
 
 func (c *Routes) handleImport(w http.ResponseWriter, r *http.Request) error {

@@ -296,9 +296,9 @@ func TestAReusedChatIdNeverShowsTheDeletedChatsViewSnapshot(t *testing.T) {
 func TestADeletionsMessageDeliveredAfterTheIdIsReusedDeletesNothing(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			e := newEnv(t, b, 1) // one batch of BatchItems per call
+			e := newEnv(t, b, 1) // one step of StepItems per call
 			var msgs []map[string]any
-			for i := range lifecycle.BatchItems + 10 {
+			for i := range lifecycle.StepItems + 10 {
 				msgs = append(msgs, user(fmt.Sprint("old ", i)))
 			}
 			e.append("alice", "x", msgs...)

@@ -306,7 +306,7 @@ func TestAnImportCutOffByAnOutageSaysHowFarItGotAndARerunCompletesIt(t *testing.
 		t.Run(b.Name, func(t *testing.T) {
 			var down atomic.Bool
 			down.Store(true)
-			third := fmt.Sprintf("e/%016d", 2*lifecycle.ImportBatch) // the first entry of the third append
+			third := fmt.Sprintf("e/%016d", 2*lifecycle.ImportAppendMessages) // the first entry of the third append
 			b.Table = &testenv.FailingTable{Table: b.Table, FailCreate: func(k store.Key) error {
 				if down.Load() && k.SK == third {
 					return testenv.KeyOutage(k)

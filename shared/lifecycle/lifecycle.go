@@ -78,15 +78,15 @@ const (
 	// ImageLease is how long an image deletion may hold its lease on the
 	// image; appends naming the image wait for it.
 	ImageLease = 30 * time.Second
-	// BatchItems is how many items one deletion step removes.
-	BatchItems = 100
+	// StepItems is how many items one deletion step removes.
+	StepItems = 100
 	// StepsPerCall bounds the steps one call (a request, a queue message)
 	// runs before it hands the rest to the queue.
 	StepsPerCall = 20
 	// CallBudget bounds the time one call spends deleting before it hands
 	// the rest on, well inside API Gateway's 30 s and Lambda's timeout.
 	CallBudget = 10 * time.Second
-	// concurrency bounds the store calls one deletion batch, or one append's
+	// concurrency bounds the store calls one deletion step, or one append's
 	// image tracking, makes at once.
 	concurrency = 8
 	// MaxListLimit bounds a page of chats or messages.
@@ -121,7 +121,7 @@ type Config struct {
 	// Queue carries the rest of a large deletion ({"op":"delete",...});
 	// nil runs every deletion to its end in the call.
 	Queue store.Queue
-	// Steps bounds the batches of one call (StepsPerCall when 0).
+	// Steps bounds the deletion steps of one call (StepsPerCall when 0).
 	Steps int
 	Now   func() time.Time
 }
@@ -668,9 +668,9 @@ func (c *Chats) named(ctx context.Context, tenant, name string) (bool, error) {
 
 // Delete deletes the chat: it marks it deleting in the index (appends are
 // refused from then on), removes the items of its current incarnation in
-// batches of BatchItems, releases the images it named, its texts, then its
+// steps of StepItems, releases the images it named, its texts, then its
 // identity item and its index item last. One call runs at most steps
-// batches (Config.Steps when 0) and returns what is left to the next
+// steps (Config.Steps when 0) and returns what is left to the next
 // call; any call resumes where the last stopped, so a crash midway loses
 // nothing. Deleting a chat that does not exist is done at once.
 func (c *Chats) Delete(ctx context.Context, tenant, chat string, steps int) (Progress, error) {
@@ -735,7 +735,7 @@ func (c *Chats) markDeleting(ctx context.Context, tenant, chat string, claim fun
 // errNotClaimed: a conditional deletion found its condition false.
 var errNotClaimed = errors.New("not claimed")
 
-// run runs up to steps batches (Config.Steps when 0) of the deletion of
+// run runs up to steps steps (Config.Steps when 0) of the deletion of
 // the incarnation ch, from the progress its chat's state e recorded.
 func (c *Chats) run(ctx context.Context, ch chatid.Chat, steps int, e chatState) (Progress, error) {
 	if steps <= 0 {
@@ -764,7 +764,7 @@ func (c *Chats) run(ctx context.Context, ch chatid.Chat, steps int, e chatState)
 	return p, nil
 }
 
-// stepAll removes one batch of the incarnation ch and, once it is empty,
+// stepAll removes one step's items of the incarnation ch and, once it is empty,
 // of what a chat written before incarnations left in the id's home
 // partition and texts (the same chat, before its first append since), so
 // no deletion leaves those behind.
@@ -776,7 +776,7 @@ func (c *Chats) stepAll(ctx context.Context, ch chatid.Chat) (removed, images in
 	return c.step(ctx, chatid.Chat{Tenant: ch.Tenant, ID: ch.ID})
 }
 
-// step removes one batch of the incarnation ch: its items other than its
+// step removes up to StepItems items of the incarnation ch: its items other than its
 // image references first, then the references (each image released before
 // its reference item goes), then its texts. It reports whether anything
 // is left. The identity item (in the partition of a chat written before
@@ -788,7 +788,7 @@ func (c *Chats) step(ctx context.Context, ch chatid.Chat) (removed, images int64
 	}
 	switch {
 	case len(own) > 0:
-		own = own[:min(len(own), BatchItems)]
+		own = own[:min(len(own), StepItems)]
 		err := inParallel(ctx, own, func(ctx context.Context, it store.Item) error {
 			if err := c.table.Delete(ctx, it.Key, 0); err != nil {
 				return fmt.Errorf("lifecycle: deleting %s of chat %s: %w", it.SK, ch.ID, err)
@@ -796,7 +796,7 @@ func (c *Chats) step(ctx context.Context, ch chatid.Chat) (removed, images int64
 			return nil
 		})
 		if err != nil {
-			// Some of the batch may be gone; the next call counts what is left.
+			// Some of the step's items may be gone; the next call counts what is left.
 			return 0, 0, true, err
 		}
 		return int64(len(own)), 0, true, nil
@@ -807,7 +807,7 @@ func (c *Chats) step(ctx context.Context, ch chatid.Chat) (removed, images int64
 		}
 		return removed, 0, removed > 0, nil
 	}
-	removed, images, err = c.removeReferences(ctx, ch, named[:min(len(named), BatchItems)])
+	removed, images, err = c.removeReferences(ctx, ch, named[:min(len(named), StepItems)])
 	return removed, images, true, err
 }
 
@@ -816,7 +816,7 @@ func (c *Chats) step(ctx context.Context, ch chatid.Chat) (removed, images int64
 // When a page holds only references, the items past them are read too.
 func (c *Chats) stepItems(ctx context.Context, ch chatid.Chat) (own, named []store.Item, err error) {
 	pk := ch.PK()
-	page, err := c.table.Query(ctx, store.Query{PK: pk, Limit: BatchItems + 1})
+	page, err := c.table.Query(ctx, store.Query{PK: pk, Limit: StepItems + 1})
 	if err != nil {
 		return nil, nil, fmt.Errorf("lifecycle: reading chat %s: %w", ch.ID, err)
 	}
@@ -831,7 +831,7 @@ func (c *Chats) stepItems(ctx context.Context, ch chatid.Chat) (own, named []sto
 	if len(own) > 0 || page.Next == "" {
 		return own, named, nil
 	}
-	rest, err := c.table.Query(ctx, store.Query{PK: pk, After: store.ChatImagePrefix + "\xff", Limit: BatchItems + 1})
+	rest, err := c.table.Query(ctx, store.Query{PK: pk, After: store.ChatImagePrefix + "\xff", Limit: StepItems + 1})
 	if err != nil {
 		return nil, nil, fmt.Errorf("lifecycle: reading chat %s: %w", ch.ID, err)
 	}
@@ -843,13 +843,13 @@ func (c *Chats) stepItems(ctx context.Context, ch chatid.Chat) (own, named []sto
 	return own, named, nil
 }
 
-// removeTexts deletes a batch of the incarnation's texts too big for
-// their rows, last: kept under the chat, so none is another chat's.
+// removeTexts deletes up to StepItems of the incarnation's texts too big
+// for their rows, last: kept under the chat, so none is another chat's.
 // (Listed rather than read from the rows: an append's record expires
 // after 7 days, and a text an append stored before failing is named by
 // nothing.) It returns how many it deleted; none means none is left.
 func (c *Chats) removeTexts(ctx context.Context, ch chatid.Chat) (removed int64, err error) {
-	keys, err := c.blobs.List(ctx, ch.TextPrefix(), "", BatchItems)
+	keys, err := c.blobs.List(ctx, ch.TextPrefix(), "", StepItems)
 	if err != nil {
 		return 0, fmt.Errorf("lifecycle: listing the texts of chat %s: %w", ch.ID, err)
 	}

@@ -460,35 +460,35 @@ func TestDeleteRemovesTheChatsTextsTooBigForTheirRowsAndNoOtherChats(t *testing.
 	}
 }
 
-func TestDeleteOfALargeChatRunsInBatchesThroughTheQueue(t *testing.T) {
+func TestDeleteOfALargeChatRunsInStepsThroughTheQueue(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			e := newEnv(t, b, 1) // one batch of BatchItems per call
+			e := newEnv(t, b, 1) // one step of StepItems per call
 			var msgs []map[string]any
-			for i := range 2*lifecycle.BatchItems + 10 {
+			for i := range 2*lifecycle.StepItems + 10 {
 				msgs = append(msgs, user(fmt.Sprint("m", i)))
 			}
 			e.append("alice", "big", msgs...)
 			big := e.current("alice", "big")
 			code, a := e.delete("alice", "big")
-			if code != http.StatusAccepted || a.Deleted || a.Progress.Removed != lifecycle.BatchItems {
-				t.Fatalf("delete = %d %+v, want 202 after one batch", code, a)
+			if code != http.StatusAccepted || a.Deleted || a.Progress.Removed != lifecycle.StepItems {
+				t.Fatalf("delete = %d %+v, want 202 after one step", code, a)
 			}
 			l := e.list("alice", "")
-			if len(l.Chats) != 1 || l.Chats[0].Deleting == nil || l.Chats[0].Deleting.Removed != lifecycle.BatchItems {
+			if len(l.Chats) != 1 || l.Chats[0].Deleting == nil || l.Chats[0].Deleting.Removed != lifecycle.StepItems {
 				t.Fatalf("list during the deletion = %+v, want its progress", l)
 			}
 			code, body := e.do("alice", "GET", "/v1/chats/big/status", nil)
 			var st struct {
 				Deleting *struct{ Removed int64 } `json:"deleting"`
 			}
-			if err := json.Unmarshal(body, &st); code != http.StatusOK || err != nil || st.Deleting == nil || st.Deleting.Removed != lifecycle.BatchItems {
+			if err := json.Unmarshal(body, &st); code != http.StatusOK || err != nil || st.Deleting == nil || st.Deleting.Removed != lifecycle.StepItems {
 				t.Fatalf("status during the deletion = %d %s, want its progress", code, body)
 			}
 			if code, body := e.do("alice", "POST", "/v1/chats/big/messages", map[string]any{"messages": []any{user("late")}}); code != http.StatusConflict {
 				t.Fatalf("append during the deletion = %d %s, want 409", code, body)
 			}
-			// The queue carries the rest, one batch per message.
+			// The queue carries the rest, one step per message.
 			e.drain()
 			if left := e.partition(big); len(left) != 0 {
 				t.Fatalf("%d items left after the queue drained", len(left))

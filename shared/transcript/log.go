@@ -101,16 +101,7 @@ func (l *Log) Append(ctx context.Context, tenant, chat string, msgs []pi.Message
 // request (a *fault.Error naming the field); an outage wraps
 // store.ErrUnavailable.
 func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Message, receipt string) (chatid.Chat, []int64, error) {
-	if tenant == "" || chat == "" {
-		return chatid.Chat{}, nil, errors.New("transcript: append needs a tenant and a chat")
-	}
-	if err := checkReceipt(receipt); err != nil {
-		return chatid.Chat{}, nil, err
-	}
-	if err := checkMessages(msgs); err != nil {
-		return chatid.Chat{}, nil, err
-	}
-	req, err := requestDigest(msgs)
+	req, err := checkAppend(tenant, chat, msgs, receipt)
 	if err != nil {
 		return chatid.Chat{}, nil, err
 	}
@@ -119,7 +110,7 @@ func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Mes
 		return chatid.Chat{}, nil, err
 	}
 	a := l.startAppend(cur, receipt)
-	rec, version, found, ids, err := a.retried(ctx, req)
+	ids, err := a.retried(ctx, req)
 	if err != nil {
 		return chatid.Chat{}, nil, err
 	}
@@ -142,36 +133,60 @@ func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Mes
 		// again since the receipt was looked up: it is looked up again
 		// in the incarnation the entries go to.
 		a = l.startAppend(c, receipt)
-		if rec, version, found, ids, err = a.retried(ctx, req); err != nil {
+		if ids, err = a.retried(ctx, req); err != nil {
 			return chatid.Chat{}, nil, err
 		}
 		if ids != nil {
 			return c, ids, nil
 		}
 	}
+	if ids, err = a.write(ctx, drafts, req); err != nil {
+		return chatid.Chat{}, nil, err
+	}
+	return c, ids, nil
+}
+
+// checkAppend checks an append's input and returns the digest of its
+// request.
+func checkAppend(tenant, chat string, msgs []pi.Message, receipt string) (req string, err error) {
+	if tenant == "" || chat == "" {
+		return "", errors.New("transcript: append needs a tenant and a chat")
+	}
+	if err := checkReceipt(receipt); err != nil {
+		return "", err
+	}
+	if err := checkMessages(msgs); err != nil {
+		return "", err
+	}
+	return requestDigest(msgs)
+}
+
+// write writes the append's entries: it opens the append's record unless
+// retried found it (a twin may open it first: then its record comes
+// back), checks that the record is of these entries, claims the first
+// row and finishes.
+func (a *pendingAppend) write(ctx context.Context, drafts []draft, req string) ([]int64, error) {
+	rec, version := a.rec, a.version
 	sum := digest(drafts)
-	if !found {
-		// A twin may open it first: then its record comes back.
+	var err error
+	if !a.found {
 		if rec, version, err = a.open(ctx, drafts, sum, req); err != nil {
-			return chatid.Chat{}, nil, err
+			return nil, err
 		}
 	}
 	// The entries must match too: only they say what the claim row and
 	// the record's rest will hold, and a record may predate req.
 	if !rec.sameRequest(req) || rec.Digest != sum {
-		return chatid.Chat{}, nil, a.conflict()
+		return nil, a.conflict()
 	}
-	first, _, err := l.makeRow(ctx, a.texts, a.pk, draftRow(drafts[0], time.UnixMilli(rec.Date), receipt, 0, rec.N))
+	first, _, err := a.l.makeRow(ctx, a.texts, a.pk, draftRow(drafts[0], time.UnixMilli(rec.Date), a.receipt, 0, rec.N))
 	if err != nil {
-		return chatid.Chat{}, nil, err
+		return nil, err
 	}
 	if rec, err = a.claim(ctx, rec, version, first); err != nil {
-		return chatid.Chat{}, nil, err
+		return nil, err
 	}
-	if ids, err = a.finish(ctx, rec); err != nil {
-		return chatid.Chat{}, nil, err
-	}
-	return c, ids, nil
+	return a.finish(ctx, rec)
 }
 
 // opening asks Chats (when set) to admit the append and returns the
@@ -202,25 +217,24 @@ func (l *Log) startAppend(c chatid.Chat, receipt string) *pendingAppend {
 	return &pendingAppend{l: l, pk: c.PK(), texts: c.TextPrefix(), receipt: receipt, rk: store.ReceiptSK(receipt)}
 }
 
-// retried looks up the append's record: found, when it exists. When the
+// retried looks up the append's record (a.rec; a.found when it exists). When the
 // receipt names another request it answers the conflict; when the append
 // happened already (maybe partly) it finishes it from the record and
 // returns its ids. It is asked before anything else, so a retry is
 // answered without converting (and storing images) again.
-func (a *pendingAppend) retried(ctx context.Context, req string) (rec record, version int64, found bool, ids []int64, err error) {
-	rec, version, found, err = a.getRecord(ctx)
-	if err != nil || !found {
-		return rec, version, found, nil, err
+func (a *pendingAppend) retried(ctx context.Context, req string) (ids []int64, err error) {
+	a.rec, a.version, a.found, err = a.getRecord(ctx)
+	if err != nil || !a.found {
+		return nil, err
 	}
-	if !rec.sameRequest(req) {
-		return rec, version, true, nil, a.conflict()
+	if !a.rec.sameRequest(req) {
+		return nil, a.conflict()
 	}
-	claimed, err := a.claimed(ctx, rec)
+	claimed, err := a.claimed(ctx, a.rec)
 	if err != nil || !claimed {
-		return rec, version, true, nil, err
+		return nil, err
 	}
-	ids, err = a.finish(ctx, rec)
-	return rec, version, true, ids, err
+	return a.finish(ctx, a.rec)
 }
 
 func checkReceipt(receipt string) error {
@@ -247,6 +261,11 @@ type pendingAppend struct {
 	texts   string // the incarnation's text prefix
 	receipt string
 	rk      string
+	// rec is the append's record as retried read it, at version; found
+	// says it exists.
+	rec     record
+	version int64
+	found   bool
 }
 
 func (a *pendingAppend) conflict() error {

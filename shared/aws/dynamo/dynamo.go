@@ -188,28 +188,10 @@ func (t *Table) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	if empty {
 		return store.Page{}, nil
 	}
-	kc := expression.Key(store.AttrPK).Equal(expression.Value(q.PK))
-	if q.Prefix != "" {
-		kc = kc.And(expression.KeyBeginsWith(expression.Key(store.AttrSK), q.Prefix))
-	}
-	expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	in, err := t.queryInput(q, after)
 	if err != nil {
-		return store.Page{}, fmt.Errorf("%s: key condition: %w", op, err)
+		return store.Page{}, fmt.Errorf("%s: %w", op, err)
 	}
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(t.name),
-		KeyConditionExpression:    expr.KeyCondition(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-		ScanIndexForward:          aws.Bool(!q.Desc),
-		ConsistentRead:            aws.Bool(true),
-	}
-	if after != "" {
-		if in.ExclusiveStartKey, err = keyAttrs(store.Key{PK: q.PK, SK: after}); err != nil {
-			return store.Page{}, fmt.Errorf("%s: start key: %w", op, err)
-		}
-	}
-
 	var page store.Page
 	for round := 1; ; round++ {
 		if q.Limit > 0 {
@@ -221,21 +203,11 @@ func (t *Table) Query(ctx context.Context, q store.Query) (store.Page, error) {
 		if err != nil {
 			return store.Page{}, mapError(op, err)
 		}
-		for _, raw := range out.Items {
-			var r record
-			if err := attributevalue.UnmarshalMap(raw, &r); err != nil {
-				return store.Page{}, fmt.Errorf("%s: decode: %w", op, err)
-			}
-			if t.expired(r) {
-				continue
-			}
-			if q.Limit > 0 && len(page.Items) == q.Limit {
-				page.Next = page.Items[len(page.Items)-1].SK
-				return page, nil
-			}
-			page.Items = append(page.Items, r.item())
+		full, err := t.addItems(&page, q.Limit, out.Items)
+		if err != nil {
+			return store.Page{}, fmt.Errorf("%s: %w", op, err)
 		}
-		if len(out.LastEvaluatedKey) == 0 {
+		if full || len(out.LastEvaluatedKey) == 0 {
 			return page, nil
 		}
 		if round == queryRounds || q.Limit <= 0 {
@@ -248,6 +220,54 @@ func (t *Table) Query(ctx context.Context, q store.Query) (store.Page, error) {
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+}
+
+// queryInput is the first request of q, starting after the sort key
+// after (none when empty).
+func (t *Table) queryInput(q store.Query, after string) (*dynamodb.QueryInput, error) {
+	kc := expression.Key(store.AttrPK).Equal(expression.Value(q.PK))
+	if q.Prefix != "" {
+		kc = kc.And(expression.KeyBeginsWith(expression.Key(store.AttrSK), q.Prefix))
+	}
+	expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	if err != nil {
+		return nil, fmt.Errorf("key condition: %w", err)
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(t.name),
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ScanIndexForward:          aws.Bool(!q.Desc),
+		ConsistentRead:            aws.Bool(true),
+	}
+	if after != "" {
+		if in.ExclusiveStartKey, err = keyAttrs(store.Key{PK: q.PK, SK: after}); err != nil {
+			return nil, fmt.Errorf("start key: %w", err)
+		}
+	}
+	return in, nil
+}
+
+// addItems adds the unexpired items of one answer to page, up to limit
+// (none when limit <= 0); full reports that the page holds limit items
+// and another follows, page.Next naming where.
+func (t *Table) addItems(page *store.Page, limit int, items []map[string]types.AttributeValue) (full bool, err error) {
+	for _, raw := range items {
+		var r record
+		if err := attributevalue.UnmarshalMap(raw, &r); err != nil {
+			return false, fmt.Errorf("decode: %w", err)
+		}
+		if t.expired(r) {
+			continue
+		}
+		if limit > 0 && len(page.Items) == limit {
+			page.Next = page.Items[len(page.Items)-1].SK
+			return true, nil
+		}
+		page.Items = append(page.Items, r.item())
+	}
+	return false, nil
 }
 
 // startAfter returns the sort key to start after. DynamoDB refuses a start
