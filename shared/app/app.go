@@ -35,9 +35,7 @@ type Stores struct {
 
 // Images is the image store over s: Blobs, with Staging for uploads.
 func (s Stores) Images() *images.Store {
-	imgs := images.New(s.Blobs)
-	imgs.Staging = s.Staging
-	return imgs
+	return &images.Store{Blobs: s.Blobs, Staging: s.Staging}
 }
 
 // Ping checks that the table and the blob store answer. The queue is not

@@ -110,20 +110,24 @@ type Memory interface {
 	transcript.Notifier
 }
 
-// Config wires Chats.
+// Config wires Chats. Table and Blobs are required; every other field's
+// zero value is its default.
 type Config struct {
 	Table store.Table
 	Blobs store.Blobs
 	// Images is the image store appends write (with its uploads' staging);
 	// nil: images.New(Blobs).
 	Images *images.Store
+	// Linker signs the image links a read-back shows (ImagesAsLinks); nil
+	// shows refs without links.
 	Linker store.Linker
 	// Queue carries the rest of a large deletion ({"op":"delete",...});
 	// nil runs every deletion to its end in the call.
 	Queue store.Queue
 	// Steps bounds the deletion steps of one call (StepsPerCall when 0).
 	Steps int
-	Now   func() time.Time
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
 }
 
 // Chats keeps the tenant's chat index and image references, admits
