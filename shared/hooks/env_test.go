@@ -115,8 +115,8 @@ func (e *env) postOK(t testing.TB, tenant, route string, body, v any) {
 	}
 }
 
-// wantError checks a 4xx answer naming field.
-func wantError(t testing.TB, status int, out []byte, wantStatus int, field string) {
+// wantError checks a 4xx answer naming field, and returns its message.
+func wantError(t testing.TB, status int, out []byte, wantStatus int, field string) string {
 	t.Helper()
 	if status != wantStatus {
 		t.Fatalf("status %d, want %d: %s", status, wantStatus, out)
@@ -135,6 +135,7 @@ func wantError(t testing.TB, status int, out []byte, wantStatus int, field strin
 	if e.Error.Message == "" {
 		t.Fatalf("error without a message: %s", out)
 	}
+	return e.Error.Message
 }
 
 // put stores an image for tenant directly, as another route would have.

@@ -331,12 +331,13 @@ func TestBadImagesAreRefusedAndNothingIsStored(t *testing.T) {
 	cases := []struct {
 		name  string
 		image string
+		says  string // what the message says after the field
 	}{
-		{"invalid base64", "not*base64!"},
-		{"text, not an image", base64.StdEncoding.EncodeToString([]byte("hello, this is not an image at all"))},
-		{"BMP bytes sent as image/png", base64.StdEncoding.EncodeToString(append([]byte("BM"), make([]byte, 60)...))},
-		{"image over the size limit", base64.StdEncoding.EncodeToString(hugePNG())},
-		{"empty data", ""},
+		{"invalid base64", "not*base64!", ": image: invalid base64: "},
+		{"text, not an image", base64.StdEncoding.EncodeToString([]byte("hello, this is not an image at all")), ": image: unsupported image: "},
+		{"BMP bytes sent as image/png", base64.StdEncoding.EncodeToString(append([]byte("BM"), make([]byte, 60)...)), ": image: unsupported image: "},
+		{"image over the size limit", base64.StdEncoding.EncodeToString(hugePNG()), ": image: image too large: "},
+		{"empty data", "", " is required: the image as base64"},
 	}
 	eachBackend(t, func(t *testing.T, e *env) {
 		for _, c := range cases {
@@ -349,7 +350,9 @@ func TestBadImagesAreRefusedAndNothingIsStored(t *testing.T) {
 					}
 					before := e.blobs.puts.Load()
 					status, out := e.post(t, tenantA, route, body)
-					wantError(t, status, out, http.StatusBadRequest, field)
+					if msg := wantError(t, status, out, http.StatusBadRequest, field); !strings.HasPrefix(msg, field+c.says) {
+						t.Errorf("%s: %s, want a message starting %q", route, out, field+c.says)
+					}
 					if e.blobs.puts.Load() != before {
 						t.Fatalf("%s: an image was stored from a refused request", route)
 					}

@@ -129,6 +129,45 @@ func TestReceiptReusedWithOtherMessagesIs409(t *testing.T) {
 	})
 }
 
+// TestAnAppendsRefusalNamesTheFieldAndWhatIsWrong pins whole error
+// answers of the append: the field's path, what is wrong with it and, for
+// an image or a receipt, the cause after it.
+func TestAnAppendsRefusalNamesTheFieldAndWhatIsWrong(t *testing.T) {
+	img := func(data string) string {
+		return `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image","mimeType":"image/png","data":"` + data + `"}]}]}`
+	}
+	tests := []struct {
+		name, body string
+		status     int
+		answer     string
+	}{
+		{"a role that is none", `{"messages":[{"role":"robot","content":"x"}]}`, 400,
+			`{"error":{"code":"bad_request","field":"messages[0].role","message":"messages[0].role \"robot\" is not user, assistant or toolResult"}}`},
+		{"a block without its type", `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"text":"b"}]}]}`, 400,
+			`{"error":{"code":"bad_request","field":"messages[0].content[1].type","message":"messages[0].content[1].type is required"}}`},
+		{"no message", `{"messages":[]}`, 400,
+			`{"error":{"code":"bad_request","field":"messages","message":"messages: at least one message is required"}}`},
+		{"an image that is not base64", img("!!!"), 400,
+			`{"error":{"code":"bad_request","field":"messages[0].content[1].data","message":"messages[0].content[1].data: is not valid base64: image: invalid base64: illegal base64 data at input byte 0"}}`},
+		{"an image that is a PDF", img(base64.StdEncoding.EncodeToString([]byte("%PDF-1.7 a document"))), 400,
+			`{"error":{"code":"bad_request","field":"messages[0].content[1].data","message":"messages[0].content[1].data: is not a whole PNG, JPEG, GIF or WebP image: image: unsupported image: PDF (want PNG, JPEG, GIF or WebP)"}}`},
+		{"a receipt used for other messages", `{"receipt":"k","messages":[{"role":"user","content":"y"}]}`, 409,
+			`{"error":{"code":"conflict","field":"receipt","message":"receipt: \"k\" was used for an earlier append of other messages: receipt already used for different messages"}}`},
+	}
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		srv := f.server(t, nil)
+		if a := do(t, "POST", srv.URL+"/v1/chats/c1/messages", `{"receipt":"k","messages":[{"role":"user","content":"x"}]}`); a.status != 200 {
+			t.Fatalf("%d %s", a.status, a.body)
+		}
+		for _, tt := range tests {
+			a := do(t, "POST", srv.URL+"/v1/chats/c1/messages", tt.body)
+			if got := strings.TrimSpace(string(a.body)); a.status != tt.status || got != tt.answer {
+				t.Errorf("%s: answered %d %s, want %d %s", tt.name, a.status, got, tt.status, tt.answer)
+			}
+		}
+	})
+}
+
 // TestNotifierFailureDoesNotFailTheAppend: the entries are durable; a
 // notifier error is logged, not answered.
 func TestNotifierFailureDoesNotFailTheAppend(t *testing.T) {
