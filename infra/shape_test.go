@@ -160,7 +160,7 @@ func TestCodeShapeIsNoWorseThanWhenMeasured(t *testing.T) {
 	t.Logf("6+ parameters: %d (aim 3): %s", len(wide), strings.Join(wide, " "))
 	t.Logf("over complexity 15: %d (%.1f%%, aim 2%%): %s", len(branchy), pct(len(branchy)), strings.Join(branchy, " "))
 	// The figures once the aims were met (26,872 lines, 1,167 functions):
-	// the longest 70 lines, 6 over 60 lines (0.5%), 2 with 6+ parameters,
+	// the longest 70 lines, 5 over 60 lines (0.4%), 2 with 6+ parameters,
 	// 14 over complexity 15 (1.2%). A change may improve them, not worsen
 	// them; lower these as it does. A function that would pass one is
 	// split into steps named for what they do, and a long parameter list
@@ -170,7 +170,7 @@ func TestCodeShapeIsNoWorseThanWhenMeasured(t *testing.T) {
 		got, most int
 	}{
 		{"lines of the longest function", longest.lines, 70},
-		{"functions over 60 lines", len(long), 6},
+		{"functions over 60 lines", len(long), 5},
 		{"functions with 6+ parameters", len(wide), 2},
 		{"functions over complexity 15", len(branchy), 14},
 	} {

@@ -91,7 +91,13 @@ func (l *LongPoll) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	deadline := time.NewTimer(time.Duration(wait * float64(time.Second)))
+	l.wait(w, r, queue, short, time.Duration(wait*float64(time.Second)))
+}
+
+// wait answers a long poll of queue for up to d by short polls (the
+// request short): one at once, then one each time the poll is woken.
+func (l *LongPoll) wait(w http.ResponseWriter, r *http.Request, queue string, short []byte, d time.Duration) {
+	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	for {
 		// Waiting is registered before looking, so a send while this
