@@ -145,15 +145,10 @@ func (ch *Chat) CallTool(ctx context.Context, name string, arguments json.RawMes
 	return &r, nil
 }
 
-// ZoomArgs are the zoom tool's arguments: the block of N entries starting
-// at ID (N 0 means 1, one original entry), and for one entry the page
-// (Offset and Limit in characters; 0 means the defaults).
-type ZoomArgs struct {
-	ID     int64 `json:"id"`
-	N      int64 `json:"n,omitempty"`
-	Offset int64 `json:"offset,omitempty"`
-	Limit  int64 `json:"limit,omitempty"`
-}
+// ZoomArgs are the zoom tool's arguments (wire.ZoomArgs): the block of N
+// entries starting at ID (N 0 means 1, one original entry), and for one
+// entry the page (Offset and Limit in characters; 0 means the defaults).
+type ZoomArgs = wire.ZoomArgs
 
 // Zoom opens part of the memory: a view line's two halves, or an original
 // entry with its images.
@@ -168,12 +163,10 @@ func (ch *Chat) Date(ctx context.Context, id int64) (*ToolResult, error) {
 	}{id})
 }
 
-// SearchArgs are the search tool's arguments: the text to find, and for
-// the next page of older hits the id to search before (0: from the newest).
-type SearchArgs struct {
-	Text   string `json:"text"`
-	Before int64  `json:"before,omitempty"`
-}
+// SearchArgs are the search tool's arguments (wire.SearchArgs): the text
+// to find, and for the next page of older hits the id to search before (0:
+// from the newest).
+type SearchArgs = wire.SearchArgs
 
 // Search finds original entries containing a text. With search off for the
 // chat the result is a tool error saying how to turn it on.

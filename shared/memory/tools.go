@@ -14,34 +14,19 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/transcript"
 )
 
-// Block is a pi content block of a tool result: text, or an image carrying
-// the name it is stored under.
-type Block struct {
-	Type     string `json:"type"`
-	Text     string `json:"text,omitempty"`
-	Data     string `json:"data,omitempty"`
-	MimeType string `json:"mimeType,omitempty"`
-	Name     string `json:"name,omitempty"`
+func textResult(text string) wire.ToolResult {
+	return wire.ToolResult{Content: []wire.Block{{Type: "text", Text: text}}}
 }
 
-// ToolResult is a pi tool result: what a host hands its model.
-type ToolResult struct {
-	Content []Block `json:"content"`
-	IsError bool    `json:"isError"`
-}
-
-func textResult(text string) ToolResult {
-	return ToolResult{Content: []Block{{Type: "text", Text: text}}}
-}
-
-func toolError(format string, args ...any) ToolResult {
-	return ToolResult{Content: []Block{{Type: "text", Text: fmt.Sprintf(format, args...)}}, IsError: true}
+func toolError(format string, args ...any) wire.ToolResult {
+	return wire.ToolResult{Content: []wire.Block{{Type: "text", Text: fmt.Sprintf(format, args...)}}, IsError: true}
 }
 
 // Int is a whole number in tool arguments. Models sometimes write numbers
@@ -98,19 +83,19 @@ const zoomImageBudget = 4 << 20
 
 // Zoom answers the zoom tool. Bad arguments are an error result the model
 // can read; only an outage is an error.
-func (m *Memory) Zoom(ctx context.Context, tenant, chat string, a ZoomArgs) (ToolResult, error) {
+func (m *Memory) Zoom(ctx context.Context, tenant, chat string, a ZoomArgs) (wire.ToolResult, error) {
 	c, err := m.current(ctx, tenant, chat)
 	if err != nil {
-		return ToolResult{}, err
+		return wire.ToolResult{}, err
 	}
 	return m.zoom(ctx, c, a)
 }
 
 // zoom is Zoom of the incarnation c.
-func (m *Memory) zoom(ctx context.Context, c chatid.Chat, a ZoomArgs) (ToolResult, error) {
+func (m *Memory) zoom(ctx context.Context, c chatid.Chat, a ZoomArgs) (wire.ToolResult, error) {
 	t, err := m.transcript.Len(ctx, c)
 	if err != nil {
-		return ToolResult{}, err
+		return wire.ToolResult{}, err
 	}
 	if !a.ID.Set {
 		return toolError("zoom needs an id: the first entry of the block to open (the number before the + in a view line)."), nil
@@ -148,11 +133,11 @@ func log2(n int64) int {
 }
 
 // zoomBlock answers the two child lines of an aligned block.
-func (m *Memory) zoomBlock(ctx context.Context, c chatid.Chat, n Node) (ToolResult, error) {
+func (m *Memory) zoomBlock(ctx context.Context, c chatid.Chat, n Node) (wire.ToolResult, error) {
 	a, b := n.Children()
 	rows, err := m.rows(ctx, c, []Node{a, b})
 	if err != nil {
-		return ToolResult{}, err
+		return wire.ToolResult{}, err
 	}
 	var sb strings.Builder
 	for _, c := range []Node{a, b} {
@@ -175,13 +160,13 @@ func (m *Memory) zoomBlock(ctx context.Context, c chatid.Chat, n Node) (ToolResu
 
 // zoomEntry answers one original entry, a page of at most PageChars
 // characters, with the images that page names.
-func (m *Memory) zoomEntry(ctx context.Context, c chatid.Chat, id int64, offset, limit Int) (ToolResult, error) {
+func (m *Memory) zoomEntry(ctx context.Context, c chatid.Chat, id int64, offset, limit Int) (wire.ToolResult, error) {
 	entries, err := m.transcript.Entries(ctx, c, id, id+1)
 	if err != nil {
-		return ToolResult{}, err
+		return wire.ToolResult{}, err
 	}
 	if len(entries) != 1 {
-		return ToolResult{}, fmt.Errorf("reading entry %d of %s: the log returned %d entries", id, c.ID, len(entries))
+		return wire.ToolResult{}, fmt.Errorf("reading entry %d of %s: the log returned %d entries", id, c.ID, len(entries))
 	}
 	e := entries[0]
 	source := LeafSource(e.Kind, e.Text)
@@ -207,21 +192,21 @@ func (m *Memory) zoomEntry(ctx context.Context, c chatid.Chat, id int64, offset,
 
 	text, images, err := m.pageImages(ctx, c.Tenant, page)
 	if err != nil {
-		return ToolResult{}, err
+		return wire.ToolResult{}, err
 	}
 	if end < total {
 		text += fmt.Sprintf("\n[page: characters %d to %d of %d; call zoom with id=%d, n=1, offset=%d for the next page]", off, end, total, id, end)
 	} else if off > 0 {
 		text += fmt.Sprintf("\n[page: characters %d to %d of %d; the end of entry %d]", off, end, total, id)
 	}
-	return ToolResult{Content: append([]Block{{Type: "text", Text: text}}, images...)}, nil
+	return wire.ToolResult{Content: append([]wire.Block{{Type: "text", Text: text}}, images...)}, nil
 }
 
 // pageImages reads the images a zoom page names, at most MaxLeafImages and
 // zoomImageBudget of base64, and returns the page's text, each ref with
 // its image's description, followed by a note for each image not
 // attached.
-func (m *Memory) pageImages(ctx context.Context, tenant, page string) (text string, images []Block, err error) {
+func (m *Memory) pageImages(ctx context.Context, tenant, page string) (text string, images []wire.Block, err error) {
 	var notes []string
 	budget := zoomImageBudget
 	text = page
@@ -246,7 +231,7 @@ func (m *Memory) pageImages(ctx context.Context, tenant, page string) (text stri
 			continue
 		}
 		budget -= len(data)
-		images = append(images, Block{Type: "image", Data: data, MimeType: img.MimeType, Name: name})
+		images = append(images, wire.Block{Type: "image", Data: data, MimeType: img.MimeType, Name: name})
 	}
 	for _, note := range notes {
 		text += "\n" + note
@@ -295,32 +280,32 @@ func runeSlice(s string, from, to int64) string {
 }
 
 // Date answers the date tool: when entry id was logged.
-func (m *Memory) Date(ctx context.Context, tenant, chat string, id Int) (ToolResult, error) {
+func (m *Memory) Date(ctx context.Context, tenant, chat string, id Int) (wire.ToolResult, error) {
 	c, err := m.current(ctx, tenant, chat)
 	if err != nil {
-		return ToolResult{}, err
+		return wire.ToolResult{}, err
 	}
 	return m.date(ctx, c, id)
 }
 
 // date is Date of the incarnation c.
-func (m *Memory) date(ctx context.Context, c chatid.Chat, id Int) (ToolResult, error) {
+func (m *Memory) date(ctx context.Context, c chatid.Chat, id Int) (wire.ToolResult, error) {
 	if !id.Set {
 		return toolError("date needs an id: the entry whose time you want."), nil
 	}
 	t, err := m.transcript.Len(ctx, c)
 	if err != nil {
-		return ToolResult{}, err
+		return wire.ToolResult{}, err
 	}
 	if id.V < 0 || id.V >= t {
 		return toolError("date: id = %d is outside the log, which holds %d entries (ids 0 to %d).", id.V, t, t-1), nil
 	}
 	entries, err := m.transcript.Entries(ctx, c, id.V, id.V+1)
 	if err != nil {
-		return ToolResult{}, err
+		return wire.ToolResult{}, err
 	}
 	if len(entries) != 1 {
-		return ToolResult{}, fmt.Errorf("reading entry %d of %s: the log returned %d entries", id.V, c.ID, len(entries))
+		return wire.ToolResult{}, fmt.Errorf("reading entry %d of %s: the log returned %d entries", id.V, c.ID, len(entries))
 	}
 	d := entries[0].Date.UTC()
 	return textResult(fmt.Sprintf("entry %d was logged at %s (%s)", id.V, d.Format(time.RFC3339), d.Format("Monday, 2 January 2006 15:04 MST"))), nil
@@ -394,22 +379,22 @@ var ErrSearchOff = errors.New("search is off for this chat")
 // Search answers the search tool: a case-insensitive match over original
 // entries only (never summaries, never logged tool results of memory's
 // own tools), newest first, SearchHits a page.
-func (m *Memory) Search(ctx context.Context, tenant, chat string, a SearchArgs) (ToolResult, error) {
+func (m *Memory) Search(ctx context.Context, tenant, chat string, a SearchArgs) (wire.ToolResult, error) {
 	c, err := m.current(ctx, tenant, chat)
 	if err != nil {
-		return ToolResult{}, err
+		return wire.ToolResult{}, err
 	}
 	return m.searchIn(ctx, c, a)
 }
 
 // searchIn is Search of the incarnation c.
-func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a SearchArgs) (ToolResult, error) {
+func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a SearchArgs) (wire.ToolResult, error) {
 	st, _, err := m.states.get(ctx, c)
 	if err != nil {
-		return ToolResult{}, err
+		return wire.ToolResult{}, err
 	}
 	if !m.searchOn(st) {
-		return ToolResult{}, ErrSearchOff
+		return wire.ToolResult{}, ErrSearchOff
 	}
 	query := strings.TrimSpace(a.Text)
 	if query == "" {
@@ -417,7 +402,7 @@ func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a SearchArgs) (Too
 	}
 	t, err := m.transcript.Len(ctx, c)
 	if err != nil {
-		return ToolResult{}, err
+		return wire.ToolResult{}, err
 	}
 	before := t
 	if a.Before.Set {
@@ -428,7 +413,7 @@ func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a SearchArgs) (Too
 	}
 	page := searchPage{query: query, before: before}
 	if err := m.scanSearch(ctx, c, &page); err != nil {
-		return ToolResult{}, err
+		return wire.ToolResult{}, err
 	}
 	return m.searchAnswer(ctx, c, st, page)
 }
@@ -487,7 +472,7 @@ func (m *Memory) scanSearch(ctx context.Context, c chatid.Chat, p *searchPage) e
 
 // searchAnswer writes the page's hits, each with the view line holding it
 // when that is a summary, and where older entries may be searched.
-func (m *Memory) searchAnswer(ctx context.Context, c chatid.Chat, st *chatState, p searchPage) (ToolResult, error) {
+func (m *Memory) searchAnswer(ctx context.Context, c chatid.Chat, st *chatState, p searchPage) (wire.ToolResult, error) {
 	holders := map[int64]Node{}
 	var want []Node
 	for _, h := range p.hits {
@@ -498,7 +483,7 @@ func (m *Memory) searchAnswer(ctx context.Context, c chatid.Chat, st *chatState,
 	}
 	rows, err := m.rows(ctx, c, want)
 	if err != nil {
-		return ToolResult{}, err
+		return wire.ToolResult{}, err
 	}
 	var sb strings.Builder
 	if len(p.hits) == 0 {
