@@ -136,6 +136,7 @@ const (
 	CodeNotFound         = "not_found"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeConflict         = "conflict"
+	CodeDeleting         = "deleting" // a 409 for a chat being deleted; retry after Retry-After
 	CodeExpired          = "expired"
 	CodeTooLarge         = "too_large"
 	CodeInternal         = "internal"
