@@ -81,7 +81,9 @@ func (m *Memory) waitBuilt(ctx context.Context, c chatid.Chat, st *chatState) (*
 	lastPump := start
 	for st.unbuiltLeaves() > 0 && !st.stalled() {
 		changed, release := m.changes.watch(c)
-		tick := time.NewTimer(waitPoll(time.Since(start)))
+		// A wait for builds that have run long already (a model call that
+		// hangs, a view asked again) polls as a long wait does.
+		tick := time.NewTimer(waitPoll(max(time.Since(start), st.awaitedBuildAge(m.now(), m.claimLease))))
 		select {
 		case <-ctx.Done():
 			tick.Stop()

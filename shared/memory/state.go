@@ -188,6 +188,38 @@ func (st *chatState) unbuiltLeaves() int64 {
 	return st.T - lv.Done - int64(len(lv.More))
 }
 
+// awaitedBuildAge is how long the builds of the unbuilt leaves have been
+// running, the youngest's, as a waiting view's poll schedule counts it
+// (see waitPoll), given the claims' lease: 0 when a leaf's build has not
+// started (it may start and land at any moment), and 0 past a bound of
+// leaves looked at.
+func (st *chatState) awaitedBuildAge(now time.Time, lease time.Duration) time.Duration {
+	const most = 64
+	from := int64(0)
+	if len(st.Levels) > 0 {
+		from = st.Levels[0].Done
+	}
+	if st.T-from > most {
+		return 0
+	}
+	youngest := time.Duration(-1)
+	for i := from; i < st.T; i++ {
+		leaf := Node{L: 0, I: i}
+		if st.built(leaf) {
+			continue
+		}
+		k, ok := st.claimOf(leaf)
+		if !ok || st.Claims[k].Owner == "" {
+			return 0
+		}
+		age := lease - time.Duration(st.Claims[k].Until-now.UnixMilli())*time.Millisecond
+		if youngest < 0 || age < youngest {
+			youngest = age
+		}
+	}
+	return max(youngest, 0)
+}
+
 func (st *chatState) claimOf(n Node) (int, bool) {
 	for k, c := range st.Claims {
 		if c.L == n.L && c.I == n.I {

@@ -203,3 +203,35 @@ func TestAViewWaitLeavesTimeToAnswerBeforeItsRequestsDeadline(t *testing.T) {
 		t.Fatalf("view %+v, ctx %v: want the unbuilt line answered before the deadline", v, ctx.Err())
 	}
 }
+
+// A waiting view counts the age of the builds it waits for: a build that
+// has run long (a model call that hangs, a view asked again meanwhile)
+// puts the wait on the slow schedule at once, while a leaf whose build
+// has not started (it may land any moment) keeps the wait's own age.
+func TestAWaitCountsTheAgeOfTheBuildsItWaitsFor(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	const lease = 3 * time.Minute
+	started := func(i int64, ago time.Duration) claim {
+		return claim{L: 0, I: i, Owner: "builder", Until: now.Add(lease - ago).UnixMilli()}
+	}
+	for _, tc := range []struct {
+		name string
+		st   chatState
+		want time.Duration
+	}{
+		{"nothing unbuilt", chatState{T: 2, Levels: []level{{Done: 2}}}, 0},
+		{"a leaf not claimed yet", chatState{T: 1}, 0},
+		{"a leaf sent, its build not started", chatState{T: 1, Claims: []claim{{L: 0, I: 0, Until: now.Add(lease).UnixMilli()}}}, 0},
+		{"a build started 40 s ago", chatState{T: 1, Claims: []claim{started(0, 40*time.Second)}}, 40 * time.Second},
+		{"the youngest of two builds", chatState{T: 2, Claims: []claim{started(0, 40*time.Second), started(1, 2*time.Second)}}, 2 * time.Second},
+		{"one build old, the other leaf not started", chatState{T: 2, Claims: []claim{started(0, 40*time.Second)}}, 0},
+		{"a leaf built out of order is not waited for", chatState{T: 2, Levels: []level{{Done: 0, More: []int64{1}}}, Claims: []claim{started(0, 40*time.Second)}}, 40 * time.Second},
+		{"more unbuilt leaves than it looks at", chatState{T: 100, Claims: []claim{started(0, 40*time.Second)}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.st.awaitedBuildAge(now, lease); got != tc.want {
+				t.Errorf("awaitedBuildAge = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
