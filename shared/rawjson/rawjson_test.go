@@ -39,6 +39,15 @@ func TestValueText(t *testing.T) {
 		{`null`, "", false},
 		{`"unterminated`, "", false},
 		{`"bad \x escape"`, "", false},
+		{`"every escape: \" \\ \/ \b \f \n \r \t \u0041\u2028"`, "every escape: \" \\ / \b \f \n \r \t A\u2028", true},
+		{`"a pair \ud83d\ude00"`, "a pair \U0001F600", true},
+		{`"a lone surrogate \ud83d"`, "a lone surrogate \uFFFD", true},
+		{"\"invalid UTF-8 \xff\\n\"", "invalid UTF-8 \uFFFD\n", true},
+		{"\"invalid UTF-8 without an escape \xd8\"", "invalid UTF-8 without an escape \uFFFD", true},
+		{"\"a control byte \x01\\n\"", "", false},
+		{`"a quote " inside\n"`, "", false},
+		{`"a short \u12"`, "", false},
+		{`"a trailing \"`, "", false},
 	}
 	for _, tt := range tests {
 		got, ok := Value(tt.raw).Text()
@@ -46,6 +55,24 @@ func TestValueText(t *testing.T) {
 			t.Errorf("%s: %q %v, want %q %v", tt.raw, got, ok, tt.want, tt.isText)
 		}
 	}
+}
+
+// Text reads a JSON string as json.Unmarshal does.
+func FuzzTextReadsAsEncodingJSONDoes(f *testing.F) {
+	for _, s := range []string{`"plain"`, `"a\"b\\c\n\u00e9\ud83d\ude00"`, `"\ud83d"`, "\"\xff\\t\"", `"\u12"`, `"a\"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if len(raw) == 0 || raw[0] != '"' || !json.Valid(raw) {
+			return // a Value is a slice of a valid document, its spaces cut
+		}
+		var want string
+		err := json.Unmarshal(raw, &want)
+		got, ok := Value(raw).Text()
+		if ok != (err == nil) || got != want {
+			t.Fatalf("%q: Text %q %v, json.Unmarshal %q %v", raw, got, ok, want, err)
+		}
+	})
 }
 
 func TestValueIsNull(t *testing.T) {
