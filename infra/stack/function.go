@@ -52,6 +52,9 @@ type Function struct {
 	// place in it. A function with a reservation has none.
 	Pool *Pool
 	Logs io.Writer
+	// Ports, when set, hands out the emulators' ports (a stack's functions
+	// share one); DefaultPorts otherwise.
+	Ports *Ports
 
 	once     sync.Once
 	slots    chan struct{}
@@ -88,6 +91,9 @@ func (f *Function) init() {
 	f.once.Do(func() {
 		f.slots = make(chan struct{}, max(f.Max, 1))
 		f.live = map[*instance]bool{}
+		if f.Ports == nil {
+			f.Ports = DefaultPorts()
+		}
 	})
 }
 
@@ -309,15 +315,30 @@ func (in *instance) stop() {
 }
 
 // start runs a new emulator with the bootstrap on free loopback ports and
-// waits until it accepts invocations.
+// waits until it accepts invocations. An emulator that exits before it
+// listens (a port taken meanwhile by a program outside the stack) is
+// started again on other ports.
 func (f *Function) start() (*instance, error) {
+	for attempt := 1; ; attempt++ {
+		in, err := f.startOnce()
+		if err == nil || !errors.Is(err, errExitedEarly) || attempt == 3 {
+			return in, err
+		}
+	}
+}
+
+// errExitedEarly: the emulator's process ended before it listened.
+var errExitedEarly = errors.New("the process exited before listening")
+
+func (f *Function) startOnce() (*instance, error) {
 	n := f.n.Add(1)
-	invokeAddr, err := freeAddr()
+	invokeAddr, err := f.Ports.Take()
 	if err != nil {
 		return nil, err
 	}
-	runtimeAddr, err := freeAddr()
+	runtimeAddr, err := f.Ports.Take()
 	if err != nil {
+		f.Ports.Release(invokeAddr)
 		return nil, err
 	}
 	dir := filepath.Dir(f.Bootstrap)
@@ -337,10 +358,18 @@ func (f *Function) start() (*instance, error) {
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = environmentAttr()
 	if err := cmd.Start(); err != nil {
+		f.Ports.Release(invokeAddr)
+		f.Ports.Release(runtimeAddr)
 		return nil, fmt.Errorf("%s: starting the emulator: %w", f.Def.Name, err)
 	}
 	in := &instance{url: "http://" + invokeAddr + "/2015-03-31/functions/function/invocations", cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); w.Flush(); close(in.done) }()
+	go func() {
+		_ = cmd.Wait()
+		w.Flush()
+		f.Ports.Release(invokeAddr)
+		f.Ports.Release(runtimeAddr)
+		close(in.done)
+	}()
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
@@ -357,15 +386,6 @@ func (f *Function) start() (*instance, error) {
 	return in, nil
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // awaitListen waits until addr accepts connections, the process ends
 // (done) or the time is up.
 func awaitListen(addr string, done <-chan struct{}, wait time.Duration) error {
@@ -378,7 +398,7 @@ func awaitListen(addr string, done <-chan struct{}, wait time.Duration) error {
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("the process exited before listening on %s", addr)
+			return fmt.Errorf("%w on %s", errExitedEarly, addr)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -394,8 +414,14 @@ type functionError struct {
 	ErrorType    string `json:"errorType"`
 }
 
-// asFunctionError tells a function's error payload from its answer.
+// asFunctionError tells a function's error payload from its answer. An
+// error payload names errorType, so an answer that does not is not parsed
+// here: an answer of images is megabytes, and each pass of encoding/json
+// over it takes milliseconds.
 func asFunctionError(out []byte) (functionError, bool) {
+	if !bytes.Contains(out, []byte(`"errorType"`)) {
+		return functionError{}, false
+	}
 	var probe map[string]json.RawMessage
 	if json.Unmarshal(out, &probe) != nil {
 		return functionError{}, false

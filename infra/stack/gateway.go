@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -17,6 +18,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/durachat/durachat/shared/rawjson"
 )
 
 // MaxAPIPayload is an HTTP API's limit on a request body: 10 MB.
@@ -288,30 +291,30 @@ func isText(contentType string) bool {
 // writeResponse converts a function's payload 2.0 answer. An answer that
 // is JSON without statusCode is the body of a 200, as API Gateway infers.
 func writeResponse(w http.ResponseWriter, out []byte, requestID string) int {
-	// One parse for the usual answer: an answer holds images, and each
-	// pass of encoding/json over a few MB takes milliseconds.
-	var resp struct {
-		events.APIGatewayV2HTTPResponse
-		StatusCode *int `json:"statusCode"`
-	}
-	err := json.Unmarshal(out, &resp)
-	if err != nil || resp.StatusCode == nil {
-		var probe map[string]json.RawMessage
-		if err == nil || json.Unmarshal(out, &probe) != nil || probe["statusCode"] == nil {
-			return writeBareJSON(w, out, requestID)
-		}
-	}
-	if err != nil || *resp.StatusCode < 100 || *resp.StatusCode > 599 {
+	// One pass of encoding/json's scanner, its validity check: an answer
+	// holds images, and each pass over a few MB takes milliseconds. The
+	// fields are then split and the body unescaped at memory speed.
+	if !json.Valid(out) {
 		message(w, http.StatusInternalServerError, "Internal Server Error", requestID)
 		return http.StatusInternalServerError
 	}
-	body := []byte(resp.Body)
+	fields, isObject := rawjson.FieldMap(out)
+	if !isObject || fields["statusCode"].IsNull() {
+		return writeBareJSON(w, out, requestID)
+	}
+	resp, err := payloadResponse(fields)
+	if err != nil || resp.StatusCode < 100 || resp.StatusCode > 599 {
+		message(w, http.StatusInternalServerError, "Internal Server Error", requestID)
+		return http.StatusInternalServerError
+	}
+	body := resp.Body
 	if resp.IsBase64Encoded {
-		var err error
-		if body, err = base64.StdEncoding.DecodeString(resp.Body); err != nil {
+		b, err := base64.StdEncoding.DecodeString(resp.Body)
+		if err != nil {
 			message(w, http.StatusInternalServerError, "Internal Server Error", requestID)
 			return http.StatusInternalServerError
 		}
+		body = string(b)
 	}
 	h := w.Header()
 	for k, vs := range resp.MultiValueHeaders {
@@ -327,18 +330,36 @@ func writeResponse(w http.ResponseWriter, out []byte, requestID string) int {
 	}
 	h.Set("Apigw-Requestid", requestID)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(*resp.StatusCode)
-	w.Write(body)
-	return *resp.StatusCode
+	w.WriteHeader(resp.StatusCode)
+	io.WriteString(w, body)
+	return resp.StatusCode
 }
 
-// writeBareJSON answers an answer without statusCode: when it is JSON, as
-// the body of a 200.
-func writeBareJSON(w http.ResponseWriter, out []byte, requestID string) int {
-	if !json.Valid(out) {
-		message(w, http.StatusInternalServerError, "Internal Server Error", requestID)
-		return http.StatusInternalServerError
+// payloadResponse reads a payload 2.0 response from its fields: the body
+// as text, the small fields with encoding/json.
+func payloadResponse(fields map[string]rawjson.Value) (events.APIGatewayV2HTTPResponse, error) {
+	var resp events.APIGatewayV2HTTPResponse
+	for key, into := range map[string]any{"statusCode": &resp.StatusCode, "headers": &resp.Headers,
+		"multiValueHeaders": &resp.MultiValueHeaders, "cookies": &resp.Cookies, "isBase64Encoded": &resp.IsBase64Encoded} {
+		if v := fields[key]; v != nil {
+			if err := json.Unmarshal(v, into); err != nil {
+				return resp, fmt.Errorf("the answer's %s: %w", key, err)
+			}
+		}
 	}
+	if body := fields["body"]; !body.IsNull() {
+		text, ok := body.Text()
+		if !ok {
+			return resp, errors.New("the answer's body is not a string")
+		}
+		resp.Body = text
+	}
+	return resp, nil
+}
+
+// writeBareJSON answers a JSON answer without statusCode as the body of a
+// 200.
+func writeBareJSON(w http.ResponseWriter, out []byte, requestID string) int {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Apigw-Requestid", requestID)
 	w.WriteHeader(http.StatusOK)

@@ -1,12 +1,18 @@
 package stack
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
 )
 
 func gatewayOf(routes ...Route) *Gateway {
@@ -99,7 +105,11 @@ func TestAFunctionsAnswerIsTurnedIntoHTTPAsAPIGatewayDoes(t *testing.T) {
 	}{
 		{"payload 2.0", `{"statusCode":201,"headers":{"Content-Type":"text/plain"},"body":"made"}`, 201, "made", "text/plain"},
 		{"base64 body", `{"statusCode":200,"body":"aGk=","isBase64Encoded":true}`, 200, "hi", ""},
+		{"a body with escapes", `{"statusCode":200,"body":"{\"a\":\"\u00e9\\n\"}"}`, 200, `{"a":"é\n"}`, ""},
+		{"a null body", `{"statusCode":204,"body":null}`, 204, "", ""},
 		{"JSON without statusCode", `{"ids":[1,2]}`, 200, `{"ids":[1,2]}`, "application/json"},
+		{"a null statusCode", `{"statusCode":null,"ids":[1]}`, 200, `{"statusCode":null,"ids":[1]}`, "application/json"},
+		{"a body that is not text", `{"statusCode":200,"body":12}`, 500, `{"message":"Internal Server Error"}`, "application/json"},
 		{"a JSON array", `[1,2]`, 200, `[1,2]`, "application/json"},
 		{"statusCode of the wrong type", `{"statusCode":"200","body":"x"}`, 500, `{"message":"Internal Server Error"}`, "application/json"},
 		{"statusCode out of range", `{"statusCode":99,"body":"x"}`, 500, `{"message":"Internal Server Error"}`, "application/json"},
@@ -120,3 +130,93 @@ func TestAFunctionsAnswerIsTurnedIntoHTTPAsAPIGatewayDoes(t *testing.T) {
 		})
 	}
 }
+
+// An invocation's payload is a function error only when it is one, as
+// the runtime writes it; an answer that names errorType in its body is
+// an answer.
+func TestAFunctionErrorIsToldFromAnAnswer(t *testing.T) {
+	for _, c := range []struct {
+		name, out string
+		isError   bool
+		errorType string
+	}{
+		{"the runtime's error payload", `{"errorMessage":"boom","errorType":"errorString"}`, true, "errorString"},
+		{"a payload 2.0 answer", `{"statusCode":200,"body":"made"}`, false, ""},
+		{"an answer whose body names errorType", `{"statusCode":200,"body":"{\"errorType\":\"x\"}"}`, false, ""},
+		{"an answer with errorType and statusCode", `{"statusCode":502,"errorType":"x"}`, false, ""},
+		{"not JSON", `Task failed "errorType"`, false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fe, ok := asFunctionError([]byte(c.out))
+			if ok != c.isError || fe.ErrorType != c.errorType {
+				t.Fatalf("asFunctionError = %+v, %v; want error %v of type %q", fe, ok, c.isError, c.errorType)
+			}
+		})
+	}
+}
+
+// answerOfImages is a function's payload 2.0 answer shaped like
+// before-request's: a JSON body of about 2 MB, nearly all of it base64
+// images, encoded as the Lambda runtime encodes it.
+func answerOfImages(b *testing.B) []byte {
+	img := make([]byte, 300<<10)
+	for i := range img {
+		img[i] = byte(i * 7919 >> 3)
+	}
+	var body strings.Builder
+	body.WriteString(`{"messages":[{"role":"user","content":[`)
+	for i := range 5 {
+		if i > 0 {
+			body.WriteString(",")
+		}
+		fmt.Fprintf(&body, `{"type":"image","data":"%s","mimeType":"image/png"}`, base64.StdEncoding.EncodeToString(img))
+	}
+	body.WriteString(`]}]}`)
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(events.APIGatewayV2HTTPResponse{StatusCode: 200, Headers: map[string]string{"Content-Type": "application/json"}, Body: body.String()}); err != nil {
+		b.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// BenchmarkGatewayAnswerOfImages is the stack's way from an invocation's
+// answer to the HTTP response: the function-error check and the payload
+// 2.0 conversion. Compare BenchmarkGatewayAnswerOfImagesFloor.
+func BenchmarkGatewayAnswerOfImages(b *testing.B) {
+	out := answerOfImages(b)
+	b.SetBytes(int64(len(out)))
+	for b.Loop() {
+		if _, isErr := asFunctionError(out); isErr {
+			b.Fatal("an answer taken for an error")
+		}
+		if writeResponse(discardResponse{}, out, "req-1") != http.StatusOK {
+			b.Fatal("not a 200")
+		}
+	}
+}
+
+// BenchmarkGatewayAnswerOfImagesFloor is what no gateway can skip on the
+// same answer: one JSON validity pass, the body copied once out of its
+// JSON string (a copy of the answer's size stands in for the unescaping)
+// and written.
+func BenchmarkGatewayAnswerOfImagesFloor(b *testing.B) {
+	out := answerOfImages(b)
+	b.SetBytes(int64(len(out)))
+	for b.Loop() {
+		if !json.Valid(out) {
+			b.Fatal("not JSON")
+		}
+		body := bytes.Clone(out)
+		discardResponse{}.Write(body)
+	}
+}
+
+// discardResponse is an http.ResponseWriter that keeps nothing.
+type discardResponse struct{}
+
+func (discardResponse) Header() http.Header               { return http.Header{} }
+func (discardResponse) Write(p []byte) (int, error)       { return len(p), nil }
+func (discardResponse) WriteString(s string) (int, error) { return len(s), nil }
+func (discardResponse) WriteHeader(int)                   {}

@@ -193,10 +193,11 @@ func (s *Stack) start(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	ports := DefaultPorts()
 	for name, def := range s.Template.Functions {
 		l := limits[name]
 		s.Functions[name] = &Function{Def: def, Bootstrap: filepath.Join(s.tmp, name, "bootstrap"), RIE: rie,
-			Env: s.env(def, o), Max: l.Max, Pool: l.Pool, Logs: o.Logs}
+			Env: s.env(def, o), Max: l.Max, Pool: l.Pool, Logs: o.Logs, Ports: ports}
 	}
 
 	addr := o.Addr
