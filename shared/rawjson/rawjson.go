@@ -89,36 +89,48 @@ func unescape(q []byte) (string, bool) {
 		if i < 0 {
 			return out.String(), true
 		}
-		q = q[i:]
-		if len(q) < 2 {
+		n, ok := appendEscape(&out, q[i:])
+		if !ok {
 			return "", false
 		}
-		n := 2
-		switch c := q[1]; c {
-		case '"', '\\', '/':
-			out.WriteByte(c)
-		case 'b':
-			out.WriteByte('\b')
-		case 'f':
-			out.WriteByte('\f')
-		case 'n':
-			out.WriteByte('\n')
-		case 'r':
-			out.WriteByte('\r')
-		case 't':
-			out.WriteByte('\t')
-		case 'u':
-			r, err := strconv.ParseUint(string(q[2:min(6, len(q))]), 16, 16)
-			if err != nil || len(q) < 6 || utf16.IsSurrogate(rune(r)) {
-				return "", false
-			}
-			out.WriteRune(rune(r))
-			n = 6
-		default:
-			return "", false
-		}
-		q = q[n:]
+		q = q[i+n:]
 	}
+}
+
+// appendEscape writes what the escape at the start of q stands for and
+// returns its length; ok is false for what unescape leaves to
+// json.Unmarshal.
+func appendEscape(out *strings.Builder, q []byte) (n int, ok bool) {
+	if len(q) < 2 {
+		return 0, false
+	}
+	switch c := q[1]; c {
+	case '"', '\\', '/':
+		out.WriteByte(c)
+	case 'b':
+		out.WriteByte('\b')
+	case 'f':
+		out.WriteByte('\f')
+	case 'n':
+		out.WriteByte('\n')
+	case 'r':
+		out.WriteByte('\r')
+	case 't':
+		out.WriteByte('\t')
+	case 'u':
+		if len(q) < 6 {
+			return 0, false
+		}
+		r, err := strconv.ParseUint(string(q[2:6]), 16, 16)
+		if err != nil || utf16.IsSurrogate(rune(r)) {
+			return 0, false
+		}
+		out.WriteRune(rune(r))
+		return 6, true
+	default:
+		return 0, false
+	}
+	return 2, true
 }
 
 // plainRun reports whether b can stand in a JSON string as it is: valid
