@@ -235,3 +235,34 @@ func TestAWaitCountsTheAgeOfTheBuildsItWaitsFor(t *testing.T) {
 		})
 	}
 }
+
+// A view asked again for a leaf whose build started long ago (a model
+// call that hangs) reads the state on the slow schedule from its start,
+// not every waitFastPoll.
+func TestAWaitForALongRunningBuildReadsOnTheSlowSchedule(t *testing.T) {
+	f := newFixture(t)
+	f.m.wait = time.Second
+	f.append(t, "user", long(0))
+	f.queue.take() // another process holds the build message
+	started := f.clock.Now().Add(-40 * time.Second)
+	claimed := 0
+	if _, err := f.m.states.update(context.Background(), f.ch(), func(st *chatState) error {
+		claimed = len(st.Claims)
+		for k := range st.Claims {
+			st.Claims[k].Owner = "builder"
+			st.Claims[k].Until = started.Add(f.m.claimLease).UnixMilli()
+		}
+		return nil
+	}); err != nil || claimed != 1 {
+		t.Fatalf("claiming the leaf's build: %d claims, %v", claimed, err)
+	}
+	r := <-f.waitView()
+	if r.err != nil || r.view.Unbuilt != 1 {
+		t.Fatalf("view %+v, %v: want its one line unbuilt", r.view, r.err)
+	}
+	// The first pump's 3 reads, then one every waitPoll(40 s), over 1 s.
+	max := 3 + int64(f.m.wait/waitPoll(40*time.Second)) + 1
+	if r.reads > max {
+		t.Errorf("a %s wait for a build 40 s old made %d table reads, want at most %d", f.m.wait, r.reads, max)
+	}
+}
