@@ -20,10 +20,11 @@ import (
 )
 
 // Backend is one local server speaking an AWS protocol, reached through
-// a proxy of the stack's own that can inject faults.
+// a proxy of the stack's own that can inject faults (or directly, with
+// no Faults: StartDirect).
 type Backend struct {
 	Name   string
-	URL    string // the proxy, which the functions use
+	URL    string // what the functions use: the proxy, or the server
 	Faults *Faults
 	srv    *http.Server
 	stop   func()
@@ -84,6 +85,16 @@ func StartNodeServer(root, dir string) (*Backend, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// StartDirect runs one of infra's Node servers with nothing in front of
+// it: its Backend has no Faults.
+func StartDirect(root, dir string) (*Backend, error) {
+	srv, err := awslocal.Start(root, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{Name: dir, URL: srv.Endpoint, stop: srv.Close}, nil
 }
 
 // Faults answers chosen requests with an error answer instead of passing

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/durachat/durachat/shared/rawjson"
 )
 
 func gatewayOf(routes ...Route) *Gateway {
@@ -198,14 +200,15 @@ func BenchmarkGatewayAnswerOfImages(b *testing.B) {
 }
 
 // BenchmarkGatewayAnswerOfImagesFloor is what no gateway can skip on the
-// same answer: one JSON validity pass, the body copied once out of its
+// same answer: one JSON validity pass (rawjson.Valid, the fastest the
+// project has), the body copied once out of its
 // JSON string (a copy of the answer's size stands in for the unescaping)
 // and written.
 func BenchmarkGatewayAnswerOfImagesFloor(b *testing.B) {
 	out := answerOfImages(b)
 	b.SetBytes(int64(len(out)))
 	for b.Loop() {
-		if !json.Valid(out) {
+		if !rawjson.Valid(out) {
 			b.Fatal("not JSON")
 		}
 		body := bytes.Clone(out)

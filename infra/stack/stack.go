@@ -71,6 +71,12 @@ type Options struct {
 	Log  *slog.Logger
 	// RIE is aws-lambda-rie; "" finds it in .tools/bin or on PATH.
 	RIE string
+	// TableFaults routes the functions' table requests through a proxy of
+	// the stack's own, so that a run can inject errors into them or count
+	// them (DynamoDB.Faults). Without it they reach dynalite directly, as
+	// they reach DynamoDB in AWS: a hop less on each of a turn's hundred
+	// table requests, and DynamoDB.Faults is nil.
+	TableFaults bool
 }
 
 // Audience is the audience of the local JWT authorizer.
@@ -165,7 +171,11 @@ func (s *Stack) start(ctx context.Context, o Options) error {
 	built := make(chan error, 1)
 	go func() { built <- build(ctx, o.Root, s.tmp, shape, targets) }()
 
-	if s.DynamoDB, err = StartNodeServer(o.Root, awslocal.DynamoDB); err != nil {
+	startTable := StartDirect
+	if o.TableFaults {
+		startTable = StartNodeServer
+	}
+	if s.DynamoDB, err = startTable(o.Root, awslocal.DynamoDB); err != nil {
 		<-built
 		return err
 	}

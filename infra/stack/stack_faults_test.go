@@ -64,7 +64,7 @@ func TestFaultRunsOnTheDeployedShape(t *testing.T) {
 	}
 	// A killed invocation's batch comes back after the queue's visibility:
 	// 720 s in the template, 20 s here so that the run converges in minutes.
-	s := startStack(t, stack.Options{Visibility: 20 * time.Second})
+	s := startStack(t, stack.Options{Visibility: 20 * time.Second, TableFaults: true})
 	compact := s.Functions["CompactFunction"]
 	poison := &poisonRun{}
 	runs := []faultRun{

@@ -245,7 +245,7 @@ func loadRun(t *testing.T, p loadProfile, params map[string]string) (rep loadRep
 	// The stack's own warnings (an invocation that failed or timed out)
 	// name the cause of an answer a host did not expect.
 	warnings := &tail{}
-	s := startStack(t, stack.Options{Params: params, Model: tpl.Functions["CompactFunction"].Env[config.EnvModel], ModelURL: model.URL,
+	s := startStack(t, stack.Options{TableFaults: true, Params: params, Model: tpl.Functions["CompactFunction"].Env[config.EnvModel], ModelURL: model.URL,
 		Log: slog.New(slog.NewTextHandler(warnings, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	defer func() {
 		if len(rep.errors) > 0 {

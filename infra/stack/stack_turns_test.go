@@ -233,7 +233,7 @@ func TestAppendsKeepTheirLatencyWhileAHundredViewsWait(t *testing.T) {
 		return openaitest.Reply{Text: "a summary"}
 	})
 	t.Cleanup(stopModel) // before the server closes: it waits for its handlers
-	s := startStack(t, stack.Options{Model: "openai:scripted", ModelURL: model.BaseURL(), ModelKey: openaitest.APIKey})
+	s := startStack(t, stack.Options{TableFaults: true, Model: "openai:scripted", ModelURL: model.BaseURL(), ModelKey: openaitest.APIKey})
 	host := api{t: t, base: s.URL, token: s.DevToken}
 
 	appendRun := func(chat string) []time.Duration {

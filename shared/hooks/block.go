@@ -22,7 +22,7 @@ type blockField struct {
 	value rawjson.Value
 }
 
-// parseBlock splits raw, a slice of a body checked valid (json.Valid), as
+// parseBlock splits raw, a slice of a body checked valid (rawjson.Valid), as
 // a block; ok is false when it is not a JSON object.
 func parseBlock(raw rawjson.Value) (b block, ok bool) {
 	return splitBlock(raw, make([]blockField, 0, 2)) // a ref block's type and text

@@ -23,6 +23,7 @@ import (
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/lifecycle"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/store/storefake"
@@ -88,7 +89,7 @@ func readFloor(r *http.Request) []byte {
 // place of each image.
 func afterToolFloor(w http.ResponseWriter, r *http.Request) {
 	body := readFloor(r)
-	if !json.Valid(body) {
+	if !rawjson.Valid(body) {
 		panic("invalid JSON")
 	}
 	answer := make([]byte, 0, 64<<10)

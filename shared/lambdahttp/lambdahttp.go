@@ -7,11 +7,14 @@
 package lambdahttp
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -19,6 +22,7 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -48,8 +52,23 @@ type Adapter struct {
 // New adapts h.
 func New(h http.Handler) *Adapter { return &Adapter{handler: h} }
 
-// Invoke is the Lambda handler: pass it to lambda.Start.
+// Invoke is the adapter as a typed Lambda handler (lambda.NewHandler's
+// kind): the event decoded and the answer encoded by the runtime. Start
+// runs Handler, which answers the same from the raw JSON.
 func (a *Adapter) Invoke(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	resp, req, err := a.answer(ctx, ev)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	if n := PayloadSize(resp); n > MaxResponsePayload {
+		return a.tooLarge(ev, req, n)
+	}
+	return resp, nil
+}
+
+// answer serves ev and returns the handler's response, over Lambda's
+// limit or not, and the request it served.
+func (a *Adapter) answer(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, *http.Request, error) {
 	w := core.NewProxyResponseWriterV2()
 	req, err := a.request(ctx, ev)
 	if err != nil {
@@ -59,7 +78,8 @@ func (a *Adapter) Invoke(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 			w.Header().Set("X-Request-Id", id)
 		}
 		api.WriteError(w, bare, err)
-		return w.GetProxyResponse()
+		resp, err := w.GetProxyResponse()
+		return resp, bare, err
 	}
 	ctx, cancel := context.WithDeadline(req.Context(), deadline(ev, time.Now()))
 	defer cancel()
@@ -72,7 +92,8 @@ func (a *Adapter) Invoke(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 			late.Header().Set("X-Request-Id", id)
 		}
 		api.WriteError(late, req, api.Unavailable(fmt.Errorf("the request was still running %v before the gateway's %v timeout: %w", Margin, IntegrationTimeout, ctx.Err())))
-		return late.GetProxyResponse()
+		resp, err := late.GetProxyResponse()
+		return resp, req, err
 	}
 	if !gw.wrote {
 		// A handler that wrote nothing answered 200, as net/http would.
@@ -80,62 +101,116 @@ func (a *Adapter) Invoke(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 	}
 	resp, err := w.GetProxyResponse()
 	if err != nil {
-		return events.APIGatewayV2HTTPResponse{}, fmt.Errorf("lambdahttp: building the response: %w", err)
+		return events.APIGatewayV2HTTPResponse{}, req, fmt.Errorf("lambdahttp: building the response: %w", err)
 	}
-	if n := PayloadSize(resp); n > MaxResponsePayload {
-		// Lambda would drop it and API Gateway answer a bare 500: answer
-		// the same status in JSON, with the sizes in the log. The routes
-		// clamp their answers, so this is a bug to fix.
-		big := core.NewProxyResponseWriterV2()
-		if id := ev.RequestContext.RequestID; id != "" {
-			big.Header().Set("X-Request-Id", id)
-		}
-		api.WriteError(big, req, fmt.Errorf("lambdahttp: the answer is %d bytes, over Lambda's response limit of %d", n, MaxResponsePayload))
-		return big.GetProxyResponse()
-	}
-	return resp, nil
+	return resp, req, nil
 }
 
-// PayloadSize is the size of resp as the runtime sends it to Lambda: JSON
-// without HTML escaping (see Start), where a body's quotes, backslashes and
-// control characters grow by their escapes.
+// tooLarge answers in place of an answer of n bytes, over Lambda's
+// response limit: Lambda would drop it and API Gateway answer a bare
+// 500, so the adapter answers the same status in JSON, with the sizes in
+// the log. The routes clamp their answers, so this is a bug to fix.
+func (a *Adapter) tooLarge(ev events.APIGatewayV2HTTPRequest, req *http.Request, n int) (events.APIGatewayV2HTTPResponse, error) {
+	big := core.NewProxyResponseWriterV2()
+	if id := ev.RequestContext.RequestID; id != "" {
+		big.Header().Set("X-Request-Id", id)
+	}
+	api.WriteError(big, req, fmt.Errorf("lambdahttp: the answer is %d bytes, over Lambda's response limit of %d", n, MaxResponsePayload))
+	return big.GetProxyResponse()
+}
+
+// Handler is the adapter as the function's lambda.Handler, over the
+// invocation's raw JSON: the event's body is unescaped, and the answer's
+// escaped, at memory speed (DecodeEvent, AppendResponse), where the
+// runtime's encoding/json passes over a body of images two or three
+// times; the answer is measured against Lambda's limit as it is sent.
+func (a *Adapter) Handler() lambda.Handler { return payloads{a} }
+
+type payloads struct{ a *Adapter }
+
+func (p payloads) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	ev, err := DecodeEvent(payload)
+	if err != nil {
+		return nil, err
+	}
+	resp, req, err := p.a.answer(ctx, ev)
+	if err != nil {
+		return nil, err
+	}
+	out := AppendResponse(make([]byte, 0, len(resp.Body)+len(resp.Body)/16+1024), resp)
+	if len(out) > MaxResponsePayload {
+		big, err := p.a.tooLarge(ev, req, len(out))
+		if err != nil {
+			return nil, err
+		}
+		out = AppendResponse(nil, big)
+	}
+	return out, nil
+}
+
+// DecodeEvent decodes a payload 2.0 event as json.Unmarshal does: the
+// body with rawjson (one validity pass, then unescaped at memory speed),
+// the other fields with encoding/json.
+func DecodeEvent(payload []byte) (events.APIGatewayV2HTTPRequest, error) {
+	var ev events.APIGatewayV2HTTPRequest
+	if !rawjson.Valid(payload) {
+		return ev, json.Unmarshal(payload, &ev) // its syntax error
+	}
+	rest := []byte{'{'}
+	var body rawjson.Value
+	isObject := rawjson.Fields(payload, func(k string, v rawjson.Value) {
+		// encoding/json matches a field's name regardless of case, and
+		// the last of a name given twice stands.
+		if strings.EqualFold(k, "body") {
+			body = v
+			return
+		}
+		if len(rest) > 1 {
+			rest = append(rest, ',')
+		}
+		rest = append(append(rawjson.AppendKey(rest, k), ':'), v...)
+	})
+	text, isText := body.Text()
+	if !isObject || !body.IsNull() && !isText {
+		return ev, json.Unmarshal(payload, &ev) // its type error
+	}
+	if err := json.Unmarshal(append(rest, '}'), &ev); err != nil {
+		return ev, err
+	}
+	ev.Body = text
+	return ev, nil
+}
+
+// AppendResponse appends resp to dst as the runtime would send it: JSON
+// without HTML escaping (see Start), the body escaped at memory speed.
+func AppendResponse(dst []byte, resp events.APIGatewayV2HTTPResponse) []byte {
+	body := resp.Body
+	resp.Body = ""
+	head, _ := rawjson.Of(resp) // maps of strings and a number always encode
+	// The body goes where encoding/json puts it. Outside strings, whose
+	// quotes are escaped, the field's bytes can stand only as a header's
+	// key and value (in headers, which comes first) or as the body's.
+	at := bytes.LastIndex(head, []byte(`"body":""`))
+	if at < 0 { // a body left out when empty: encoding/json's way, whole
+		resp.Body = body
+		whole, _ := rawjson.Of(resp)
+		return append(dst, whole...)
+	}
+	at += len(`"body":`)
+	dst = rawjson.AppendString(append(dst, head[:at]...), body)
+	return append(dst, head[at+len(`""`):]...)
+}
+
+// PayloadSize is the size of resp as the runtime sends it to Lambda
+// (AppendResponse).
 func PayloadSize(resp events.APIGatewayV2HTTPResponse) int {
-	n := 128 + jsonLen(resp.Body) // field names, status, flags
-	for k, v := range resp.Headers {
-		n += jsonLen(k) + jsonLen(v) + 4
-	}
-	for k, vs := range resp.MultiValueHeaders {
-		n += jsonLen(k) + 4
-		for _, v := range vs {
-			n += jsonLen(v) + 1
-		}
-	}
-	for _, c := range resp.Cookies {
-		n += jsonLen(c) + 1
-	}
-	return n
+	return len(AppendResponse(nil, resp))
 }
 
-// jsonLen is the length of s as a JSON string without HTML escaping.
-func jsonLen(s string) int {
-	n := len(s) + 2
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
-			n++
-		case c < 0x20:
-			n += 5
-		}
-	}
-	return n
-}
-
-// Start runs the adapter as the Lambda function's handler, encoding its
-// answers without HTML escaping: escaped, every <, > and & of an answer
-// would take six bytes of the response limit instead of one.
-func (a *Adapter) Start() {
-	lambda.StartWithOptions(a.Invoke, lambda.WithSetEscapeHTML(false))
-}
+// Start runs the adapter as the Lambda function's handler (Handler),
+// encoding its answers without HTML escaping: escaped, every <, > and &
+// of an answer would take six bytes of the response limit instead of one.
+func (a *Adapter) Start() { lambda.Start(a.Handler()) }
 
 // deadline is Margin before API Gateway gives up on the request: from when
 // it received it, or from now when the event does not say (or says a time

@@ -103,15 +103,15 @@ func event(method, path, query string, claims map[string]string) events.APIGatew
 	return ev
 }
 
-// invoke sends ev through the Lambda runtime's own JSON handling, as a
-// deployed function receives it.
+// invoke sends ev as JSON through the runtime's handler that Start runs,
+// as a deployed function receives it.
 func invoke(t *testing.T, a *Adapter, ev events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 	t.Helper()
 	payload, err := json.Marshal(ev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := lambda.NewHandler(a.Invoke).Invoke(context.Background(), payload)
+	out, err := lambda.NewHandler(a.Handler()).Invoke(context.Background(), payload)
 	if err != nil {
 		t.Fatalf("invoke: %v", err)
 	}
@@ -326,13 +326,19 @@ func TestAnAnswerOverLambdasLimitIsAJSONError(t *testing.T) {
 			if tc.status != http.StatusOK && !strings.Contains(resp.Body, `"code":"internal"`) {
 				t.Fatalf("not a JSON error: %.200s", resp.Body)
 			}
-			// PayloadSize counts what the runtime sends.
+			// PayloadSize counts what the runtime sends: the encoding
+			// without its trailing newline.
 			var buf bytes.Buffer
 			enc := json.NewEncoder(&buf)
 			enc.SetEscapeHTML(false)
 			enc.Encode(resp)
-			if got := buf.Len(); got > PayloadSize(resp) {
+			if got := buf.Len() - 1; got != PayloadSize(resp) {
 				t.Fatalf("encoded %d bytes, PayloadSize says %d", got, PayloadSize(resp))
+			}
+			// The handler Start runs measures what it sends the same way.
+			sent := invoke(t, New(h), event("GET", "/big", "", nil))
+			if sent.StatusCode != tc.status || PayloadSize(sent) > MaxResponsePayload {
+				t.Fatalf("Handler: status %d, %d bytes", sent.StatusCode, PayloadSize(sent))
 			}
 		})
 	}

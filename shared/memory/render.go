@@ -36,21 +36,28 @@ func (m *Memory) readView(ctx context.Context, c chatid.Chat, wait bool) (wire.V
 }
 
 // How a waiting view reads the state item, which builds in another process
-// (the compact function) change: every waitFastPoll for the first
-// waitFastFor of the wait, when a turn's builds land, so that it answers
-// within about that long of the last awaited line landing; then at a delay
-// growing by an eighth of the time waited, up to waitSlowPoll, so that a
-// long wait costs few reads. docs/memory.md counts the reads.
+// (the compact function) change: every waitFirstPoll for the first
+// waitFirstFor of the wait, when a turn's quick builds (a line kept word
+// for word, a short leaf) land; every waitFastPoll until waitFastFor, when
+// the rest of a turn's builds land, so that it answers within about that
+// long of the last awaited line landing; then at a delay growing by an
+// eighth of the time waited, up to waitSlowPoll, so that a long wait
+// costs few reads. docs/memory.md counts the reads.
 const (
-	waitFastPoll = 20 * time.Millisecond
-	waitFastFor  = 3 * time.Second
-	waitSlowPoll = time.Second
+	waitFirstPoll = 5 * time.Millisecond
+	waitFirstFor  = 250 * time.Millisecond
+	waitFastPoll  = 20 * time.Millisecond
+	waitFastFor   = 3 * time.Second
+	waitSlowPoll  = time.Second
 )
 
 // waitPoll is the delay before the next read of the state, elapsed into
 // a wait.
 func waitPoll(elapsed time.Duration) time.Duration {
-	if elapsed < waitFastFor {
+	switch {
+	case elapsed < waitFirstFor:
+		return waitFirstPoll
+	case elapsed < waitFastFor:
 		return waitFastPoll
 	}
 	return min(waitFastPoll+(elapsed-waitFastFor)/8, waitSlowPoll)

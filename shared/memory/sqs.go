@@ -183,17 +183,10 @@ func (m *Memory) buildOne(ctx context.Context, msg buildMessage) (err error) {
 		}
 	}()
 	// A message of a deleted incarnation (delivered late, or again) builds
-	// nothing: the chat its id names now is another one.
-	c := msg.chat()
-	current, err := m.ids.IsCurrent(ctx, c)
-	if err != nil {
-		return &RetryError{After: m.retry, Err: err}
-	}
-	if !current {
-		m.logger.InfoContext(ctx, "memory: dropping a build message of a deleted chat", "chat", msg.Chat, "node", Node{L: msg.L, I: msg.I}.Label())
-		return nil
-	}
-	return m.build(ctx, c, msg.L, msg.I)
+	// nothing: the chat its id names now is another one. build finds that
+	// out from the incarnation's state, which went with it, before it
+	// claims anything (no read of the identity of its own).
+	return m.build(ctx, msg.chat(), msg.L, msg.I)
 }
 
 // retryDelay is when a message whose build returned err should come back.

@@ -12,7 +12,9 @@ func TestWaitPollIsFastWhileATurnsBuildsLandThenBacksOff(t *testing.T) {
 	for _, tc := range []struct {
 		elapsed, want time.Duration
 	}{
-		{0, waitFastPoll},
+		{0, waitFirstPoll},
+		{waitFirstFor - time.Millisecond, waitFirstPoll},
+		{waitFirstFor, waitFastPoll},
 		{time.Second, waitFastPoll},
 		{waitFastFor - time.Millisecond, waitFastPoll},
 		{waitFastFor, waitFastPoll},
@@ -106,8 +108,9 @@ func TestAWaitingViewsReadsAreBoundedBySchedule(t *testing.T) {
 		t.Fatalf("view %+v: want its one line unbuilt", r.view)
 	}
 	// The first pump reads the identity, the log's length and the state;
-	// the wait then reads the state every waitFastPoll.
-	max := 3 + int64(f.m.wait/waitFastPoll) + 1
+	// the wait then reads the state every waitFirstPoll, then every
+	// waitFastPoll.
+	max := 3 + int64(waitFirstFor/waitFirstPoll) + int64((f.m.wait-waitFirstFor)/waitFastPoll) + 1
 	if r.reads < 3 || r.reads > max {
 		t.Errorf("a %s wait made %d table reads, want 3 to %d", f.m.wait, r.reads, max)
 	}

@@ -192,11 +192,8 @@ func Of(v any) (Value, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// String is s as a JSON string.
-func String(s string) Value {
-	v, _ := Of(s) // a string always encodes
-	return v
-}
+// String is s as a JSON string, as Of writes it (AppendString).
+func String(s string) Value { return AppendString(nil, s) }
 
 // Node is a value of a document being rebuilt: a Value, a Quoted string, or
 // a container some of whose parts changed.

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 )
 
-// A document that has passed one validity check (json.Valid) is split
+// A document that has passed one validity check (Valid) is split
 // here without encoding/json's scanner, which looks at every byte through
 // a function call, once for each level a value is decoded at: strings,
 // nearly all of a request holding images, are skipped at memory speed
@@ -13,7 +13,7 @@ import (
 
 // Fields calls fn for each field of the JSON object raw, in order, with
 // its key unescaped and its value a slice of raw, capped as a Value is.
-// raw must be valid JSON (json.Valid): it is not checked again. It reports
+// raw must be valid JSON (Valid): it is not checked again. It reports
 // whether raw is an object.
 func Fields(raw Value, fn func(key string, v Value)) bool {
 	i := skipSpace(raw, 0)

@@ -1,7 +1,6 @@
 package lambdafn_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -29,10 +28,7 @@ func (f *function) doAs(t *testing.T, claims map[string]string, method, path, qu
 			JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: claims},
 		}
 	}
-	resp, err := f.invoke(context.Background(), ev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, _ := f.send(t, ev)
 	return resp
 }
 

@@ -27,7 +27,12 @@ func NewProxy(endpoint string) (http.Handler, error) {
 	if err != nil || target.Scheme == "" || target.Host == "" {
 		return nil, fmt.Errorf("proxy to %q: not a server URL (%v)", endpoint, err)
 	}
-	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+	// Every function's environment reaches the server through here at
+	// once: with the default transport's 2 idle connections, all but two
+	// of them would open a new connection to it for each request.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConns, transport.MaxIdleConnsPerHost = 0, 256
+	rp := &httputil.ReverseProxy{Transport: transport, Rewrite: func(r *httputil.ProxyRequest) {
 		r.SetURL(target)
 		r.Out.Host = target.Host
 	}}
