@@ -22,6 +22,7 @@ import (
 
 	localstack "github.com/durachat/durachat/infra/stack"
 	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -388,6 +389,22 @@ func TestEveryFunctionIsAnArm64BootstrapBuiltByMake(t *testing.T) {
 		}
 		if f.Timeout == nil || *f.Timeout <= 0 {
 			t.Errorf("%s: no timeout", name)
+		}
+	}
+}
+
+// A call that found a chat live may write into it until its function's
+// timeout ends it: the last sweep after the chat's deletion comes well
+// after the longest.
+func TestEveryFunctionsTimeoutEndsWellBeforeTheSweepAfterADeletion(t *testing.T) {
+	s := load(t, defaults)
+	for name := range functions {
+		f := s.function(t, name)
+		if f.Timeout == nil {
+			t.Fatalf("%s: no timeout", name)
+		}
+		if timeout := time.Duration(*f.Timeout) * time.Second; 2*timeout > lifecycle.SettleAfter {
+			t.Errorf("%s: timeout %s is over half the delay of the sweep after a deletion (%s)", name, timeout, lifecycle.SettleAfter)
 		}
 	}
 }

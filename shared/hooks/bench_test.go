@@ -273,7 +273,12 @@ func (s slowAllBlobs) Head(ctx context.Context, key string) (store.BlobInfo, err
 // images for their chats, the baseline of the benchmarks below.
 type noReferences struct{}
 
-func (noReferences) Hold(context.Context, string, string, []string) error { return nil }
+func (noReferences) Hold(ctx context.Context, _, _ string, _ []string, write func(context.Context) error) error {
+	if write == nil {
+		return nil
+	}
+	return write(ctx)
+}
 
 // benchAfterToolLatency runs after-tool on the 5 MB result over stores
 // with latency. With newChat, each run is for a chat that has not named

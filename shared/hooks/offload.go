@@ -2,7 +2,6 @@ package hooks
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -31,14 +30,15 @@ type Offload struct {
 	Refs   References
 }
 
-// References records that a chat names images, before a hook stores or
-// claims them (lifecycle.Chats.Hold): deleting the chat, or its retention,
-// then deletes them when no other chat of the tenant names them, and
-// deleting another chat keeps them. Hold refuses a chat being deleted
-// (a *fault.Error, 409) and returns once no deletion of the images is in
+// References records that a chat names images, then runs write (when not
+// nil), which stores or claims them (lifecycle.Chats.Hold): deleting the
+// chat, or its retention, then deletes them when no other chat of the
+// tenant names them, also when that deletion began while write ran, and
+// deleting another chat keeps them. Hold refuses a chat being deleted (a
+// *fault.Error, 409) and runs write once no deletion of the images is in
 // flight.
 type References interface {
-	Hold(ctx context.Context, tenant, chat string, names []string) error
+	Hold(ctx context.Context, tenant, chat string, names []string, write func(context.Context) error) error
 }
 
 // ImageWriter is the image store offload writes to (images.Store): it
@@ -246,18 +246,21 @@ func (o *Offload) offload(ctx context.Context, tenant, chat string, content *piC
 		return nil, nil, err
 	}
 	var outcome []images.Stored
-	if err := o.Refs.Hold(ctx, tenant, chat, incoming.Names()); err != nil {
+	err = o.Refs.Hold(ctx, tenant, chat, incoming.Names(), func(ctx context.Context) error {
+		outcome = incoming.Store(ctx, o.Images, tenant)
+		return nil
+	})
+	if err != nil {
 		if _, refused := errors.AsType[*fault.Error](err); refused {
 			return nil, nil, err
 		}
-		// Not recorded, not stored: each image stays inline, as when the
+		// Not recorded (or, once stored, not known to be recorded for a
+		// deletion begun meanwhile): each image stays inline, as when the
 		// store fails.
 		outcome = make([]images.Stored, len(imgs))
 		for k := range outcome {
 			outcome[k].Err = err
 		}
-	} else {
-		outcome = incoming.Store(ctx, o.Images, tenant)
 	}
 	stored, inline = []string{}, []InlineImage{}
 	listed := map[string]bool{}
@@ -312,14 +315,13 @@ func (o *Offload) claim(ctx context.Context, tenant, chat string, content *piCon
 	if len(names) == 0 {
 		return nil
 	}
-	if err := o.Refs.Hold(ctx, tenant, chat, names); err != nil {
-		return err
-	}
-	i, err := images.ClaimAll(ctx, o.Images, tenant, names)
-	if err != nil {
-		return refusal(index(content.path, at[i]), err)
-	}
-	return nil
+	return o.Refs.Hold(ctx, tenant, chat, names, func(ctx context.Context) error {
+		i, err := images.ClaimAll(ctx, o.Images, tenant, names)
+		if err != nil {
+			return refusal(index(content.path, at[i]), err)
+		}
+		return nil
+	})
 }
 
 // reasonOf is why a store's err leaves an image inline (after-tool,
@@ -362,7 +364,7 @@ func readHookHolding(r *http.Request, v any, big string, fields *map[string]rawj
 	if err != nil {
 		return "", "", err
 	}
-	if !json.Valid(data) {
+	if !rawjson.Valid(data) {
 		return "", "", api.Unmarshal(data, v)
 	}
 	rest := []byte{'{'}

@@ -86,6 +86,15 @@ const (
 	// CallBudget bounds the time one call spends deleting before it hands
 	// the rest on, well inside API Gateway's 30 s and Lambda's timeout.
 	CallBudget = 10 * time.Second
+	// SettleAfter is how long after a deletion retires its incarnation the
+	// incarnation is swept once more (Config.SettleAfter). A writer that
+	// found the incarnation current (a build writing a node, an append
+	// admitted before the deletion marked the chat) may write after the
+	// deletion's last page; the sweep removes what it wrote. It is longer
+	// than any call that can hold such a finding: each is bounded by its
+	// function's timeout (compact's 120 s is the longest), and within the
+	// queue's longest delay (15 minutes).
+	SettleAfter = 5 * time.Minute
 	// concurrency bounds the store calls one deletion step, or one append's
 	// image tracking, makes at once.
 	concurrency = 8
@@ -121,9 +130,13 @@ type Config struct {
 	// Linker signs the image links a read-back shows (ImagesAsLinks); nil
 	// shows refs without links.
 	Linker store.Linker
-	// Queue carries the rest of a large deletion ({"op":"delete",...});
-	// nil runs every deletion to its end in the call.
+	// Queue carries the rest of a large deletion ({"op":"delete",...})
+	// and the sweep after each deletion ({"op":"settle",...}); nil runs
+	// every deletion to its end in the call, with no sweep after it.
 	Queue store.Queue
+	// SettleAfter is the delay of the sweep after a deletion (SettleAfter
+	// when 0; at most the queue's longest delay, 15 minutes).
+	SettleAfter time.Duration
 	// Steps bounds the deletion steps of one call (StepsPerCall when 0).
 	Steps int
 	// Now is the clock (time.Now when nil).
@@ -140,12 +153,13 @@ type Chats struct {
 	linker store.Linker
 	queue  store.Queue
 	steps  int
+	settle time.Duration
 	now    func() time.Time
 }
 
 // New returns Chats over cfg; Table and Blobs are required.
 func New(cfg Config) *Chats {
-	c := &Chats{table: cfg.Table, blobs: cfg.Blobs, ids: chatid.New(cfg.Table), images: cfg.Images, linker: cfg.Linker, queue: cfg.Queue, steps: cfg.Steps, now: cfg.Now}
+	c := &Chats{table: cfg.Table, blobs: cfg.Blobs, ids: chatid.New(cfg.Table), images: cfg.Images, linker: cfg.Linker, queue: cfg.Queue, steps: cfg.Steps, settle: cfg.SettleAfter, now: cfg.Now}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -154,6 +168,9 @@ func New(cfg Config) *Chats {
 	}
 	if c.steps <= 0 {
 		c.steps = StepsPerCall
+	}
+	if c.settle <= 0 {
+		c.settle = SettleAfter
 	}
 	return c
 }
@@ -401,21 +418,22 @@ func (c *Chats) Opening(ctx context.Context, tenant, chat string) (chatid.Chat, 
 // Appending is transcript.Chats: from one read of the chat's identity item
 // it refuses a chat being deleted and finds the chat's incarnation (opening
 // one, and recording the chat's activity, when due), records there the
-// images it names (Hold), and returns the incarnation and the images not
-// stored: deleted before their references were recorded, so the append
-// stores them again or refuses.
-func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []string) (chatid.Chat, []string, error) {
+// images it names (Hold), and returns the incarnation. Images not stored
+// then (deleted before their references were recorded) are handed to
+// storeMissing, which stores them again or refuses, and then the chat is
+// looked at again, as Hold does after its write.
+func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []string, storeMissing func(ctx context.Context, missing []string) error) (chatid.Chat, error) {
 	// The incarnation and the deletion's mark are one item: a deletion
 	// marks the item naming the incarnation it deletes, so it never misses
 	// one an append writes to.
 	r, err := c.touch(ctx, tenant, chat)
 	if err != nil {
-		return chatid.Chat{}, nil, err
+		return chatid.Chat{}, err
 	}
 	ch := r.id.Chat
 	names = uniq(slices.Clone(names))
 	if err := c.hold(ctx, ch, names); err != nil {
-		return chatid.Chat{}, nil, err
+		return chatid.Chat{}, err
 	}
 	var (
 		mu      sync.Mutex
@@ -436,10 +454,16 @@ func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []stri
 		return nil
 	})
 	if err != nil {
-		return chatid.Chat{}, nil, err
+		return chatid.Chat{}, err
+	}
+	if len(missing) == 0 {
+		return ch, nil
 	}
 	slices.Sort(missing)
-	return ch, missing, nil
+	if err := storeMissing(ctx, missing); err != nil {
+		return chatid.Chat{}, err
+	}
+	return ch, c.stillHeld(ctx, ch, missing)
 }
 
 // refName is how the image's side of a reference names the incarnation
@@ -470,28 +494,60 @@ func (c *Chats) touch(ctx context.Context, tenant, chat string) (chatRecord, err
 	})
 }
 
-// Hold is what the hooks call before they store or claim images for a
-// chat (after-tool, offload-input, uploads): it records that the chat
-// names them, as an append does, so deleting the chat (or its retention)
+// Hold is what the hooks call to store or claim images for a chat
+// (after-tool, offload-input, uploads): it records that the chat names
+// them, as an append does, so deleting the chat (or its retention)
 // deletes them when no other chat names them, and deleting another chat
-// keeps them. It refuses while the chat is being deleted, and counts as
-// the chat's activity. It returns once no deletion of any of the images
-// is in flight: what the caller stores or checks afterwards stays stored
-// while the chat names it.
+// keeps them; then it runs write (when not nil), which stores or claims
+// them. It refuses while the chat is being deleted, and counts as the
+// chat's activity. write runs once no deletion of any of the images is
+// in flight: what it stores or checks stays stored while the chat names
+// it. An error of write is returned as it is.
 //
 // On the hot path, images the chat names already, it is a read of the
 // chat's identity item and one batch read of the chat's references and
-// the images' leases.
-func (c *Chats) Hold(ctx context.Context, tenant, chat string, names []string) error {
+// the images' leases, before write; and one more read of the identity
+// item after it.
+func (c *Chats) Hold(ctx context.Context, tenant, chat string, names []string, write func(context.Context) error) error {
 	names = uniq(slices.Clone(names))
 	if len(names) == 0 {
-		return nil
+		if write == nil {
+			return nil
+		}
+		return write(ctx)
 	}
 	r, err := c.touch(ctx, tenant, chat)
 	if err != nil {
 		return err
 	}
-	return c.hold(ctx, r.id.Chat, names)
+	ch := r.id.Chat
+	if err := c.hold(ctx, ch, names); err != nil {
+		return err
+	}
+	if write == nil {
+		return nil
+	}
+	if err := write(ctx); err != nil {
+		return err
+	}
+	return c.stillHeld(ctx, ch, names)
+}
+
+// stillHeld makes sure that a deletion of the incarnation ch begun while
+// images were written for it deletes them. That deletion may have
+// released the references hold recorded before the images were there
+// (and deleted nothing, as nothing was stored yet); the references are
+// then recorded in ch again, where the deletion's later steps, or the
+// sweep after it, find them.
+func (c *Chats) stillHeld(ctx context.Context, ch chatid.Chat, names []string) error {
+	r, err := c.load(ctx, ch.Tenant, ch.ID)
+	if err != nil {
+		return err
+	}
+	if r.id.Recorded && r.id.Chat == ch && r.state.Deleting == 0 {
+		return nil
+	}
+	return c.hold(ctx, ch, names)
 }
 
 // hold records the references of the incarnation ch to names (distinct)
@@ -745,27 +801,33 @@ func (c *Chats) run(ctx context.Context, ch chatid.Chat, steps int, e chatState)
 	if steps <= 0 {
 		steps = c.steps
 	}
-	tenant, chat := ch.Tenant, ch.ID
 	p := Progress{Removed: e.Removed, Images: e.Images}
+	more, err := c.sweep(ctx, ch, steps, &p)
+	if err == nil && !more {
+		if err := c.finish(ctx, ch); err != nil {
+			return p, err
+		}
+		p.Done = true
+		return p, nil
+	}
+	c.record(ctx, ch.Tenant, ch.ID, p)
+	return p, err
+}
+
+// sweep runs up to steps steps (stepAll) of removing the items of the
+// incarnation ch, within CallBudget, adding what they removed to p. more:
+// items are left (or the last step failed).
+func (c *Chats) sweep(ctx context.Context, ch chatid.Chat, steps int, p *Progress) (more bool, err error) {
 	start := time.Now()
 	for step := 0; step < steps && time.Since(start) < CallBudget; step++ {
 		removed, images, more, err := c.stepAll(ctx, ch)
 		p.Removed += removed
 		p.Images += images
-		if err != nil {
-			c.record(ctx, tenant, chat, p)
-			return p, err
-		}
-		if !more {
-			if err := c.finish(ctx, ch); err != nil {
-				return p, err
-			}
-			p.Done = true
-			return p, nil
+		if err != nil || !more {
+			return more, err
 		}
 	}
-	c.record(ctx, tenant, chat, p)
-	return p, nil
+	return true, nil
 }
 
 // stepAll removes one step's items of the incarnation ch and, once it is empty,
@@ -900,13 +962,20 @@ func inParallel[T any](ctx context.Context, items []T, fn func(context.Context, 
 	return g.Wait()
 }
 
-// finish removes the index item and retires the incarnation: the chat is
-// gone, and the next append to its id opens a new incarnation. In this
-// order: until the identity item goes, appends find the chat being
-// deleted, so none lists a new chat that this removal then unlists.
+// finish removes the index item, queues the sweep after the deletion
+// and retires the incarnation: the chat is gone, and the next append to
+// its id opens a new incarnation. In this order: until the identity item
+// goes, appends find the chat being deleted, so none lists a new chat
+// that this removal then unlists; and no incarnation is retired without
+// its sweep queued (a retried finish queues another, which is harmless).
 func (c *Chats) finish(ctx context.Context, ch chatid.Chat) error {
 	if err := c.table.Delete(ctx, indexKey(ch.Tenant, ch.ID), 0); err != nil {
 		return fmt.Errorf("lifecycle: removing chat %s from the index: %w", ch.ID, err)
+	}
+	if c.queue != nil {
+		if err := c.queue.Send(ctx, taskBody(opSettle, ch), c.settle); err != nil {
+			return fmt.Errorf("lifecycle: queueing the sweep after the deletion of chat %s: %w", ch.ID, err)
+		}
 	}
 	if err := c.ids.Retire(ctx, ch); err != nil {
 		return fmt.Errorf("lifecycle: %w", err)

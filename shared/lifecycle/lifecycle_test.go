@@ -75,9 +75,10 @@ func newEnvAt(t *testing.T, b testenv.Backend, steps int, now func() time.Time) 
 }
 
 // newEnvBuilding is newEnvAt whose memory builds nodes with comp (nil:
-// it schedules builds but builds nothing). Each env is one process: its
-// own memory, caches and server.
-func newEnvBuilding(t *testing.T, b testenv.Backend, steps int, now func() time.Time, comp memory.Compactor) *env {
+// it schedules builds but builds nothing), and whose lifecycle config each
+// of opts changes. Each env is one process: its own memory, caches and
+// server.
+func newEnvBuilding(t *testing.T, b testenv.Backend, steps int, now func() time.Time, comp memory.Compactor, opts ...func(*lifecycle.Config)) *env {
 	t.Helper()
 	imgs := images.New(b.Blobs)
 	if b.Name != "embedded" {
@@ -85,7 +86,11 @@ func newEnvBuilding(t *testing.T, b testenv.Backend, steps int, now func() time.
 		// server checks them as they arrive.
 		imgs.Staging = b.Blobs
 	}
-	core := lifecycle.New(lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Images: imgs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now})
+	cfg := lifecycle.Config{Table: b.Table, Blobs: b.Blobs, Images: imgs, Linker: b.Linker, Queue: b.Queue, Steps: steps, Now: now}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	core := lifecycle.New(cfg)
 	tl := transcript.New(transcript.Config{Table: b.Table, Blobs: b.Blobs, Images: imgs, Chats: core})
 	logger := testenv.Logger(t)
 	mc := memory.Config{Table: b.Table, Transcript: tl, Images: imgs, Queue: b.Queue, Tasks: core, Deletions: core, Logger: logger}

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -191,7 +190,7 @@ func (c *Chats) handleDelete(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		} else {
-			if err := c.queue.Send(ctx, deleteBody(ch), 0); err != nil {
+			if err := c.queue.Send(ctx, taskBody(opDelete, ch), 0); err != nil {
 				return fmt.Errorf("lifecycle: queueing the rest of the deletion of %s: %w", chat, err)
 			}
 			code = http.StatusAccepted
@@ -202,7 +201,8 @@ func (c *Chats) handleDelete(w http.ResponseWriter, r *http.Request) error {
 }
 
 // taskMessage is the queue message of a lifecycle task, named by its op:
-// "delete" continues the deletion of an incarnation of a chat, "expire" a
+// "delete" continues the deletion of an incarnation of a chat, "settle"
+// sweeps an incarnation its deletion retired once more, "expire" a
 // retention sweep (the hourly trigger without a run, a step of a run with
 // one).
 type taskMessage struct {
@@ -219,11 +219,14 @@ type taskMessage struct {
 
 const (
 	opDelete = "delete"
+	opSettle = "settle"
 	opExpire = "expire"
 )
 
-func deleteBody(ch chatid.Chat) string {
-	b, _ := json.Marshal(taskMessage{Op: opDelete, Tenant: ch.Tenant, Chat: ch.ID, Inc: ch.Inc})
+// taskBody is the message of the task op (opDelete, opSettle) on the
+// incarnation ch.
+func taskBody(op string, ch chatid.Chat) string {
+	b, _ := json.Marshal(taskMessage{Op: op, Tenant: ch.Tenant, Chat: ch.ID, Inc: ch.Inc})
 	return string(b)
 }
 
@@ -240,6 +243,8 @@ func (c *Chats) Task(ctx context.Context, body string) (bool, error) {
 		return true, c.sweepTask(ctx, msg)
 	case opDelete:
 		return true, c.deletionTask(ctx, msg, body)
+	case opSettle:
+		return true, c.settleTask(ctx, msg, body)
 	}
 	return false, nil
 }
@@ -267,11 +272,17 @@ func (c *Chats) sweepTask(ctx context.Context, msg taskMessage) error {
 	if !step.Ran || step.Done {
 		return nil
 	}
-	if c.queue == nil {
-		return errors.New("lifecycle: the sweep continues but there is no queue")
-	}
 	b, _ := json.Marshal(taskMessage{Op: opExpire, Run: step.Run, Seq: step.Seq + 1})
-	return c.queue.Send(ctx, string(b), 0)
+	return c.queueRest(ctx, "the sweep", string(b))
+}
+
+// queueRest queues body, the message of the rest of a task (what it is
+// called in the error when there is no queue to carry it).
+func (c *Chats) queueRest(ctx context.Context, what, body string) error {
+	if c.queue == nil {
+		return fmt.Errorf("lifecycle: %s continues but there is no queue", what)
+	}
+	return c.queue.Send(ctx, body, 0)
 }
 
 // deletionTask runs the next steps of the deletion msg (whose text is
@@ -284,10 +295,28 @@ func (c *Chats) deletionTask(ctx context.Context, msg taskMessage, body string) 
 	if err != nil || p.Done {
 		return err
 	}
-	if c.queue == nil {
-		return errors.New("lifecycle: deletion continues but there is no queue")
+	return c.queueRest(ctx, "deletion", body)
+}
+
+// settleTask sweeps the incarnation msg names, retired by its deletion,
+// once more: whatever a writer that had found it current wrote after the
+// deletion's last page goes as the deletion's items went (an image it
+// named is deleted when no other chat names it). While the id still names
+// the incarnation, its deletion did not finish; the finish that does
+// queues a sweep of its own, so this one does nothing. When more is left
+// than one call removes, it queues itself again.
+func (c *Chats) settleTask(ctx context.Context, msg taskMessage, body string) error {
+	if msg.Chat == "" || !chatid.ValidInc(msg.Inc) {
+		return nil // names nothing: dropped
 	}
-	return c.queue.Send(ctx, body, 0)
+	ch := chatid.Chat{Tenant: msg.Tenant, ID: msg.Chat, Inc: msg.Inc}
+	if cur, recorded, err := c.ids.Current(ctx, ch.Tenant, ch.ID); err != nil || (recorded && cur == ch) {
+		return err
+	}
+	if more, err := c.sweep(ctx, ch, c.steps, &Progress{}); err != nil || !more {
+		return err
+	}
+	return c.queueRest(ctx, "the sweep after a deletion", body)
 }
 
 // continueDeletion runs the next steps of the deletion of the incarnation

@@ -346,7 +346,7 @@ func (c *Chats) deleteLater(ctx context.Context, chs []chatid.Chat) error {
 		batch := chs[start:min(start+store.MaxSendBatch, len(chs))]
 		bodies := make([]string, len(batch))
 		for i, ch := range batch {
-			bodies[i] = deleteBody(ch)
+			bodies[i] = taskBody(opDelete, ch)
 		}
 		if err := c.queue.SendBatch(ctx, bodies, 0); err != nil {
 			return fmt.Errorf("lifecycle: queueing %d deletions of the sweep: %w", len(bodies), err)

@@ -46,11 +46,11 @@ var (
 // refuse it (a chat being deleted), opens the chat's incarnation the
 // entries go to (chatid.Registry.Open) and records which images the chat
 // names, returning once no deletion of them is in flight. It returns the
-// incarnation, and the names whose images are not stored then (deleted
-// while this append was under way), so the append stores them again or
-// refuses.
+// incarnation; the names whose images are not stored then (deleted while
+// this append was under way) it hands to storeMissing first, which
+// stores them again or refuses.
 type Chats interface {
-	Appending(ctx context.Context, tenant, chat string, names []string) (c chatid.Chat, missing []string, err error)
+	Appending(ctx context.Context, tenant, chat string, names []string, storeMissing func(ctx context.Context, missing []string) error) (chatid.Chat, error)
 }
 
 // Log is the transcript of every chat of every tenant over one table.
@@ -186,7 +186,9 @@ func (a *pendingAppend) write(ctx context.Context, drafts []draft, req string) (
 	if rec, err = a.claim(ctx, rec, version, first); err != nil {
 		return nil, err
 	}
-	return a.finish(ctx, rec)
+	// Its other rows are written without looking for them first: none is
+	// there unless a twin wrote it, and writeRow checks a row it finds.
+	return a.finish(ctx, rec, map[int64]row{})
 }
 
 // opening asks Chats (when set) to admit the append and returns the
@@ -200,16 +202,9 @@ func (l *Log) opening(ctx context.Context, tenant, chat string, msgs []pi.Messag
 	for _, d := range drafts {
 		names = append(names, refs.Names(d.Text)...)
 	}
-	c, missing, err := l.chats.Appending(ctx, tenant, chat, names)
-	if err != nil {
-		return chatid.Chat{}, err
-	}
-	if len(missing) > 0 {
-		if err := l.storeMissing(ctx, tenant, msgs, missing); err != nil {
-			return chatid.Chat{}, err
-		}
-	}
-	return c, nil
+	return l.chats.Appending(ctx, tenant, chat, names, func(ctx context.Context, missing []string) error {
+		return l.storeMissing(ctx, tenant, msgs, missing)
+	})
 }
 
 // startAppend starts an append to the incarnation c under receipt.
@@ -234,7 +229,7 @@ func (a *pendingAppend) retried(ctx context.Context, req string) (ids []int64, e
 	if err != nil || !claimed {
 		return nil, err
 	}
-	return a.finish(ctx, a.rec)
+	return a.finish(ctx, a.rec, nil)
 }
 
 func checkReceipt(receipt string) error {
@@ -428,9 +423,10 @@ func (a *pendingAppend) claim(ctx context.Context, rec record, version int64, fi
 	return record{}, store.Unavailable("transcript append", errContended)
 }
 
-// finish writes the claimed append's missing rows and returns the ids.
-func (a *pendingAppend) finish(ctx context.Context, rec record) ([]int64, error) {
-	if err := a.l.complete(ctx, a.pk, rec, nil); err != nil {
+// finish writes the claimed append's rows not in have (as complete) and
+// returns the ids.
+func (a *pendingAppend) finish(ctx context.Context, rec record, have map[int64]row) ([]int64, error) {
+	if err := a.l.complete(ctx, a.pk, rec, have); err != nil {
 		return nil, err
 	}
 	return rec.ids(), nil
@@ -456,8 +452,8 @@ func (l *Log) rest(ctx context.Context, rec record) ([]row, error) {
 }
 
 // complete writes the rows of a claimed append that are not in have (rows
-// known to exist, keyed by id; nil means look). A row found written must be
-// this append's own.
+// known to exist, keyed by id; nil means look first). A row found written
+// must be this append's own.
 func (l *Log) complete(ctx context.Context, pk string, rec record, have map[int64]row) error {
 	if rec.N == 1 {
 		return nil

@@ -3,11 +3,14 @@ package local
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -104,5 +107,27 @@ func TestLocalLinksServeTheBlobWithoutCredentials(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", u+"0", nil))
 	if rec.Code != 403 {
 		t.Fatalf("tampered link: %d", rec.Code)
+	}
+}
+
+// A request's work ends well before the sweep that follows a chat's
+// deletion, so a request that found the chat live writes nothing into it
+// after that sweep: each request's context ends requestTimeout after it
+// starts.
+func TestEveryRequestEndsWellBeforeTheSweepAfterADeletion(t *testing.T) {
+	if 2*requestTimeout > lifecycle.SettleAfter {
+		t.Fatalf("requests last up to %s, over half the delay of the sweep after a deletion (%s)", requestTimeout, lifecycle.SettleAfter)
+	}
+	var (
+		deadline time.Time
+		ok       bool
+	)
+	h := withDeadline(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		deadline, ok = r.Context().Deadline()
+	}), requestTimeout)
+	start := time.Now()
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+	if !ok || deadline.Before(start) || deadline.After(time.Now().Add(requestTimeout)) {
+		t.Fatalf("the request's deadline is %v (set %v), want %s after it started", deadline, ok, requestTimeout)
 	}
 }

@@ -28,7 +28,12 @@ const (
 	writeTimeout      = time.Minute
 	idleTimeout       = 2 * time.Minute
 	shutdownTimeout   = 20 * time.Second
-	purgeEvery        = time.Hour
+	// requestTimeout ends each request's work, as Lambda's timeouts end a
+	// function's: a request that found a chat live (an append, a hook)
+	// writes nothing into it after the sweep that follows the chat's
+	// deletion (lifecycle.SettleAfter, well over twice this).
+	requestTimeout = 2 * time.Minute
+	purgeEvery     = time.Hour
 	// expireEvery is how often chats idle past their retention are looked for.
 	expireEvery = time.Hour
 )
@@ -57,7 +62,7 @@ func Serve(ctx context.Context, cfg config.Config, logger *slog.Logger, ready fu
 		return err
 	}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           withDeadline(h, requestTimeout),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -122,6 +127,15 @@ func handler(ctx context.Context, cfg config.Config, data *Data, logger *slog.Lo
 		return nil, nil, err
 	}
 	return mem, h, nil
+}
+
+// withDeadline gives each request's context a deadline d away.
+func withDeadline(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // startWork starts the background work: purging expired items, deleting
