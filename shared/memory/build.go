@@ -75,7 +75,10 @@ func (m *Memory) build(ctx context.Context, c chatid.Chat, l int, i int64) error
 	var p startPlan
 	_, err := m.states.update(ctx, c, func(st *chatState) error { return b.start(st, &p) })
 	if errors.Is(err, errRetired) {
-		return nil // the chat was deleted: nothing to build
+		// The chat was deleted (the state of its incarnation went with
+		// it): nothing to build.
+		m.logger.InfoContext(ctx, "memory: dropping a build of a deleted chat", "chat", c.ID, "node", b.n.Label())
+		return nil
 	}
 	if err != nil {
 		return &RetryError{After: m.retry, Err: err}
@@ -420,6 +423,8 @@ func (b *nodeBuild) store(ctx context.Context, src loaded, out Compacted) (produ
 		Text: line, Child: src.child, Verbatim: out.Verbatim, Mechanical: out.Mechanical,
 		Attempts: out.Attempts, Model: out.Model, SourceBytes: len(c.Source), Images: src.names,
 		Attached: out.Attached, Skipped: out.Skipped, NamesOnly: out.NamesOnly, BuiltAt: m.now().UnixMilli(),
+		Named: res.images.Named, Missing: res.images.Missing, Resent: res.images.Resent, Described: res.images.Described,
+		DescribeFailed: res.images.DescribeFailed, Undescribed: res.images.Undescribed,
 		Called: res.called,
 	}
 	body, err := json.Marshal(row)
@@ -665,10 +670,12 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 	// call of its own, counted too.
 	called := res.called || row.Called
 	lostRace := res.called && !res.created
-	if n.L == 0 && !res.hasImage && len(row.Images) > 0 {
+	if n.L == 0 && !res.hasImage && (row.Named > 0 || len(row.Images) > 0) {
 		// The row was written by another build (a group call's, or one
-		// this delivery duplicates): the leaf's image counts are the row's.
-		res.images = leafImages{I: n.I, Named: len(row.Images), Attached: row.Attached, Skipped: row.Skipped, NamesOnly: row.NamesOnly}
+		// this delivery duplicates): the leaf's image counts are the row's
+		// (a row written before it kept them all names only its images).
+		res.images = leafImages{I: n.I, Named: max(row.Named, len(row.Images)), Attached: row.Attached, Skipped: row.Skipped, NamesOnly: row.NamesOnly,
+			Missing: row.Missing, Resent: row.Resent, Described: row.Described, DescribeFailed: row.DescribeFailed, Undescribed: row.Undescribed}
 		res.hasImage = true
 	}
 	var sends []Node

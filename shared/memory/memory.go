@@ -469,7 +469,15 @@ type nodeRow struct {
 	Attached    int      `json:"ia,omitempty"`
 	Skipped     int      `json:"is,omitempty"`
 	NamesOnly   bool     `json:"io,omitempty"`
-	BuiltAt     int64    `json:"at,omitempty"`
+	// The rest of a leaf's image counts (leafImages), so that the delivery
+	// recording a row another wrote counts them as its builder did.
+	Named          int   `json:"in,omitempty"`
+	Missing        int   `json:"ix,omitempty"`
+	Resent         int   `json:"iz,omitempty"`
+	Described      int   `json:"id,omitempty"`
+	DescribeFailed int   `json:"if,omitempty"`
+	Undescribed    int   `json:"ip,omitempty"`
+	BuiltAt        int64 `json:"at,omitempty"`
 	// Called: the line cost a model call. The row carries it so that the
 	// delivery that records the row counts the call, whichever it is.
 	Called bool `json:"mc,omitempty"`
