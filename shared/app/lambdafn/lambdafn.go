@@ -19,10 +19,12 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/aws/s3blobs"
+	"github.com/durachat/durachat/shared/aws/sdkbody"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/lambdahttp"
 )
@@ -62,8 +64,7 @@ func Init(p config.Program) Function {
 	logger := cfg.Logger(os.Stdout)
 	// Code that logs without a request context writes the same JSON lines.
 	slog.SetDefault(logger)
-	ac, err := awsconfig.LoadDefaultConfig(context.Background(),
-		awsconfig.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(AWSTimeout)))
+	ac, err := AWSConfig(context.Background())
 	if err != nil {
 		fatal(logger, "stores", fmt.Errorf("loading AWS configuration: %w", err))
 	}
@@ -74,6 +75,15 @@ func Init(p config.Program) Function {
 		f.Stores.Uploader, f.Stores.Staging = b, b
 	}
 	return f
+}
+
+// AWSConfig is the AWS configuration of every function's clients: the
+// SDK's defaults from the environment, each attempt bounded by AWSTimeout,
+// and each request body sent as sdkbody.ReadOnly sends it.
+func AWSConfig(ctx context.Context) (aws.Config, error) {
+	return awsconfig.LoadDefaultConfig(ctx,
+		awsconfig.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(AWSTimeout)),
+		awsconfig.WithAPIOptions([]func(*middleware.Stack) error{sdkbody.ReadOnly}))
 }
 
 // setMemoryLimit sets the Go runtime's soft memory limit to 3/8 of the
