@@ -28,7 +28,6 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/durachat/durachat/shared/aws/awslocal"
 	"github.com/durachat/durachat/shared/aws/sdkbody"
@@ -378,7 +377,7 @@ func awsConfig() aws.Config {
 		Region:      Region,
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
 		HTTPClient:  &http.Client{Timeout: time.Minute},
-		APIOptions:  []func(*middleware.Stack) error{sdkbody.ReadOnly},
+		APIOptions:  sdkbody.APIOptions(),
 	}
 }
 

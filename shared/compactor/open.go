@@ -10,7 +10,6 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	"github.com/aws/smithy-go/middleware"
 	openaisdk "github.com/openai/openai-go/v3"
 	openaioption "github.com/openai/openai-go/v3/option"
 
@@ -40,7 +39,7 @@ func OpenModel(ctx context.Context, m config.Model, url, key string) (model.Mode
 	case config.ProviderOffline:
 		return offline.New(), nil
 	case config.ProviderBedrock:
-		cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithAPIOptions([]func(*middleware.Stack) error{sdkbody.ReadOnly}))
+		cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithAPIOptions(sdkbody.APIOptions()))
 		if err != nil {
 			return nil, fmt.Errorf("model %s: loading AWS configuration: %w", m, err)
 		}
@@ -81,7 +80,7 @@ func Open(ctx context.Context, cfg config.Config) (memory.Compactor, error) {
 	case cfg.CompactorURL != "":
 		return &HTTPCompactor{URL: cfg.CompactorURL}, nil
 	case cfg.CompactorFunction != "":
-		ac, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithAPIOptions([]func(*middleware.Stack) error{sdkbody.ReadOnly}))
+		ac, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithAPIOptions(sdkbody.APIOptions()))
 		if err != nil {
 			return nil, fmt.Errorf("loading AWS configuration for %s: %w", config.EnvCompactorFunction, err)
 		}

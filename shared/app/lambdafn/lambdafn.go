@@ -19,7 +19,6 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app"
@@ -83,7 +82,7 @@ func Init(p config.Program) Function {
 func AWSConfig(ctx context.Context) (aws.Config, error) {
 	return awsconfig.LoadDefaultConfig(ctx,
 		awsconfig.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(AWSTimeout)),
-		awsconfig.WithAPIOptions([]func(*middleware.Stack) error{sdkbody.ReadOnly}))
+		awsconfig.WithAPIOptions(sdkbody.APIOptions()))
 }
 
 // setMemoryLimit sets the Go runtime's soft memory limit to 3/8 of the

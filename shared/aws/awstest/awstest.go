@@ -22,7 +22,6 @@ import (
 	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/smithy-go/middleware"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	minidyn "github.com/truora/minidyn/server"
@@ -47,7 +46,7 @@ func Config() aws.Config {
 		},
 		// Above SQS's longest poll (20 s), below go test's patience.
 		HTTPClient: &http.Client{Timeout: time.Minute},
-		APIOptions: []func(*middleware.Stack) error{sdkbody.ReadOnly},
+		APIOptions: sdkbody.APIOptions(),
 	}
 }
 

@@ -32,6 +32,12 @@ func ReadOnly(stack *middleware.Stack) error {
 	return stack.Finalize.Add(readOnly{}, middleware.After)
 }
 
+// APIOptions is ReadOnly as a configuration's API options, the form
+// aws.Config.APIOptions and config.WithAPIOptions take.
+func APIOptions() []func(*middleware.Stack) error {
+	return []func(*middleware.Stack) error{ReadOnly}
+}
+
 // ID names ReadOnly's step in a client's middleware stack.
 const ID = "durachat.sdkbody.ReadOnly"
 
