@@ -184,11 +184,9 @@ func TestDefaultBudgetKeepsRoomForDescriptions(t *testing.T) {
 		// Without room kept for the descriptions all three images would be
 		// inline, and the answer over 6 MB.
 		content := list{textBlock(strings.Repeat("a", 1_300_000))}
-		for _, n := range names {
-			content = append(content, textBlock(refs.Ref(n)))
-		}
 		// As many refs as get descriptions, each of the longest, and
-		// made of the bytes the Lambda response escapes most.
+		// made of the bytes the Lambda response escapes most; older than
+		// the images, which are spent first.
 		worst := strings.Repeat("<", images.MaxDescription)
 		for k := range MaxDescribedRefs {
 			name := fmt.Sprintf("%016x", k)
@@ -196,6 +194,9 @@ func TestDefaultBudgetKeepsRoomForDescriptions(t *testing.T) {
 				t.Fatal(err)
 			}
 			content = append(content, textBlock(refs.Ref(name)))
+		}
+		for _, n := range names {
+			content = append(content, textBlock(refs.Ref(n)))
 		}
 		body, err := api.Marshal(restoreBody(FormatPi, obj{"messages": list{obj{"role": "user", "content": content}}}))
 		if err != nil {
@@ -213,8 +214,9 @@ func TestDefaultBudgetKeepsRoomForDescriptions(t *testing.T) {
 		if err := json.Unmarshal(out, &got); err != nil {
 			t.Fatal(err)
 		}
-		// Left as text: the third image (past the budget, undescribed),
-		// then the described refs; the last of those is past the bound.
+		// Left as text, newest first: the oldest image (past the budget,
+		// undescribed), then the described refs; the oldest of those is
+		// past the bound.
 		if len(got.Restored) != 2 || got.Described != MaxDescribedRefs-1 || got.PendingDescriptions != 2 {
 			t.Fatalf("%d restored, %d described, %d pending; want 2, %d, 2", len(got.Restored), got.Described, got.PendingDescriptions, MaxDescribedRefs-1)
 		}

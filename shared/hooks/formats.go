@@ -222,7 +222,7 @@ func (w *walk) bedrockContent(raw rawjson.Value, path string, put func(rawjson.N
 				return fieldError(index(path, j), "text", true)
 			}
 			if name := refs.RefName(text); name != "" {
-				w.slots = append(w.slots, slot{name: name, canImage: true, list: l, index: j, image: bedrockImage})
+				w.add(slot{name: name, canImage: true, list: l, index: j, image: bedrockImage}, !outer)
 			}
 			return nil
 		}

@@ -53,11 +53,12 @@ func limitEnv(t testing.TB) (http.Handler, *countingImages, *countingLinker, str
 }
 
 // repeatedRefs is a request of the format with one user message of n ref
-// blocks: the first `missing` name images never stored, the rest name.
+// blocks: the last (newest) `missing` name images never stored, the rest
+// name.
 func repeatedRefs(format string, n, missing int, name string) string {
 	ref := func(i int) string {
-		if i < missing {
-			return refs.Ref(fmt.Sprintf("%016x", i+1))
+		if i >= n-missing {
+			return refs.Ref(fmt.Sprintf("%016x", n-i))
 		}
 		return refs.Ref(name)
 	}

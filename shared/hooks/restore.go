@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"image"
 	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -177,10 +179,10 @@ func (b *beforeRequestBody) check() (format, error) {
 }
 
 // restoration is one before-request at work on one provider request. Its
-// steps are its methods, run in order: plan (what the answer may take, and
-// which names to read), read, fill (each ref block an image, a link or
-// text, in request order) and answer (descriptions, then the request
-// rebuilt). Only a malformed request fails it; every store problem leaves
+// steps are its methods, run in order: plan (what the answer may take, the
+// order it is spent in, and which names to read), read, fill (each ref
+// block an image, a link or text, newest first) and answer (descriptions,
+// then the request rebuilt). Only a malformed request fails it; every store problem leaves
 // a ref as text, with its reason.
 type restoration struct {
 	*Restore
@@ -192,13 +194,19 @@ type restoration struct {
 	// links: the format takes image URLs and there is a Linker.
 	links bool
 
-	// What the answer may still take, each spent in request order; what
-	// does not fit stays a ref:
+	// order is the slots newest first (walk.newestFirst): what the answer
+	// may take is spent in it.
+	order []int
+	// first is where each name is first in the request, for the answer's
+	// lists.
+	first map[string]int
+	// What the answer may still take, each spent in that order; what does
+	// not fit stays a ref:
 	inlineLeft int64 // bytes of base64 inline (the budget)
 	answerLeft int64 // bytes added to the answer of any kind: inline images, links, descriptions, the lists of names (math.MaxInt64: nothing bounds it)
 	imagesLeft int   // images restored: what the provider takes, less the images the request carries
 
-	names   []string            // the distinct names to read, in request order
+	names   []string            // the distinct names to read, newest first
 	fetched map[string]*fetched // what was read of each
 
 	answer       beforeRequestAnswer
@@ -232,9 +240,13 @@ func (rs *Restore) plan(ctx context.Context, tenant string, f format, body befor
 		return nil, err
 	}
 	rt := &restoration{Restore: rs, ctx: ctx, tenant: tenant, mode: body.Mode, walk: w, build: build,
-		links: f.urls() && rs.Linker != nil, answerLeft: math.MaxInt64,
+		order: w.newestFirst(), links: f.urls() && rs.Linker != nil, answerLeft: math.MaxInt64,
 		answer:   beforeRequestAnswer{Restoration: wire.Restoration{Restored: []string{}, Unrestored: []Unrestored{}}},
 		restored: map[string]bool{}, listed: map[Unrestored]bool{}, linked: map[string]string{}}
+	rt.first = make(map[string]int)
+	for i := len(w.slots) - 1; i >= 0; i-- {
+		rt.first[w.slots[i].name] = i
+	}
 	if body.BudgetBytes == nil || rs.Bounded {
 		rt.answerLeft = canAdd(body.Request, w)
 	}
@@ -259,7 +271,8 @@ func (rs *Restore) plan(ctx context.Context, tenant string, f format, body befor
 	// not with how many ref blocks repeat them.
 	rt.imagesLeft = max(0, f.maxImages()-w.images)
 	seen := map[string]bool{}
-	for _, s := range w.slots {
+	for _, i := range rt.order {
+		s := &w.slots[i]
 		if s.canImage && !seen[s.name] && len(rt.names) < 2*rt.imagesLeft {
 			seen[s.name] = true
 			rt.names = append(rt.names, s.name)
@@ -359,8 +372,8 @@ func (rt *restoration) read() {
 	rt.reads()
 }
 
-// reads reads the planned images, at most rt.parallel() at once, in
-// request order. Once the images read so far, in that order, pass the
+// reads reads the planned images, at most rt.parallel() at once, newest
+// first. Once the images read so far, in that order, pass the
 // budget, no later one can be inline (see inline), so the rest are not
 // read: they are only checked to exist when they may be linked, else left
 // for the budget. This bounds a request's memory by the budget plus the
@@ -426,10 +439,10 @@ func (rt *restoration) readImage(name string) {
 	}
 }
 
-// fill puts an image, a link or text in the place of each ref block, in
-// request order.
+// fill puts an image, a link or text in the place of each ref block,
+// newest first.
 func (rt *restoration) fill() {
-	for i := range rt.walk.slots {
+	for _, i := range rt.order {
 		rt.place(&rt.walk.slots[i])
 	}
 }
@@ -471,10 +484,10 @@ func (rt *restoration) place(s *slot) {
 }
 
 // inline reports whether g goes inline, and spends what it takes. The
-// budget is spent in request order and closes at the first image that does
-// not fit: every image after it is linked (or stays text), so what is
-// inline depends only on the request, and a conversation that grows at its
-// end keeps its inline prefix (and prompt cache).
+// budget is spent newest first and closes at the first image that does not
+// fit: every older image is linked (or stays text), so what is inline
+// depends only on the request, and no older, smaller image takes the place
+// of a newer one the model has just asked for.
 func (rt *restoration) inline(g *fetched) bool {
 	size := g.size()
 	if rt.inlineClosed || rt.links && rt.mode == ModeURL || !g.read || size > rt.inlineLeft || size+blockBytes > rt.answerLeft {
@@ -533,7 +546,7 @@ func (rt *restoration) leave(s *slot, reason string) {
 // image's description, reported with reason "describe"; no image is read.
 func (rt *restoration) describeAll() {
 	seen := map[string]bool{}
-	for i := range rt.walk.slots {
+	for _, i := range rt.order {
 		s := &rt.walk.slots[i]
 		if !seen[s.name] {
 			seen[s.name] = true
@@ -547,11 +560,20 @@ func (rt *restoration) describeAll() {
 // finish describes the refs left as text, counts the images the request
 // already carries (they are left as they are) and rebuilds the request.
 func (rt *restoration) finish() beforeRequestAnswer {
+	rt.inRequestOrder()
 	rt.answer.Images += rt.walk.images
 	rt.answer.EstimatedImageTokens += rt.walk.images * imageTokens(0, 0)
 	rt.describe()
 	rt.answer.Request = rt.build()
 	return rt.answer
+}
+
+// inRequestOrder sorts the answer's lists by where each name is first in
+// the request: they are spent newest first, but a host reads them in the
+// order of its messages.
+func (rt *restoration) inRequestOrder() {
+	slices.SortStableFunc(rt.answer.Restored, func(a, b string) int { return cmp.Compare(rt.first[a], rt.first[b]) })
+	slices.SortStableFunc(rt.answer.Unrestored, func(a, b Unrestored) int { return cmp.Compare(rt.first[a.Name], rt.first[b.Name]) })
 }
 
 // textRefs are the ref blocks left as text. Only the first limit (at most

@@ -237,8 +237,8 @@ func TestInlineBudgetSendsTheRestAsLinksOrText(t *testing.T) {
 		small1, big, small2 := pngB64(t, 50, 8, 8), pngB64(t, 51, 64, 64), pngB64(t, 52, 8, 8)
 		n1, nb, n2 := e.put(t, tenantA, small1), e.put(t, tenantA, big), e.put(t, tenantA, small2)
 		// The budget holds both small ones but not the big one between
-		// them: it closes at the big one, so the second small one is not
-		// inline either.
+		// them. It is spent newest first and closes at the big one, so the
+		// newest (small2) is inline and the oldest (small1) is not.
 		budget := len(small1) + len(small2) + 10
 		content := list{textBlock(refs.Ref(n1)), textBlock(refs.Ref(nb)), textBlock(refs.Ref(n2))}
 
@@ -256,10 +256,10 @@ func TestInlineBudgetSendsTheRestAsLinksOrText(t *testing.T) {
 			}
 			json.Unmarshal(got.Request, &r)
 			c := r.Messages[0].Content
-			if c[0].Source.Type != "base64" || c[1].Source.Type != "url" || c[2].Source.Type != "url" {
+			if c[0].Source.Type != "url" || c[1].Source.Type != "url" || c[2].Source.Type != "base64" {
 				t.Fatalf("sources %+v", c)
 			}
-			if got.InlineBytes != int64(len(small1)) || len(got.Restored) != 3 || len(got.Unrestored) != 0 {
+			if got.InlineBytes != int64(len(small2)) || len(got.Restored) != 3 || len(got.Unrestored) != 0 {
 				t.Fatalf("inline bytes %d restored %v unrestored %v", got.InlineBytes, got.Restored, got.Unrestored)
 			}
 			bigBytes, _ := base64.StdEncoding.DecodeString(big)
@@ -289,8 +289,8 @@ func TestInlineBudgetSendsTheRestAsLinksOrText(t *testing.T) {
 			bedrockContent := list{obj{"text": refs.Ref(n1)}, obj{"text": refs.Ref(nb)}, obj{"text": refs.Ref(n2)}}
 			e.postOK(t, tenantA, "hooks/before-request", obj{"format": FormatBedrock, "budgetBytes": budget,
 				"request": obj{"messages": list{obj{"role": "user", "content": bedrockContent}}}}, &got)
-			want := []Unrestored{{Name: nb, Reason: ReasonBudget}, {Name: n2, Reason: ReasonBudget}}
-			if !slices.Equal(got.Unrestored, want) || !slices.Equal(got.Restored, []string{n1}) {
+			want := []Unrestored{{Name: n1, Reason: ReasonBudget}, {Name: nb, Reason: ReasonBudget}}
+			if !slices.Equal(got.Unrestored, want) || !slices.Equal(got.Restored, []string{n2}) {
 				t.Fatalf("restored %v unrestored %v", got.Restored, got.Unrestored)
 			}
 		})
@@ -505,7 +505,7 @@ func TestDefaultBudgetKeepsTheAnswerUnderLambdasLimit(t *testing.T) {
 				}
 				var got restoreAnswerT
 				json.Unmarshal(out, &got)
-				if !slices.Equal(got.Restored, names[:2]) || !slices.Equal(got.Unrestored, []Unrestored{{Name: names[2], Reason: ReasonBudget}}) {
+				if !slices.Equal(got.Restored, names[1:]) || !slices.Equal(got.Unrestored, []Unrestored{{Name: names[0], Reason: ReasonBudget}}) {
 					t.Fatalf("restored %v unrestored %v", got.Restored, got.Unrestored)
 				}
 			})

@@ -39,6 +39,11 @@ type slot struct {
 	index int
 	set   func(rawjson.Node)
 	image imageMaker
+	// msg is the index of the message the ref is in; attached is true for
+	// a ref in a user message's own content (an image the user attached),
+	// false in a tool result.
+	msg      int
+	attached bool
 }
 
 // fill puts an image block of p in the ref block's place. The ref block is
@@ -74,6 +79,54 @@ type walk struct {
 	images int
 	// steps put changed containers into their parents, inner ones first.
 	steps []func()
+	// msg and role are the message being walked; lastAssistant is the
+	// index of the last assistant message walked, -1 while there is none.
+	msg           int
+	role          string
+	lastAssistant int
+}
+
+// add records a ref block of the message being walked; inTool is true
+// inside a tool result.
+func (w *walk) add(s slot, inTool bool) {
+	s.msg = w.msg
+	s.attached = w.role == "user" && !inTool
+	w.slots = append(w.slots, s)
+}
+
+// newestFirst is the order restore spends the inline budget and the
+// provider's image limit in: first the refs of the newest turn (the
+// messages after the last assistant message: the tool results that just
+// ran, or the user's new message), then those the newest user message
+// that attached images holds in its own content, then all the others;
+// each group from the end of the request back. So when not every image
+// fits, the images the model has just asked for and the user's latest
+// attachment are the ones it sees.
+func (w *walk) newestFirst() []int {
+	newestAttached := -1
+	for i := range w.slots {
+		if w.slots[i].attached {
+			newestAttached = max(newestAttached, w.slots[i].msg)
+		}
+	}
+	group := func(s *slot) int {
+		switch {
+		case s.msg > w.lastAssistant:
+			return 0
+		case s.attached && s.msg == newestAttached:
+			return 1
+		}
+		return 2
+	}
+	order := make([]int, 0, len(w.slots))
+	for g := range 3 {
+		for i := len(w.slots) - 1; i >= 0; i-- {
+			if group(&w.slots[i]) == g {
+				order = append(order, i)
+			}
+		}
+	}
+	return order
 }
 
 // commit puts every changed container into its parent, up to the top.
@@ -136,7 +189,7 @@ func walkMessages(req rawjson.Value, each func(w *walk, msg *rawjson.Object, pat
 	// Room for every ref block the request may hold, so a request of a
 	// hundred thousand of them does not grow the list through garbage
 	// five times its size.
-	w = &walk{slots: make([]slot, 0, bytes.Count(req, []byte("[image ")))}
+	w = &walk{slots: make([]slot, 0, bytes.Count(req, []byte("[image "))), lastAssistant: -1}
 	for i := range msgs.Items {
 		path := index("request.messages", i)
 		msg, err := parseObject(msgs.Items[i], path)
@@ -146,6 +199,10 @@ func walkMessages(req rawjson.Value, each func(w *walk, msg *rawjson.Object, pat
 		role, ok := msg.Fields["role"].Text()
 		if !ok || role == "" {
 			return nil, nil, fieldError(path, "role", !ok && !msg.Fields["role"].IsNull())
+		}
+		w.msg, w.role = i, role
+		if role == "assistant" {
+			w.lastAssistant = i
 		}
 		if err := each(w, msg, path, role); err != nil {
 			return nil, nil, err
@@ -166,12 +223,14 @@ func walkMessages(req rawjson.Value, each func(w *walk, msg *rawjson.Object, pat
 // {"type": ...} blocks (pi, Anthropic, OpenAI): whether an image may go
 // there, how the format writes an image block, the type of the image
 // blocks it counts, and whether tool_result blocks hold content of their
-// own, read by the same rule (Anthropic).
+// own, read by the same rule (Anthropic); inTool is true for the content
+// of a tool result.
 type contentRule struct {
 	canImage    bool
 	image       imageMaker
 	imageType   string
 	toolResults bool
+	inTool      bool
 }
 
 // typedContent walks content that is a string or a list of blocks. A text
@@ -185,7 +244,7 @@ func (w *walk) typedContent(raw rawjson.Value, path string, rule contentRule, pu
 	if isText(raw) {
 		s, _ := raw.Text()
 		if name := refs.RefName(s); name != "" {
-			w.slots = append(w.slots, slot{name: name, canImage: rule.canImage, set: put, image: rule.image})
+			w.add(slot{name: name, canImage: rule.canImage, set: put, image: rule.image}, rule.inTool)
 		}
 		return nil
 	}
@@ -206,13 +265,13 @@ func (w *walk) typedContent(raw rawjson.Value, path string, rule contentRule, pu
 				return err
 			}
 			if name := refs.RefName(text); name != "" {
-				w.slots = append(w.slots, slot{name: name, canImage: rule.canImage, list: l, index: j, image: rule.image})
+				w.add(slot{name: name, canImage: rule.canImage, list: l, index: j, image: rule.image}, rule.inTool)
 			}
 		case typ == rule.imageType:
 			w.images++
 		case typ == "tool_result" && rule.toolResults:
 			o := b.object()
-			inner := contentRule{canImage: rule.canImage, image: rule.image, imageType: rule.imageType}
+			inner := contentRule{canImage: rule.canImage, image: rule.image, imageType: rule.imageType, inTool: true}
 			if err := w.typedContent(o.Fields["content"], index(path, j)+".content", inner, set(o, "content")); err != nil {
 				return err
 			}
