@@ -38,7 +38,10 @@ func (ch *Chat) path(route string) string {
 //
 // receipt (at most 256 bytes) makes the append idempotent: a repeat with
 // the same receipt and messages returns the first ids and logs nothing
-// twice, and only then is a 503 retried. The same receipt with other
+// twice, and only then is a 503 or a lost answer retried. Derive it from
+// what the step is (the turn and its place in the chat), never from a
+// clock or a random value, so that a host that sends the step again after
+// an error sends the same receipt. The same receipt with other
 // messages is a 409 (*Error with Code "conflict", Field "receipt"). With
 // an empty receipt the append is still all-or-nothing but never retried.
 func (ch *Chat) Append(ctx context.Context, receipt string, messages ...any) ([]int64, error) {

@@ -40,7 +40,7 @@ import (
 	"time"
 )
 
-// Defaults for the retry of a 503.
+// Defaults for the retry of a 503 or of a lost answer.
 const (
 	// DefaultAttempts is how many times a retry-safe call is sent at most.
 	DefaultAttempts = 4
@@ -76,8 +76,8 @@ func WithToken(token string) Option { return func(c *Client) { c.token = token }
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
 
 // WithRetry sets how many times a retry-safe call is sent at most when the
-// server answers 503 (1 turns retries off), and the longest wait between
-// two attempts.
+// server answers 503 or its answer is lost (1 turns retries off), and the
+// longest wait between two attempts.
 func WithRetry(attempts int, maxWait time.Duration) Option {
 	return func(c *Client) { c.attempts, c.maxWait = attempts, maxWait }
 }
@@ -166,16 +166,26 @@ type call struct {
 	accept404 bool
 }
 
-// call sends c and decodes a 2xx JSON answer into out (when not nil).
+// call sends c and decodes a 2xx JSON answer into out (when not nil). An
+// answer cut off on its way is a lost answer, sent again like one that
+// never came (see send).
 func (c *Client) call(ctx context.Context, k call, out any) error {
-	resp, err := c.send(ctx, k)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if err != nil {
-		return fmt.Errorf("durachat: %s %s: reading the answer: %w", k.method, k.path, err)
+	var data []byte
+	var resp *http.Response
+	for attempt := 1; ; attempt++ {
+		var err error
+		if resp, err = c.send(ctx, k); err != nil {
+			return err
+		}
+		data, err = io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+		resp.Body.Close()
+		if err == nil {
+			break
+		}
+		err = fmt.Errorf("durachat: %s %s: reading the answer: %w", k.method, k.path, err)
+		if !k.retry || attempt >= c.attempts || c.wait(ctx, lostAnswerWait(attempt)) != nil {
+			return err
+		}
 	}
 	if resp.StatusCode == http.StatusNotFound && k.accept404 && isToolResult(data) {
 		return json.Unmarshal(data, out)
@@ -227,7 +237,15 @@ func (c *Client) send(ctx context.Context, k call) (*http.Response, error) {
 		}
 		resp, err := c.http.Do(req)
 		if err != nil {
-			return nil, fmt.Errorf("durachat: %s %s: %w", k.method, k.path, err)
+			// No answer: the server may not have had the request, or its
+			// answer was lost on the way (a dropped connection, a proxy
+			// that timed out). A call safe to repeat is sent again: a
+			// repeated append with its receipt logs nothing twice.
+			err = fmt.Errorf("durachat: %s %s: %w", k.method, k.path, err)
+			if !k.retry || attempt >= attempts || ctx.Err() != nil || c.wait(ctx, lostAnswerWait(attempt)) != nil {
+				return nil, err
+			}
+			continue
 		}
 		if resp.StatusCode != http.StatusServiceUnavailable || attempt >= attempts {
 			return resp, nil
@@ -239,13 +257,27 @@ func (c *Client) send(ctx context.Context, k call) (*http.Response, error) {
 		// Drain a little so the connection can be reused.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("durachat: %s %s: waiting to retry a 503: %w", k.method, k.path, ctx.Err())
-		case <-t.C:
+		if err := c.wait(ctx, wait); err != nil {
+			return nil, fmt.Errorf("durachat: %s %s: waiting to retry a 503: %w", k.method, k.path, err)
 		}
+	}
+}
+
+// lostAnswerWait is the wait before sending again a call whose answer did
+// not come: 250 ms, doubling, at most DefaultMaxWait.
+func lostAnswerWait(attempt int) time.Duration {
+	return min(250*time.Millisecond<<(attempt-1), DefaultMaxWait)
+}
+
+// wait waits d, or returns ctx's error when it ends first.
+func (c *Client) wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(min(d, c.maxWait))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

@@ -6,9 +6,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"image"
 	"image/color"
+	"image/png"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -472,5 +476,64 @@ func TestAContextDeadlineEndsTheCall(t *testing.T) {
 	_, err := chatFor(t).View(ctx, client.WaitTurn)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
+	}
+}
+
+// A zoom gives an image back under its stored name, so a host that logs
+// the zoom's result again (through after-tool, as every tool result goes)
+// stores nothing new, even for an image stored shrunk, whose bytes no
+// longer hash to its name.
+func TestTenZoomsOfAShrunkImageLoggedBackStoreItOnce(t *testing.T) {
+	ctx, chat := testCtx(t), chatFor(t)
+	// Wider than the longest side kept, so it is stored shrunk.
+	wide := image.NewRGBA(image.Rect(0, 0, 2400, 40))
+	for x := range 2400 {
+		for y := range 40 {
+			wide.Set(x, y, color.RGBA{uint8(x), uint8(y * 5), 90, 255})
+		}
+	}
+	var png8 bytes.Buffer
+	if err := png.Encode(&png8, wide); err != nil {
+		t.Fatal(err)
+	}
+	first, err := chat.AfterTool(ctx, client.AfterToolInput{Call: client.Call{ID: "shot", Name: "screenshot"},
+		Result: client.ToolResult{Content: client.Content{client.Image(png8.Bytes(), "image/png")}}})
+	if err != nil || len(first.Stored) != 1 {
+		t.Fatalf("after-tool = %+v, %v; want one image stored", first, err)
+	}
+	name := first.Stored[0]
+	if _, err := chat.Append(ctx, "shot", client.ToolResultMessage("shot", "screenshot", first.Result)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		z, err := chat.Zoom(ctx, client.ZoomArgs{ID: 0, N: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := client.Call{ID: fmt.Sprintf("zoom-%d", i), Name: "zoom"}
+		r, err := chat.AfterTool(ctx, client.AfterToolInput{Call: call, Result: *z})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(r.Stored, []string{name}) {
+			t.Fatalf("zoom %d logged back as refs %v, want only %s", i, r.Stored, name)
+		}
+		if _, err := chat.Append(ctx, call.ID, client.ToolResultMessage(call.ID, call.Name, r.Result)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var export bytes.Buffer
+	if err := chat.Export(ctx, &export); err != nil {
+		t.Fatal(err)
+	}
+	var stored []string
+	for _, line := range strings.Split(export.String(), "\n") {
+		var l struct{ Image *struct{ Name string } }
+		if err := json.Unmarshal([]byte(line), &l); err == nil && l.Image != nil {
+			stored = append(stored, l.Image.Name)
+		}
+	}
+	if !slices.Equal(stored, []string{name}) {
+		t.Fatalf("the chat names the images %v, want the one stored image %s", stored, name)
 	}
 }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -184,5 +188,90 @@ func TestAnErrorThatIsNotDurachatsJSONGetsTheCodeOfItsStatus(t *testing.T) {
 	var e *client.Error
 	if !errors.As(err, &e) || e.Code != client.CodeUnauthorized || e.Message != `{"message":"Unauthorized"}` {
 		t.Fatalf("err = %#v, want unauthorized with the body as message", err)
+	}
+}
+
+// losesFirstAnswer passes every request to the server behind it, but of
+// the first request to path it drops the connection once the server has
+// answered, so the client never gets that answer.
+type losesFirstAnswer struct {
+	next  http.Handler
+	path  string
+	lost  atomic.Bool
+	calls atomic.Int32
+}
+
+func (l *losesFirstAnswer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != l.path || r.Method != http.MethodPost {
+		l.next.ServeHTTP(w, r)
+		return
+	}
+	l.calls.Add(1)
+	if l.lost.Swap(true) {
+		l.next.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	l.next.ServeHTTP(rec, r)
+	if rec.Code != http.StatusOK {
+		panic(fmt.Sprintf("the first append failed at the server: %d %s", rec.Code, rec.Body))
+	}
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	conn.Close()
+}
+
+func TestAnAppendWhoseAnswerIsLostIsSentAgainAndLoggedOnce(t *testing.T) {
+	ctx := testCtx(t)
+	chat := chatFor(t)
+	target, err := url.Parse(serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := &losesFirstAnswer{next: httputil.NewSingleHostReverseProxy(target), path: "/v1/chats/" + chat.ID() + "/messages"}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := client.Message{Role: "user", Content: client.Content{client.Text("the same step")}, Timestamp: 1_700_000_000_000}
+	ids, err := c.Chat(chat.ID()).Append(ctx, "turn-1", step)
+	if err != nil {
+		t.Fatalf("append through a lost answer: %v", err)
+	}
+	if got := proxy.calls.Load(); got != 2 {
+		t.Fatalf("the append was sent %d times, want 2 (the lost one, then once more)", got)
+	}
+	// The host, not told, sends the same step again itself.
+	again, err := chat.Append(ctx, "turn-1", step)
+	if err != nil || !slices.Equal(again, ids) {
+		t.Fatalf("the host's own retry = %v, %v; want the first ids %v", again, err, ids)
+	}
+	page, err := chat.Messages(ctx, client.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Messages) != 1 || !slices.Equal(ids, []int64{0}) {
+		t.Fatalf("ids %v and %d messages logged, want [0] and one", ids, len(page.Messages))
+	}
+}
+
+func TestACallThatIsNotSafeToRepeatIsNotSentAgainWhenItsAnswerIsLost(t *testing.T) {
+	ctx := testCtx(t)
+	chat := chatFor(t)
+	target, _ := url.Parse(serverURL)
+	proxy := &losesFirstAnswer{next: httputil.NewSingleHostReverseProxy(target), path: "/v1/chats/" + chat.ID() + "/messages"}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	c, _ := client.New(srv.URL)
+	// Without a receipt an append cannot be told from a second one.
+	if _, err := c.Chat(chat.ID()).Append(ctx, "", client.UserText("once")); err == nil {
+		t.Fatal("an append without a receipt whose answer was lost returned no error")
+	}
+	if got := proxy.calls.Load(); got != 1 {
+		t.Fatalf("sent %d times, want once", got)
 	}
 }
