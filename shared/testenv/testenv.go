@@ -12,6 +12,7 @@ package testenv
 import (
 	"crypto/rand"
 	"net/http/httptest"
+	"os"
 	"testing"
 
 	"github.com/durachat/durachat/shared/aws/awstest"
@@ -101,3 +102,11 @@ func All(t testing.TB) []Backend {
 	}
 	return append(backends, AWS(t))
 }
+
+// LongEnv, when set (make test-long), runs the long tests at the full
+// size they are written for; without it they run at the smallest size
+// that still proves their rule, and the full size is for make test-long.
+const LongEnv = "DURACHAT_TEST_LONG"
+
+// Long reports whether LongEnv is set.
+func Long() bool { return os.Getenv(LongEnv) != "" }
