@@ -222,18 +222,9 @@ func (c *Client) send(ctx context.Context, k call) (*http.Response, error) {
 		attempts = c.attempts
 	}
 	for attempt := 1; ; attempt++ {
-		req, err := http.NewRequestWithContext(ctx, k.method, u, bytes.NewReader(body))
+		req, err := c.request(ctx, k, u, body)
 		if err != nil {
-			return nil, fmt.Errorf("durachat: %s %s: %w", k.method, k.path, err)
-		}
-		switch {
-		case k.raw != nil:
-			req.Header.Set("Content-Type", "application/x-ndjson")
-		case body != nil:
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if c.token != "" {
-			req.Header.Set("Authorization", "Bearer "+c.token)
+			return nil, err
 		}
 		resp, err := c.http.Do(req)
 		if err != nil {
@@ -261,6 +252,24 @@ func (c *Client) send(ctx context.Context, k call) (*http.Response, error) {
 			return nil, fmt.Errorf("durachat: %s %s: waiting to retry a 503: %w", k.method, k.path, err)
 		}
 	}
+}
+
+// request is one attempt's request of k to u.
+func (c *Client) request(ctx context.Context, k call, u string, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, k.method, u, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("durachat: %s %s: %w", k.method, k.path, err)
+	}
+	switch {
+	case k.raw != nil:
+		req.Header.Set("Content-Type", "application/x-ndjson")
+	case body != nil:
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
 }
 
 // lostAnswerWait is the wait before sending again a call whose answer did

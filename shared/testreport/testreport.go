@@ -58,10 +58,7 @@ type event struct {
 // outside a test. A line that is not an event (a build error printed
 // before the tests ran) is written as it is.
 func Go(in io.Reader, out io.Writer) (Run, error) {
-	var r Run
-	outputs := map[string]*strings.Builder{} // of each test or package, until it ends
-	key := func(e event) string { return e.Package + "\x00" + e.Test }
-	hasTests := map[string]bool{}
+	g := goRun{out: out, outputs: map[string]*strings.Builder{}, hasTests: map[string]bool{}}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -71,63 +68,84 @@ func Go(in io.Reader, out io.Writer) (Run, error) {
 			fmt.Fprintf(out, "%s\n", line)
 			continue
 		}
-		switch e.Action {
-		case "build-output", "build-fail":
-			// A package that does not build: its errors as they come.
-			fmt.Fprint(out, e.Output)
-		case "output":
-			b := outputs[key(e)]
-			if b == nil {
-				b = &strings.Builder{}
-				outputs[key(e)] = b
-			}
-			// The lines a test starts and ends with say nothing a failure
-			// report needs; the rest is kept up to a bound.
-			if b.Len() < 1<<20 && !isFrame(e.Output) {
-				b.WriteString(e.Output)
-			}
-		case "pass", "fail", "skip":
-			text := ""
-			if b := outputs[key(e)]; b != nil {
-				text = b.String()
-				delete(outputs, key(e))
-			}
-			elapsed := time.Duration(e.Elapsed * float64(time.Second))
-			if e.Test != "" {
-				hasTests[e.Package] = true
-				r.Tests = append(r.Tests, Test{Suite: e.Package, Name: e.Test, Elapsed: elapsed, Skipped: e.Action == "skip", Failed: e.Action == "fail"})
-				if e.Action == "fail" {
-					r.Failed = append(r.Failed, e.Package+" "+e.Test)
-					fmt.Fprintf(out, "--- FAIL: %s (%s) in %s\n%s", e.Test, elapsed.Round(time.Millisecond), e.Package, text)
-				}
-				continue
-			}
-			if hasTests[e.Package] {
-				r.Packages++
-			}
-			switch {
-			case e.Action == "fail":
-				failedTests := slices.ContainsFunc(r.Failed, func(f string) bool { return strings.HasPrefix(f, e.Package+" ") })
-				if !failedTests {
-					r.Failed = append(r.Failed, e.Package)
-					fmt.Fprint(out, text)
-				}
-				fmt.Fprintf(out, "FAIL\t%s\t%.1fs\n", e.Package, e.Elapsed)
-			case hasTests[e.Package]:
-				fmt.Fprintf(out, "ok  \t%s\t%.1fs\n", e.Package, e.Elapsed)
-			}
-		}
+		g.event(e)
 	}
 	if err := sc.Err(); err != nil {
-		return r, fmt.Errorf("reading go test -json: %w", err)
+		return g.run, fmt.Errorf("reading go test -json: %w", err)
 	}
-	return r, nil
+	return g.run, nil
+}
+
+// goRun is a Go run being read.
+type goRun struct {
+	out      io.Writer
+	run      Run
+	outputs  map[string]*strings.Builder // of each test or package, until it ends
+	hasTests map[string]bool
+}
+
+func (g *goRun) event(e event) {
+	key := e.Package + "\x00" + e.Test
+	switch e.Action {
+	case "build-output", "build-fail":
+		// A package that does not build: its errors as they come.
+		fmt.Fprint(g.out, e.Output)
+	case "output":
+		b := g.outputs[key]
+		if b == nil {
+			b = &strings.Builder{}
+			g.outputs[key] = b
+		}
+		// The lines a test starts and ends with say nothing a failure
+		// report needs; the rest is kept up to a bound.
+		if b.Len() < 1<<20 && !isFrame(e.Output) {
+			b.WriteString(e.Output)
+		}
+	case "pass", "fail", "skip":
+		text := ""
+		if b := g.outputs[key]; b != nil {
+			text = b.String()
+			delete(g.outputs, key)
+		}
+		if e.Test != "" {
+			g.testEnded(e, text)
+		} else {
+			g.packageEnded(e, text)
+		}
+	}
+}
+
+func (g *goRun) testEnded(e event, text string) {
+	elapsed := time.Duration(e.Elapsed * float64(time.Second))
+	g.hasTests[e.Package] = true
+	g.run.Tests = append(g.run.Tests, Test{Suite: e.Package, Name: e.Test, Elapsed: elapsed, Skipped: e.Action == "skip", Failed: e.Action == "fail"})
+	if e.Action == "fail" {
+		g.run.Failed = append(g.run.Failed, e.Package+" "+e.Test)
+		fmt.Fprintf(g.out, "--- FAIL: %s (%s) in %s\n%s", e.Test, elapsed.Round(time.Millisecond), e.Package, text)
+	}
+}
+
+func (g *goRun) packageEnded(e event, text string) {
+	if g.hasTests[e.Package] {
+		g.run.Packages++
+	}
+	switch {
+	case e.Action == "fail":
+		failedTests := slices.ContainsFunc(g.run.Failed, func(f string) bool { return strings.HasPrefix(f, e.Package+" ") })
+		if !failedTests {
+			g.run.Failed = append(g.run.Failed, e.Package)
+			fmt.Fprint(g.out, text)
+		}
+		fmt.Fprintf(g.out, "FAIL\t%s\t%.1fs\n", e.Package, e.Elapsed)
+	case g.hasTests[e.Package]:
+		fmt.Fprintf(g.out, "ok  \t%s\t%.1fs\n", e.Package, e.Elapsed)
+	}
 }
 
 // isFrame reports whether a line of test output is one the test runner
 // frames every test with.
 func isFrame(s string) bool {
-	for _, p := range []string{"=== RUN", "=== PAUSE", "=== CONT", "=== NAME", "--- PASS", "--- SKIP", "PASS\n", "ok  \t"} {
+	for _, p := range []string{"=== RUN", "=== PAUSE", "=== CONT", "=== NAME", "--- PASS", "--- SKIP", "--- FAIL", "PASS\n", "FAIL\n", "ok  \t"} {
 		if strings.HasPrefix(strings.TrimLeft(s, " "), p) {
 			return true
 		}
