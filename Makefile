@@ -158,7 +158,7 @@ test-start:
 # make test runs them at the size that proves their rule.
 .PHONY: test-long
 test-long: tools
-	DURACHAT_TEST_LONG=1 PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run 'TestALongChat' -v ./shared/memory/
+	DURACHAT_TEST_LONG=1 PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run 'TestALongChat|TestASweepOfALargeTenant|TestTheDeployedShapeServesTheAPIEndToEnd' ./shared/memory/ ./shared/lifecycle/ ./infra/stack/
 
 # test-client tests the Go client's module on its own (GOWORK=off: only
 # its go.mod), against a `durachat serve` its tests build from this
