@@ -214,9 +214,17 @@ func Node(suite string, in io.Reader) (Run, error) {
 }
 
 // Summary writes the ten slowest tests of r and one line: packages,
-// tests, skipped, failed and the run's seconds.
+// tests, skipped, failed and the run's seconds. A test with subtests is
+// not among the slowest (its time is theirs, and its own set-up).
 func Summary(out io.Writer, r Run, took time.Duration) {
-	slow := slices.Clone(r.Tests)
+	parents := map[string]bool{}
+	for _, t := range r.Tests {
+		for name := t.Name; strings.Contains(name, "/"); {
+			name = name[:strings.LastIndex(name, "/")]
+			parents[t.Suite+" "+name] = true
+		}
+	}
+	slow := slices.DeleteFunc(slices.Clone(r.Tests), func(t Test) bool { return parents[t.Suite+" "+t.Name] })
 	slices.SortStableFunc(slow, func(a, b Test) int { return int(b.Elapsed - a.Elapsed) })
 	fmt.Fprintln(out, "\nThe ten slowest tests:")
 	for _, t := range slow[:min(10, len(slow))] {

@@ -101,13 +101,14 @@ func TestTheSummaryIsTheTenSlowestAndOneLine(t *testing.T) {
 	for i := range 12 {
 		r.Tests = append(r.Tests, Test{Suite: "p", Name: string(rune('a' + i)), Elapsed: time.Duration(i) * time.Second, Skipped: i == 0})
 	}
+	r.Tests = append(r.Tests, Test{Suite: "p", Name: "l/sub", Elapsed: time.Second}) // l has a subtest now
 	var out bytes.Buffer
 	Summary(&out, r, 95*time.Second)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if got := lines[1]; got != "    11.0s  p l" {
+	if got := lines[1]; got != "    10.0s  p k" {
 		t.Errorf("slowest = %q", got)
 	}
-	if got := lines[len(lines)-1]; got != "make test: 2 packages, 12 tests, 1 skipped, 0 failed, 95 s" {
+	if got := lines[len(lines)-1]; got != "make test: 2 packages, 13 tests, 1 skipped, 0 failed, 95 s" {
 		t.Errorf("summary = %q", got)
 	}
 	if strings.Count(out.String(), "  p ") != 10 {
