@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	infrastack "github.com/durachat/durachat/infra/stack"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/aws/awstest"
 	"github.com/durachat/durachat/shared/config"
@@ -53,15 +53,10 @@ func findRIE(t *testing.T) string {
 	return ""
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+// ports are the emulators' loopback ports: from below the kernel's
+// ephemeral range and held while in use (infrastack.Ports says why a port the
+// kernel picked and closed again is not one to hand on).
+var ports = infrastack.DefaultPorts()
 
 // syncBuffer collects a child's output for the failure message.
 type syncBuffer struct {
@@ -98,10 +93,34 @@ func startFunction(t *testing.T, program config.Program, env []string) (string, 
 		t.Fatalf("building %s: %v\n%s", program, err, out)
 	}
 
-	// Both of the emulator's addresses on free loopback ports (its runtime
-	// API would otherwise take 127.0.0.1:9001).
-	invokeAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	runtimeAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	// An emulator that exits before it listens (one of its ports was
+	// taken in the meantime) is started again on other ports.
+	for attempt := 1; ; attempt++ {
+		url, logs, exited := runEmulator(t, rie, dir, bootstrap, env)
+		if !exited {
+			return url, logs
+		}
+		if attempt == 3 {
+			t.Fatalf("the emulator exited before it listened, %d times:\n%s", attempt, logs)
+		}
+		t.Logf("the emulator exited before it listened; starting it again:\n%s", logs)
+	}
+}
+
+// runEmulator starts the emulator on bootstrap and waits until it listens,
+// or reports that it exited first. It is stopped when the test ends.
+func runEmulator(t *testing.T, rie, dir, bootstrap string, env []string) (url string, logs *syncBuffer, exited bool) {
+	t.Helper()
+	// Both of the emulator's addresses (its runtime API would otherwise
+	// take 127.0.0.1:9001).
+	invokeAddr, err := ports.Take()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtimeAddr, err := ports.Take()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(rie,
 		"--runtime-interface-emulator-address", invokeAddr,
 		"--runtime-api-address", runtimeAddr,
@@ -116,7 +135,7 @@ func startFunction(t *testing.T, program config.Program, env []string) (string, 
 		"AWS_EC2_METADATA_DISABLED=true",
 		"AWS_LAMBDA_FUNCTION_TIMEOUT=30",
 	}, env...)
-	logs := &syncBuffer{}
+	logs = &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	// Its own process group, so that stopping it also stops the function
 	// process it started.
@@ -129,29 +148,31 @@ func startFunction(t *testing.T, program config.Program, env []string) (string, 
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
+		ports.Release(invokeAddr)
+		ports.Release(runtimeAddr)
 		if t.Failed() {
 			t.Logf("emulator and function output:\n%s", logs)
 		}
 	})
 
-	deadline := time.Now().Add(15 * time.Second)
+	// The bound catches a hang; the emulator listens in well under a
+	// second on an idle machine.
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		c, err := net.DialTimeout("tcp", invokeAddr, 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			break
+			return "http://" + invokeAddr + "/2015-03-31/functions/function/invocations", logs, false
 		}
 		select {
 		case <-done:
-			t.Fatalf("the emulator exited:\n%s", logs)
-		default:
+			return "", logs, true
+		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the emulator did not listen on %s:\n%s", invokeAddr, logs)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	return "http://" + invokeAddr + "/2015-03-31/functions/function/invocations", logs
 }
 
 func invokeHTTP(t *testing.T, url string, ev events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
