@@ -95,5 +95,13 @@ func serve(ctx context.Context, lookup func(string) (string, bool), stdout io.Wr
 	if err != nil {
 		return err
 	}
-	return local.Serve(ctx, cfg, cfg.Logger(stdout), ready)
+	// Beside the JSON log, one plain line a reader (or a script waiting
+	// for the port it asked for with :0) finds whatever the log level.
+	announce := func(a net.Addr) {
+		fmt.Fprintf(stdout, "durachat serving on http://%s\n", a)
+		if ready != nil {
+			ready(a)
+		}
+	}
+	return local.Serve(ctx, cfg, cfg.Logger(stdout), announce)
 }

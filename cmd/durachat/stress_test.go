@@ -1,17 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,19 +72,17 @@ func startStressServer(t *testing.T) *stressServer {
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(os.Environ(),
-		"DURACHAT_ADDR="+addr,
+		"DURACHAT_ADDR=127.0.0.1:0",
 		"DURACHAT_DATA="+t.TempDir(),
 		"DURACHAT_TOKENS="+stressTokenA+"=tenantA,"+stressTokenB+"=tenantB",
 		"DURACHAT_LOG_LEVEL=error",
 	)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -91,19 +90,29 @@ func startStressServer(t *testing.T) *stressServer {
 		cmd.Process.Signal(os.Interrupt)
 		cmd.Wait()
 	})
-	s := &stressServer{url: "http://" + addr, pid: cmd.Process.Pid}
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if res, err := http.Get(s.url + "/healthz"); err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return s
+	// The port is the one the server got: its plain line names it.
+	url := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "durachat serving on "); ok {
+				url <- u
+				break
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("server did not answer /healthz within 30 s")
+		close(url)
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case u, ok := <-url:
+		if !ok {
+			t.Fatal("the server ended before it served")
 		}
-		time.Sleep(100 * time.Millisecond)
+		return &stressServer{url: u, pid: cmd.Process.Pid}
+	case <-time.After(2 * time.Minute): // a hang, not a pace
+		t.Fatal("the server did not serve within 2 minutes")
 	}
+	return nil
 }
 
 // memory reads the server's resident memory and its peak so far.

@@ -172,15 +172,10 @@ func startServer(t *testing.T, tokens map[string]string) *server {
 	comp := httptest.NewServer(http.HandlerFunc(testCompactor))
 	// The server outlives the test that started it (the tests share it);
 	// the process ends it.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	// The port is the one the server gets (":0"); its links name it.
 	env := map[string]string{
-		config.EnvAddr: addr, config.EnvData: tempDir(t), config.EnvCompactorURL: comp.URL,
-		config.EnvPublicURL: "http://" + addr, config.EnvLogLevel: "error",
+		config.EnvAddr: "127.0.0.1:0", config.EnvData: tempDir(t), config.EnvCompactorURL: comp.URL,
+		config.EnvLogLevel: "error",
 	}
 	var pairs []string
 	for tok, tenant := range tokens {
