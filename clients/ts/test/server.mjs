@@ -38,23 +38,14 @@ export function freePort() {
  * given) and waits until /healthz answers.
  */
 export async function startServer(bin, data, tokens, port) {
-  port ??= await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  const env = { ...process.env, DURACHAT_ADDR: `127.0.0.1:${port}`, DURACHAT_DATA: data, DURACHAT_LOG_LEVEL: "warn" };
+  // Without a port it asks for any (":0") and takes the one it got from
+  // its plain "serving on" line: never a port picked by closing a listener.
+  const env = { ...process.env, DURACHAT_ADDR: `127.0.0.1:${port ?? 0}`, DURACHAT_DATA: data, DURACHAT_LOG_LEVEL: "warn" };
   delete env.DURACHAT_TOKENS;
   if (tokens) env.DURACHAT_TOKENS = tokens;
-  const child = spawn(bin, ["serve"], { env, stdio: ["ignore", "ignore", "inherit"] });
+  const child = spawn(bin, ["serve"], { env, stdio: ["ignore", "pipe", "inherit"] });
   const exited = new Promise((resolve) => child.on("exit", resolve));
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      const r = await fetch(url + "/healthz");
-      if (r.ok) break;
-    } catch {}
-    if (child.exitCode !== null) throw new Error(`durachat exited with ${child.exitCode}`);
-    if (Date.now() > deadline) throw new Error("durachat did not answer /healthz within 30 s");
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  const url = await announced(child, /^durachat serving on (http\S+)$/m, "durachat");
   return {
     url,
     async stop() {
@@ -62,6 +53,42 @@ export async function startServer(bin, data, tokens, port) {
       await exited;
     },
   };
+}
+
+/**
+ * Waits until child's output (stdout, or stderr with fromStderr) has a
+ * line that pattern matches and gives its first group. Every chunk is
+ * looked at as it comes, so the line is found however much follows it.
+ * The bound catches a hang, not a pace: a start takes seconds.
+ */
+function announced(child, pattern, what, fromStderr = false, keep) {
+  const stream = fromStderr ? child.stderr : child.stdout;
+  return new Promise((resolve, reject) => {
+    let pending = "";
+    const timer = setTimeout(() => {
+      child.kill("SIGTERM");
+      reject(new Error(`${what} did not start within 10 minutes:\n${keep?.() ?? ""}`));
+    }, 10 * 60_000);
+    const onData = (d) => {
+      const lines = (pending + d).split("\n");
+      pending = lines.pop();
+      for (const line of lines) {
+        const m = pattern.exec(line);
+        if (m) {
+          clearTimeout(timer);
+          child.off("exit", onExit);
+          resolve(m[1]);
+          return;
+        }
+      }
+    };
+    const onExit = (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${what} exited with ${code} before it started:\n${keep?.() ?? ""}`));
+    };
+    stream.on("data", onData);
+    child.once("exit", onExit);
+  });
 }
 
 export function tempDir(prefix) {
@@ -150,11 +177,10 @@ export function stackMissing() {
 export async function startStack(dir, tokens) {
   const bin = path.join(dir, "stack");
   execFileSync("go", ["build", "-o", bin, "./cmd/stack"], { cwd: repo, stdio: "inherit" });
-  const port = await freePort();
   const env = {
     ...process.env,
     PATH: `${path.join(repo, ".tools/bin")}${path.delimiter}${process.env.PATH}`,
-    DURACHAT_ADDR: `127.0.0.1:${port}`,
+    DURACHAT_ADDR: "127.0.0.1:0",
     DURACHAT_TOKENS: tokens,
     DURACHAT_LOG_LEVEL: "warn",
   };
@@ -164,17 +190,9 @@ export async function startStack(dir, tokens) {
     log = (log + d).slice(-64 * 1024);
   });
   const exited = new Promise((resolve) => child.on("exit", resolve));
-  const deadline = Date.now() + 10 * 60_000;
-  while (!/stack: ready/.test(log)) {
-    if (child.exitCode !== null) throw new Error(`the stack exited with ${child.exitCode}:\n${log}`);
-    if (Date.now() > deadline) {
-      child.kill("SIGTERM");
-      throw new Error(`the stack did not start within 10 minutes:\n${log}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  const url = /API\s+(http\S+)/.exec(log)?.[1];
-  if (!url) throw new Error(`the stack did not say where its API is:\n${log}`);
+  // The API's line follows "stack: ready"; the log kept for a failure's
+  // message is only its tail, so the line is looked for as it comes.
+  const url = await announced(child, /^\s*API\s+(http\S+)/, "the stack", true, () => log);
   return {
     url,
     log: () => log,
