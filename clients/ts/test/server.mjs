@@ -61,7 +61,7 @@ export async function startServer(bin, data, tokens, port) {
  * looked at as it comes, so the line is found however much follows it.
  * The bound catches a hang, not a pace: a start takes seconds.
  */
-function announced(child, pattern, what, fromStderr = false, keep) {
+export function announced(child, pattern, what, fromStderr = false, keep) {
   const stream = fromStderr ? child.stderr : child.stdout;
   return new Promise((resolve, reject) => {
     let pending = "";
