@@ -37,6 +37,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -228,13 +229,8 @@ func (c *Client) send(ctx context.Context, k call) (*http.Response, error) {
 		}
 		resp, err := c.http.Do(req)
 		if err != nil {
-			// No answer: the server may not have had the request, or its
-			// answer was lost on the way (a dropped connection, a proxy
-			// that timed out). A call safe to repeat is sent again: a
-			// repeated append with its receipt logs nothing twice.
-			err = fmt.Errorf("durachat: %s %s: %w", k.method, k.path, err)
-			if !k.retry || attempt >= attempts || ctx.Err() != nil || c.wait(ctx, lostAnswerWait(attempt)) != nil {
-				return nil, err
+			if !c.sendAgain(ctx, k, attempt, attempts, err) {
+				return nil, fmt.Errorf("durachat: %s %s: %w", k.method, k.path, err)
 			}
 			continue
 		}
@@ -252,6 +248,19 @@ func (c *Client) send(ctx context.Context, k call) (*http.Response, error) {
 			return nil, fmt.Errorf("durachat: %s %s: waiting to retry a 503: %w", k.method, k.path, err)
 		}
 	}
+}
+
+// sendAgain reports whether k, which got no answer, is to be sent again,
+// after waiting for it. The server may not have had the request, or its
+// answer was lost on the way (a dropped connection, a proxy that timed
+// out): a call safe to repeat is sent again, and a repeated append with
+// its receipt logs nothing twice. A refused connection reached no server,
+// so nothing was lost: it is the answer.
+func (c *Client) sendAgain(ctx context.Context, k call, attempt, attempts int, err error) bool {
+	if !k.retry || attempt >= attempts || errors.Is(err, syscall.ECONNREFUSED) || ctx.Err() != nil {
+		return false
+	}
+	return c.wait(ctx, lostAnswerWait(attempt)) == nil
 }
 
 // request is one attempt's request of k to u.

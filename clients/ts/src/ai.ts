@@ -13,7 +13,7 @@ import { jsonSchema, wrapLanguageModel } from "ai";
 import type { LanguageModelMiddleware, ModelMessage, Tool, ToolSet, UserModelMessage } from "ai";
 import { Chat, Client, type ClientOptions, DurachatError } from "./client.js";
 import { fromPi, holdsRef, metaKey, outputToPi, piToOutput, type SdkMessage, type SdkPart, toPi } from "./prompt.js";
-import type { Block, Message, Mode } from "./types.js";
+import type { Block, Message, Mode, Unrestored } from "./types.js";
 
 export { fromPi, toPi } from "./prompt.js";
 
@@ -43,6 +43,24 @@ export interface DurachatOptions extends ClientOptions {
    * call works again.
    */
   onError?: (err: unknown, what: string) => void;
+  /**
+   * Told of every model call whose request left images out: when they do
+   * not all fit the inline budget (budgetBytes) or the image limit (20 a
+   * request in the pi format the middleware speaks), before-request keeps
+   * the newest (the tool result that has just run, then the user's latest
+   * attachment, then older ones from the end back) and the others go as
+   * their description or their ref. Each left out is listed with its
+   * reason; the same list is in the call's provider metadata, under
+   * "durachat". Default: a warning on the console.
+   */
+  onUnrestored?: (unrestored: Unrestored[], restored: string[]) => void;
+}
+
+/** What the middleware adds to a call's provider metadata, under "durachat". */
+export interface RestorationMetadata {
+  [key: string]: string[] | { name: string; reason: string }[];
+  restored: string[];
+  unrestored: { name: string; reason: string }[];
 }
 
 /** What setup() gives generateText or streamText: the wrapped model, the tools, the system prompt, the step log. */
@@ -50,7 +68,7 @@ export interface Setup<TOOLS extends ToolSet> {
   model: Model;
   tools: TOOLS & ToolSet;
   system: string;
-  onStepEnd: (step: { response: { messages: ModelMessage[] } }) => Promise<void>;
+  onStepEnd: (step: { response: { messages: ModelMessage[]; timestamp?: Date } }) => Promise<void>;
 }
 
 /** The system prompt's part that introduces the memory view. */
@@ -95,28 +113,74 @@ export function durachat(options: DurachatOptions) {
    * are not sent). When durachat cannot answer, the call goes on with the
    * refs as text.
    */
+  const onUnrestored =
+    options.onUnrestored ??
+    ((unrestored: Unrestored[]) => {
+      const reasons = [...new Set(unrestored.map((u) => u.reason))].join(", ");
+      console.warn(`durachat: ${unrestored.length} image(s) left out of the model call (${reasons}), sent as their descriptions or refs: ${unrestored.map((u) => u.name).join(" ")}`);
+    });
+  // What each restored call's params left out, for its provider metadata.
+  const restorations = new WeakMap<object, RestorationMetadata>();
+  const withMetadata = <T extends { providerMetadata?: unknown }>(params: object, o: T): T => {
+    const m = restorations.get(params);
+    return m ? { ...o, providerMetadata: { ...(o.providerMetadata as object | undefined), durachat: m } } : o;
+  };
+
   const middleware: LanguageModelMiddleware = {
     specificationVersion: "v4",
     async transformParams({ params }) {
       const prompt = params.prompt as unknown as SdkMessage[];
-      const at = prompt.flatMap((m, i) => (holdsRef(m) ? [i] : []));
-      if (at.length === 0) return params;
-      const pi = at.map((i) => toPi([prompt[i]]));
+      if (!prompt.some(holdsRef)) return params;
+      // The messages that hold refs, and an empty assistant message in
+      // place of the assistant's in between: before-request tells the
+      // newest turn (after the last assistant message) from older ones by
+      // them, and needs nothing else of theirs.
+      const sent: Message[] = [];
+      const from: { at: number; count: number }[] = [];
+      prompt.forEach((m, i) => {
+        if (holdsRef(m)) {
+          const pi = toPi([m]);
+          from.push({ at: i, count: pi.length });
+          sent.push(...(pi as Message[]));
+        } else if (m.role === "assistant" && sent.length > 0 && sent[sent.length - 1].role !== "assistant") {
+          from.push({ at: -1, count: 1 });
+          sent.push({ role: "assistant", content: [] } as unknown as Message);
+        }
+      });
       const r = await guarded("restoring images", () =>
         chat.beforeRequest<{ messages: Message[] }>(
-          { format: "pi", request: { messages: pi.flat() }, mode: options.mode, budgetBytes: options.budgetBytes },
+          { format: "pi", request: { messages: sent }, mode: options.mode, budgetBytes: options.budgetBytes },
           { signal: params.abortSignal },
         ),
       );
       if (!r) return params;
       const restored = prompt.slice();
       let k = 0;
-      at.forEach((i, n) => {
-        const count = pi[n].length;
-        restored[i] = fromPi(r.request.messages.slice(k, k + count) as Message[])[0];
+      for (const { at, count } of from) {
+        if (at >= 0) restored[at] = fromPi(r.request.messages.slice(k, k + count) as Message[])[0];
         k += count;
-      });
-      return { ...params, prompt: restored as unknown as CallOptions["prompt"] };
+      }
+      const out = { ...params, prompt: restored as unknown as CallOptions["prompt"] };
+      const left = r.unrestored ?? [];
+      const unrestored = left.map((u) => ({ name: u.name, reason: u.reason }));
+      restorations.set(out, { restored: [...(r.restored ?? [])], unrestored });
+      if (unrestored.length > 0) onUnrestored(left, r.restored ?? []);
+      return out;
+    },
+    async wrapGenerate({ doGenerate, params }) {
+      return withMetadata(params, await doGenerate());
+    },
+    async wrapStream({ doStream, params }) {
+      const r = await doStream();
+      if (!restorations.has(params)) return r;
+      const stream = r.stream.pipeThrough(
+        new TransformStream({
+          transform(part, controller) {
+            controller.enqueue(part.type === "finish" ? withMetadata(params, part) : part);
+          },
+        }),
+      );
+      return { ...r, stream };
     },
   };
 
@@ -192,14 +256,19 @@ export function durachat(options: DurachatOptions) {
 
   /**
    * Logs messages (ModelMessage values; system messages are left out) in
-   * durachat, each stamped now, with a receipt: a retry logs nothing twice.
-   * Images still inline are stored once; the log holds their refs.
+   * durachat with a receipt made of the chat and the messages alone, so
+   * logging the same messages again (a retry after a lost answer) logs
+   * nothing twice. A message's time is the one user() stamped on it (its
+   * providerOptions.durachat.timestamp), else `timestamp` (onStepEnd gives
+   * the step's response time), else none: a clock read here would make a
+   * retry another step. Images still inline are stored once; the log
+   * holds their refs.
    */
-  async function log(messages: readonly ModelMessage[], signal?: AbortSignal): Promise<number[] | undefined> {
-    const now = Date.now();
+  async function log(messages: readonly ModelMessage[], signal?: AbortSignal, timestamp?: number): Promise<number[] | undefined> {
     const pi = toPi(messages as unknown as SdkMessage[])
-      .filter((m) => (m[metaKey] as { role?: string } | undefined)?.role !== "system")
-      .map((m) => ({ ...m, timestamp: now }));
+      .map((m, i) => ({ m, at: stampOf(messages[i]) ?? timestamp }))
+      .filter(({ m }) => (m[metaKey] as { role?: string } | undefined)?.role !== "system")
+      .map(({ m, at }) => (at === undefined ? m : { ...m, timestamp: at }));
     if (pi.length === 0) return [];
     const receipt = await digest(`${options.chat}\n${JSON.stringify(pi)}`);
     return guarded("logging messages", () => chat.append(receipt, pi, { signal }));
@@ -211,7 +280,11 @@ export function durachat(options: DurachatOptions) {
    * When durachat cannot answer it comes back as it was, unlogged.
    */
   async function user(message: UserModelMessage | string, signal?: AbortSignal): Promise<UserModelMessage> {
-    const m: UserModelMessage = typeof message === "string" ? { role: "user", content: message } : message;
+    const given: UserModelMessage = typeof message === "string" ? { role: "user", content: message } : message;
+    // Stamped once, on the message: the host keeps it so, and logging it
+    // again is the same message.
+    const m: UserModelMessage =
+      stampOf(given) === undefined ? { ...given, providerOptions: { ...given.providerOptions, durachat: { timestamp: Date.now() } } } : given;
     const [pi] = toPi([m as unknown as SdkMessage]);
     let kept = m;
     if (Array.isArray(pi.content) && pi.content.some((b) => b.type === "image")) {
@@ -223,8 +296,8 @@ export function durachat(options: DurachatOptions) {
   }
 
   /** Logs a step's messages (the assistant's, and the tool results with refs): give it as onStepEnd. */
-  async function onStepEnd(step: { response: { messages: readonly ModelMessage[] } }): Promise<void> {
-    await log(step.response.messages);
+  async function onStepEnd(step: { response: { messages: readonly ModelMessage[]; timestamp?: Date } }): Promise<void> {
+    await log(step.response.messages, undefined, step.response.timestamp?.getTime());
   }
 
   /** Wraps every tool of a set (wrapTool). */
@@ -260,6 +333,12 @@ export function durachat(options: DurachatOptions) {
       };
     },
   };
+}
+
+/** The time user() stamped on a message, if any. */
+function stampOf(m: unknown): number | undefined {
+  const t = (m as { providerOptions?: { durachat?: { timestamp?: unknown } } } | undefined)?.providerOptions?.durachat?.timestamp;
+  return typeof t === "number" && Number.isFinite(t) ? t : undefined;
 }
 
 /** A receipt: the first 32 hex digits of the SHA-256 of text. */

@@ -380,8 +380,9 @@ export class Client {
   }
 
   /**
-   * Sends k, retrying a 503 when k is safe to repeat, and returns the first
-   * answer that is not a retried 503; its body is the caller's to read.
+   * Sends k, retrying a 503 or a lost answer when k is safe to repeat, and
+   * returns the first answer that is not a retried 503; its body is the
+   * caller's to read.
    */
   async send(k: Call, signal: AbortSignal, deadline: number): Promise<Response> {
     let body: Uint8Array | string | undefined = k.raw;
@@ -400,6 +401,18 @@ export class Client {
         resp = await this.fetchFn(url, { method: k.method, headers, body: body as RequestInit["body"], signal });
       } catch (err) {
         if (signal.aborted) throw err;
+        // No answer: the server may not have had the request, or its
+        // answer was lost on the way (a dropped connection). A call safe to
+        // repeat is sent again: an append repeated with its receipt logs
+        // nothing twice.
+        const refused = (err as { cause?: { code?: unknown } })?.cause?.code === "ECONNREFUSED"; // nothing listens: nothing was lost
+        if (attempt < attempts && !refused) {
+          const wait = Math.min(250 * 2 ** (attempt - 1), this.maxWaitMs);
+          if (deadline - Date.now() > wait) {
+            await sleep(wait, signal);
+            continue;
+          }
+        }
         const cause = err instanceof Error && err.cause instanceof Error ? err.cause.message : String((err as Error)?.message ?? err);
         throw new DurachatError({ status: 0, code: codes.unreachable, message: `${k.method} ${k.path}: ${cause}`, cause: err });
       }
@@ -464,7 +477,7 @@ export class Chat {
    *
    * receipt (at most 256 bytes) makes the append idempotent: a repeat with
    * the same receipt and messages returns the first ids and logs nothing
-   * twice, and only then is a 503 retried. The same receipt with other
+   * twice, and only then is a 503 or a lost answer retried. The same receipt with other
    * messages is a 409 (code "conflict", field "receipt"). With an empty
    * receipt the append is still all or nothing but never retried. Past the
    * body limit the messages' images are uploaded first and logged as refs

@@ -137,7 +137,10 @@ function contentBlock(p: SdkPart): PiBlock {
   if (p.type === "text" && typeof p.text === "string") return withMeta({ type: "text", text: p.text }, rest(p, ["type", "text"]));
   const img = inlineImage(p);
   if (img) {
-    return { type: "image", data: img.data, mimeType: img.mimeType, [metaKey]: { part: withoutData(p, img.at), at: img.at, bytes: img.bytes } };
+    const block: PiBlock = { type: "image", data: img.data, mimeType: img.mimeType, [metaKey]: { part: withoutData(p, img.at), at: img.at, bytes: img.bytes } };
+    const name = (p.providerOptions as { durachat?: { name?: unknown } } | undefined)?.durachat?.name;
+    if (typeof name === "string" && /^[0-9a-f]{16}$/.test(name)) block.name = name;
+    return block;
   }
   return opaque(p);
 }
@@ -195,8 +198,14 @@ function blockToPart(b: PiBlock): SdkPart {
       if (meta?.at === "data") return { ...part, data };
       return { ...part, data: { ...(part.data as object), data } };
     }
-    // An image before-request put back in place of a ref.
-    return { type: "file", mediaType: String(b.mimeType), data: { type: "data", data: b.data }, ...fields };
+    // An image durachat gave (before-request in place of a ref, a zoom):
+    // its stored name travels in the part's durachat options, so that the
+    // part offloaded again keeps that name and stores nothing new.
+    const given: SdkPart = { type: "file", mediaType: String(b.mimeType), data: { type: "data", data: b.data }, ...fields };
+    if (typeof b.name === "string" && b.name) {
+      given.providerOptions = { ...(given.providerOptions as object | undefined), durachat: { name: b.name } };
+    }
+    return given;
   }
   // An image durachat stored (after-tool keeps the block's other fields):
   // its ref now.

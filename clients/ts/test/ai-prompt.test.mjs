@@ -69,10 +69,14 @@ function richPrompt(ref) {
   ];
 }
 
-/** The same prompt as before-request gives it back: the exact refs are the image, as file parts. */
+/**
+ * The same prompt as before-request gives it back: the exact refs are the
+ * image, as file parts that carry its stored name (so that offloading one
+ * again stores nothing new).
+ */
 function restoredPrompt(ref) {
   const p = richPrompt(ref);
-  const file = { type: "file", mediaType: "image/png", data: { type: "data", data: shot } };
+  const file = { type: "file", mediaType: "image/png", data: { type: "data", data: shot }, providerOptions: { durachat: { name: ref } } };
   p[1].content[5] = file;
   p[3].content[0].output.value[0] = file;
   p[3].content[5].output = { type: "content", value: [file] };
