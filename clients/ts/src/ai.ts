@@ -9,6 +9,7 @@
 // The host's own history (result.responseMessages) then holds refs, not
 // images: a screenshot is stored once, and the model still sees it.
 
+import { createRequire } from "node:module";
 import { jsonSchema, wrapLanguageModel } from "ai";
 import type { LanguageModelMiddleware, ModelMessage, Tool, ToolSet, UserModelMessage } from "ai";
 import { Chat, Client, type ClientOptions, DurachatError } from "./client.js";
@@ -79,8 +80,35 @@ function env(name: string): string | undefined {
   return (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.[name];
 }
 
+/**
+ * Why this runtime cannot run the adapter, or "" when it can: the adapter
+ * speaks the AI SDK 7 middleware (specification v4), and ai 7 needs Node
+ * 22. Found at once, with the versions to install, rather than as an
+ * error of the ai package deep in a call.
+ */
+export function unsupported(nodeVersion: string | undefined, aiVersion: string | undefined): string {
+  const major = (v: string | undefined) => Number(/^v?(\d+)\./.exec(v ?? "")?.[1] ?? NaN);
+  if (nodeVersion !== undefined && major(nodeVersion) < 22) {
+    return `@durachat/client/ai needs Node 22 or later (the ai package 7.x does), not Node ${nodeVersion}: install Node 22, then \`npm install ai@7\``;
+  }
+  if (aiVersion !== undefined && major(aiVersion) !== 7) {
+    return `@durachat/client/ai needs the ai package 7.x, not ${aiVersion}: \`npm install ai@7\` (under Node 22 or later)`;
+  }
+  return "";
+}
+
+function aiVersion(): string | undefined {
+  try {
+    return (createRequire(import.meta.url)("ai/package.json") as { version?: string }).version;
+  } catch {
+    return undefined; // a bundle without package files: nothing to tell
+  }
+}
+
 /** durachat for one chat of an AI SDK host. */
 export function durachat(options: DurachatOptions) {
+  const why = unsupported((globalThis as { process?: { versions?: { node?: string } } }).process?.versions?.node, aiVersion());
+  if (why) throw new Error(why);
   const client = options.client ?? new Client(options.url ?? env("DURACHAT_URL") ?? "http://127.0.0.1:8080", { token: env("DURACHAT_TOKEN"), ...options });
   const chat = client.chat(options.chat);
   let failing = false;

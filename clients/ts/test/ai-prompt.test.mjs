@@ -131,3 +131,11 @@ test("when durachat cannot answer, the call goes on with refs as text, and the h
   assert.equal(await dc.middleware.transformParams({ type: "generate", params, model: {} }), params);
   assert.deepEqual(told, ["restoring images"]);
 });
+
+test("a Node or an ai the adapter cannot serve is named with the version it needs", async () => {
+  const { unsupported } = await import("../dist/ai.js");
+  assert.equal(unsupported("v22.19.0", "7.0.185"), "");
+  assert.match(unsupported("v20.20.2", "6.0.333"), /needs Node 22 or later .* not Node v20\.20\.2: install Node 22, then `npm install ai@7`/);
+  assert.match(unsupported("v22.19.0", "6.0.333"), /needs the ai package 7\.x, not 6\.0\.333: `npm install ai@7`/);
+  assert.equal(unsupported(undefined, undefined), "", "a runtime that says neither is let through");
+});

@@ -113,16 +113,18 @@ test("the AI SDK page's program runs with the mock model: the model gets the ima
   lines[model] = mockModel;
   lines.splice(provider, 1);
   // What the program keeps, printed for the test.
+  lines.push('console.log("chat", dc.chat.id);');
   lines.push('console.log("history", JSON.stringify(history));');
   const out = run("start.mts", lines.join("\n"));
-  assert.match(out, /^the model got 0 image\(s\)\nthe model got 1 image\(s\)\nA login form\.\nhistory /);
+  assert.match(out, /^the model got 0 image\(s\)\nthe model got 1 image\(s\)\nA login form\.\nchat start-ai-sdk-[0-9a-f-]{36}\nhistory /);
+  const chatID = /^chat (\S+)$/m.exec(out)[1];
   const history = JSON.parse(out.slice(out.indexOf("history ") + "history ".length));
   const kept = JSON.stringify(history);
   assert.ok(!kept.includes("iVBORw0KGgo"), "no image in the history");
   const ref = /\[image [0-9a-f]{16}\]/.exec(kept)?.[0];
   assert.ok(ref, "the history holds the screenshot's ref");
 
-  const logged = (await new Client(server.url).chat("start-ai-sdk").messages()).messages.map((m) => m.message);
+  const logged = (await new Client(server.url).chat(chatID).messages()).messages.map((m) => m.message);
   assert.deepEqual(logged.map((m) => m.role), ["user", "assistant", "toolResult", "assistant"]);
   assert.ok(logged[2].content.some((b) => refName(b) === ref.slice(7, -1)), "the log holds the ref");
 });
