@@ -58,6 +58,21 @@ export interface DurachatOptions {
    * it next starts.
    */
   flushWaitMs?: number;
+  /**
+   * Bounds the base64 of the images put back into each model request
+   * (DURACHAT_BUDGET_BYTES; default the server's, 4,500,000). When not all
+   * fit, or more than 20 are named (the pi format's limit), the newest win:
+   * the tool result that has just run, then the user's latest attachment,
+   * then older ones from the end back; the others go as their descriptions
+   * or refs.
+   */
+  budgetBytes?: number;
+  /**
+   * Told of each model request that left images out (name, reason).
+   * Default: the status line says how many ("durachat: 3 older images as
+   * refs (budget)"), and without a UI a warning says it once per change.
+   */
+  onUnrestored?: (unrestored: { name: string; reason: string }[], ctx: ExtensionContext) => void;
   /** Says that durachat cannot be reached (default: the UI's notify, else stderr). */
   warn?: (message: string, ctx: ExtensionContext) => void;
   /** Replaces the global fetch. */
@@ -184,6 +199,29 @@ export function durachat(options: DurachatOptions = {}) {
     const fixedChat = options.chat ?? env.DURACHAT_CHAT;
     const describe = options.describe ?? flag(env.DURACHAT_DESCRIBE);
     const flushWaitMs = options.flushWaitMs ?? 5_000;
+    const envBudget = Number(env.DURACHAT_BUDGET_BYTES || NaN);
+    const budgetBytes = options.budgetBytes ?? (Number.isFinite(envBudget) ? envBudget : undefined);
+    let lastLeftOut = "";
+    /** Tells the user what a request left out, or that it left nothing out. */
+    const tellUnrestored = (left: { name: string; reason: string }[], ctx: ExtensionContext) => {
+      if (options.onUnrestored) {
+        if (left.length) options.onUnrestored(left, ctx);
+        return;
+      }
+      const reasons = [...new Set(left.map((u) => u.reason))].join(", ");
+      const text = left.length ? `durachat: ${left.length} image(s) left out of the model request, sent as refs or descriptions (${reasons})` : undefined;
+      try {
+        if (ctx.hasUI) {
+          ctx.ui.setStatus("durachat", text);
+          return;
+        }
+      } catch {
+        // a context of a session that has ended
+      }
+      const key = left.map((u) => u.name + u.reason).join(" ");
+      if (text && key !== lastLeftOut) console.warn(`${text}: ${left.map((u) => u.name).join(" ")}`);
+      lastLeftOut = key;
+    };
 
     let chat = "";
     let failing = false; // said so already, until a call works again
@@ -493,20 +531,32 @@ export function durachat(options: DurachatOptions = {}) {
           changed = true;
         }
       }
+      // The messages that hold refs, and an empty assistant message in
+      // place of the assistant's in between: before-request tells the
+      // newest turn (after the last assistant message) from older ones by
+      // them, and needs nothing else of theirs. at is -1 for those.
       const at: number[] = [];
+      const sent: unknown[] = [];
       messages.forEach((m, i) => {
-        if (hasRefs(m)) at.push(i);
+        if (hasRefs(m)) {
+          at.push(i);
+          sent.push(m);
+        } else if ((m as { role?: string }).role === "assistant" && sent.length > 0 && (sent[sent.length - 1] as { role?: string }).role !== "assistant") {
+          at.push(-1);
+          sent.push({ role: "assistant", content: [] });
+        }
       });
-      if (at.length === 0) return changed ? { messages } : undefined; // nothing to restore
+      if (!at.some((i) => i >= 0)) return changed ? { messages } : undefined; // nothing to restore
       // A model that takes no images gets their descriptions.
       const input = ctx.model?.input;
       const mode = (describe ?? (Array.isArray(input) && !input.includes("image"))) ? "describe" : undefined;
       const r = await guarded(ctx, "restoring images", () =>
-        client.chat(chat).beforeRequest<{ messages: unknown[] }>({ format: "pi", request: { messages: at.map((i) => messages[i]) }, mode }, { signal: ctx.signal }));
+        client.chat(chat).beforeRequest<{ messages: unknown[] }>({ format: "pi", request: { messages: sent }, mode, budgetBytes }, { signal: ctx.signal }));
       if (!r) return changed ? { messages } : undefined;
       at.forEach((i, k) => {
-        messages[i] = r.request.messages[k] as (typeof messages)[number];
+        if (i >= 0) messages[i] = r.request.messages[k] as (typeof messages)[number];
       });
+      tellUnrestored((r.unrestored ?? []).filter((u) => u.reason !== "describe"), ctx);
       return { messages };
     });
 
@@ -534,5 +584,5 @@ export function durachat(options: DurachatOptions = {}) {
   };
 }
 
-/** The extension, configured by DURACHAT_URL, DURACHAT_TOKEN, DURACHAT_CHAT, DURACHAT_BODY_LIMIT and DURACHAT_DESCRIBE. */
+/** The extension, configured by DURACHAT_URL, DURACHAT_TOKEN, DURACHAT_CHAT, DURACHAT_BODY_LIMIT, DURACHAT_BUDGET_BYTES and DURACHAT_DESCRIBE. */
 export default durachat();

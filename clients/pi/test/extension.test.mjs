@@ -65,7 +65,7 @@ function nameOf(base64) {
  */
 async function openSession({ url, sessionManager, cwd, warnings, model = faux.getModel(), tool = screenshotTool(), tools = [tool], env = {}, extension = true, installed = false, settings = {} }) {
   process.env.DURACHAT_URL = url;
-  for (const name of ["DURACHAT_CHAT", "DURACHAT_TOKEN", "DURACHAT_BODY_LIMIT", "DURACHAT_DESCRIBE"]) delete process.env[name];
+  for (const name of ["DURACHAT_CHAT", "DURACHAT_TOKEN", "DURACHAT_BODY_LIMIT", "DURACHAT_BUDGET_BYTES", "DURACHAT_DESCRIBE"]) delete process.env[name];
   Object.assign(process.env, env);
   const agentDir = path.join(cwd, ".agent");
   const overrides = { compaction: { enabled: false }, retry: { enabled: false }, ...settings };
@@ -136,14 +136,14 @@ async function run(session, text, options) {
 
 /** Waits until durachat has logged n entries of chat. */
 async function logged(url, chat, n, headers = {}) {
-  const deadline = Date.now() + 10_000;
+  const deadline = Date.now() + 120_000; // a hang, not a pace
   for (;;) {
     const r = await fetch(`${url}/v1/chats/${chat}/status`, { headers });
     assert.equal(r.status, 200);
     const { entries } = await r.json();
     if (entries === n) return;
     assert.ok(entries < n, `${entries} entries logged, want ${n}`);
-    assert.ok(Date.now() < deadline, `${entries} entries logged after 10 s, want ${n}`);
+    assert.ok(Date.now() < deadline, `${entries} entries logged after 2 minutes, want ${n}`);
     await new Promise((res) => setTimeout(res, 50));
   }
 }
@@ -914,6 +914,49 @@ test("installed with pi install, the extension loads from pi's settings and keep
     assert.deepEqual(images(context).map((i) => [i.role, i.data]), [["user", attached], ["toolResult", shot]], "the model sees both images");
     await logged(server.url, `pi-${session.sessionId}`, 4);
     assert.deepEqual(caught.warnings.filter((w) => w.includes("durachat")), [], "nothing failed");
+    await close(session);
+  } finally {
+    caught.restore();
+    await server.stop();
+    work.remove();
+  }
+});
+
+test("over eight turns of 1 MB screenshots the model sees the newest each step, and the user is told what was left out", async () => {
+  const work = tempDir("durachat-pi-turns-");
+  const server = await startServer(bin, path.join(tmp.dir, "data-turns-" + Date.now()));
+  const caught = catchWarnings();
+  try {
+    const shots = [];
+    const tool = {
+      ...screenshotTool(),
+      async execute() {
+        shots.push(noisyPng(580, 580, 300 + shots.length)); // about 1 MB of PNG
+        return { content: [{ type: "text", text: "the page" }, { type: "image", data: shots.at(-1), mimeType: "image/png" }], details: {} };
+      },
+    };
+    const session = await openSession({ url: server.url, sessionManager: SessionManager.create(work.dir, path.join(work.dir, "sessions")), cwd: work.dir, tool });
+    const seen = [];
+    for (let turn = 0; turn < 8; turn++) {
+      faux.setResponses([
+        fauxAssistantMessage(fauxToolCall("screenshot", {}, { id: `call_${turn}` }), { stopReason: "toolUse" }),
+        (context) => {
+          seen.push(snapshot(context));
+          return fauxAssistantMessage(fauxText(`seen ${turn}`));
+        },
+      ]);
+      await run(session, `Look at the page (${turn}).`);
+      // The step after the tool ran: its screenshot reached the model, as
+      // the bytes the tool returned, and older ones are images or refs.
+      const results = seen[turn].messages.filter((m) => m.role === "toolResult");
+      assert.equal(results.length, turn + 1);
+      const sentAs = results.map((m) => m.content[1]);
+      assert.equal(sentAs[turn].type, "image", `turn ${turn}: the screenshot just taken went as ${sentAs[turn].text}`);
+      assert.equal(sentAs[turn].data, shots[turn], `turn ${turn}: other bytes than the tool returned`);
+      const refs = sentAs.filter((b) => b.type === "text").length;
+      assert.ok(sentAs.slice(0, refs).every((b) => b.type === "text" && refText.test(b.text)), `turn ${turn}: an older image got in before a newer one`);
+    }
+    assert.ok(caught.warnings.some((w) => /durachat: \d+ image\(s\) left out of the model request, sent as refs or descriptions \(budget\)/.test(w)), `told: ${caught.warnings.join("; ")}`);
     await close(session);
   } finally {
     caught.restore();
