@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 import { execFileSync } from "node:child_process";
+import http from "node:http";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -960,6 +961,55 @@ test("over eight turns of 1 MB screenshots the model sees the newest each step, 
     await close(session);
   } finally {
     caught.restore();
+    await server.stop();
+    work.remove();
+  }
+});
+
+/**
+ * A proxy in front of durachat that passes every request, except that it
+ * drops the connection of the first append once durachat has answered it:
+ * that answer is lost.
+ */
+async function losingProxy(target) {
+  let lost = false;
+  let appends = 0;
+  const to = new URL(target);
+  const proxy = http.createServer((req, res) => {
+    const isAppend = req.method === "POST" && /\/messages$/.test(req.url);
+    if (isAppend) appends++;
+    const up = http.request({ host: to.hostname, port: to.port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
+      if (isAppend && !lost) {
+        lost = true;
+        answer.resume();
+        answer.on("end", () => req.socket.destroy());
+        return;
+      }
+      res.writeHead(answer.statusCode, answer.headers);
+      answer.pipe(res);
+    });
+    req.pipe(up);
+  });
+  await new Promise((r) => proxy.listen(0, "127.0.0.1", r));
+  return { url: `http://127.0.0.1:${proxy.address().port}`, appends: () => appends, close: () => new Promise((r) => proxy.close(r)) };
+}
+
+test("a message whose append lost its answer is sent again and logged once", async () => {
+  const work = tempDir("durachat-pi-lost-");
+  const server = await startServer(bin, path.join(tmp.dir, "data-lost-" + Date.now()));
+  const proxy = await losingProxy(server.url);
+  try {
+    const session = await openSession({ url: proxy.url, sessionManager: SessionManager.create(work.dir, path.join(work.dir, "sessions")), cwd: work.dir });
+    const chat = `pi-${session.sessionId}`;
+    faux.setResponses([fauxAssistantMessage(fauxText("Hello."))]);
+    await run(session, "Hi.");
+    await logged(server.url, chat, 2); // the prompt and the answer, each once
+    await close(session);
+    const r = await (await fetch(`${server.url}/v1/chats/${chat}/messages`)).json();
+    assert.deepEqual(r.messages.map((m) => m.message.role), ["user", "assistant"]);
+    assert.ok(proxy.appends() > r.messages.length, `the lost append was sent again (${proxy.appends()} appends for ${r.messages.length} messages)`);
+  } finally {
+    await proxy.close();
     await server.stop();
     work.remove();
   }
