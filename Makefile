@@ -132,7 +132,8 @@ lint-template:
 # test needs no running services: the tests start the local AWS-protocol
 # servers they use (minidyn and gofakes3 in-process, the SQS server as a
 # child of the test binary) and the emulator, and stop them when they end;
-# then it runs test-client, test-ts and test-pi. Every run goes on when
+# then it runs test-client, and what test-ts and test-pi run at once (the
+# TypeScript package built first, once; each prints when it ends). Every run goes on when
 # one fails, so the end always has the ten slowest tests and the summary
 # line (cmd/testreport, over what each run kept in .test-report), and
 # then make fails if any did.
@@ -142,8 +143,11 @@ test: test-start tools fmt-check vet staticcheck lint-template
 	@set -o pipefail; status=0; \
 	PATH="$(TOOLS_BIN):$$PATH" $(GO) test -json -timeout $(TEST_TIMEOUT) ./... 2>&1 | $(TESTREPORT) go $(REPORT)/go.json || status=1; \
 	$(MAKE) --no-print-directory test-client || status=1; \
-	$(MAKE) --no-print-directory test-ts || status=1; \
-	$(MAKE) --no-print-directory test-pi || status=1; \
+	npm --prefix clients/ts run build || status=1; \
+	(cd clients/ts && node test/run.mjs) > $(REPORT)/ts.log 2>&1 & ts=$$!; \
+	npm --prefix clients/pi test > $(REPORT)/pi.log 2>&1 & pi=$$!; \
+	wait $$ts || status=1; cat $(REPORT)/ts.log; \
+	wait $$pi || status=1; cat $(REPORT)/pi.log; \
 	$(TESTREPORT) summary $$(cat $(REPORT)/start) $(REPORT); \
 	exit $$status
 

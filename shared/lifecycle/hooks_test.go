@@ -145,6 +145,7 @@ func (e *env) stored(tenant, name string) bool {
 // An image a chat's hook stored is that chat's before it logs it: another
 // chat logging the same image and being deleted leaves it stored.
 func TestAnImageAChatsHookStoredOutlivesTheDeletionOfAnotherChatNamingIt(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -189,6 +190,7 @@ func TestAnImageAChatsHookStoredOutlivesTheDeletionOfAnotherChatNamingIt(t *test
 // Images stored only through a chat's hooks go with the chat: after-tool,
 // offload-input, and a direct upload (claimed or not).
 func TestImagesStoredOnlyThroughAChatsHooksAreDeletedWithIt(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -225,6 +227,7 @@ func TestImagesStoredOnlyThroughAChatsHooksAreDeletedWithIt(t *testing.T) {
 
 // Retention deletes a chat used only through its hooks, with its images.
 func TestRetentionDeletesTheImagesOfAChatUsedOnlyThroughItsHooks(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			var clock atomic.Int64
@@ -249,6 +252,7 @@ func TestRetentionDeletesTheImagesOfAChatUsedOnlyThroughItsHooks(t *testing.T) {
 // A hook for a chat being deleted is refused, as an append is: what it
 // would store could outlive the deletion.
 func TestAHookForAChatBeingDeletedIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, backends(t)[0], 1)
 	var msgs []map[string]any
 	for i := range 2*100 + 1 {

@@ -158,6 +158,7 @@ func longUser(text string, ms int64) map[string]any {
 // route, and its build messages delivered after the new chat exists write
 // nothing.
 func TestADeletedChatsIdNamesOnlyTheNewChatInEveryProcess(t *testing.T) {
+	t.Parallel()
 	const (
 		oldDate = 1_700_000_000_000 // 2023-11-14
 		newDate = 1_800_000_000_000 // 2027-01-15
@@ -237,6 +238,7 @@ func TestADeletedChatsIdNamesOnlyTheNewChatInEveryProcess(t *testing.T) {
 // chat's view, which holds none of the old lines; the old snapshot is
 // gone with its incarnation's partition and the new chat keeps its own.
 func TestAReusedChatIdNeverShowsTheDeletedChatsViewSnapshot(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			a := newEnvBuilding(t, b, 0, nil, quoting{})
@@ -294,6 +296,7 @@ func TestAReusedChatIdNeverShowsTheDeletedChatsViewSnapshot(t *testing.T) {
 // A deletion's queue message delivered again after the id names a new
 // chat deletes nothing of it.
 func TestADeletionsMessageDeliveredAfterTheIdIsReusedDeletesNothing(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 1) // one step of StepItems per call
@@ -352,6 +355,7 @@ func TestADeletionsMessageDeliveredAfterTheIdIsReusedDeletesNothing(t *testing.T
 // partition, no identity item) reads as it did, takes appends in place,
 // and is deleted whole; its id then opens a new incarnation.
 func TestAChatWrittenBeforeIncarnationsKeepsReadingAndIsDeletedWhole(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnvBuilding(t, b, 0, nil, quoting{})

@@ -75,6 +75,7 @@ func imageLine(name, b64 string) map[string]any {
 // (not a place in an append), and nothing of it is logged; the fixed file
 // then imports whole.
 func TestAnImportWithABadLineLogsNothingAndNamesTheLine(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -126,6 +127,7 @@ func TestAnImportWithABadLineLogsNothingAndNamesTheLine(t *testing.T) {
 // every later request: an after-tool of the genuine image stores it, and
 // it reads back as itself.
 func TestAnImportCannotBindANameToOtherBytes(t *testing.T) {
+	t.Parallel()
 	for i, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -180,6 +182,7 @@ func TestAnImportCannotBindANameToOtherBytes(t *testing.T) {
 // cannot be shown they are its; the image is stored under its own name
 // and every ref follows. The tenant that holds the bytes keeps the name.
 func TestAShrunkImageExportedByAnotherTenantImportsUnderItsOwnName(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -212,6 +215,7 @@ func TestAShrunkImageExportedByAnotherTenantImportsUnderItsOwnName(t *testing.T)
 // images than a part holds is spread over parts, each within the budget;
 // and the export imports back to the same export.
 func TestAnExportPartStaysWithinItsBudgetWhateverTheRefs(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -302,6 +306,7 @@ func noisyPNG(t *testing.T, seed uint64, w, h int) string {
 // with Retry-After, saying which lines are logged; importing the same file
 // again logs the rest, and nothing twice.
 func TestAnImportCutOffByAnOutageSaysHowFarItGotAndARerunCompletesIt(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			var down atomic.Bool
@@ -352,6 +357,7 @@ func TestAnImportCutOffByAnOutageSaysHowFarItGotAndARerunCompletesIt(t *testing.
 // by the name's image (the name held): they are stored under their own
 // name and read back as sent.
 func TestAZoomResultsImageOfOtherBytesIsNotTakenForTheNameItCarries(t *testing.T) {
+	t.Parallel()
 	for i, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)

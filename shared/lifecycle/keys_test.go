@@ -135,6 +135,7 @@ func (e *env) settle(chats ...string) {
 // unclaimed direct upload, descriptions, texts too big for their rows,
 // search turned on, and a view snapshot.
 func TestADeletedChatLeavesNoKeyBehindButWhatOtherChatsUse(t *testing.T) {
+	t.Parallel()
 	for _, kb := range keyedBackends(t) {
 		t.Run(kb.Name, func(t *testing.T) {
 			comp := compactor.New(offline.New(), compactor.Options{})

@@ -284,6 +284,7 @@ func (e *env) partition(c chatid.Chat) []string {
 }
 
 func TestListShowsOnlyTheTenantsOwnChatsPaged(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -316,6 +317,7 @@ func TestListShowsOnlyTheTenantsOwnChatsPaged(t *testing.T) {
 }
 
 func TestMessagesReadBackInOrderWithStablePagesAndLinks(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -376,6 +378,7 @@ func TestMessagesReadBackInOrderWithStablePagesAndLinks(t *testing.T) {
 }
 
 func TestDeleteRemovesTheChatAndTheImagesOnlyItUsed(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -428,6 +431,7 @@ func TestDeleteRemovesTheChatAndTheImagesOnlyItUsed(t *testing.T) {
 }
 
 func TestDeleteRemovesTheChatsTextsTooBigForTheirRowsAndNoOtherChats(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -466,6 +470,7 @@ func TestDeleteRemovesTheChatsTextsTooBigForTheirRowsAndNoOtherChats(t *testing.
 }
 
 func TestDeleteOfALargeChatRunsInStepsThroughTheQueue(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 1) // one step of StepItems per call
@@ -506,6 +511,7 @@ func TestDeleteOfALargeChatRunsInStepsThroughTheQueue(t *testing.T) {
 }
 
 func TestDeleteCutOffMidwayIsFinishedByTheNextCall(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			var deletes, failAfter atomic.Int64
@@ -557,6 +563,7 @@ func TestDeleteCutOffMidwayIsFinishedByTheNextCall(t *testing.T) {
 }
 
 func TestAnImageNamedAgainWhileItIsBeingDeletedSurvives(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			shot := pngB64(t, color.RGBA{50, 60, 70, 255})
@@ -600,6 +607,7 @@ func TestAnImageNamedAgainWhileItIsBeingDeletedSurvives(t *testing.T) {
 }
 
 func TestRetentionDeletesChatsIdlePastTheirOwnOrTheTenantsSetting(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			var clock atomic.Int64
@@ -709,6 +717,7 @@ func (e *env) importFile(tenant, chat string, file []byte) lifecycle.ImportResul
 }
 
 func TestAnExportImportedIntoAnotherTenantsChatExportsTheSameBytes(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -743,6 +752,7 @@ func TestAnExportImportedIntoAnotherTenantsChatExportsTheSameBytes(t *testing.T)
 }
 
 func TestImportOfAPiSessionLogsTheBranchItEndedOn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, testenv.Embedded(t), 0)
 	session := strings.Join([]string{
 		`{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/work"}`,
@@ -775,6 +785,7 @@ func TestImportOfAPiSessionLogsTheBranchItEndedOn(t *testing.T) {
 }
 
 func TestAPageOfMessagesStopsAtItsByteBudget(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -821,6 +832,7 @@ func TestAPageOfMessagesStopsAtItsByteBudget(t *testing.T) {
 }
 
 func TestAnImportSplitsItsAppendsSoNoneNamesTooManyImages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, testenv.Embedded(t), 0)
 	// Three messages naming 400 images each: 1,200 in one append would be
 	// refused, so the third starts an append of its own.
@@ -870,6 +882,7 @@ func jsonEqualLines(got, want []string) bool {
 // this import logged, so a repeat of the same file answers 0, also in a
 // chat that held entries before the first.
 func TestAnImportSaysHowManyOfItsEntriesItLogged(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)

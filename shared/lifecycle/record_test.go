@@ -138,6 +138,7 @@ func exportedMessages(t *testing.T, export []byte) ([]json.RawMessage, map[strin
 }
 
 func TestEachLoggedMessageReadsBackAsSentOneForOne(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -203,6 +204,7 @@ func (e *env) rowsHoldNoBase64(b64s ...string) {
 }
 
 func TestNoBlockIsInventedAroundRefsOrWhereAMessageIsCut(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -236,6 +238,7 @@ func TestNoBlockIsInventedAroundRefsOrWhereAMessageIsCut(t *testing.T) {
 }
 
 func TestAMessageTooBigForItsRowReadsBackWhole(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -254,6 +257,7 @@ func TestAMessageTooBigForItsRowReadsBackWhole(t *testing.T) {
 }
 
 func TestAnExportOfRefsCarriesTheirImagesAndImportsToTheSameRecord(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -286,6 +290,7 @@ func TestAnExportOfRefsCarriesTheirImagesAndImportsToTheSameRecord(t *testing.T)
 }
 
 func TestEntriesWrittenBeforeMessagesWereRecordedReadAsBefore(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -394,6 +399,7 @@ func anthropicRequest(t *testing.T, msgs []json.RawMessage) map[string]any {
 }
 
 func TestAnAnthropicRequestRebuiltFromTheReadBackPassesBeforeRequestPaired(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -460,6 +466,7 @@ func TestAnAnthropicRequestRebuiltFromTheReadBackPassesBeforeRequestPaired(t *te
 }
 
 func TestALineLargerThanOneRequestImportsInPieces(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)

@@ -51,6 +51,7 @@ func waitForReference(t *testing.T, table store.Table, tenant, name, chat string
 // a deletion that found no reference and holds the image's lease may
 // delete the image in between. The append must then not answer 200.
 func TestARefCheckedBeforeItsImageIsDeletedIsRefusedNotLoggedNamingNothing(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			shot := pngB64(t, color.RGBA{71, 72, 73, 255})
@@ -138,6 +139,7 @@ func (l leaseTaken) Create(ctx context.Context, it store.Item) error {
 // does not come back by chance: raceRounds times raceAppends appends,
 // each round's first wave racing the deletion.
 func TestAppendsNamingAnImageByRefWhileItsChatIsDeletedNeverNameAGoneImage(t *testing.T) {
+	t.Parallel()
 	const raceAppends, raceRounds = 240, 10
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
@@ -208,6 +210,7 @@ func TestAppendsNamingAnImageByRefWhileItsChatIsDeletedNeverNameAGoneImage(t *te
 // stores none of them: they are stored already. Unless they are not: the
 // chat the page came from was deleted, and with it the images.
 func TestAZoomResultLoggedAfterItsChatIsDeletedStoresThePagesImagesAgain(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b, 0)
@@ -256,6 +259,7 @@ func (s *sweepRace) Query(ctx context.Context, q store.Query) (store.Page, error
 // sweep read the chat's last activity: answered 200, it must not be
 // deleted with the chat.
 func TestAnAppendWhileTheSweepRunsKeepsTheChat(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			var clock atomic.Int64

@@ -32,6 +32,7 @@ import (
 // look at its chat after storing an image, that image stays named by
 // nothing.
 func TestAWriteThatRacedItsChatsDeletionIsSweptAfterIt(t *testing.T) {
+	t.Parallel()
 	appendImage := func(e *env, img string) int {
 		code, _ := e.do("alice", "POST", "/v1/chats/gone/messages", map[string]any{"messages": []map[string]any{withImage("late", img)}})
 		return code
@@ -183,6 +184,7 @@ func added(before, after []string) []string {
 // whose last step failed, retried later with a sweep of its own), or once
 // the id names a new chat, it deletes nothing of the chat the id names.
 func TestTheSweepAfterADeletionDeletesNothingOfTheChatTheIdNames(t *testing.T) {
+	t.Parallel()
 	cases := map[string]func(e *env) (sweep string){
 		"TheIdStillNamesIt": func(e *env) string {
 			e.append("alice", "kept", user("still here"))

@@ -117,6 +117,7 @@ func (c *countingTable) Query(ctx context.Context, q store.Query) (store.Page, e
 // and none other. 20,000 chats are 200 steps, each of every kind of chat
 // the rule names; make test-long sweeps the 100,000 of docs/scale.md.
 func TestASweepOfALargeTenantDeletesEachExpiredChatOnceInBoundedSteps(t *testing.T) {
+	t.Parallel()
 	n := 20_000
 	switch {
 	case testenv.Long():
@@ -289,6 +290,7 @@ func drainTasks(t *testing.T, b testenv.Backend, chats *lifecycle.Chats) {
 // message was lost is resumed from its cursor by the first trigger after
 // its lease, and a trigger within it starts nothing.
 func TestASweepsStepsRunOnceEachWhateverTheQueueDelivers(t *testing.T) {
+	t.Parallel()
 	for _, b := range loadBackends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := t.Context()

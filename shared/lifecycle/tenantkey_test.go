@@ -50,6 +50,7 @@ func (n *tenantKeyCount) wrap(t store.Table) store.Table {
 // kept there, so a tenant's chats share no key on the append path. Only a
 // chat's first append lists it in the tenant's index, once.
 func TestAnAppendTouchesNoKeyItsTenantsOtherChatsShare(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			var clock atomic.Int64
@@ -132,6 +133,7 @@ func legacyLayout(t *testing.T, table store.Table, tenant, chat string, body map
 // deletion's message, and its next change moves the state, after which its
 // appends no longer read the index.
 func TestAChatWrittenBeforeTheStateMovedKeepsItsActivityRetentionAndDeletion(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			var clock atomic.Int64
