@@ -117,6 +117,9 @@ func handler(ctx context.Context, cfg config.Config, data *Data, logger *slog.Lo
 		uploads,                               // functions/offload
 	}
 	routes = append(routes, mem.Routes()...) // functions/memory
+	// The MCP endpoint keeps its sessions in this process (functions/memory
+	// serves it stateless).
+	routes = append(routes, mem.MCPRoutes(false))
 
 	imageOrigins, err := ui.LinkOrigin(ctx, stores.Linker)
 	if err != nil {
