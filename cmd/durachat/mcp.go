@@ -68,5 +68,3 @@ func mcpCmd(ctx context.Context, args []string, lookup func(string) (string, boo
 		return serve(a.MCP(config.LocalTenant), true)
 	})
 }
-
-

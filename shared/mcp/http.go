@@ -34,7 +34,7 @@ type Routes struct {
 	servers map[string]*Server
 	// sessions is the tenant of each session a stateful endpoint opened.
 	sessions map[string]string
-	h       *sdk.StreamableHTTPHandler
+	h        *sdk.StreamableHTTPHandler
 }
 
 // NewRoutes returns the MCP routes over tenants.

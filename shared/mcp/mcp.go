@@ -170,8 +170,10 @@ func (s *Server) schema(t any, def map[string]any, extra map[string]string) (*js
 	}
 	props, _ := def["properties"].(map[string]any)
 	for name, p := range sch.Properties {
-		if d, ok := props[name].(map[string]any)["description"].(string); ok {
-			p.Description = d
+		if prop, ok := props[name].(map[string]any); ok {
+			if d, ok := prop["description"].(string); ok {
+				p.Description = d
+			}
 		}
 		if d, ok := extra[name]; ok {
 			p.Description = d
