@@ -159,6 +159,4 @@ func imageName(res *sdk.CallToolResult) string {
 	return ""
 }
 
-
-
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
