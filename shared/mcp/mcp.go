@@ -35,7 +35,9 @@ import (
 // An error that is a *fault.Error is answered with its code; an outage
 // (store.IsOutage) as unavailable, which the host may retry.
 type Memory interface {
-	View(ctx context.Context, chat string) (wire.View, error)
+	// View is the chat's view; wait waits for its lines as
+	// GET .../view?wait=turn does.
+	View(ctx context.Context, chat string, wait bool) (wire.View, error)
 	Zoom(ctx context.Context, chat string, a wire.ZoomArgs) (wire.ToolResult, error)
 	Date(ctx context.Context, chat string, id int64) (wire.ToolResult, error)
 	Search(ctx context.Context, chat string, a wire.SearchArgs) (wire.ToolResult, error)
@@ -288,7 +290,11 @@ func (s *Server) chatOf(raw json.RawMessage) (string, error) {
 }
 
 func (s *Server) callView(ctx context.Context, chat string, raw json.RawMessage) (*sdk.CallToolResult, error) {
-	v, err := s.mem.View(ctx, chat)
+	var a viewArgs
+	if err := api.Unmarshal(raw, &a); err != nil {
+		return nil, err
+	}
+	v, err := s.mem.View(ctx, chat, a.Wait)
 	if err != nil {
 		return nil, err
 	}
@@ -449,7 +455,7 @@ func (s *Server) readView(ctx context.Context, req *sdk.ReadResourceRequest) (*s
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
-	v, err := s.mem.View(ctx, chat)
+	v, err := s.mem.View(ctx, chat, false)
 	if err != nil {
 		return nil, resourceError(err)
 	}

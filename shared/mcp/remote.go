@@ -38,8 +38,12 @@ func result(r *client.ToolResult, err error) (wire.ToolResult, error) {
 	return *r, nil
 }
 
-func (r remote) View(ctx context.Context, chat string) (wire.View, error) {
-	v, err := r.c.Chat(chat).View(ctx, client.NoWait)
+func (r remote) View(ctx context.Context, chat string, wait bool) (wire.View, error) {
+	w := client.NoWait
+	if wait {
+		w = client.WaitTurn
+	}
+	v, err := r.c.Chat(chat).View(ctx, w)
 	if err != nil {
 		return wire.View{}, asFault(err)
 	}

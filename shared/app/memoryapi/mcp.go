@@ -30,8 +30,8 @@ type tenantMemory struct {
 	tenant string
 }
 
-func (t *tenantMemory) View(ctx context.Context, chat string) (wire.View, error) {
-	return t.a.Memory.ReadView(ctx, t.tenant, chat, false)
+func (t *tenantMemory) View(ctx context.Context, chat string, wait bool) (wire.View, error) {
+	return t.a.Memory.ReadView(ctx, t.tenant, chat, wait)
 }
 
 func (t *tenantMemory) Zoom(ctx context.Context, chat string, z wire.ZoomArgs) (wire.ToolResult, error) {
