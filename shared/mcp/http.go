@@ -3,6 +3,7 @@ package mcp
 import (
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/durachat/durachat/shared/api"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -12,6 +13,10 @@ import (
 // method goes to the SDK's streamable HTTP handler, which answers those
 // the transport does not take.
 const Pattern = "/v1/mcp"
+
+// SessionIdle is how long a stateful endpoint keeps a session no request
+// has used.
+const SessionIdle = 30 * time.Minute
 
 // sessionHeader names a stateful endpoint's session.
 const sessionHeader = "Mcp-Session-Id"
@@ -45,6 +50,8 @@ func NewRoutes(tenants Tenants, stateless bool) *Routes {
 		JSONResponse: stateless,
 		// The API's server limits the body already (api.MaxBody).
 		MaxRequestBodyBytes: api.MaxBody,
+		// A stateful endpoint closes a session idle this long.
+		SessionTimeout: SessionIdle,
 	})
 	return rt
 }
