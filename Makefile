@@ -24,7 +24,7 @@ CFN_LINT = $(shell if [ "$$(cfn-lint --version 2>/dev/null)" = "cfn-lint $(CFN_L
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags "-s -w"
 GO_FILES = $(shell find . -name '*.go' -not -path './.tools/*' -not -path '*/node_modules/*' -not -path './.aws-sam/*')
 
-.PHONY: run stack test test-client test-pi test-ts tools tools-pi tools-ts fmt-check vet staticcheck lint-template bench build clean \
+.PHONY: run stack test test-client test-pi test-ts test-mcp-ts tools tools-pi tools-ts tools-mcp-ts fmt-check vet staticcheck lint-template bench build clean \
 	build-RestoreFunction build-OffloadFunction build-MemoryFunction build-ViewFunction build-CompactFunction
 
 run:
@@ -89,7 +89,7 @@ build:
 # (with pip, from PyPI) unless that version is on PATH already, and Debian's chromium
 # package for the memory browser's tests (shared/ui) unless a chromium is on
 # PATH, and curl and jq (apt) for the docs test (cmd/durachat) unless on PATH.
-tools: tools-pi tools-ts
+tools: tools-pi tools-ts tools-mcp-ts
 	@if ! command -v chromium >/dev/null 2>&1; then \
 		echo "installing chromium (apt) for the browser tests"; \
 		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
@@ -132,7 +132,8 @@ lint-template:
 # test needs no running services: the tests start the local AWS-protocol
 # servers they use (minidyn and gofakes3 in-process, the SQS server as a
 # child of the test binary) and the emulator, and stop them when they end;
-# then it runs test-client, and what test-ts and test-pi run at once (the
+# then it runs test-client, and what test-ts, test-mcp-ts and test-pi run
+# at once (the
 # TypeScript package built first, once; each prints when it ends). Every run goes on when
 # one fails, so the end always has the ten slowest tests and the summary
 # line (cmd/testreport, over what each run kept in .test-report), and
@@ -146,7 +147,9 @@ test: test-start tools fmt-check vet staticcheck lint-template
 	npm --prefix clients/ts run build || status=1; \
 	(cd clients/ts && node test/run.mjs) > $(REPORT)/ts.log 2>&1 & ts=$$!; \
 	npm --prefix clients/pi test > $(REPORT)/pi.log 2>&1 & pi=$$!; \
+	npm --prefix clients/mcp-test test > $(REPORT)/mcp.log 2>&1 & mcp=$$!; \
 	wait $$ts || status=1; cat $(REPORT)/ts.log; \
+	wait $$mcp || status=1; cat $(REPORT)/mcp.log; \
 	wait $$pi || status=1; cat $(REPORT)/pi.log; \
 	$(TESTREPORT) summary $$(cat $(REPORT)/start) $(REPORT); \
 	exit $$status
@@ -218,6 +221,19 @@ TS_MODULES := clients/ts/node_modules/.package-lock.json
 tools-ts: $(TS_MODULES)
 $(TS_MODULES): clients/ts/package-lock.json clients/ts/package.json
 	npm ci --prefix clients/ts --no-audit --no-fund
+	@touch $@
+
+# test-mcp-ts drives the MCP endpoint of the local server built from
+# cmd/durachat with the official TypeScript SDK's client (clients/mcp-test).
+test-mcp-ts: tools-mcp-ts
+	@mkdir -p $(REPORT)
+	set -o pipefail; npm --prefix clients/mcp-test test 2>&1 | tee $(REPORT)/mcp.log
+
+# tools-mcp-ts installs that test's Node modules when their lock changed.
+MCP_TS_MODULES := clients/mcp-test/node_modules/.package-lock.json
+tools-mcp-ts: $(MCP_TS_MODULES)
+$(MCP_TS_MODULES): clients/mcp-test/package-lock.json clients/mcp-test/package.json
+	npm ci --prefix clients/mcp-test --no-audit --no-fund
 	@touch $@
 
 bench:

@@ -1000,6 +1000,8 @@ var routes = map[string]routeAuth{
 	"OpenAPIRoute":       {"GET /v1/openapi.json", "MemoryIntegration", true},
 	"UIRoute":            {"GET /ui", "MemoryIntegration", true},
 	"UIFilesRoute":       {"GET /ui/{proxy+}", "MemoryIntegration", true},
+	"McpPostRoute":       {"POST /v1/mcp", "MemoryIntegration", false},
+	"McpGetRoute":        {"GET /v1/mcp", "MemoryIntegration", false},
 	"DefaultRoute":       {"$default", "MemoryIntegration", false},
 }
 

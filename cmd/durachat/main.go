@@ -4,6 +4,7 @@
 //
 //	durachat [serve]   serve the API (the default)
 //	durachat import    load an export or a pi session file into a chat
+//	durachat mcp       serve the memory to an MCP host on stdio
 //	durachat help      print usage and the configuration variables
 package main
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/durachat/durachat/shared/app/local"
 	"github.com/durachat/durachat/shared/config"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // memoryLimit is the Go runtime's soft memory limit unless GOMEMLIMIT sets
@@ -51,11 +53,12 @@ type usageError string
 
 func (e usageError) Error() string { return string(e) }
 
-const usageText = `usage: durachat [serve | import | help]
+const usageText = `usage: durachat [serve | import | mcp | help]
 
 serve (the default) runs the whole API locally on embedded stores.
 import loads an export or a pi session file into a chat ("durachat import
 -h" tells how).
+mcp serves the memory to an MCP host on stdio ("durachat mcp -h" tells how).
 
 Configuration (environment variables):
   DURACHAT_ADDR          listen address (default 127.0.0.1:8080)
@@ -83,6 +86,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return serve(ctx, lookup, stdout, ready)
 	case cmd == "import":
 		return importCmd(ctx, args[1:], lookup, stdout)
+	case cmd == "mcp":
+		return mcpCmd(ctx, args[1:], lookup, os.Stderr, &sdk.StdioTransport{})
 	case cmd == "help" || cmd == "-h" || cmd == "--help":
 		_, err := fmt.Fprint(stdout, usageText)
 		return err

@@ -27,5 +27,7 @@ func main() {
 		f.Fatal("memory browser", err)
 	}
 	f.Public = append(f.Public, ui.New(imageOrigins...))
-	f.StartHTTP(m.Routes()...)
+	// POST /v1/mcp: no process outlives a request, so the MCP endpoint is
+	// stateless and answers JSON.
+	f.StartHTTP(append(m.Routes(), m.MCPRoutes(true))...)
 }

@@ -315,3 +315,7 @@ func Handle(mux *http.ServeMux, pattern string, fn HandlerFunc) {
 type Routes interface {
 	Register(mux *http.ServeMux)
 }
+
+// RetryAfter is how long a caller answered with code is told to wait
+// before it tries again (Retry-After), or 0.
+func RetryAfter(code string) time.Duration { return answerOf(code).retryAfter }

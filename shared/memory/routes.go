@@ -101,8 +101,8 @@ func (m *Memory) handleDate(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// searchOffMessage says how to turn search on.
-const searchOffMessage = "the search tool is off for this chat; turn it on with PUT /v1/chats/{chat}/memory/settings and the body {\"search\": true}, or for every chat in the server's configuration"
+// SearchOffMessage says how to turn search on.
+const SearchOffMessage = "the search tool is off for this chat; turn it on with PUT /v1/chats/{chat}/memory/settings and the body {\"search\": true}, or for every chat in the server's configuration"
 
 func (m *Memory) handleSearch(w http.ResponseWriter, r *http.Request) error {
 	c, err := m.requestChat(r)
@@ -117,7 +117,7 @@ func (m *Memory) handleSearch(w http.ResponseWriter, r *http.Request) error {
 	res, err := m.searchIn(r.Context(), c, args)
 	if errors.Is(err, ErrSearchOff) {
 		// A tool result a host can hand its model as it is, with a 404.
-		api.WriteJSON(w, http.StatusNotFound, toolError("%s", searchOffMessage))
+		api.WriteJSON(w, http.StatusNotFound, toolError("%s", SearchOffMessage))
 		return nil
 	}
 	if err != nil {

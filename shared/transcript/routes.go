@@ -129,6 +129,17 @@ func (rt *Routes) append(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	ids, err := rt.Append(ctx, tenant, chat, req)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, map[string]any{"ids": ids})
+	return nil
+}
+
+// Append logs an append request's messages in the tenant's chat, as POST
+// .../messages does, and tells memory of them.
+func (rt *Routes) Append(ctx context.Context, tenant, chat string, req AppendRequest) ([]int64, error) {
 	if req.Receipt == "" {
 		// Without a receipt a retry cannot be recognised; the append is
 		// still all-or-nothing, which the log's receipt record provides.
@@ -136,7 +147,7 @@ func (rt *Routes) append(w http.ResponseWriter, r *http.Request) error {
 	}
 	c, ids, err := rt.log.AppendChat(ctx, tenant, chat, req.Messages, req.Receipt)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if rt.notify != nil && len(ids) > 0 {
 		// The entries are durable; memory finds them on any later call.
@@ -145,8 +156,7 @@ func (rt *Routes) append(w http.ResponseWriter, r *http.Request) error {
 			api.Logger(ctx).Warn("append: notifying memory failed", "chat", chat, "err", err)
 		}
 	}
-	api.WriteJSON(w, http.StatusOK, map[string]any{"ids": ids})
-	return nil
+	return ids, nil
 }
 
 func (rt *Routes) image(w http.ResponseWriter, r *http.Request) error {

@@ -56,7 +56,8 @@ func functionsAuth(t *testing.T, auth api.Authenticator) map[string]*function {
 	routes := map[string][]api.Routes{
 		"restore": {restore},
 		"offload": {hooks.NewOffload(imgs, mem.Chats), hooks.NewUploads(imgs, stores.Uploader, mem.Chats)},
-		"memory":  mem.Routes(),
+		// As functions/memory serves them: the MCP endpoint stateless.
+		"memory": append(mem.Routes(), mem.MCPRoutes(true)),
 	}
 	out := map[string]*function{}
 	for name, rs := range routes {

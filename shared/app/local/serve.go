@@ -117,6 +117,9 @@ func handler(ctx context.Context, cfg config.Config, data *Data, logger *slog.Lo
 		uploads,                               // functions/offload
 	}
 	routes = append(routes, mem.Routes()...) // functions/memory
+	// The MCP endpoint keeps its sessions in this process (functions/memory
+	// serves it stateless).
+	routes = append(routes, mem.MCPRoutes(false))
 
 	imageOrigins, err := ui.LinkOrigin(ctx, stores.Linker)
 	if err != nil {
@@ -229,4 +232,32 @@ func expireIdle(ctx context.Context, chats *lifecycle.Chats, logger *slog.Logger
 		case <-t.C:
 		}
 	}
+}
+
+// WithMemory opens the embedded stores in cfg.DataDir, wires the memory
+// over them with the background work running (builds, purges, expiry),
+// as Serve does, and calls fn with it; the work stops and the stores
+// close when fn returns. The stores are one process's at a time: while a
+// server holds them, opening fails with embedded.ErrLocked.
+func WithMemory(ctx context.Context, cfg config.Config, logger *slog.Logger, fn func(*memoryapi.API) error) error {
+	data, err := Open(cfg)
+	if err != nil {
+		return fmt.Errorf("opening the data directory: %w", err)
+	}
+	defer func() {
+		if err := data.Close(); err != nil {
+			logger.Error("closing the data directory", "err", err.Error())
+		}
+	}()
+	c, err := compactor.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	mem, err := memoryapi.New(cfg, data.Stores, c, logger, nil)
+	if err != nil {
+		return err
+	}
+	stop := startWork(data, mem, logger)
+	defer stop()
+	return fn(mem)
 }

@@ -1,0 +1,48 @@
+package lambdafn_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// In Lambda the MCP endpoint is stateless: a POST is answered alone, as
+// JSON, with no session, and the GET stream of a session is refused.
+func TestTheMCPEndpointInLambdaAnswersEachPostAloneAsJSON(t *testing.T) {
+	mem := functions(t)["memory"]
+	rpc := func(method, body string) events.APIGatewayV2HTTPResponse {
+		ev := events.APIGatewayV2HTTPRequest{
+			Version: "2.0", RawPath: "/v1/mcp", Body: body,
+			Headers: map[string]string{"content-type": "application/json", "accept": "application/json, text/event-stream",
+				"mcp-protocol-version": "2025-06-18"},
+			RequestContext: events.APIGatewayV2HTTPRequestContext{RequestID: "r", HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: "/v1/mcp"}},
+		}
+		resp, _ := mem.send(t, ev)
+		return resp
+	}
+	resp := rpc(http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	var out struct {
+		Result struct {
+			Tools []struct{ Name string }
+		}
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Headers["Content-Type"], "application/json") || json.Unmarshal([]byte(resp.Body), &out) != nil {
+		t.Fatalf("tools/list: %d %v %.300s", resp.StatusCode, resp.Headers, resp.Body)
+	}
+	if resp.Headers["Mcp-Session-Id"] != "" {
+		t.Errorf("a stateless answer named a session %q", resp.Headers["Mcp-Session-Id"])
+	}
+	var names []string
+	for _, tl := range out.Result.Tools {
+		names = append(names, tl.Name)
+	}
+	if strings.Join(names, ",") == "" || !strings.Contains(strings.Join(names, ","), "zoom") {
+		t.Fatalf("tools %v", names)
+	}
+	if resp := rpc(http.MethodGet, ""); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET /v1/mcp: %d, want 405", resp.StatusCode)
+	}
+}

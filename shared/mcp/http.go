@@ -1,0 +1,107 @@
+package mcp
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/durachat/durachat/shared/api"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Pattern is the route of the MCP endpoint, under the API's auth: every
+// method goes to the SDK's streamable HTTP handler, which answers those
+// the transport does not take.
+const Pattern = "/v1/mcp"
+
+// SessionIdle is how long a stateful endpoint keeps a session no request
+// has used.
+const SessionIdle = 30 * time.Minute
+
+// sessionHeader names a stateful endpoint's session.
+const sessionHeader = "Mcp-Session-Id"
+
+// Tenants gives the Memory of a tenant, and the options of its server.
+type Tenants func(tenant string) (Memory, Options)
+
+// Routes serve the MCP endpoint of every tenant over the streamable HTTP
+// transport. Stateless (Lambda, where no process outlives a request): each
+// POST is answered alone, with a JSON response, and GET (the stream a
+// session's notifications go down) is refused. Stateful (the local server):
+// sessions live in the process, a GET stream carries a session's
+// notifications (a view subscribed to), and a session is its tenant's
+// alone.
+type Routes struct {
+	tenants   Tenants
+	stateless bool
+
+	mu      sync.Mutex
+	servers map[string]*Server
+	// sessions is the tenant of each session a stateful endpoint opened.
+	sessions map[string]string
+	h        *sdk.StreamableHTTPHandler
+}
+
+// NewRoutes returns the MCP routes over tenants.
+func NewRoutes(tenants Tenants, stateless bool) *Routes {
+	rt := &Routes{tenants: tenants, stateless: stateless, servers: map[string]*Server{}, sessions: map[string]string{}}
+	rt.h = sdk.NewStreamableHTTPHandler(rt.server, &sdk.StreamableHTTPOptions{
+		Stateless:    stateless,
+		JSONResponse: stateless,
+		// The API's server limits the body already (api.MaxBody).
+		MaxRequestBodyBytes: api.MaxBody,
+		// A stateful endpoint closes a session idle this long.
+		SessionTimeout: SessionIdle,
+	})
+	return rt
+}
+
+// server is the MCP server of the request's tenant, made once per tenant.
+func (rt *Routes) server(r *http.Request) *sdk.Server {
+	tenant := api.Tenant(r.Context())
+	if tenant == "" {
+		return nil
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if s, ok := rt.servers[tenant]; ok {
+		return s.SDK()
+	}
+	mem, o := rt.tenants(tenant)
+	s, err := NewServer(mem, o)
+	if err != nil {
+		api.Logger(r.Context()).Error("mcp: making the tenant's server", "err", err)
+		return nil
+	}
+	rt.servers[tenant] = s
+	return s.SDK()
+}
+
+// Register adds the MCP endpoint.
+func (rt *Routes) Register(mux *http.ServeMux) {
+	api.Handle(mux, Pattern, func(w http.ResponseWriter, r *http.Request) error {
+		tenant := api.Tenant(r.Context())
+		if tenant == "" {
+			return api.Unauthorized("the request has no authenticated tenant")
+		}
+		if id := r.Header.Get(sessionHeader); id != "" && !rt.stateless {
+			// A session is its tenant's alone: to another it does not exist.
+			rt.mu.Lock()
+			owner, ok := rt.sessions[id]
+			if ok && r.Method == http.MethodDelete {
+				delete(rt.sessions, id)
+			}
+			rt.mu.Unlock()
+			if ok && owner != tenant {
+				return api.NotFound("no MCP session %s", id)
+			}
+		}
+		rt.h.ServeHTTP(w, r)
+		if id := w.Header().Get(sessionHeader); id != "" && !rt.stateless && r.Header.Get(sessionHeader) == "" {
+			rt.mu.Lock()
+			rt.sessions[id] = tenant
+			rt.mu.Unlock()
+		}
+		return nil
+	})
+}

@@ -1,0 +1,94 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/durachat/durachat/client"
+	"github.com/durachat/durachat/client/wire"
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/fault"
+)
+
+// Remote is the Memory of a durachat API (a deployed stack, or a local
+// server) that c calls with its token: the MCP server on stdio for a
+// stack it reaches over HTTP.
+func Remote(c *client.Client) Memory { return remote{c} }
+
+type remote struct{ c *client.Client }
+
+// asFault is an API error as the error the server answered, so the tool
+// error carries its code; an error that is not the API's (the network) is
+// an outage.
+func asFault(err error) error {
+	if err == nil {
+		return nil
+	}
+	if ce, ok := errors.AsType[*client.Error](err); ok {
+		return &fault.Error{Code: ce.Code, Message: ce.Message, Field: ce.Field}
+	}
+	return api.Unavailable(err)
+}
+
+func result(r *client.ToolResult, err error) (wire.ToolResult, error) {
+	if err != nil {
+		return wire.ToolResult{}, asFault(err)
+	}
+	return *r, nil
+}
+
+func (r remote) View(ctx context.Context, chat string, wait bool) (wire.View, error) {
+	w := client.NoWait
+	if wait {
+		w = client.WaitTurn
+	}
+	v, err := r.c.Chat(chat).View(ctx, w)
+	if err != nil {
+		return wire.View{}, asFault(err)
+	}
+	return *v, nil
+}
+
+func (r remote) Zoom(ctx context.Context, chat string, a wire.ZoomArgs) (wire.ToolResult, error) {
+	return result(r.c.Chat(chat).Zoom(ctx, a))
+}
+
+func (r remote) Date(ctx context.Context, chat string, id int64) (wire.ToolResult, error) {
+	return result(r.c.Chat(chat).Date(ctx, id))
+}
+
+func (r remote) Search(ctx context.Context, chat string, a wire.SearchArgs) (wire.ToolResult, error) {
+	return result(r.c.Chat(chat).Search(ctx, a))
+}
+
+func (r remote) SearchEnabled(ctx context.Context, chat string) (bool, error) {
+	tools, err := r.c.Chat(chat).Tools(ctx)
+	if err != nil {
+		return false, asFault(err)
+	}
+	for _, t := range tools {
+		if t.Name == client.ToolSearch {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (r remote) Log(ctx context.Context, chat, receipt string, messages json.RawMessage) ([]int64, error) {
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(messages, &msgs); err != nil {
+		return nil, api.BadRequest("messages", "messages must be a list of pi messages")
+	}
+	anys := make([]any, len(msgs))
+	for i, m := range msgs {
+		anys[i] = m
+	}
+	ids, err := r.c.Chat(chat).Append(ctx, receipt, anys...)
+	return ids, asFault(err)
+}
+
+func (r remote) Image(ctx context.Context, chat, name string) ([]byte, string, error) {
+	data, mime, err := r.c.Chat(chat).Image(ctx, name)
+	return data, mime, asFault(err)
+}

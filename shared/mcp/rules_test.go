@@ -1,0 +1,118 @@
+package mcp
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durachat/durachat/client/wire"
+	"github.com/durachat/durachat/shared/hooks"
+	"github.com/durachat/durachat/shared/store"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// fakeMemory answers zoom with its result, and blocks every other call
+// until its context ends, as a store that does not answer.
+type fakeMemory struct{ zoom wire.ToolResult }
+
+func (f fakeMemory) View(ctx context.Context, chat string, wait bool) (wire.View, error) {
+	<-ctx.Done()
+	return wire.View{}, ctx.Err()
+}
+func (f fakeMemory) Zoom(ctx context.Context, chat string, a wire.ZoomArgs) (wire.ToolResult, error) {
+	return f.zoom, nil
+}
+func (f fakeMemory) Date(ctx context.Context, chat string, id int64) (wire.ToolResult, error) {
+	return wire.ToolResult{}, store.ErrUnavailable
+}
+func (f fakeMemory) Search(ctx context.Context, chat string, a wire.SearchArgs) (wire.ToolResult, error) {
+	return wire.ToolResult{}, nil
+}
+func (f fakeMemory) SearchEnabled(ctx context.Context, chat string) (bool, error) { return true, nil }
+func (f fakeMemory) Log(ctx context.Context, chat, receipt string, m json.RawMessage) ([]int64, error) {
+	return nil, nil
+}
+func (f fakeMemory) Image(ctx context.Context, chat, name string) ([]byte, string, error) {
+	return nil, "", nil
+}
+
+func session(t *testing.T, mem Memory, o Options) *sdk.ClientSession {
+	t.Helper()
+	s, err := NewServer(mem, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := sdk.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = s.Run(ctx, st) }()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func TestZoomImagesSpendTheBudgetNewestFirstAndLinkTheRest(t *testing.T) {
+	// Three images of 2 MB of base64 each: the budget (4.5 MB) takes the
+	// two newest; the oldest is a resource link.
+	big := strings.Repeat("A", 2_000_000)
+	names := []string{"000000000000000a", "000000000000000b", "000000000000000c"}
+	res := wire.ToolResult{Content: []wire.Block{{Type: "text", Text: "[image " + names[0] + "] [image " + names[1] + "] [image " + names[2] + "]"}}}
+	for _, n := range names {
+		res.Content = append(res.Content, wire.Block{Type: "image", Data: big, MimeType: "image/png", Name: n})
+	}
+	if 3*len(big) <= hooks.DefaultBudget || 2*len(big) > hooks.DefaultBudget {
+		t.Fatal("the images do not straddle the budget")
+	}
+	cs := session(t, fakeMemory{zoom: res}, Options{Chat: "c"})
+	got, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "zoom", Arguments: map[string]any{"id": 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inline, linked []string
+	for _, c := range got.Content {
+		switch c := c.(type) {
+		case *sdk.ImageContent:
+			inline = append(inline, c.Meta["name"].(string))
+			if want, _ := base64.StdEncoding.DecodeString(big); len(c.Data) != len(want) {
+				t.Errorf("image %v: %d bytes", c.Meta["name"], len(c.Data))
+			}
+		case *sdk.ResourceLink:
+			linked = append(linked, c.URI)
+		}
+	}
+	if strings.Join(inline, ",") != names[1]+","+names[2] || len(linked) != 1 || linked[0] != ImageURI("c", names[0]) {
+		t.Fatalf("inline %v, linked %v; want the two newest inline and the oldest linked", inline, linked)
+	}
+}
+
+func TestAnOutageIsARetryableToolErrorNeverAHang(t *testing.T) {
+	cs := session(t, fakeMemory{}, Options{Chat: "c", Timeout: 50 * time.Millisecond})
+	for _, tool := range []string{"view", "date"} {
+		done := make(chan *sdk.CallToolResult, 1)
+		go func() {
+			res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: tool, Arguments: map[string]any{"id": 0}})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- res
+		}()
+		select {
+		case res := <-done:
+			if res == nil {
+				return
+			}
+			e, _ := res.StructuredContent.(map[string]any)["error"].(map[string]any)
+			if !res.IsError || e["code"] != "unavailable" || e["retryAfterSeconds"] != float64(10) {
+				t.Errorf("%s: %v %v, want a retryable unavailable tool error", tool, res.IsError, res.StructuredContent)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s hung past its timeout", tool)
+		}
+	}
+}
