@@ -1,55 +1,32 @@
-// durachat's MCP endpoint (POST /v1/mcp on `durachat serve`) driven by the
-// official TypeScript SDK's client: the tools listed, an image logged and
-// zoomed down to, its bytes compared, and a call without a token refused.
+// durachat's MCP server driven by the official TypeScript SDK's client
+// over both transports: POST /v1/mcp on `durachat serve` and `durachat mcp`
+// on stdio. The tools are listed, an image is logged and zoomed down to and
+// its bytes compared, and a host without a token or with another tenant's
+// is refused the chat's images.
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import readline from "node:readline";
-import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { png } from "../../ts/test/server.mjs";
+import { buildServer, png, startServer, tempDir } from "../../ts/test/server.mjs";
 
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const token = "ts-mcp-token-0123456789";
-let dir, child, url;
+const otherToken = "ts-mcp-other-0123456789";
+let tmp, bin, server, url;
 
-// Starts `durachat serve` on a port the kernel picks, and reads the port
-// from the server's start line.
 before(async () => {
-  dir = mkdtempSync(path.join(os.tmpdir(), "durachat-mcp-"));
-  const bin = process.env.DURACHAT_BIN ?? path.join(dir, "durachat");
-  if (!process.env.DURACHAT_BIN) execFileSync("go", ["build", "-o", bin, "./cmd/durachat"], { cwd: repo, stdio: "inherit" });
-  child = spawn(bin, ["serve"], {
-    env: { ...process.env, DURACHAT_ADDR: "127.0.0.1:0", DURACHAT_DATA: path.join(dir, "data"), DURACHAT_TOKENS: `${token}=ts` },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  const lines = readline.createInterface({ input: child.stdout });
-  url = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("durachat did not start within 60 s")), 60_000);
-    child.on("exit", (code) => reject(new Error(`durachat exited with ${code}`)));
-    lines.on("line", (line) => {
-      const rec = JSON.parse(line);
-      if (rec.msg === "durachat serving") {
-        clearTimeout(timer);
-        resolve(`http://${rec.addr}`);
-      }
-    });
-  });
+  tmp = tempDir("durachat-mcp-");
+  bin = buildServer(tmp.dir);
+  server = await startServer(bin, path.join(tmp.dir, "data"), `${token}=ts,${otherToken}=other`);
+  url = server.url;
 });
 
 after(async () => {
-  if (child && child.exitCode === null) {
-    const exited = new Promise((r) => child.on("exit", r));
-    child.kill("SIGTERM");
-    await exited;
-  }
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await server?.stop();
+  tmp?.remove();
 });
 
 async function connect(tok) {
@@ -69,39 +46,86 @@ async function call(client, name, args) {
   return res;
 }
 
-test("a TypeScript host zooms down to a logged image and receives its bytes", async () => {
+const sha = (b64) => createHash("sha256").update(Buffer.from(b64, "base64")).digest("hex");
+
+// zoomsToTheImage lists client's tools, logs a message with an image to
+// chat, zooms from the view down to that message and checks the image
+// content's bytes; it gives the image's stored name.
+async function zoomsToTheImage(client, chat) {
+  const { tools } = await client.listTools();
+  assert.deepEqual(tools.map((t) => t.name).sort(), ["date", "log", "search", "view", "zoom"]);
+  const image = png(24, 16, (x, y) => [x * 10, y * 15, 200]);
+  const logged = await call(client, "log", {
+    chat,
+    messages: [
+      { role: "user", content: "Why does the login page fail?" },
+      { role: "user", content: [{ type: "text", text: "The screenshot:" }, { type: "image", data: image, mimeType: "image/png" }] },
+    ],
+  });
+  const id = JSON.parse(text(logged)).ids[1];
+  let res = await call(client, "view", { chat });
+  for (let depth = 0; depth < 64; depth++) {
+    const block = [...text(res).matchAll(/^(\d+)\+(\d+)\|/gm)]
+      .map((m) => [Number(m[1]), Number(m[2])])
+      .find(([s, n]) => s <= id && id < s + n);
+    assert.ok(block, `no line holds entry ${id}: ${text(res)}`);
+    res = await call(client, "zoom", { chat, id: block[0], n: block[1] });
+    if (block[1] === 1) break;
+  }
+  const img = res.content.find((c) => c.type === "image");
+  assert.ok(img, `no image content: ${text(res)}`);
+  assert.equal(img.mimeType, "image/png");
+  assert.equal(sha(img.data), sha(image));
+  const name = img._meta?.name;
+  assert.match(name ?? "", /^[0-9a-f]{16}$/, "the image content names the stored image");
+  return { name, image };
+}
+
+test("over HTTP a host zooms down to a logged image, receives its bytes and reads it as a resource", async () => {
   const client = await connect(token);
   try {
-    const { tools } = await client.listTools();
-    assert.deepEqual(tools.map((t) => t.name).sort(), ["date", "log", "search", "view", "zoom"]);
-    const image = png(24, 16, (x, y) => [x * 10, y * 15, 200]);
-    const logged = await call(client, "log", {
-      chat: "ts-demo",
-      messages: [
-        { role: "user", content: "Why does the login page fail?" },
-        { role: "user", content: [{ type: "text", text: "The screenshot:" }, { type: "image", data: image, mimeType: "image/png" }] },
-      ],
-    });
-    const id = JSON.parse(text(logged)).ids[1];
-    let res = await call(client, "view", { chat: "ts-demo" });
-    for (let depth = 0; depth < 64; depth++) {
-      const block = [...text(res).matchAll(/^(\d+)\+(\d+)\|/gm)]
-        .map((m) => [Number(m[1]), Number(m[2])])
-        .find(([s, n]) => s <= id && id < s + n);
-      assert.ok(block, `no line holds entry ${id}: ${text(res)}`);
-      res = await call(client, "zoom", { chat: "ts-demo", id: block[0], n: block[1] });
-      if (block[1] === 1) break;
-    }
-    const img = res.content.find((c) => c.type === "image");
-    assert.ok(img, `no image content: ${text(res)}`);
-    assert.equal(img.mimeType, "image/png");
-    const sha = (b64) => createHash("sha256").update(Buffer.from(b64, "base64")).digest("hex");
-    assert.equal(sha(img.data), sha(image));
+    const { name, image } = await zoomsToTheImage(client, "ts-demo");
+    const read = await client.readResource({ uri: `durachat://chats/ts-demo/images/${name}` });
+    assert.equal(read.contents.length, 1);
+    assert.equal(sha(read.contents[0].blob), sha(image));
   } finally {
     await client.close();
   }
 });
 
+test("over HTTP a host with another tenant's token neither sees the chat nor reads its image", async () => {
+  const owner = await connect(token);
+  const other = await connect(otherToken);
+  try {
+    const { name } = await zoomsToTheImage(owner, "ts-tenants");
+    await assert.rejects(other.readResource({ uri: `durachat://chats/ts-tenants/images/${name}` }), /not found/i);
+    const view = await call(other, "view", { chat: "ts-tenants" });
+    assert.doesNotMatch(text(view), /login page/, "the other tenant's view of the chat id is its own, empty chat");
+  } finally {
+    await owner.close();
+    await other.close();
+  }
+});
+
 test("the endpoint refuses a host without a token", async () => {
   await assert.rejects(connect(""));
+});
+
+test("on stdio `durachat mcp` serves its own embedded stores to a host", async () => {
+  const data = tempDir("durachat-mcp-stdio-");
+  const client = new Client({ name: "ts-test-host", version: "1.0.0" });
+  try {
+    await client.connect(
+      new StdioClientTransport({
+        command: bin,
+        args: ["mcp"],
+        env: { ...process.env, DURACHAT_DATA: path.join(data.dir, "data"), DURACHAT_LOG_LEVEL: "warn" },
+        stderr: "inherit",
+      }),
+    );
+    await zoomsToTheImage(client, "ts-stdio");
+  } finally {
+    await client.close();
+    data.remove();
+  }
 });
