@@ -30,6 +30,28 @@ type memTable struct {
 	mu sync.Mutex
 	// fail, when set, is asked before each call.
 	fail func(op string, k store.Key) error
+	// lose, when set, is asked after each write that succeeded: true
+	// answers the write with a failed condition, as a store client does
+	// that sent a write again after its first answer was lost.
+	lose func(op string, k store.Key) bool
+}
+
+// lost answers err, or a failed condition when lose says so of a write
+// that succeeded.
+func (t *memTable) lost(op string, k store.Key, err error) error {
+	t.mu.Lock()
+	f := t.lose
+	t.mu.Unlock()
+	if err == nil && f != nil && f(op, k) {
+		return fmt.Errorf("%s %s/%s, sent again after a lost answer: %w", op, k.PK, k.SK, store.ErrConditionFailed)
+	}
+	return err
+}
+
+func (t *memTable) setLose(f func(op string, k store.Key) bool) {
+	t.mu.Lock()
+	t.lose = f
+	t.mu.Unlock()
 }
 
 func newMemTable() *memTable { return &memTable{Table: storefake.NewTable()} }
@@ -63,7 +85,7 @@ func (t *memTable) Create(ctx context.Context, it store.Item) error {
 	if err := t.check("create", it.Key); err != nil {
 		return err
 	}
-	return t.Table.Create(ctx, it)
+	return t.lost("create", it.Key, t.Table.Create(ctx, it))
 }
 
 func (t *memTable) Update(ctx context.Context, it store.Item) error {
@@ -71,7 +93,7 @@ func (t *memTable) Update(ctx context.Context, it store.Item) error {
 	if err := t.check("update", it.Key); err != nil {
 		return err
 	}
-	return t.Table.Update(ctx, it)
+	return t.lost("update", it.Key, t.Table.Update(ctx, it))
 }
 
 func (t *memTable) Query(ctx context.Context, q store.Query) (store.Page, error) {

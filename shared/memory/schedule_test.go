@@ -519,3 +519,64 @@ func TestAModelCallThatLostTheRaceToWriteTheRowIsCounted(t *testing.T) {
 		t.Errorf("status counts %d model calls, the compactor saw %d", s.ModelCalls, f.comp.total())
 	}
 }
+
+// A state write whose answer was lost, sent again by the store's client,
+// fails its condition against itself. The write stands: the builds it
+// claimed are sent, and a build that claimed its node goes on to build it,
+// rather than the claim waiting out its lease with nothing sent.
+func TestAStateWriteWhoseAnswerWasLostStillActsOnWhatItWrote(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   string // the first state write of this kind loses its answer
+		when func(f *fixture, t *testing.T)
+	}{
+		{"TheFirstAppendsClaims", "create", func(f *fixture, t *testing.T) {
+			f.append(t, "user", long(0), long(1))
+		}},
+		{"ALaterAppendsClaims", "update", func(f *fixture, t *testing.T) {
+			f.table.setLose(nil)
+			f.append(t, "user", long(0))
+			f.queue.msgs = nil // lost: found again below, when the lease lapses
+			f.clock.Add(f.m.claimLease)
+			f.table.setLose(loseOnce("update"))
+			f.append(t, "user", long(1))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.table.setLose(loseOnce(tc.op))
+			tc.when(f, t)
+			if got := labels(nodesOf(f.queue.msgs)); got != "0+1, 1+1" {
+				t.Fatalf("queued %q, want both leaves", got)
+			}
+			f.deliverAll(t)
+			if st := f.state(t); st.Built != 3 || len(st.Claims) != 0 {
+				t.Errorf("%d nodes built, %d claims left; want 3 built, none left", st.Built, len(st.Claims))
+			}
+		})
+	}
+	t.Run("ABuildsOwnClaim", func(t *testing.T) {
+		f := newFixture(t)
+		f.append(t, "user", long(0), long(1))
+		msgs := f.queue.take()
+		f.table.setLose(loseOnce("update"))
+		for _, s := range msgs {
+			if err := f.m.Build(context.Background(), s.msg.Tenant, s.msg.Chat, s.msg.L, s.msg.I); err != nil {
+				t.Fatalf("build %d+%d: %v", s.msg.I, 1, err)
+			}
+		}
+		f.table.setLose(nil)
+		f.deliverAll(t)
+		if st := f.state(t); st.Built != 3 || len(st.Claims) != 0 {
+			t.Errorf("%d nodes built, %d claims left; want 3 built, none left", st.Built, len(st.Claims))
+		}
+	})
+}
+
+// loseOnce loses the answer of the first state write of op.
+func loseOnce(op string) func(string, store.Key) bool {
+	var done atomic.Bool
+	return func(o string, k store.Key) bool {
+		return o == op && k.SK == store.StateSK && done.CompareAndSwap(false, true)
+	}
+}

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -299,18 +300,24 @@ func stateKey(c chatid.Chat) store.Key {
 
 // get reads a chat's state; a chat with no state yet has an empty one.
 func (s states) get(ctx context.Context, c chatid.Chat) (*chatState, int64, error) {
+	st, version, _, err := s.read(ctx, c)
+	return st, version, err
+}
+
+// read is get with the item's body as stored.
+func (s states) read(ctx context.Context, c chatid.Chat) (*chatState, int64, []byte, error) {
 	it, err := s.table.Get(ctx, stateKey(c))
 	if errors.Is(err, store.ErrNotFound) {
-		return &chatState{}, 0, nil
+		return &chatState{}, 0, nil, nil
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("reading memory state of %s: %w", c.ID, err)
+		return nil, 0, nil, fmt.Errorf("reading memory state of %s: %w", c.ID, err)
 	}
 	var st chatState
 	if err := json.Unmarshal(it.Body, &st); err != nil {
-		return nil, 0, fmt.Errorf("memory state of %s is corrupt: %w", c.ID, err)
+		return nil, 0, nil, fmt.Errorf("memory state of %s is corrupt: %w", c.ID, err)
 	}
-	return &st, it.Version, nil
+	return &st, it.Version, it.Body, nil
 }
 
 // maxUpdateTries bounds the optimistic-locking loop; contention on one chat
@@ -328,11 +335,23 @@ const maxUpdateTries = 64
 // errRetired, so it leaves nothing behind and nothing in the next
 // incarnation. Updates need no check: they are conditional on the item
 // being there.
+//
+// A write whose answer was lost and that the store's client sent again
+// fails its condition against itself. So a conflict is checked against
+// the item read next: when it is the item this call wrote, the write
+// stands and fn's results are the ones to act on; running fn again on it
+// would find its own claims taken and send nothing for them.
 func (s states) update(ctx context.Context, c chatid.Chat, fn func(st *chatState) error) (*chatState, error) {
+	var mine *chatState // the state of the last write that failed its condition
+	var mineVersion int64
+	var mineBody []byte
 	for try := 0; ; try++ {
-		st, version, err := s.get(ctx, c)
+		st, version, stored, err := s.read(ctx, c)
 		if err != nil {
 			return nil, err
+		}
+		if mine != nil && version == mineVersion && bytes.Equal(stored, mineBody) {
+			return mine, nil
 		}
 		if err := fn(st); err != nil {
 			if errors.Is(err, errNoChange) {
@@ -366,6 +385,7 @@ func (s states) update(ctx context.Context, c chatid.Chat, fn func(st *chatState
 		if !errors.Is(err, store.ErrConditionFailed) {
 			return nil, fmt.Errorf("writing memory state of %s: %w", c.ID, err)
 		}
+		mine, mineVersion, mineBody = st, it.Version, body
 		if try+1 >= maxUpdateTries {
 			return nil, store.Unavailable("memory state update", fmt.Errorf("chat %s: %d conflicting writers in a row: %w", c.ID, maxUpdateTries, err))
 		}
