@@ -30,25 +30,24 @@ type memTable struct {
 	mu sync.Mutex
 	// fail, when set, is asked before each call.
 	fail func(op string, k store.Key) error
-	// lose, when set, is asked after each write that succeeded: true
-	// answers the write with a failed condition, as a store client does
-	// that sent a write again after its first answer was lost.
-	lose func(op string, k store.Key) bool
+	// lose, when set, is asked after each write that succeeded: an error
+	// is the write's answer, as a client gives that lost the answer (a
+	// timeout), or that sent the write again (a failed condition).
+	lose func(op string, k store.Key) error
 }
 
-// lost answers err, or a failed condition when lose says so of a write
-// that succeeded.
+// lost answers err, or what lose says of a write that succeeded.
 func (t *memTable) lost(op string, k store.Key, err error) error {
 	t.mu.Lock()
 	f := t.lose
 	t.mu.Unlock()
-	if err == nil && f != nil && f(op, k) {
-		return fmt.Errorf("%s %s/%s, sent again after a lost answer: %w", op, k.PK, k.SK, store.ErrConditionFailed)
+	if err == nil && f != nil {
+		return f(op, k)
 	}
 	return err
 }
 
-func (t *memTable) setLose(f func(op string, k store.Key) bool) {
+func (t *memTable) setLose(f func(op string, k store.Key) error) {
 	t.mu.Lock()
 	t.lose = f
 	t.mu.Unlock()

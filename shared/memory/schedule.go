@@ -6,7 +6,8 @@ import "time"
 // sends one build message for each once the state is written. It drops
 // claims whose lease ran out first, so their nodes are found again.
 //
-// Rules: at most MaxInFlight claims; leaves before merges; a leaf starts
+// Rules: at most MaxInFlight claims; a claim not started a third of a
+// lease after it was sent is sent again; leaves before merges; a leaf starts
 // once fewer than Lead lines before it are unbuilt (the unbuilt lines of a
 // view are exactly its unbuilt leaves, since a merge enters a view only when
 // built); a merge is ready once both children are built, lower levels
@@ -17,6 +18,7 @@ import "time"
 func (st *chatState) schedule(now time.Time, lease time.Duration) (claimed []Node, dropped int) {
 	dropped = st.dropLapsedClaims(now.UnixMilli())
 	sc := &scheduling{st: st, nowMS: now.UnixMilli(), until: now.Add(lease).UnixMilli(), free: MaxInFlight - len(st.Claims)}
+	sc.resend(lease)
 	if sc.free <= 0 {
 		return nil, dropped
 	}
@@ -25,6 +27,24 @@ func (st *chatState) schedule(now time.Time, lease time.Duration) (claimed []Nod
 		sc.merges(l)
 	}
 	return sc.out, dropped
+}
+
+// resend sends again the claims no builder has started a third of a
+// lease after they were made (or last sent), stamping them as made now.
+// Their message may never have gone: a state write can commit though its
+// caller saw it fail (a timeout, a dropped connection) and sent nothing,
+// and a function can stop between its write and its send. A message that
+// was only slow arrives twice; its second delivery finds the node taken or
+// built and does nothing.
+func (sc *scheduling) resend(lease time.Duration) {
+	after := (lease / 3).Milliseconds()
+	for k := range sc.st.Claims {
+		c := &sc.st.Claims[k]
+		if c.Owner == "" && sc.nowMS >= c.Until-lease.Milliseconds()+after {
+			c.Until = sc.until
+			sc.out = append(sc.out, c.node())
+		}
+	}
 }
 
 // dropLapsedClaims drops the claims whose lease ran out by nowMS, or whose

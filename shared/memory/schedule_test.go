@@ -573,10 +573,66 @@ func TestAStateWriteWhoseAnswerWasLostStillActsOnWhatItWrote(t *testing.T) {
 	})
 }
 
-// loseOnce loses the answer of the first state write of op.
-func loseOnce(op string) func(string, store.Key) bool {
+// loseOnce answers the first state write of op, which it lets commit, as
+// a client does that sent it again after its answer was lost: with a
+// failed condition.
+func loseOnce(op string) func(string, store.Key) error {
+	return answerOnce(op, store.ErrConditionFailed)
+}
+
+// answerOnce answers the first state write of op, which it lets commit,
+// with err.
+func answerOnce(op string, err error) func(string, store.Key) error {
 	var done atomic.Bool
-	return func(o string, k store.Key) bool {
-		return o == op && k.SK == store.StateSK && done.CompareAndSwap(false, true)
+	return func(o string, k store.Key) error {
+		if o == op && k.SK == store.StateSK && done.CompareAndSwap(false, true) {
+			return fmt.Errorf("%s %s/%s, written, then: %w", o, k.PK, k.SK, err)
+		}
+		return nil
+	}
+}
+
+// A claim whose message never went (its state write committed though the
+// caller saw a timeout, and sent nothing) is sent again a third of a lease
+// after it was made, by whichever call on the chat runs the scheduler
+// then; not before, so a message that is only slow is not doubled at once.
+// A message that arrives twice builds its node once.
+func TestAClaimWhoseMessageNeverWentIsSentAgainAfterAThirdOfALease(t *testing.T) {
+	f := newFixture(t)
+	f.table.setLose(answerOnce("create", context.DeadlineExceeded))
+	f.log.add(f.chat, "user", long(0))
+	n := f.log.add(f.chat, "user", long(1)) + 1
+	if err := f.m.Appended(context.Background(), f.ch(), n); err == nil {
+		t.Fatal("the append's notice answered no error, though its state write timed out")
+	}
+	if msgs := f.queue.take(); len(msgs) != 0 || len(f.state(t).Claims) != 2 {
+		t.Fatalf("queued %q with %d claims; want nothing queued and both leaves claimed", labels(nodesOf(msgs)), len(f.state(t).Claims))
+	}
+	view := func() {
+		t.Helper()
+		if _, err := f.m.ReadView(context.Background(), f.tenant, f.chat, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.clock.Add(f.m.claimLease/3 - time.Second)
+	view()
+	if msgs := f.queue.take(); len(msgs) != 0 {
+		t.Fatalf("sent %q again before a third of a lease", labels(nodesOf(msgs)))
+	}
+	f.clock.Add(time.Second)
+	view()
+	again := f.queue.take()
+	if got := labels(nodesOf(again)); got != "0+1, 1+1" {
+		t.Fatalf("sent again %q, want both leaves", got)
+	}
+	f.queue.msgs = append(again, again...) // and the first copies turn up after all
+	f.deliverAll(t)
+	if st := f.state(t); st.Built != 3 || len(st.Claims) != 0 {
+		t.Errorf("%d nodes built, %d claims left; want 3 built, none left", st.Built, len(st.Claims))
+	}
+	for _, label := range []string{"0+1", "1+1", "0+2"} {
+		if calls := f.comp.callsOf(label); calls > 1 {
+			t.Errorf("node %s: %d compactor calls, want at most one", label, calls)
+		}
 	}
 }
