@@ -3,7 +3,6 @@ package stack_test
 import (
 	"context"
 	"crypto/sha256"
-	"net/http"
 	"testing"
 	"time"
 
@@ -14,20 +13,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// withToken adds a bearer token to every request.
-type withToken struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b withToken) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	if b.token != "" {
-		r.Header.Set("Authorization", "Bearer "+b.token)
-	}
-	return b.next.RoundTrip(r)
-}
-
 // mcpThroughTheGateway is the MCP endpoint as a host meets it in AWS: the
 // Go SDK's client through the gateway and its JWT authorizer to the memory
 // function, stateless. It logs an image, waits for the view through the
@@ -37,9 +22,7 @@ func mcpThroughTheGateway(t *testing.T, s *stack.Stack) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	connect := func(token string) (*sdk.ClientSession, error) {
-		c := sdk.NewClient(&sdk.Implementation{Name: "stack-test-host", Version: "1"}, nil)
-		return c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: s.URL + mcp.Pattern,
-			HTTPClient: &http.Client{Transport: withToken{token, http.DefaultTransport}}, MaxRetries: -1}, nil)
+		return mcptest.Connect(ctx, s.URL+mcp.Pattern, token)
 	}
 	cs, err := connect(s.DevToken)
 	if err != nil {

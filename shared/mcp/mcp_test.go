@@ -22,24 +22,8 @@ const (
 	bobToken   = "bob-token-0123456789ab"
 )
 
-// bearer adds a token to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	if b.token != "" {
-		r.Header.Set("Authorization", "Bearer "+b.token)
-	}
-	return b.next.RoundTrip(r)
-}
-
 func connect(ctx context.Context, url, token string) (*sdk.ClientSession, error) {
-	c := sdk.NewClient(&sdk.Implementation{Name: "test-host", Version: "1"}, nil)
-	return c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: url + mcp.Pattern,
-		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1}, nil)
+	return mcptest.Connect(ctx, url+mcp.Pattern, token)
 }
 
 func TestAHostOverHTTPZoomsDownToAnImageAndReceivesItsBytes(t *testing.T) {

@@ -9,12 +9,36 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// Connect opens a session with the MCP endpoint at endpoint (a server's
+// URL and the endpoint's path), sending token as a bearer token unless it
+// is empty. The SDK's client does not retry: a refusal is the answer.
+func Connect(ctx context.Context, endpoint, token string) (*sdk.ClientSession, error) {
+	c := sdk.NewClient(&sdk.Implementation{Name: "test-host", Version: "1"}, nil)
+	return c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint,
+		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1}, nil)
+}
+
+// bearer adds a token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if b.token != "" {
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return b.next.RoundTrip(r)
+}
 
 // LogImage logs, with the log tool, a text message and then a message
 // holding image png, and returns the image's entry id.
