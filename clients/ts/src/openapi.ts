@@ -507,6 +507,24 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A session's stream of server messages (the view resource's updates), on the local server only; the memory function in Lambda answers 405. */
+        get: operations["mcpGet"];
+        put?: never;
+        /** The memory tools (view, zoom, date, search, log) and resources (a chat's view and images) over MCP's streamable HTTP transport: one JSON-RPC message a request. The local server keeps sessions (Mcp-Session-Id); in Lambda each POST is answered alone, as JSON. See docs/integrate/mcp.md. */
+        post: operations["mcpPost"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1785,6 +1803,103 @@ export interface operations {
             410: components["responses"]["Expired"];
             413: components["responses"]["TooLarge"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    mcpGet: {
+        parameters: {
+            query?: never;
+            header?: {
+                "Mcp-Session-Id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session's event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description No session, or an unknown one. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description In Lambda: no stream; every answer comes with its POST. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+        };
+    };
+    mcpPost: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The session the local server gave at initialize. */
+                "Mcp-Session-Id"?: string;
+                "Mcp-Protocol-Version"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The JSON-RPC answer, as JSON or as an event stream of it. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                    "text/event-stream": string;
+                };
+            };
+            /** @description A notification or response was accepted; nothing to answer. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a JSON-RPC message MCP accepts, or an unknown session. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                    "application/json": Record<string, never>;
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The session named has ended. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
         };
     };
 }
