@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
@@ -117,5 +118,32 @@ func BenchmarkRequestDigest(b *testing.B) {
 		if _, err := requestDigest(msgs); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkSplitText cuts a long text into its pieces, against one count
+// of its runes (the baseline: the least any cut must read). The cut reads
+// each piece once, so its ratio to the baseline stays flat as the text
+// grows; counting what was left at every piece made it grow with the
+// number of pieces.
+func BenchmarkSplitText(b *testing.B) {
+	for _, size := range []int{1 << 20, 10 << 20} {
+		text := strings.Repeat("many words ", size/11)
+		b.Run(fmt.Sprintf("%dMiB/baseline", size>>20), func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				if utf8.RuneCountInString(text) == 0 {
+					b.Fatal("no runes")
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("%dMiB/split", size>>20), func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				if len(splitText(text, PieceChars)) < 2 {
+					b.Fatal("one piece")
+				}
+			}
+		})
 	}
 }
