@@ -242,6 +242,7 @@ func pngBase64(t testing.TB, shade uint8) string {
 }
 
 func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
+	t.Parallel() // each on a stack of its own
 	s := startStack(t, stack.Options{})
 	anon := api{t: t, base: s.URL}
 	host := api{t: t, base: s.URL, token: s.DevToken}
@@ -883,6 +884,7 @@ func post(url, token string, body []byte) (int, []byte, time.Duration, error) {
 }
 
 func TestWithTokensTheStackDeploysTheTemplatesBearerTokenFallback(t *testing.T) {
+	t.Parallel() // each on a stack of its own
 	s := startStack(t, stack.Options{Tokens: "secret-a-0123456789=tenant-a"})
 	if s.Issuer != nil || s.DevToken != "" || len(s.Template.Authorizers) != 0 {
 		t.Fatal("a stack with tokens has a JWT authorizer")

@@ -26,6 +26,7 @@ import (
 // resident memory of each function process under the attacks the local
 // server's stress test sends, sized to Lambda's 6 MB, is the figure.
 func TestInLambdaEachRequestStaysWithinHalfItsFunctionsMemory(t *testing.T) {
+	t.Parallel() // each on a stack of its own
 	// 3 execution environments per HTTP function (reserved, as the
 	// template lets an operator), so each process sees several attacks.
 	s := startStack(t, stack.Options{Params: map[string]string{
