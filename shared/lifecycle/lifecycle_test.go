@@ -260,6 +260,20 @@ func (e *env) drain() {
 	e.t.Fatal("the queue did not drain")
 }
 
+// drainUntil runs the queue's tasks until done holds or a minute has
+// passed, for work queued with a delay: drain ends at the first receive
+// that finds nothing, which a message whose delay has not ended is not in.
+// The caller's checks then say what is missing.
+func (e *env) drainUntil(done func() bool) {
+	e.t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		e.drain()
+		if done() {
+			return
+		}
+	}
+}
+
 // current is the chat's current incarnation.
 func (e *env) current(tenant, chat string) chatid.Chat {
 	e.t.Helper()

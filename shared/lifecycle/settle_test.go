@@ -148,8 +148,16 @@ func TestAWriteThatRacedItsChatsDeletionIsSweptAfterIt(t *testing.T) {
 						t.Fatal("the late writer left nothing behind: the test raced nothing")
 					}
 
-					time.Sleep(100 * time.Millisecond) // the sweep's delay
-					d.drain()
+					// The sweep's message is delayed (on SQS to a whole
+					// second), so a receive that finds nothing does not
+					// mean it ran: run the queue until the chat's keys
+					// are gone, the deadline only catching a hang.
+					slices.Sort(before)
+					d.drainUntil(func() bool {
+						now := kb.keys(t)
+						slices.Sort(now)
+						return slices.Equal(before, now)
+					})
 					if left := d.partition(ch); len(left) != 0 {
 						t.Errorf("the deleted incarnation still holds %q", left)
 					}
@@ -157,7 +165,6 @@ func TestAWriteThatRacedItsChatsDeletionIsSweptAfterIt(t *testing.T) {
 						t.Error("the image only the deleted chat named is still stored")
 					}
 					after := kb.keys(t)
-					slices.Sort(before)
 					slices.Sort(after)
 					if !slices.Equal(before, after) {
 						t.Errorf("keys left by the deleted chat: %q", added(before, after))

@@ -129,17 +129,44 @@ func (g *goRun) packageEnded(e event, text string) {
 	if g.hasTests[e.Package] {
 		g.run.Packages++
 	}
+	// A binary that dies in a test (a panic in a goroutine, an exit, a
+	// signal) ends no test: what they printed is the failure's cause.
+	unended := g.unended(e.Package)
 	switch {
 	case e.Action == "fail":
 		failedTests := slices.ContainsFunc(g.run.Failed, func(f string) bool { return strings.HasPrefix(f, e.Package+" ") })
 		if !failedTests {
 			g.run.Failed = append(g.run.Failed, e.Package)
+		}
+		for _, u := range unended {
+			fmt.Fprintf(g.out, "--- DID NOT END: %s in %s\n%s", u.name, e.Package, u.text)
+		}
+		if !failedTests {
 			fmt.Fprint(g.out, text)
 		}
 		fmt.Fprintf(g.out, "FAIL\t%s\t%.1fs\n", e.Package, e.Elapsed)
 	case g.hasTests[e.Package]:
 		fmt.Fprintf(g.out, "ok  \t%s\t%.1fs\n", e.Package, e.Elapsed)
 	}
+}
+
+// unendedTest is a test that began and never ended, and what it printed.
+type unendedTest struct{ name, text string }
+
+// unended takes the output of pkg's tests that began and never ended,
+// in test name order.
+func (g *goRun) unended(pkg string) []unendedTest {
+	var out []unendedTest
+	for key, b := range g.outputs {
+		p, test, _ := strings.Cut(key, "\x00")
+		if p != pkg || test == "" {
+			continue
+		}
+		out = append(out, unendedTest{test, b.String()})
+		delete(g.outputs, key)
+	}
+	slices.SortFunc(out, func(a, b unendedTest) int { return strings.Compare(a.name, b.name) })
+	return out
 }
 
 // isFrame reports whether a line of test output is one the test runner

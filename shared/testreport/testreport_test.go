@@ -43,6 +43,38 @@ func TestAGoRunShowsEachPackageAndTheOutputOfEachFailure(t *testing.T) {
 	}
 }
 
+// A test binary that dies inside a test ends none: the package fails with
+// no failed test, and what the tests that never ended printed is the cause.
+func TestAPackageWhoseBinaryDiesInATestShowsWhatThatTestPrinted(t *testing.T) {
+	stream := strings.Join([]string{
+		`{"Action":"run","Package":"p/a","Test":"TestDone"}`,
+		`{"Action":"output","Package":"p/a","Test":"TestDone","Output":"    a_test.go:2: fine\n"}`,
+		`{"Action":"pass","Package":"p/a","Test":"TestDone","Elapsed":0.1}`,
+		`{"Action":"run","Package":"p/a","Test":"TestDies"}`,
+		`{"Action":"output","Package":"p/a","Test":"TestDies","Output":"=== RUN   TestDies\n"}`,
+		`{"Action":"output","Package":"p/a","Test":"TestDies","Output":"panic: boom\n"}`,
+		`{"Action":"run","Package":"p/a","Test":"TestAlsoRunning"}`,
+		`{"Action":"output","Package":"p/a","Test":"TestAlsoRunning","Output":"    a_test.go:7: waiting\n"}`,
+		`{"Action":"output","Package":"p/a","Output":"FAIL\tp/a\t1.9s\n"}`,
+		`{"Action":"fail","Package":"p/a","Elapsed":1.9}`,
+	}, "\n")
+	var out bytes.Buffer
+	r, err := Go(strings.NewReader(stream), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "--- DID NOT END: TestAlsoRunning in p/a\n    a_test.go:7: waiting\n" +
+		"--- DID NOT END: TestDies in p/a\npanic: boom\n" +
+		"FAIL\tp/a\t1.9s\n" +
+		"FAIL\tp/a\t1.9s\n"
+	if out.String() != want {
+		t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
+	}
+	if !slices.Equal(r.Failed, []string{"p/a"}) {
+		t.Errorf("failed = %q, want the package", r.Failed)
+	}
+}
+
 func TestANodeRunCountsItsLeafTestsInEitherReporter(t *testing.T) {
 	tests := []struct {
 		reporter, output string
