@@ -134,14 +134,12 @@ func (g *goRun) packageEnded(e event, text string) {
 	unended := g.unended(e.Package)
 	switch {
 	case e.Action == "fail":
-		failedTests := slices.ContainsFunc(g.run.Failed, func(f string) bool { return strings.HasPrefix(f, e.Package+" ") })
-		if !failedTests {
-			g.run.Failed = append(g.run.Failed, e.Package)
-		}
 		for _, u := range unended {
 			fmt.Fprintf(g.out, "--- DID NOT END: %s in %s\n%s", u.name, e.Package, u.text)
 		}
+		failedTests := slices.ContainsFunc(g.run.Failed, func(f string) bool { return strings.HasPrefix(f, e.Package+" ") })
 		if !failedTests {
+			g.run.Failed = append(g.run.Failed, e.Package)
 			fmt.Fprint(g.out, text)
 		}
 		fmt.Fprintf(g.out, "FAIL\t%s\t%.1fs\n", e.Package, e.Elapsed)
