@@ -13,6 +13,11 @@ TOOLS_BIN := $(TOOLS)/bin
 RIE_MODULE  := github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 TEST_TIMEOUT ?= 30m
+# -trimpath keeps this checkout's directory out of every compiled package,
+# so Go's build cache serves a clone at another path as it serves this one
+# (a clean clone recompiles nothing that did not change). Exported, it
+# reaches the builds the tests run too.
+export GOFLAGS := -trimpath $(GOFLAGS)
 # staticcheck, the linter the Go community runs beside go vet.
 STATICCHECK_VERSION := v0.8.2
 # cfn-lint checks template.yaml (with the SAM transform). The one on PATH
@@ -137,12 +142,13 @@ lint-template:
 # TypeScript package built first, once; each prints when it ends). Every run goes on when
 # one fails, so the end always has the ten slowest tests and the summary
 # line (cmd/testreport, over what each run kept in .test-report), and
-# then make fails if any did.
+# then make fails if any did. -count=1: the gate runs every test each time,
+# never a result from Go's test cache.
 REPORT     := $(CURDIR)/.test-report
 TESTREPORT := $(TOOLS_BIN)/testreport
 test: test-start tools fmt-check vet staticcheck lint-template
 	@set -o pipefail; status=0; \
-	PATH="$(TOOLS_BIN):$$PATH" $(GO) test -json -timeout $(TEST_TIMEOUT) ./... 2>&1 | $(TESTREPORT) go $(REPORT)/go.json || status=1; \
+	PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -json -timeout $(TEST_TIMEOUT) ./... 2>&1 | $(TESTREPORT) go $(REPORT)/go.json || status=1; \
 	$(MAKE) --no-print-directory test-client || status=1; \
 	npm --prefix clients/ts run build || status=1; \
 	(cd clients/ts && node test/run.mjs) > $(REPORT)/ts.log 2>&1 & ts=$$!; \
@@ -172,7 +178,7 @@ test-long: tools
 # repository.
 test-client: $(TESTREPORT)
 	@mkdir -p $(REPORT)
-	set -o pipefail; cd client && GOWORK=off $(GO) test -json -timeout $(TEST_TIMEOUT) ./... 2>&1 | $(TESTREPORT) go $(REPORT)/client.json
+	set -o pipefail; cd client && GOWORK=off $(GO) test -count=1 -json -timeout $(TEST_TIMEOUT) ./... 2>&1 | $(TESTREPORT) go $(REPORT)/client.json
 
 $(TESTREPORT): $(wildcard cmd/testreport/*.go shared/testreport/*.go)
 	$(GO) build -o $(TESTREPORT) ./cmd/testreport
