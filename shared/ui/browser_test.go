@@ -48,11 +48,23 @@ var (
 	browserCtx  context.Context
 	browserErr  error
 	stopBrowser = func() {}
+	// scratch holds the data of the servers the tests start; TestMain
+	// makes it and removes it when the tests end.
+	scratch string
 )
 
 func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "durachat-ui-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	scratch = dir
 	code := m.Run()
 	stopBrowser()
+	if err := os.RemoveAll(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
 	os.Exit(code)
 }
 
@@ -205,9 +217,9 @@ func startServer(t *testing.T, tokens map[string]string) *server {
 }
 
 // tempDir is a directory that outlives the test (the shared server keeps
-// using it); the process's end leaves it to the system's temp cleaning.
+// using it); TestMain removes it with scratch.
 func tempDir(t *testing.T) string {
-	d, err := os.MkdirTemp("", "durachat-ui-test-")
+	d, err := os.MkdirTemp(scratch, "server-")
 	if err != nil {
 		t.Fatal(err)
 	}
