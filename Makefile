@@ -13,6 +13,11 @@ TOOLS_BIN := $(TOOLS)/bin
 RIE_MODULE  := github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 TEST_TIMEOUT ?= 30m
+# make test's go test runs one package more at once than there are cores
+# (go test's default is one per core): the packages spend much of their
+# time waiting on the servers and processes they start, and at the
+# default two cores were about 70% busy.
+TEST_P ?= $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN) + 1 )))
 # -trimpath keeps this checkout's directory out of every compiled package,
 # so Go's build cache serves a clone at another path as it serves this one
 # (a clean clone recompiles nothing that did not change). Exported, it
@@ -148,7 +153,7 @@ REPORT     := $(CURDIR)/.test-report
 TESTREPORT := $(TOOLS_BIN)/testreport
 test: test-start tools fmt-check vet staticcheck lint-template
 	@set -o pipefail; status=0; \
-	PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -json -timeout $(TEST_TIMEOUT) ./... 2>&1 | $(TESTREPORT) go $(REPORT)/go.json || status=1; \
+	PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -p $(TEST_P) -json -timeout $(TEST_TIMEOUT) ./... 2>&1 | $(TESTREPORT) go $(REPORT)/go.json || status=1; \
 	$(MAKE) --no-print-directory test-client || status=1; \
 	npm --prefix clients/ts run build || status=1; \
 	(cd clients/ts && node test/run.mjs) > $(REPORT)/ts.log 2>&1 & ts=$$!; \
@@ -171,7 +176,7 @@ test-start:
 # make test runs them at the size that proves their rule.
 .PHONY: test-long
 test-long: tools
-	DURACHAT_TEST_LONG=1 PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run 'TestALongChat|TestASweepOfALargeTenant|TestTheDeployedShapeServesTheAPIEndToEnd' ./shared/memory/ ./shared/lifecycle/ ./infra/stack/
+	DURACHAT_TEST_LONG=1 PATH="$(TOOLS_BIN):$$PATH" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run 'TestALongChat|TestASweepOfALargeTenant|TestTheDeployedShapeServesTheAPIEndToEnd|TestInLambdaEachRequestStaysWithinHalfItsFunctionsMemory' ./shared/memory/ ./shared/lifecycle/ ./infra/stack/
 
 # test-client tests the Go client's module on its own (GOWORK=off: only
 # its go.mod), against a `durachat serve` its tests build from this
