@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,45 +72,12 @@ func startStressServer(t *testing.T) *stressServer {
 	}
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(os.Environ(),
-		"DURACHAT_ADDR=127.0.0.1:0",
 		"DURACHAT_DATA="+t.TempDir(),
 		"DURACHAT_TOKENS="+stressTokenA+"=tenantA,"+stressTokenB+"=tenantB",
 		"DURACHAT_LOG_LEVEL=error",
 	)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-	})
-	// The port is the one the server got: its plain line names it.
-	url := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "durachat serving on "); ok {
-				url <- u
-				break
-			}
-		}
-		close(url)
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case u, ok := <-url:
-		if !ok {
-			t.Fatal("the server ended before it served")
-		}
-		return &stressServer{url: u, pid: cmd.Process.Pid}
-	case <-time.After(2 * time.Minute): // a hang, not a pace
-		t.Fatal("the server did not serve within 2 minutes")
-	}
-	return nil
+	url := testenv.Serve(t, cmd)
+	return &stressServer{url: url, pid: cmd.Process.Pid}
 }
 
 // memory reads the server's resident memory and its peak so far.

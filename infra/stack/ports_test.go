@@ -22,7 +22,15 @@ func TestAPortIsHandedToOneEmulatorAtATime(t *testing.T) {
 		seen[addr] = true
 	}
 
-	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	// The busy port comes from the stack's own range, below the kernel's
+	// ephemeral ports: one the kernel picked (port 0) could be given to
+	// another program's connection once closed, and the part after
+	// busy.Close would fail for a reason of that program's.
+	picked, err := NewPorts(20000, 32768).Take()
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", picked)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"github.com/durachat/durachat/infra/stack"
 	"github.com/durachat/durachat/shared/images/imagestest"
 	"github.com/durachat/durachat/shared/model/openai/openaitest"
+	"github.com/durachat/durachat/shared/testenv"
 )
 
 // TurnRunsEnv turns on the turn runs (make stack-turns): measurements of
@@ -150,34 +150,9 @@ func localServer(t *testing.T, token string) string {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the local server: %v\n%s", err, out)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
 	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(os.Environ(), "DURACHAT_ADDR="+addr, "DURACHAT_DATA="+t.TempDir(),
-		"DURACHAT_TOKENS="+token+"=local", "DURACHAT_LOG_LEVEL=error")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-	})
-	url := "http://" + addr
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if res, err := http.Get(url + "/healthz"); err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return url
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the local server did not answer /healthz within 30 s")
-		}
-	}
+	cmd.Env = append(os.Environ(), "DURACHAT_DATA="+t.TempDir(), "DURACHAT_TOKENS="+token+"=local", "DURACHAT_LOG_LEVEL=error")
+	return testenv.Serve(t, cmd)
 }
 
 // TestHostTurnsOnTheDeployedShapeAgainstTheLocalServer plays 200 host
