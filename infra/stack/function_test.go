@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 		fakeEmulator(marker)
 		return
 	}
+	if arg := os.Getenv(takePortEnv); arg != "" {
+		takePort(arg)
+	}
 	os.Exit(m.Run())
 }
 
