@@ -137,12 +137,15 @@ func TestMaxWaitCapsALongRetryAfter(t *testing.T) {
 }
 
 func TestADeadlineBeforeRetryAfterReturnsThe503AtOnce(t *testing.T) {
-	f := &flaky{fail: 1, retryAfter: "10"}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	// The deadline is far, so that only a wait for it (not a slow
+	// machine) can fail the test; Retry-After, uncapped, is farther still.
+	const deadline = time.Minute
+	f := &flaky{fail: 1, retryAfter: "3600"}
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	start := time.Now()
-	err := flakyClient(t, f).Health(ctx)
-	if !client.IsUnavailable(err) || time.Since(start) > time.Second {
+	err := flakyClient(t, f, client.WithRetry(client.DefaultAttempts, time.Hour)).Health(ctx)
+	if !client.IsUnavailable(err) || time.Since(start) > deadline/2 {
 		t.Fatalf("err = %v after %v, want the 503 at once", err, time.Since(start))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/durachat/durachat/shared/store"
@@ -355,32 +356,40 @@ func TestAsErrorStatus(t *testing.T) {
 	}
 }
 
+// The clock is synctest's: a check's place against the TTL does not
+// depend on how fast the machine runs the checks.
 func TestHealthChecksAreCachedForAFewSeconds(t *testing.T) {
-	var pings atomic.Int64
-	fail := atomic.Bool{}
-	p := CachePing(PingFunc(func(context.Context) error {
-		pings.Add(1)
-		if fail.Load() {
-			return errors.New("down")
+	synctest.Test(t, func(t *testing.T) {
+		var pings atomic.Int64
+		fail := atomic.Bool{}
+		p := CachePing(PingFunc(func(context.Context) error {
+			pings.Add(1)
+			if fail.Load() {
+				return errors.New("down")
+			}
+			return nil
+		}), HealthCacheTTL)
+		for range 100 {
+			if err := p.Ping(t.Context()); err != nil {
+				t.Fatal(err)
+			}
 		}
-		return nil
-	}), 50*time.Millisecond)
-	for range 100 {
+		fail.Store(true)
+		time.Sleep(HealthCacheTTL - time.Millisecond)
 		if err := p.Ping(t.Context()); err != nil {
-			t.Fatal(err)
+			t.Fatalf("a check within the TTL = %v, want the kept healthy result", err)
 		}
-	}
-	if n := pings.Load(); n != 1 {
-		t.Fatalf("%d pings for 100 checks within the TTL, want 1", n)
-	}
-	fail.Store(true)
-	time.Sleep(60 * time.Millisecond)
-	if err := p.Ping(t.Context()); err == nil {
-		t.Fatal("a failing store is reported healthy after the TTL")
-	}
-	if n := pings.Load(); n != 2 {
-		t.Fatalf("%d pings, want 2", n)
-	}
+		if n := pings.Load(); n != 1 {
+			t.Fatalf("%d pings for 101 checks within the TTL, want 1", n)
+		}
+		time.Sleep(time.Millisecond)
+		if err := p.Ping(t.Context()); err == nil {
+			t.Fatal("a failing store is reported healthy after the TTL")
+		}
+		if n := pings.Load(); n != 2 {
+			t.Fatalf("%d pings, want 2", n)
+		}
+	})
 }
 
 // TestEveryRecordOfARequestNamesEachKeyOnce: the request record, and the

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -24,41 +25,44 @@ func TestRequestStopsBeforeTheGatewayTimeoutWithAJSON503(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cancelled := make(chan bool, 1)
-			a := New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				select {
-				case <-time.After(tt.work):
-					w.WriteHeader(http.StatusOK)
-					cancelled <- false
-				case <-r.Context().Done():
-					cancelled <- true
+			// synctest's clock: the answer comes at the deadline exactly.
+			synctest.Test(t, func(t *testing.T) {
+				cancelled := make(chan bool, 1)
+				a := New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					select {
+					case <-time.After(tt.work):
+						w.WriteHeader(http.StatusOK)
+						cancelled <- false
+					case <-r.Context().Done():
+						cancelled <- true
+					}
+				}))
+				ev := event(http.MethodGet, "/v1/chats/c/view", "", nil)
+				ev.RequestContext.TimeEpoch = time.Now().Add(-tt.received).UnixMilli()
+				start := time.Now()
+				resp := invoke(t, a, ev)
+				if resp.StatusCode != tt.status {
+					t.Fatalf("status %d, want %d (%s)", resp.StatusCode, tt.status, resp.Body)
 				}
-			}))
-			ev := event(http.MethodGet, "/v1/chats/c/view", "", nil)
-			ev.RequestContext.TimeEpoch = time.Now().Add(-tt.received).UnixMilli()
-			start := time.Now()
-			resp := invoke(t, a, ev)
-			if resp.StatusCode != tt.status {
-				t.Fatalf("status %d, want %d (%s)", resp.StatusCode, tt.status, resp.Body)
-			}
-			if tt.status != http.StatusServiceUnavailable {
-				return
-			}
-			if took := time.Since(start); took > time.Second {
-				t.Errorf("answered after %v, want at the deadline (200 ms)", took)
-			}
-			var body struct {
-				Error struct{ Code, Message string }
-			}
-			if err := json.Unmarshal([]byte(resp.Body), &body); err != nil || body.Error.Code != "unavailable" {
-				t.Errorf("body %q, want the JSON error unavailable", resp.Body)
-			}
-			if resp.Headers["Retry-After"] == "" || resp.Headers["X-Request-Id"] == "" || resp.Headers["Content-Type"] != "application/json" {
-				t.Errorf("headers %v, want Retry-After, X-Request-Id and JSON", resp.Headers)
-			}
-			if !<-cancelled {
-				t.Error("the handler's context was not cancelled")
-			}
+				if tt.status != http.StatusServiceUnavailable {
+					return
+				}
+				if took := time.Since(start); took != 200*time.Millisecond {
+					t.Errorf("answered after %v, want at the deadline (200 ms)", took)
+				}
+				var body struct {
+					Error struct{ Code, Message string }
+				}
+				if err := json.Unmarshal([]byte(resp.Body), &body); err != nil || body.Error.Code != "unavailable" {
+					t.Errorf("body %q, want the JSON error unavailable", resp.Body)
+				}
+				if resp.Headers["Retry-After"] == "" || resp.Headers["X-Request-Id"] == "" || resp.Headers["Content-Type"] != "application/json" {
+					t.Errorf("headers %v, want Retry-After, X-Request-Id and JSON", resp.Headers)
+				}
+				if !<-cancelled {
+					t.Error("the handler's context was not cancelled")
+				}
+			})
 		})
 	}
 }

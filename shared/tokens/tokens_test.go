@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
@@ -223,32 +224,36 @@ func TestNoGoodTokensYetIsA503UntilTheSecretIsFixed(t *testing.T) {
 	}
 }
 
-// Concurrent requests that all need a read share one.
+// Concurrent requests that all need a read share one. synctest.Wait
+// holds the read until every request waits, however slowly they start.
 func TestConcurrentRequestsShareOneRead(t *testing.T) {
-	sec := &secret{text: tokenA + "=tenant-a", gate: make(chan struct{})}
-	s := New(sec, Options{})
-	var wg sync.WaitGroup
-	errs := make(chan error, 20)
-	for range 20 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := s.Authenticate(request(tokenA))
-			errs <- err
-		}()
-	}
-	time.Sleep(50 * time.Millisecond)
-	close(sec.gate)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
+	synctest.Test(t, func(t *testing.T) {
+		sec := &secret{text: tokenA + "=tenant-a", gate: make(chan struct{})}
+		s := New(sec, Options{})
+		var wg sync.WaitGroup
+		errs := make(chan error, 20)
+		for range 20 {
+			wg.Go(func() {
+				_, err := s.Authenticate(request(tokenA))
+				errs <- err
+			})
 		}
-	}
-	if n := sec.reads.Load(); n != 1 {
-		t.Errorf("%d reads, want 1", n)
-	}
+		synctest.Wait()
+		if n := sec.reads.Load(); n != 1 {
+			t.Errorf("%d reads started by 20 waiting requests, want 1", n)
+		}
+		close(sec.gate)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Error(err)
+			}
+		}
+		if n := sec.reads.Load(); n != 1 {
+			t.Errorf("%d reads, want 1", n)
+		}
+	})
 }
 
 func TestTheReadErrorMetricIsOneEMFLineWithTheFunctionsName(t *testing.T) {
