@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -201,9 +202,37 @@ func forType(t any) (*jsonschema.Schema, error) {
 	case searchArgs:
 		return jsonschema.For[searchArgs](nil)
 	case logArgs:
-		return jsonschema.For[logArgs](&jsonschema.ForOptions{IgnoreInvalidTypes: true})
+		return logSchema()
 	}
 	return nil, fmt.Errorf("mcp: no schema for %T", t)
+}
+
+// logSchema is logArgs's schema as pi messages are: a message's content
+// is a string or a list of content blocks, a toolCall block's arguments
+// an object and a toolResult's details any JSON value (json.RawMessage
+// alone would be a list of bytes), and a message or a block may carry
+// fields durachat does not read (pi's usage, api, signatures): they are
+// kept.
+func logSchema() (*jsonschema.Schema, error) {
+	raw := reflect.TypeFor[json.RawMessage]()
+	block, err := jsonschema.For[wire.Block](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		raw: {Type: "object", Description: "a toolCall's arguments"}}})
+	if err != nil {
+		return nil, err
+	}
+	block.AdditionalProperties = nil
+	sch, err := jsonschema.For[logArgs](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		raw: {Description: "any JSON value"},
+		reflect.TypeFor[wire.Content](): {Types: []string{"string", "array"}, Items: block,
+			Description: "a string, or content blocks: text (text), image (data: base64, mimeType), toolCall (id, name, arguments), thinking (thinking)"},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	msgs := sch.Properties["messages"]
+	msgs.Type, msgs.Types = "array", nil
+	msgs.Items.AdditionalProperties = nil
+	return sch, nil
 }
 
 func removeName(names []string, name string) []string {
