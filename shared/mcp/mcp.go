@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/transcript"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -43,17 +45,30 @@ type Memory interface {
 	Date(ctx context.Context, chat string, id int64) (wire.ToolResult, error)
 	Search(ctx context.Context, chat string, a wire.SearchArgs) (wire.ToolResult, error)
 	SearchEnabled(ctx context.Context, chat string) (bool, error)
-	// Log appends messages (pi messages, as POST .../messages takes
-	// them) under receipt ("" for none) and returns their ids.
-	Log(ctx context.Context, chat, receipt string, messages json.RawMessage) ([]int64, error)
+	// Log appends req's messages (pi messages, as POST .../messages
+	// takes them) under its receipt and returns their ids.
+	Log(ctx context.Context, chat string, req transcript.AppendRequest) ([]int64, error)
 	// Image is a stored image's bytes and MIME type.
 	Image(ctx context.Context, chat, name string) ([]byte, string, error)
 }
 
-// CallTimeout bounds every call the server makes to its Memory: a store
-// that does not answer is an unavailable error the host can retry, never
-// a hang.
+// CallTimeout bounds every call the server makes to its Memory but a log
+// call's append (LogTimeout): a store that does not answer is an
+// unavailable error the host can retry, never a hang.
 const CallTimeout = 25 * time.Second
+
+// LogTimeout bounds a log call's append. The append is not cut off at
+// CallTimeout: cut off mid-write it may be logged all the same, and a host
+// told only "unavailable" would log it again. It runs on, detached from
+// the caller's cancellation, until it is done or LogTimeout passes (or,
+// sooner, the caller's own deadline, such as a Lambda request's), and the
+// answer says what became of it. It is under the 60 s the MCP TypeScript
+// SDK's client waits for an answer by default.
+const LogTimeout = 55 * time.Second
+
+// answerMargin is the time a log call keeps before its caller's deadline
+// to answer in.
+const answerMargin = time.Second
 
 // Options configure a Server.
 type Options struct {
@@ -63,8 +78,11 @@ type Options struct {
 	// Search offers the search tool. With Chat set, the tool is listed
 	// only while search is on for that chat.
 	Search bool
-	// Timeout bounds each call to the Memory; 0 is CallTimeout.
+	// Timeout bounds each call to the Memory but a log call's append; 0
+	// is CallTimeout.
 	Timeout time.Duration
+	// LogTimeout bounds a log call's append; 0 is LogTimeout.
+	LogTimeout time.Duration
 	// Version is the server's version, told to hosts.
 	Version string
 }
@@ -93,6 +111,9 @@ func ImageURI(chat, name string) string { return "durachat://chats/" + chat + "/
 func NewServer(mem Memory, o Options) (*Server, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = CallTimeout
+	}
+	if o.LogTimeout <= 0 {
+		o.LogTimeout = LogTimeout
 	}
 	if o.Chat != "" {
 		if err := api.CheckChat(o.Chat); err != nil {
@@ -261,18 +282,23 @@ func (s *Server) addTools() error {
 		args       any
 		extra      map[string]string
 		h          func(ctx context.Context, chat string, raw json.RawMessage) (*sdk.CallToolResult, error)
+		// bounded: the handler bounds its calls itself (log), not by
+		// the call's timeout.
+		bounded bool
 	}
 	specs := []spec{
 		{"view", "The chat's memory view: one line per block of entries, each starting <start>+<count>; zoom into a line to open it.",
-			viewArgs{}, map[string]string{"wait": "wait (at most about 20 s) until every line is summarized"}, s.callView},
-		{"zoom", defs["zoom"].Description, zoomArgs{}, nil, s.callZoom},
-		{"date", defs["date"].Description, dateArgs{}, nil, s.callDate},
+			viewArgs{}, map[string]string{"wait": "wait (at most about 20 s) until every line is summarized"}, s.callView, false},
+		{"zoom", defs["zoom"].Description, zoomArgs{}, nil, s.callZoom, false},
+		{"date", defs["date"].Description, dateArgs{}, nil, s.callDate, false},
 		{"log", "Log messages (pi-ai message shapes: role, content blocks of text or base64 images) to the chat's memory; answers their ids. " +
-			"A receipt makes a retry safe: the same receipt again logs nothing twice.",
-			logArgs{}, map[string]string{"receipt": "an id for this append (optional): a repeat with it logs nothing twice", "messages": "the messages to log, in order"}, s.callLog},
+			"A retry is safe: the same messages again under the same receipt (given, or made of the messages when none is) log nothing twice.",
+			logArgs{}, map[string]string{
+				"receipt":  "an id for this append (optional; without one it is made of the messages): a repeat with it logs nothing twice",
+				"messages": "the messages to log, in order"}, s.callLog, true},
 	}
 	if s.o.Search {
-		specs = append(specs, spec{"search", defs["search"].Description, searchArgs{}, nil, s.callSearch})
+		specs = append(specs, spec{"search", defs["search"].Description, searchArgs{}, nil, s.callSearch, false})
 	}
 	s.tool = map[string]bool{}
 	for _, sp := range specs {
@@ -280,7 +306,7 @@ func (s *Server) addTools() error {
 		if err != nil {
 			return fmt.Errorf("mcp: the %s tool's schema: %w", sp.name, err)
 		}
-		h := sp.h
+		h, bounded := sp.h, sp.bounded
 		s.tool[sp.name] = true
 		s.srv.AddTool(&sdk.Tool{Name: sp.name, Description: sp.desc, InputSchema: sch}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			raw := req.Params.Arguments
@@ -291,8 +317,11 @@ func (s *Server) addTools() error {
 			if err != nil {
 				return errorResult(err), nil
 			}
-			ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
-			defer cancel()
+			if !bounded {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, s.o.Timeout)
+				defer cancel()
+			}
 			res, err := h(ctx, chat, raw)
 			if err != nil {
 				return errorResult(err), nil
@@ -366,17 +395,28 @@ func (s *Server) callSearch(ctx context.Context, chat string, raw json.RawMessag
 	return toolResult(chat, res)
 }
 
+// callLog appends the messages as POST .../messages does, under their
+// receipt, or one made of the messages (transcript.ReceiptOf) when the
+// host sends none: a host that repeats a call it got no answer to logs
+// nothing twice. The append runs in appendContext, not cut off at the
+// call's timeout; when it does not succeed all the same, the answer says
+// whether the messages may have been logged.
 func (s *Server) callLog(ctx context.Context, chat string, raw json.RawMessage) (*sdk.CallToolResult, error) {
-	var a struct {
-		Receipt  string          `json:"receipt"`
-		Messages json.RawMessage `json:"messages"`
-	}
-	if err := api.Unmarshal(raw, &a); err != nil {
-		return nil, err
-	}
-	ids, err := s.mem.Log(ctx, chat, a.Receipt, a.Messages)
+	req, err := transcript.DecodeAppend(raw)
 	if err != nil {
 		return nil, err
+	}
+	if req.Receipt == "" {
+		if req.Receipt, err = transcript.ReceiptOf(req.Messages); err != nil {
+			return nil, err
+		}
+	}
+	actx, cancel, bound := s.appendContext(ctx)
+	ids, err := s.mem.Log(actx, chat, req)
+	cut := actx.Err() != nil
+	cancel()
+	if err != nil {
+		return logError(err, req.Receipt, cut, bound), nil
 	}
 	if len(ids) > 0 {
 		// A subscriber of the view reads it again; the lines of the new
@@ -385,6 +425,45 @@ func (s *Server) callLog(ctx context.Context, chat string, raw json.RawMessage) 
 	}
 	text, _ := json.Marshal(map[string]any{"ids": ids})
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(text)}}, StructuredContent: map[string]any{"ids": ids}}, nil
+}
+
+// appendContext is the context a log call's append runs in: detached
+// from the caller's cancellation (the call's timeout, a host that gives
+// up), so an append under way is not cut off mid-write; bounded by
+// LogTimeout, and ending answerMargin before the caller's own deadline
+// when it has one, so the answer still reaches the host. bound is the
+// time it gives the append.
+func (s *Server) appendContext(ctx context.Context) (actx context.Context, cancel context.CancelFunc, bound time.Duration) {
+	now := time.Now()
+	end := now.Add(s.o.LogTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Add(-answerMargin).Before(end) {
+		end = d.Add(-answerMargin)
+	}
+	actx, cancel = context.WithDeadline(context.WithoutCancel(ctx), end)
+	return actx, cancel, end.Sub(now)
+}
+
+// logError is the answer to a log call whose append failed. A refusal
+// (bad input, a receipt used for other messages, a deleted chat) logged
+// nothing: an append is all or nothing, and it is refused before it
+// writes. An outage, or an append cut off at its bound, may have logged
+// the messages all the same: the answer says so ("logged": "unknown")
+// and names the receipt under which a retry logs nothing twice.
+func logError(err error, receipt string, cut bool, bound time.Duration) *sdk.CallToolResult {
+	fe := api.AsError(err)
+	if cut || errors.Is(err, context.DeadlineExceeded) {
+		fe = api.Unavailable(err)
+	}
+	if fe.Code != fault.Unavailable && fe.Code != fault.Internal {
+		return errorResult(fe)
+	}
+	why := "the append failed"
+	if cut {
+		why = fmt.Sprintf("the append did not finish within the %v it had", bound.Round(time.Millisecond))
+	}
+	msg := fmt.Sprintf("%s: the messages may have been logged; "+
+		"call log again with the same messages and receipt %q: it logs them once and answers their ids", why, receipt)
+	return errorResultWith(&fault.Error{Code: fe.Code, Message: msg}, map[string]any{"logged": "unknown", "receipt": receipt})
 }
 
 // toolResult turns a memory tool's result into MCP content: text blocks as
@@ -441,7 +520,10 @@ func toolResult(chat string, res wire.ToolResult) (*sdk.CallToolResult, error) {
 // errorResult is err as an MCP tool error: its text, and durachat's error
 // (code, message, field; retryAfterSeconds for an outage or a deletion
 // under way) as the structured content, as the HTTP API answers it.
-func errorResult(err error) *sdk.CallToolResult {
+func errorResult(err error) *sdk.CallToolResult { return errorResultWith(err, nil) }
+
+// errorResultWith is errorResult with extra fields in its error.
+func errorResultWith(err error, extra map[string]any) *sdk.CallToolResult {
 	fe := api.AsError(err)
 	if errors.Is(err, context.DeadlineExceeded) {
 		fe = api.Unavailable(err)
@@ -459,6 +541,7 @@ func errorResult(err error) *sdk.CallToolResult {
 		body["retryAfterSeconds"] = int(ra / time.Second)
 		text += fmt.Sprintf(" (retry in %d s)", int(ra/time.Second))
 	}
+	maps.Copy(body, extra)
 	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: text}},
 		StructuredContent: map[string]any{"error": body}}
 }

@@ -2,13 +2,13 @@ package mcp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/durachat/durachat/client"
 	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/fault"
+	"github.com/durachat/durachat/shared/transcript"
 )
 
 // Remote is the Memory of a durachat API (a deployed stack, or a local
@@ -75,16 +75,16 @@ func (r remote) SearchEnabled(ctx context.Context, chat string) (bool, error) {
 	return false, nil
 }
 
-func (r remote) Log(ctx context.Context, chat, receipt string, messages json.RawMessage) ([]int64, error) {
-	var msgs []json.RawMessage
-	if err := json.Unmarshal(messages, &msgs); err != nil {
-		return nil, api.BadRequest("messages", "messages must be a list of pi messages")
+func (r remote) Log(ctx context.Context, chat string, req transcript.AppendRequest) ([]int64, error) {
+	msgs := make([]any, len(req.Messages))
+	for i, m := range req.Messages {
+		// As the host sent it, every field kept.
+		msgs[i] = m
+		if m.Raw != nil {
+			msgs[i] = m.Raw
+		}
 	}
-	anys := make([]any, len(msgs))
-	for i, m := range msgs {
-		anys[i] = m
-	}
-	ids, err := r.c.Chat(chat).Append(ctx, receipt, anys...)
+	ids, err := r.c.Chat(chat).Append(ctx, req.Receipt, msgs...)
 	return ids, asFault(err)
 }
 

@@ -3,14 +3,15 @@ package mcp
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/hooks"
+	"github.com/durachat/durachat/shared/mcp/mcptest"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/transcript"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -32,7 +33,7 @@ func (f fakeMemory) Search(ctx context.Context, chat string, a wire.SearchArgs) 
 	return wire.ToolResult{}, nil
 }
 func (f fakeMemory) SearchEnabled(ctx context.Context, chat string) (bool, error) { return true, nil }
-func (f fakeMemory) Log(ctx context.Context, chat, receipt string, m json.RawMessage) ([]int64, error) {
+func (f fakeMemory) Log(ctx context.Context, chat string, req transcript.AppendRequest) ([]int64, error) {
 	return nil, nil
 }
 func (f fakeMemory) Image(ctx context.Context, chat, name string) ([]byte, string, error) {
@@ -45,16 +46,7 @@ func session(t *testing.T, mem Memory, o Options) *sdk.ClientSession {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, ct := sdk.NewInMemoryTransports()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() { _ = s.Run(ctx, st) }()
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
+	return mcptest.InMemory(t, s.SDK())
 }
 
 func TestZoomImagesSpendTheBudgetNewestFirstAndLinkTheRest(t *testing.T) {
@@ -114,5 +106,33 @@ func TestAnOutageIsARetryableToolErrorNeverAHang(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s hung past its timeout", tool)
 		}
+	}
+}
+
+// TestALogsAppendOutlivesItsCallerButNotItsDeadline: a log call's append
+// is not ended by its caller's cancellation, but ends by LogTimeout, and
+// before the caller's own deadline (a Lambda request's) by answerMargin,
+// so the answer still goes out.
+func TestALogsAppendOutlivesItsCallerButNotItsDeadline(t *testing.T) {
+	s, err := NewServer(fakeMemory{}, Options{Chat: "c", LogTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller, cancel := context.WithCancel(context.Background())
+	actx, done, _ := s.appendContext(caller)
+	defer done()
+	cancel()
+	d, ok := actx.Deadline()
+	if actx.Err() != nil || !ok || time.Until(d) > time.Hour {
+		t.Fatalf("the append's context: err %v, deadline %v; want it alive after its caller's cancellation, and ended by LogTimeout", actx.Err(), d)
+	}
+
+	due := time.Now().Add(10 * time.Minute)
+	lambda, cancel := context.WithDeadline(context.Background(), due)
+	defer cancel()
+	actx, done, _ = s.appendContext(lambda)
+	defer done()
+	if d, ok := actx.Deadline(); !ok || d.After(due.Add(-answerMargin)) {
+		t.Fatalf("the append ends at %v, want at least %v before its caller's deadline %v", d, answerMargin, due)
 	}
 }

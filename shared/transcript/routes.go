@@ -190,6 +190,22 @@ func (rt *Routes) image(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// ReceiptOf is the receipt of an append sent without one by a caller that
+// may send it again (MCP's log tool, whose host retries a call it got no
+// answer to): made of the messages alone, by the digest that tells a
+// repeat under a receipt from another request (their JSON, whatever its
+// whitespace or key order), as the AI SDK adapter makes its receipts of its
+// messages. The same messages sent again are the same append and log
+// nothing twice; so are two appends of identical messages, timestamps
+// included.
+func ReceiptOf(msgs []pi.Message) (string, error) {
+	sum, err := requestDigest(msgs)
+	if err != nil {
+		return "", err
+	}
+	return "messages/" + sum, nil
+}
+
 // generatedReceipt names an append the host sent without a receipt.
 func generatedReceipt() string {
 	var b [16]byte

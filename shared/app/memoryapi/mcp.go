@@ -2,7 +2,6 @@ package memoryapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/durachat/durachat/client/wire"
@@ -79,15 +78,7 @@ func (t *tenantMemory) SearchEnabled(ctx context.Context, chat string) (bool, er
 	return t.a.Memory.SearchEnabled(ctx, t.tenant, chat)
 }
 
-func (t *tenantMemory) Log(ctx context.Context, chat, receipt string, messages json.RawMessage) ([]int64, error) {
-	body, err := json.Marshal(map[string]any{"receipt": receipt, "messages": messages})
-	if err != nil {
-		return nil, err
-	}
-	req, err := transcript.DecodeAppend(body)
-	if err != nil {
-		return nil, err
-	}
+func (t *tenantMemory) Log(ctx context.Context, chat string, req transcript.AppendRequest) ([]int64, error) {
 	return transcript.NewRoutes(t.a.Transcript, t.a.Images, t.a.Memory).Append(ctx, t.tenant, chat, req)
 }
 

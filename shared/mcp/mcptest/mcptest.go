@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -24,6 +25,23 @@ func Connect(ctx context.Context, endpoint, token string) (*sdk.ClientSession, e
 	c := sdk.NewClient(&sdk.Implementation{Name: "test-host", Version: "1"}, nil)
 	return c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint,
 		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1}, nil)
+}
+
+// InMemory runs srv on the SDK's in-memory transport until the test ends
+// and returns a host's session with it, as `durachat mcp` is reached over
+// stdio.
+func InMemory(t testing.TB, srv *sdk.Server) *sdk.ClientSession {
+	t.Helper()
+	st, ct := sdk.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = srv.Run(ctx, st) }()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test-host", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
 }
 
 // bearer adds a token to every request.
