@@ -41,3 +41,21 @@ func TestEveryOperationIsServedByItsFunction(t *testing.T) {
 		}
 	}
 }
+
+// A chat id that is an encoded slash, as API Gateway passes the raw path
+// on, is a 400 naming chat on every chat route of every function.
+func TestAnEncodedSlashForAChatIsA400NamingItInEveryFunction(t *testing.T) {
+	fns := functions(t)
+	for _, op := range checked.Operations() {
+		method, path, _ := strings.Cut(op, " ")
+		if !strings.Contains(path, "{chat}") {
+			continue
+		}
+		resp := fns[gatewayRoute(path)].do(t, method, strings.NewReplacer("{chat}", "%2F", "{name}", "0000000000000000").Replace(path), "", []byte("{}"))
+		var e struct{ Error struct{ Field string } }
+		_ = json.Unmarshal([]byte(resp.Body), &e)
+		if resp.StatusCode != http.StatusBadRequest || (method != http.MethodHead && e.Error.Field != "chat") {
+			t.Errorf("%s with chat %%2F: %d %.200s, want 400 naming chat", op, resp.StatusCode, resp.Body)
+		}
+	}
+}
