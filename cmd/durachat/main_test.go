@@ -26,13 +26,17 @@ func lookup(kv map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
 }
 
+// checked checks every exchange of the package's tests that go through
+// start against the OpenAPI document; TestMain reports what they covered.
+var checked *openapitest.Validator
+
 // start runs serve until the test ends and returns its base URL and a
 // function that stops it and returns run's error. Every exchange through
 // that URL is checked against the OpenAPI document.
 func start(t *testing.T, env map[string]string) (string, func() error) {
 	t.Helper()
 	base, stop := startUnchecked(t, env)
-	return openapitest.Proxy(t, base), stop
+	return openapitest.Proxy(t, checked, base), stop
 }
 
 // startUnchecked is start answering at the server's own address, for what

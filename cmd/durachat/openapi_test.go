@@ -17,7 +17,7 @@ func TestEveryOperationOfTheOpenAPIDocumentIsServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, _ := startUnchecked(t, map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: t.TempDir()})
+	base, _ := start(t, map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: t.TempDir()})
 	fill := strings.NewReplacer("{chat}", "c", "{name}", "0000000000000000", "{key}", "k", "{file}", "index.html")
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	ops := v.Operations()
@@ -30,6 +30,7 @@ func TestEveryOperationOfTheOpenAPIDocumentIsServed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		req.Header.Set("Content-Type", "application/json")
 		res, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/client"
+	"github.com/durachat/durachat/shared/api/openapitest"
 	"github.com/durachat/durachat/shared/images/imagestest"
 	"github.com/durachat/durachat/shared/testenv"
 )
@@ -44,7 +45,13 @@ type stressServer struct {
 var stressBinDir string
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	v, err := openapitest.New()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	checked = v
+	code := openapitest.Suite(m, v)
 	if stressBinDir != "" {
 		os.RemoveAll(stressBinDir)
 	}

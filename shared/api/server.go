@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -276,6 +277,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	if pattern == "" {
+		if err := s.slashedParameter(r); err != nil {
+			WriteError(sw, r, err)
+			return
+		}
 		s.unrouted(sw, r)
 		return
 	}
@@ -301,6 +306,50 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(WithLogger(WithTenant(r.Context(), tenant), logger.With("tenant", tenant)))
 	}
 	mux.ServeHTTP(sw, r)
+}
+
+// slashedParameter is the 400 for a request that matches no route only
+// because a path parameter is an encoded slash (%2F) alone: ServeMux takes
+// such a segment for a trailing slash, so /v1/chats/%2F/view found no route
+// where /v1/chats/a%2Fb/view reaches its handler and is refused naming
+// chat. It names the parameter the same way; nil when the request matches
+// no route either way.
+func (s *server) slashedParameter(r *http.Request) error {
+	escaped := r.URL.EscapedPath()
+	if !strings.Contains(strings.ToUpper(escaped), "%2F") {
+		return nil
+	}
+	// Route the path with each encoded slash standing for a byte no
+	// literal segment holds, then read the parameters from the path sent.
+	stand := strings.NewReplacer("%2F", "%00", "%2f", "%00").Replace(escaped)
+	path, err := url.PathUnescape(stand)
+	if err != nil {
+		return nil
+	}
+	routed := r.Clone(r.Context())
+	routed.URL.Path, routed.URL.RawPath = path, stand
+	_, pattern, _, _ := s.route(routed)
+	if pattern == "" {
+		return nil
+	}
+	_, template, _ := strings.Cut(pattern, " ")
+	want, got := strings.Split(template, "/"), strings.Split(escaped, "/")
+	for i, seg := range want {
+		name, ok := strings.CutPrefix(seg, "{")
+		if !ok || strings.HasSuffix(name, "...}") || i >= len(got) {
+			continue
+		}
+		name = strings.TrimSuffix(name, "}")
+		value, err := url.PathUnescape(got[i])
+		if err != nil || !strings.Contains(value, "/") {
+			continue
+		}
+		if name == "chat" {
+			return CheckChat(value)
+		}
+		return BadRequest(name, "%s %q must not contain a slash", name, value)
+	}
+	return nil
 }
 
 // unrouted answers a request no pattern matched: the mux's 404 and 405

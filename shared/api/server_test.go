@@ -162,6 +162,31 @@ func TestUnknownRouteIs404JSON(t *testing.T) {
 	}
 }
 
+// ServeMux takes a segment that is an encoded slash alone for a trailing
+// slash and matches no route; the server refuses it as it refuses a%2Fb.
+func TestAnEncodedSlashInAPathParameterIsA400NamingIt(t *testing.T) {
+	h, _ := newTestHandler(t, Options{Routes: []Routes{RegisterFunc(func(mux *http.ServeMux) {
+		Handle(mux, "GET /v1/chats/{chat}/images/{name}", func(w http.ResponseWriter, r *http.Request) error { return nil })
+	})}})
+	for _, tc := range []struct{ method, target, field string }{
+		{"GET", "/v1/chats/%2F/whoami", "chat"},
+		{"GET", "/v1/chats/%2f/whoami", "chat"},
+		{"GET", "/v1/chats/a%2Fb/whoami", "chat"},
+		{"POST", "/v1/chats/%2F/echo", "chat"},
+		{"GET", "/v1/chats/%2F%2F/whoami", "chat"},
+		{"GET", "/v1/chats/c/images/%2F", "name"},
+	} {
+		rec := serve(h, tc.method, tc.target, strings.NewReader("{}"), nil)
+		if e := errorBody(t, rec); rec.Code != http.StatusBadRequest || e["field"] != tc.field {
+			t.Errorf("%s %s: %d %v, want 400 naming %s", tc.method, tc.target, rec.Code, e, tc.field)
+		}
+	}
+	// A slash outside any parameter is still no route.
+	if rec := serve(h, "GET", "/v1/chats/c%2Fwhoami", nil, nil); rec.Code != http.StatusNotFound {
+		t.Errorf("GET /v1/chats/c%%2Fwhoami: %d, want 404", rec.Code)
+	}
+}
+
 func TestWrongMethodIs405JSONWithAllow(t *testing.T) {
 	h, _ := newTestHandler(t, Options{})
 	rec := serve(h, "DELETE", "/v1/chats/c1/echo", nil, nil)

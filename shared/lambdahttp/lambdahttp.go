@@ -103,6 +103,10 @@ func (a *Adapter) answer(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, req, fmt.Errorf("lambdahttp: building the response: %w", err)
 	}
+	if req.Method == http.MethodHead {
+		// A HEAD answer has headers only, as net/http sends it.
+		resp.Body, resp.IsBase64Encoded = "", false
+	}
 	return resp, req, nil
 }
 

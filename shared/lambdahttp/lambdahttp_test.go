@@ -278,6 +278,16 @@ func TestUnknownRouteIs404JSON(t *testing.T) {
 	}
 }
 
+// A HEAD answer has headers only, as net/http sends it locally: the
+// handlers write the GET's body and leave it to the server to drop.
+func TestAHeadAnswerHasNoBody(t *testing.T) {
+	a, _ := newAdapter(t, ClaimTenant("sub", nil))
+	resp := invoke(t, a, event("HEAD", "/nope", "", map[string]string{"sub": "t"}))
+	if resp.StatusCode != 404 || resp.Body != "" {
+		t.Fatalf("status %d body %q, want 404 and no body", resp.StatusCode, resp.Body)
+	}
+}
+
 func BenchmarkInvokeImage(b *testing.B) {
 	img := make([]byte, 1<<20)
 	for i := range img {

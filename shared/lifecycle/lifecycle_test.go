@@ -654,6 +654,10 @@ func TestRetentionDeletesChatsIdlePastTheirOwnOrTheTenantsSetting(t *testing.T) 
 				if code, out := e.do("alice", "PUT", "/v1/retention", v); code != http.StatusBadRequest {
 					t.Errorf("PUT /v1/retention %s = %d %s, want 400", body, code, out)
 				}
+				// A chat's body without days does not clear its setting.
+				if code, out := e.do("alice", "PUT", "/v1/chats/short/retention", v); code != http.StatusBadRequest {
+					t.Errorf("PUT /v1/chats/short/retention %s = %d %s, want 400", body, code, out)
+				}
 			}
 
 			advance(2 * 24 * time.Hour)

@@ -144,21 +144,29 @@ func idleAt(now time.Time, days int) func(chatState) bool {
 }
 
 func decodeDays(r *http.Request, allowNull bool) (*int, error) {
+	// Raw, so a body without days ({"day": 5}) is told apart from one
+	// whose days is null: it is refused, not read as clearing the setting.
 	var body struct {
-		Days *json.Number `json:"days"`
+		Days json.RawMessage `json:"days"`
 	}
 	if err := api.DecodeJSON(r, &body); err != nil {
 		return nil, err
 	}
-	if body.Days == nil {
+	null := string(body.Days) == "null"
+	if null && allowNull {
+		return nil, nil
+	}
+	if body.Days == nil || null {
 		if allowNull {
-			return nil, nil
+			return nil, api.BadRequest("days", "days is required: a whole number of days, 0 to keep the chat forever, or null for the tenant's default")
 		}
 		return nil, api.BadRequest("days", "days is required: a whole number of days, 0 to keep chats forever")
 	}
-	n, err := body.Days.Int64()
-	if err != nil || n < 0 || n > MaxRetentionDays {
-		return nil, api.BadRequest("days", "days must be a whole number from 0 to %d, not %s", MaxRetentionDays, body.Days.String())
+	var days json.Number
+	err := json.Unmarshal(body.Days, &days)
+	n, nerr := days.Int64()
+	if err != nil || nerr != nil || n < 0 || n > MaxRetentionDays {
+		return nil, api.BadRequest("days", "days must be a whole number from 0 to %d, not %s", MaxRetentionDays, body.Days)
 	}
 	d := int(n)
 	return &d, nil

@@ -1271,6 +1271,7 @@ export interface operations {
             200: components["responses"]["ToolResult"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            413: components["responses"]["TooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
             504: components["responses"]["GatewayTimeout"];
@@ -1297,6 +1298,7 @@ export interface operations {
             200: components["responses"]["ToolResult"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            413: components["responses"]["TooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1332,6 +1334,7 @@ export interface operations {
                     "application/json": components["schemas"]["ToolResult"];
                 };
             };
+            413: components["responses"]["TooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
             504: components["responses"]["GatewayTimeout"];
@@ -1521,6 +1524,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            413: components["responses"]["TooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1699,6 +1703,7 @@ export interface operations {
             200: components["responses"]["Retention"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            413: components["responses"]["TooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1744,6 +1749,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             409: components["responses"]["Deleting"];
+            413: components["responses"]["TooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1791,12 +1797,17 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The bytes are stored. */
+            /** @description The bytes are stored. (An S3 presigned PUT in AWS answers with no body.) */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": {
+                        /** @description the stored object's key */
+                        key: string;
+                    };
+                };
             };
             400: components["responses"]["BadRequest"];
             403: components["responses"]["Forbidden"];
@@ -1835,6 +1846,25 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            /** @description On the local server listening on loopback: a Host header that is not a loopback name (a DNS rebinding guard), or a cross-origin browser request. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description The session named has ended or is unknown (text), or is another tenant's (JSON). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description In Lambda: no stream; every answer comes with its POST. */
             405: {
                 headers: {
@@ -1891,8 +1921,37 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description The session named has ended. */
+            /** @description On the local server listening on loopback: a Host header that is not a loopback name (a DNS rebinding guard), or a cross-origin browser request. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description The session named has ended or is unknown (text), or is another tenant's (JSON). */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body past the server's 10 MiB: JSON when its Content-Length says so, text when a body of unknown length runs past it. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                    "text/plain": string;
+                };
+            };
+            /** @description A Content-Type other than application/json: the MCP transport reads JSON only. */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

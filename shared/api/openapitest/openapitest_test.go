@@ -87,6 +87,15 @@ func TestAnExchangeTheDocumentDoesNotDescribeIsReported(t *testing.T) {
 		{"an unknown route answered 404", exchange("GET", "/v1/nothing", "", 404, nil, `{"error":{"code":"not_found","message":"no route"}}`), true},
 		{"an unknown route answered 200", exchange("GET", "/v1/nothing", "", 200, nil, `{}`), false},
 		{"an unknown route answered in another shape", exchange("GET", "/v1/nothing", "", 404, nil, `404 page not found`), false},
+		{"an error code outside the Error schema", exchange("GET", "/v1/nothing", "", 404, nil, `{"error":{"code":"gone_fishing","message":"no route"}}`), false},
+		{"a body where the document describes none", exchange("POST", "/v1/mcp", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, 202, nil, `{"ok":true}`), false},
+		{"no body where the document describes none", exchange("POST", "/v1/mcp", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, 202, nil, ``), true},
+		{"no body where the document describes one", exchange("GET", "/v1/retention", "", 200, nil, ``), false},
+		{"a media type not listed", exchange("GET", "/v1/retention", "", 200, http.Header{"Content-Type": {"text/plain"}}, `0`), false},
+		{"a 413 on a body the document lists it for", exchange("PUT", "/v1/retention", `{"days":1}`, 413, nil, `{"error":{"code":"too_large","message":"request body over 10485760 bytes"}}`), true},
+		{"the MCP transport's 403 for a Host not loopback", exchange("POST", "/v1/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 403, http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, "Forbidden: invalid Host header\n"), true},
+		{"another tenant's MCP session", exchange("GET", "/v1/mcp", "", 404, nil, `{"error":{"code":"not_found","message":"no MCP session s"}}`), true},
+		{"an upload stored", exchange("PUT", "/v1/uploads/k?exp=1&size=1&sha256=a&type=image%2Fpng&sig=s", "{}", 200, nil, `{"key":"k"}`), true},
 		{"the gateway's 401", exchange("GET", "/v1/chats", "", 401, http.Header{"Www-Authenticate": {"Bearer"}}, `{"message":"Unauthorized"}`), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/api/openapitest"
 	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/app/memoryapi"
 	"github.com/durachat/durachat/shared/config"
@@ -116,7 +119,71 @@ func (f *function) send(t *testing.T, ev events.APIGatewayV2HTTPRequest) (events
 	if err := json.Unmarshal(out, &resp); err != nil {
 		t.Fatalf("%s %s answered what is not a payload 2.0 response: %v", f.name, path, err)
 	}
+	if err := checked.Check(context.Background(), exchangeOf(t, ev, resp)); err != nil {
+		t.Errorf("openapi: %s function: %v", f.name, err)
+	}
 	return resp, len(out)
+}
+
+// checked checks every answer of the package's functions against the
+// OpenAPI document; TestMain reports what they covered.
+var checked *openapitest.Validator
+
+// The functions serve neither the local server's links, upload targets
+// and MCP streams nor the memory browser (served by the view function).
+var notServedHere = []string{"GET /v1/links/{key}", "PUT /v1/uploads/{key}", "GET /v1/mcp", "GET /ui", "GET /ui/{file}"}
+
+func TestMain(m *testing.M) {
+	v, err := openapitest.New()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	checked = v
+	os.Exit(openapitest.Suite(m, v, notServedHere...))
+}
+
+// exchangeOf is the request of ev and the answer resp as a client of API
+// Gateway sends and receives them.
+func exchangeOf(t *testing.T, ev events.APIGatewayV2HTTPRequest, resp events.APIGatewayV2HTTPResponse) openapitest.Exchange {
+	t.Helper()
+	body := []byte(ev.Body)
+	if ev.IsBase64Encoded {
+		b, err := base64.StdEncoding.DecodeString(ev.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = b
+	}
+	target := ev.RawPath
+	if ev.RawQueryString != "" {
+		target += "?" + ev.RawQueryString
+	}
+	req, err := http.NewRequest(ev.RequestContext.HTTP.Method, "https://gateway.test"+target, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range ev.Headers {
+		req.Header.Set(k, v)
+	}
+	answer := []byte(resp.Body)
+	if resp.IsBase64Encoded {
+		b, err := base64.StdEncoding.DecodeString(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer = b
+	}
+	h := http.Header{}
+	for k, v := range resp.Headers {
+		h.Set(k, v)
+	}
+	for k, vs := range resp.MultiValueHeaders {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	return openapitest.Exchange{Request: req, RequestBody: body, Status: resp.StatusCode, Header: h, Body: answer}
 }
 
 // noisyPNG is imagestest.NoisyPNG in base64.
