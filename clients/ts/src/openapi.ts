@@ -1825,7 +1825,7 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description No session, or an unknown one. */
+            /** @description No session named. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1835,6 +1835,16 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            /** @description The session named is none of the caller's tenant's: ended, another tenant's, or unknown. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                    "text/plain": string;
+                };
+            };
             /** @description In Lambda: no stream; every answer comes with its POST. */
             405: {
                 headers: {
@@ -1891,12 +1901,13 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description The session named has ended. */
+            /** @description The session named is none of the caller's tenant's: ended, another tenant's, or unknown. Nothing of it is changed or answered. */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    "application/json": components["schemas"]["Error"];
                     "text/plain": string;
                 };
             };
