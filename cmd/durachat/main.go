@@ -21,7 +21,7 @@ import (
 
 	"github.com/durachat/durachat/shared/app/local"
 	"github.com/durachat/durachat/shared/config"
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/durachat/durachat/shared/mcp"
 )
 
 // memoryLimit is the Go runtime's soft memory limit unless GOMEMLIMIT sets
@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	case cmd == "import":
 		return importCmd(ctx, args[1:], lookup, stdout)
 	case cmd == "mcp":
-		return mcpCmd(ctx, args[1:], lookup, os.Stderr, &sdk.StdioTransport{})
+		return mcpCmd(ctx, args[1:], lookup, os.Stderr, &mcp.LineTransport{In: os.Stdin, Out: os.Stdout})
 	case cmd == "help" || cmd == "-h" || cmd == "--help":
 		_, err := fmt.Fprint(stdout, usageText)
 		return err

@@ -37,14 +37,12 @@ type Routes struct {
 
 	mu      sync.Mutex
 	servers map[string]*Server
-	// sessions is the tenant of each session a stateful endpoint opened.
-	sessions map[string]string
-	h        *sdk.StreamableHTTPHandler
+	h       *sdk.StreamableHTTPHandler
 }
 
 // NewRoutes returns the MCP routes over tenants.
 func NewRoutes(tenants Tenants, stateless bool) *Routes {
-	rt := &Routes{tenants: tenants, stateless: stateless, servers: map[string]*Server{}, sessions: map[string]string{}}
+	rt := &Routes{tenants: tenants, stateless: stateless, servers: map[string]*Server{}}
 	rt.h = sdk.NewStreamableHTTPHandler(rt.server, &sdk.StreamableHTTPOptions{
 		Stateless:    stateless,
 		JSONResponse: stateless,
@@ -84,24 +82,32 @@ func (rt *Routes) Register(mux *http.ServeMux) {
 		if tenant == "" {
 			return api.Unauthorized("the request has no authenticated tenant")
 		}
-		if id := r.Header.Get(sessionHeader); id != "" && !rt.stateless {
+		if id := r.Header.Get(sessionHeader); id != "" && !rt.stateless && !rt.owns(tenant, id) {
 			// A session is its tenant's alone: to another it does not exist.
-			rt.mu.Lock()
-			owner, ok := rt.sessions[id]
-			if ok && r.Method == http.MethodDelete {
-				delete(rt.sessions, id)
-			}
-			rt.mu.Unlock()
-			if ok && owner != tenant {
-				return api.NotFound("no MCP session %s", id)
-			}
+			return api.NotFound("no MCP session %s", id)
 		}
 		rt.h.ServeHTTP(w, r)
-		if id := w.Header().Get(sessionHeader); id != "" && !rt.stateless && r.Header.Get(sessionHeader) == "" {
-			rt.mu.Lock()
-			rt.sessions[id] = tenant
-			rt.mu.Unlock()
-		}
 		return nil
 	})
+}
+
+// owns reports whether session id is one of tenant's. A session's tenant
+// is the server it is connected to: the SDK connects it to the server of
+// the request that opened it before the answer names its id, and takes it
+// off when it ends (closed, or idle too long). So nothing a request sends
+// moves a session to another tenant, and an id no server of tenant holds
+// (another's, an ended one, a made-up one) is never handed to the SDK.
+func (rt *Routes) owns(tenant, id string) bool {
+	rt.mu.Lock()
+	s, ok := rt.servers[tenant]
+	rt.mu.Unlock()
+	if !ok {
+		return false
+	}
+	for ss := range s.SDK().Sessions() {
+		if ss.ID() == id {
+			return true
+		}
+	}
+	return false
 }

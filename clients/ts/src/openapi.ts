@@ -1855,7 +1855,7 @@ export interface operations {
                     "text/plain": string;
                 };
             };
-            /** @description The session named has ended or is unknown (text), or is another tenant's (JSON). */
+            /** @description The session named is none of the caller's tenant's: ended, another tenant's, or unknown (text or JSON). Nothing of it is changed or answered. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1930,7 +1930,7 @@ export interface operations {
                     "text/plain": string;
                 };
             };
-            /** @description The session named has ended or is unknown (text), or is another tenant's (JSON). */
+            /** @description The session named is none of the caller's tenant's: ended, another tenant's, or unknown (text or JSON). Nothing of it is changed or answered. */
             404: {
                 headers: {
                     [name: string]: unknown;
