@@ -91,6 +91,10 @@ func TestAnImportWithABadLineLogsNothingAndNamesTheLine(t *testing.T) {
 				{"an image line that is no image", imageLine(images.Name(shot), "bm90IGFuIGltYWdl"), "line 110 image.data"},
 				{"an image line whose name is none", imageLine("../x", shot), "line 110 image.name"},
 				{"a content of the wrong type", messageLine(109, map[string]any{"role": "user", "content": 5}), "line 110 message.content"},
+				// A message is logged as the file has it: bytes that are
+				// not UTF-8 would read back as no JSON at all.
+				{"a content not UTF-8", "{\"seq\":109,\"message\":{\"role\":\"user\",\"content\":\"bad \xff\xfe x\",\"timestamp\":1}}", "line 110 message.content"},
+				{"a block's field not UTF-8", "{\"seq\":109,\"message\":{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"x\",\"note\":\"\xc3(\"}]}}", "line 110 message.content[0].note"},
 			}
 			for i, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
