@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/durachat/durachat/shared/fault"
@@ -59,6 +60,25 @@ func answerOf(code string) answer {
 // BadRequest is a 400 naming the field at fault.
 func BadRequest(field, format string, args ...any) *fault.Error {
 	return &fault.Error{Code: fault.BadRequest, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// CheckUTF8 refuses JSON whose strings hold bytes that are not UTF-8, with
+// a 400 naming the string by its path within field (where data stands in
+// the request, "" for the body): JSON text is UTF-8 (RFC 8259 §8.1), and
+// what durachat keeps reads back as it was sent, so such bytes are
+// refused rather than replaced by U+FFFD as encoding/json would.
+func CheckUTF8(field string, data []byte) error {
+	path, bad := rawjson.InvalidUTF8(data)
+	if !bad {
+		return nil
+	}
+	f := strings.TrimPrefix(field+path, ".")
+	what := f
+	if what == "" {
+		what = "the body"
+	}
+	return &fault.Error{Code: fault.BadRequest, Field: f,
+		Message: what + ": holds bytes that are not UTF-8; JSON text is UTF-8 (RFC 8259 §8.1), and durachat refuses them rather than change what it was sent"}
 }
 
 // NotFound is a 404.
@@ -149,7 +169,7 @@ func DecodeJSON(r *http.Request, v any) error {
 // ReadBody reads a request's JSON body whole, within MaxBody, into one
 // buffer of its own that nothing writes to afterwards: values decoded
 // from it may be slices of it. An empty body is a 400, one over MaxBody a
-// 413.
+// 413, one that is not UTF-8 a 400 naming the string (CheckUTF8).
 func ReadBody(r *http.Request) ([]byte, error) {
 	body := http.MaxBytesReader(nil, r.Body, MaxBody)
 	data, err := readBody(body, r.ContentLength)
@@ -162,6 +182,9 @@ func ReadBody(r *http.Request) ([]byte, error) {
 	}
 	if len(data) == 0 {
 		return nil, BadRequest("", "request body is empty; a JSON object is expected")
+	}
+	if err := CheckUTF8("", data); err != nil {
+		return nil, err
 	}
 	return data, nil
 }

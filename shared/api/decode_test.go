@@ -119,3 +119,31 @@ func TestDotSegmentChatIDsAreRefused(t *testing.T) {
 		t.Errorf("chat a.b refused: %v", err)
 	}
 }
+
+// TestABodyThatIsNotUTF8IsRefusedNamingTheString: JSON text is UTF-8;
+// encoding/json would read other bytes as U+FFFD, so they are refused
+// with a 400 naming the string that holds them.
+func TestABodyThatIsNotUTF8IsRefusedNamingTheString(t *testing.T) {
+	for _, tt := range []struct {
+		body, field string
+	}{
+		{"{\"messages\":[{\"role\":\"user\",\"content\":\"bad \xff\xfe x\",\"timestamp\":1}]}", "messages[0].content"},
+		{"{\"call\":{\"name\":\"t\"},\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"\xc3(\"}]}}", "result.content[0].text"},
+		{"{\"name\":\"0123456789abcdef\",\"type\":\"image/png\xff\"}", "type"},
+		{"{\"k\xfe\":1}", ""},
+		{"\"\xff\"", ""},
+		{"{\"a\":\"\xff", ""},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.body))
+		var v any
+		err := DecodeJSON(r, &v)
+		e := AsError(err)
+		if e == nil || e.Code != fault.BadRequest || e.Field != tt.field || !strings.Contains(e.Message, "not UTF-8") {
+			t.Errorf("%q: err %v, want a 400 naming %q", tt.body, err, tt.field)
+		}
+	}
+	var v any
+	if err := DecodeJSON(httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{"t":"é 😀 \ud800"}`)), &v); err != nil {
+		t.Errorf("UTF-8 refused: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
@@ -101,11 +102,14 @@ func serve(t *testing.T, h http.Handler, route string, body []byte) *httptest.Re
 	return w
 }
 
-// checkAnswer: a well-formed request is answered 200 with valid JSON,
-// anything else 400.
+// checkAnswer: a well-formed request is answered 200 with valid JSON
+// (UTF-8 throughout, as JSON text is), anything else 400.
 func checkAnswer(t *testing.T, w *httptest.ResponseRecorder, field string) {
 	switch w.Code {
 	case http.StatusOK:
+		if !utf8.Valid(w.Body.Bytes()) {
+			t.Fatalf("200 with bytes that are not UTF-8: %q", w.Body)
+		}
 		var answer map[string]json.RawMessage
 		if err := json.Unmarshal(w.Body.Bytes(), &answer); err != nil {
 			t.Fatalf("200 with invalid JSON: %v", err)
@@ -177,6 +181,7 @@ func FuzzAfterTool(f *testing.F) {
 	f.Add(`{"call":{"name":"zoom"},"result":{"content":[{"type":"image","data":"` + img + `","name":"` + name + `"}]},"bounds":{"maxBytes":10}}`)
 	f.Add(`{"call":{"nested":true},"result":{"content":"text"}}`)
 	f.Add(`{"call":{},"result":{"content":[{"type":"image","data":"` + base64.StdEncoding.EncodeToString([]byte("GIF89a")) + `"}]}}`)
+	f.Add("{\"call\":{\"name\":\"t\"},\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"bad \xff\xfe x\"}]}}")
 	f.Fuzz(func(t *testing.T, body string) {
 		checkAnswer(t, serve(t, h, "hooks/after-tool", []byte(body)), "result")
 	})

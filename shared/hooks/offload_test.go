@@ -394,6 +394,45 @@ func TestMalformedOffloadRequestsNameTheField(t *testing.T) {
 	})
 }
 
+// TestHookBodiesNotUTF8AreRefusedNamingTheString: a hook answers the
+// request it was sent, images moved, as JSON; bytes that are not UTF-8 are
+// no JSON text, so the request is refused with a 400 naming the string
+// that holds them, and nothing of it is stored.
+func TestHookBodiesNotUTF8AreRefusedNamingTheString(t *testing.T) {
+	good := pngB64(t, 12, 8, 8)
+	cases := []struct {
+		name, route, body, field string
+	}{
+		{"a tool result's text", "hooks/after-tool",
+			`{"call":{"name":"t"},"result":{"content":[{"type":"image","mimeType":"image/png","data":"` + good + "\"},{\"type\":\"text\",\"text\":\"bad \xff\xfe x\"}]}}", "result.content[1].text"},
+		{"a tool result's details", "hooks/after-tool",
+			`{"call":{"name":"t"},"result":{"content":[{"type":"image","mimeType":"image/png","data":"` + good + "\"}],\"details\":{\"path\":\"\xc3(\"}}}", "result.details.path"},
+		{"a user message's text", "hooks/offload-input",
+			`{"message":{"role":"user","content":[{"type":"image","mimeType":"image/png","data":"` + good + "\"},{\"type\":\"text\",\"text\":\"\xed\xa0\x80\"}]}}", "message.content[1].text"},
+		{"a pi request", "hooks/before-request",
+			"{\"format\":\"pi\",\"request\":{\"messages\":[{\"role\":\"user\",\"content\":\"bad \xff\"}]}}", "request.messages[0].content"},
+		{"an Anthropic request's system prompt", "hooks/before-request",
+			"{\"format\":\"anthropic\",\"request\":{\"system\":\"\xfe\",\"messages\":[]}}", "request.system"},
+	}
+	eachBackend(t, func(t *testing.T, e *env) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				before := e.blobs.puts.Load()
+				status, out := e.post(t, tenantA, c.route, []byte(c.body))
+				if msg := wantError(t, status, out, http.StatusBadRequest, c.field); !strings.Contains(msg, "not UTF-8") {
+					t.Errorf("message %q does not say what is wrong", msg)
+				}
+				if e.blobs.puts.Load() != before {
+					t.Fatal("an image was stored from a refused request")
+				}
+			})
+		}
+		if e.stored(t, tenantA, images.Name(good)) {
+			t.Fatal("the image of a refused request was stored")
+		}
+	})
+}
+
 // The hooks hold a request's fields as slices of its body (rawjson.Value),
 // which is sound only while api.DecodeJSON gives every request a body
 // buffer of its own (that json.Unmarshal hands values over as slices of its

@@ -73,7 +73,9 @@ type ExportFrom struct {
 }
 
 // String is the from as an export's after: the seq, then "." and the
-// images carried when there are any.
+// images carried when there are any. A part cut within the first
+// message's images goes on after seq -1 ("-1.3"); ParseExportFrom reads
+// back every from an export hands out.
 func (f ExportFrom) String() string {
 	s := strconv.FormatInt(f.After, 10)
 	if f.Carried > 0 {
@@ -82,10 +84,13 @@ func (f ExportFrom) String() string {
 	return s
 }
 
-// exportAfter reads the after parameter of an export: absent, a seq, or
-// a seq and the images carried, as ExportNextHeader gives it.
-func exportAfter(r *http.Request) (ExportFrom, error) {
-	a := r.URL.Query().Get("after")
+// ParseExportFrom reads an export's after, as ExportFrom.String writes it:
+// "" (the start), a seq from -1 (before the first message) to
+// api.MaxSeq, then optionally "." and the images carried. A count past
+// the message's images carries them all; it is not bounded by
+// transcript.MaxNamedImages, which a message logged before that limit may
+// pass.
+func ParseExportFrom(a string) (ExportFrom, error) {
 	if a == "" {
 		return ExportFrom{After: -1}, nil
 	}
@@ -95,7 +100,7 @@ func exportAfter(r *http.Request) (ExportFrom, error) {
 	if err == nil && dotted {
 		n, err = strconv.Atoi(carried)
 	}
-	if err != nil || after < 0 || after > api.MaxSeq || n < 0 || n > transcript.MaxNamedImages {
+	if err != nil || after < -1 || after > api.MaxSeq || n < 0 {
 		return ExportFrom{}, api.BadRequest("after", "after must be a message seq from 0 to %d, or the %s of the part before, not %q", int64(api.MaxSeq), ExportNextHeader, a)
 	}
 	return ExportFrom{After: after, Carried: n}, nil
@@ -221,7 +226,7 @@ func (c *Routes) handleExport(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	from, err := exportAfter(r)
+	from, err := ParseExportFrom(r.URL.Query().Get("after"))
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image/color"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -91,6 +92,10 @@ func TestAnImportWithABadLineLogsNothingAndNamesTheLine(t *testing.T) {
 				{"an image line that is no image", imageLine(images.Name(shot), "bm90IGFuIGltYWdl"), "line 110 image.data"},
 				{"an image line whose name is none", imageLine("../x", shot), "line 110 image.name"},
 				{"a content of the wrong type", messageLine(109, map[string]any{"role": "user", "content": 5}), "line 110 message.content"},
+				// A message is logged as the file has it: bytes that are
+				// not UTF-8 would read back as no JSON at all.
+				{"a content not UTF-8", "{\"seq\":109,\"message\":{\"role\":\"user\",\"content\":\"bad \xff\xfe x\",\"timestamp\":1}}", "line 110 message.content"},
+				{"a block's field not UTF-8", "{\"seq\":109,\"message\":{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"x\",\"note\":\"\xc3(\"}]}}", "line 110 message.content[0].note"},
 			}
 			for i, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
@@ -264,6 +269,91 @@ func TestAnExportPartStaysWithinItsBudgetWhateverTheRefs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAnExportWhoseFirstMessagesImagesSpanPartsReadsToTheEnd: when the
+// chat's first message names more images than a part holds, the first
+// parts carry only images and hand out the after of a part before the
+// first message ("-1.<n>"); passed back, each is taken, and the parts
+// together are the whole chat exactly: every image once, before the
+// message that names it, each message as logged, and an export that
+// imports back to the same export.
+func TestAnExportWhoseFirstMessagesImagesSpanPartsReadsToTheEnd(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			// Twenty images of about 507 KiB of base64 each, which the
+			// tenant holds from another chat: three parts' worth.
+			var distinct []string
+			for i := range 20 {
+				img := noisyPNG(t, uint64(200+i), 360, 360)
+				e.append("alice", "album", withImage(fmt.Sprintf("image %d", i), img))
+				distinct = append(distinct, images.Name(img))
+			}
+			first, last := refBlocksMessage(distinct...), user("that is all")
+			e.append("alice", "first", first, last)
+
+			file, parts := e.exportParts("alice", "first")
+			if len(parts) < 3 || bytes.Contains(parts[0], []byte(`"seq":`)) || bytes.Contains(parts[1], []byte(`"seq":`)) {
+				t.Fatalf("%d parts, want the first message's images spread over the first two and more", len(parts))
+			}
+			var carried []string
+			var msgs []string
+			for i, line := range bytes.Split(bytes.TrimSuffix(file, []byte("\n")), []byte("\n")) {
+				var l struct {
+					Seq     *int64
+					Message json.RawMessage
+					Image   *lifecycle.ExportedImage
+				}
+				if err := json.Unmarshal(line, &l); err != nil {
+					t.Fatalf("line %d: %v", i+1, err)
+				}
+				switch {
+				case l.Image != nil:
+					if len(msgs) > 0 {
+						t.Fatalf("line %d: an image after the message naming it", i+1)
+					}
+					code, stored := e.do("alice", "GET", "/v1/chats/first/images/"+l.Image.Name, nil)
+					if code != http.StatusOK || l.Image.Data != base64.StdEncoding.EncodeToString(stored) {
+						t.Fatalf("line %d: image %s is not the stored one", i+1, l.Image.Name)
+					}
+					carried = append(carried, l.Image.Name)
+				case l.Seq != nil && *l.Seq == int64(len(msgs)):
+					msgs = append(msgs, string(l.Message))
+				default:
+					t.Fatalf("line %d is neither an image nor the next message: %.200s", i+1, line)
+				}
+			}
+			if !slices.Equal(carried, distinct) {
+				t.Fatalf("the parts carry the images %v, want each of %v once, in order", carried, distinct)
+			}
+			want := []string{string(mustJSON(t, first)), string(mustJSON(t, last))}
+			if !jsonEqualLines(msgs, want) {
+				t.Fatalf("the parts hold the messages\n%.300s\nwant\n%.300s", msgs, want)
+			}
+			items, _, err := importfile.Parse(bytes.NewReader(file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, err := e.chats.Import(t.Context(), "bob", "first", items); err != nil || r.Entries != 2 {
+				t.Fatalf("import = %+v, %v", r, err)
+			}
+			if again := e.export("bob", "first"); !bytes.Equal(again, file) {
+				t.Fatal("the export does not import back to the same export")
+			}
+		})
+	}
+}
+
+// mustJSON is v as JSON.
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }
 
 // exportParts reads the chat's whole export and each part of it.

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
@@ -123,6 +124,12 @@ func checkMessages(msgs []pi.Message) error {
 	}
 	for i, m := range msgs {
 		field := fmt.Sprintf("messages[%d]", i)
+		// The log records the message as sent (pi.Message.Raw), so its
+		// bytes must be JSON text: a body's are checked as it is read
+		// (api.ReadBody), a message of an import file or a tool call here.
+		if err := api.CheckUTF8(field, m.Raw); err != nil {
+			return err
+		}
 		switch m.Kind {
 		case "", KindWork, KindNote:
 		default:

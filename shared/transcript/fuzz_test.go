@@ -16,7 +16,8 @@ import (
 )
 
 // FuzzDecodeAppend: any body decodes to messages or to a 400 that names a
-// field of the request, never a panic.
+// field of the request, never a panic; messages the log takes are UTF-8
+// throughout, so they read back as JSON.
 func FuzzDecodeAppend(f *testing.F) {
 	for _, s := range []string{
 		`{"receipt":"k","messages":[{"role":"user","content":"hi"}]}`,
@@ -25,6 +26,7 @@ func FuzzDecodeAppend(f *testing.F) {
 		`{"messages":[{"role":"user","content":[{"text":"no type"}]}]}`,
 		`{"messages":[null,{"role":5}]}`,
 		`[]`, `null`, `{"messages":"x"}`,
+		"{\"messages\":[{\"role\":\"user\",\"content\":\"bad \xff\xfe x\",\"timestamp\":1}]}",
 	} {
 		f.Add([]byte(s))
 	}
@@ -45,7 +47,14 @@ func FuzzDecodeAppend(f *testing.F) {
 				t.Fatalf("message %d does not encode again: %v", i, err)
 			}
 		}
-		_ = checkMessages(req.Messages) // must not panic either
+		if checkMessages(req.Messages) != nil { // must not panic either
+			return
+		}
+		for i, m := range req.Messages {
+			if !utf8.Valid(m.Raw) {
+				t.Fatalf("message %d is taken, though it is not UTF-8: %q", i, m.Raw)
+			}
+		}
 	})
 }
 
@@ -144,6 +153,9 @@ func FuzzRecordKeepsTheMessage(f *testing.F) {
 			})
 			if err != nil {
 				t.Fatalf("message %d: rebuilding: %v", i, err)
+			}
+			if !utf8.Valid(rec.JSON) || !utf8.Valid(back) {
+				t.Fatalf("message %d: recorded %q, which is not UTF-8", i, rec.JSON)
 			}
 			if !sameValue(t, back, m.Raw) {
 				t.Fatalf("message %d: recorded %s\nsent %s", i, back, m.Raw)

@@ -17,7 +17,9 @@ import (
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/chatid"
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/testenv/logkeys"
 )
@@ -223,6 +225,12 @@ func TestBadAppendIs400NamingTheField(t *testing.T) {
 		{"BadKind", `{"receipt":"k","messages":[{"role":"user","kind":"echo","content":"x"}]}`, "messages[0].kind"},
 		{"ReceiptNotAString", `{"receipt":5,"messages":[{"role":"user","content":"x"}]}`, "receipt"},
 		{"ReceiptTooLong", `{"receipt":"` + strings.Repeat("k", MaxReceiptBytes+1) + `","messages":[{"role":"user","content":"x"}]}`, "receipt"},
+		// JSON text is UTF-8: the message would read back as bytes no
+		// JSON parser takes.
+		{"ContentNotUTF8", "{\"messages\":[{\"role\":\"user\",\"content\":\"bad \xff\xfe x\",\"timestamp\":1}]}", "messages[0].content"},
+		{"BlockTextNotUTF8", `{"receipt":"k","messages":[{"role":"user","content":[{"type":"image","mimeType":"image/png","data":"` + png + "\"},{\"type\":\"text\",\"text\":\"\xc3(\"}]}]}", "messages[0].content[1].text"},
+		{"FieldOfItsOwnNotUTF8", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"toolResult\",\"toolName\":\"t\",\"content\":\"x\",\"details\":{\"out\":[\"\xed\xa0\x80\"]}}]}", "messages[1].details.out[0]"},
+		{"KeyNotUTF8", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"k\xff\":1}]}", "messages[0]"},
 	}
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		srv := f.server(t, nil)
@@ -342,6 +350,47 @@ func TestAnAppendsRecordsNameEachKeyOnce(t *testing.T) {
 		}
 		if !msgs["request"] || !msgs["append: notifying memory failed"] {
 			t.Fatalf("records %v, want the request and the failed notice", msgs)
+		}
+	})
+}
+
+// TestAMessageNotUTF8IsRefusedHoweverItArrives: a message that did not
+// come in a request body (an import file's line, a tool call's arguments)
+// is refused by the log itself, naming the string, before an image of the
+// append is stored or a row written: the log records a message as sent,
+// and bytes that are not UTF-8 would read back as no JSON at all.
+func TestAMessageNotUTF8IsRefusedHoweverItArrives(t *testing.T) {
+	png := pngB64(t, 3, 4, 4)
+	tests := []struct {
+		name  string
+		msgs  []string
+		field string
+	}{
+		{"content", []string{"{\"role\":\"user\",\"content\":\"bad \xff\xfe x\",\"timestamp\":1}"}, "messages[0].content"},
+		{"a block after an image", []string{
+			`{"role":"user","content":[{"type":"image","mimeType":"image/png","data":"` + png + `"}]}`,
+			"{\"role\":\"assistant\",\"content\":[{\"type\":\"toolCall\",\"id\":\"1\",\"name\":\"x\",\"arguments\":{\"q\":\"\xc0\xaf\"}}]}",
+		}, "messages[1].content[0].arguments.q"},
+		{"a key", []string{"{\"role\":\"user\",\"content\":\"x\",\"\xfe\":1}"}, "messages[0]"},
+	}
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		for _, tt := range tests {
+			msgs := make([]pi.Message, len(tt.msgs))
+			for i, m := range tt.msgs {
+				if err := json.Unmarshal([]byte(m), &msgs[i]); err != nil {
+					t.Fatalf("%s: %v", tt.name, err)
+				}
+			}
+			_, err := f.log.Append(context.Background(), tenant, chat, msgs, "k-"+tt.name)
+			if fe, ok := errors.AsType[*fault.Error](err); !ok || fe.Code != fault.BadRequest || fe.Field != tt.field || !strings.HasPrefix(fe.Message, tt.field+": ") {
+				t.Errorf("%s: %v, want a 400 naming %s", tt.name, err, tt.field)
+			}
+		}
+		if w := f.table.writes(); len(w) != 0 {
+			t.Fatalf("refused messages wrote %d rows", len(w))
+		}
+		if n := f.blobs.keysWithPrefix(""); n != 0 {
+			t.Fatalf("refused messages stored %d blobs", n)
 		}
 	})
 }
