@@ -570,6 +570,42 @@ func (c *Chats) Hold(ctx context.Context, tenant, chat string, names []string, w
 	return c.stillHeld(ctx, ch, names)
 }
 
+// Uploaded admits the bytes of a direct upload that arrive with no
+// request of a chat (a local upload target's PUT): write stores them only
+// while a chat of the tenant names the image (POST .../uploads recorded
+// it for its chat, Hold), and when none does once they are stored (the
+// last such chat was deleted meanwhile) the image is deleted again. So a
+// target outlives no chat: once its chat is deleted, and no other chat
+// names its image, it is refused (410 expired), and nothing it stored
+// stays. An image another chat names is that chat's, kept with it.
+func (c *Chats) Uploaded(ctx context.Context, tenant, name string, write func(context.Context) error) error {
+	named, err := c.named(ctx, tenant, name)
+	if err != nil {
+		return err
+	}
+	if !named {
+		return uploadOrphaned(name)
+	}
+	if err := write(ctx); err != nil {
+		return err
+	}
+	// A deletion that releases the image from here on finds it stored,
+	// and deletes it when no chat names it; one that released it before
+	// may have found nothing to delete.
+	if named, err = c.named(ctx, tenant, name); err != nil || named {
+		return err
+	}
+	if _, err := c.dropUnnamed(ctx, tenant, name, ""); err != nil {
+		return err
+	}
+	return uploadOrphaned(name)
+}
+
+// uploadOrphaned refuses an upload whose image no chat names.
+func uploadOrphaned(name string) error {
+	return &fault.Error{Code: fault.Expired, Message: fmt.Sprintf("the upload of image %s was for a chat that has been deleted, and no other chat names the image; ask a chat for a new target", name)}
+}
+
 // stillHeld makes sure that a deletion of the incarnation ch begun while
 // images were written for it deletes them. That deletion may have
 // released the images before they were there (and deleted nothing, as

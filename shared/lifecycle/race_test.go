@@ -54,6 +54,27 @@ func (e *env) send(tenant, method, path string, body any) (answer, error) {
 	return a, nil
 }
 
+// settleSoon runs the sweep after a deletion 50 ms after it, so a test
+// draining the queue finds it.
+func settleSoon(c *lifecycle.Config) { c.SettleAfter = 50 * time.Millisecond }
+
+// deleteAll deletes the chat, calling DELETE until it is done.
+func (e *env) deleteAll(tenant, chat string) {
+	e.t.Helper()
+	for {
+		if code, a := e.delete(tenant, chat); code == http.StatusOK && a.Deleted {
+			return
+		}
+	}
+}
+
+// sortedKeys is keys, sorted.
+func (kb keyedBackend) sortedKeys(t *testing.T) []string {
+	keys := kb.keys(t)
+	slices.Sort(keys)
+	return keys
+}
+
 // Appends racing their chat's deletion are each answered 200 (admitted
 // before the deletion marked the chat, or after it was done, into the new
 // chat the id then names) or 409 deleting with a Retry-After, never 500:
@@ -67,10 +88,8 @@ func TestAppendsRacingTheirChatsDeletionAnswer200Or409AndLeaveNothing(t *testing
 	const writers, each = 6, 8
 	for _, kb := range keyedBackends(t) {
 		t.Run(kb.Name, func(t *testing.T) {
-			settle := func(c *lifecycle.Config) { c.SettleAfter = 50 * time.Millisecond }
-			e := newEnvBuilding(t, kb.Backend, 0, nil, nil, settle)
-			before := kb.keys(t)
-			slices.Sort(before)
+			e := newEnvBuilding(t, kb.Backend, 0, nil, nil, settleSoon)
+			before := kb.sortedKeys(t)
 			e.append("alice", "racy", user("first"), user("second"))
 			old := e.current("alice", "racy")
 
@@ -103,12 +122,7 @@ func TestAppendsRacingTheirChatsDeletionAnswer200Or409AndLeaveNothing(t *testing
 			for range writers {
 				<-started
 			}
-			for {
-				code, a := e.delete("alice", "racy")
-				if code == http.StatusOK && a.Deleted {
-					break
-				}
-			}
+			e.deleteAll("alice", "racy")
 			wg.Wait()
 			if len(fails) > 0 {
 				t.Fatalf("%d appends failed to be sent: %v", len(fails), fails[0])
@@ -128,23 +142,12 @@ func TestAppendsRacingTheirChatsDeletionAnswer200Or409AndLeaveNothing(t *testing
 
 			// What the appends after the deletion wrote is the new chat's:
 			// deleting it too must leave the stores as they were.
-			for {
-				code, a := e.delete("alice", "racy")
-				if code == http.StatusOK && a.Deleted {
-					break
-				}
-			}
-			e.drainUntil(func() bool {
-				now := kb.keys(t)
-				slices.Sort(now)
-				return slices.Equal(before, now)
-			})
+			e.deleteAll("alice", "racy")
+			e.drainUntil(func() bool { return slices.Equal(before, kb.sortedKeys(t)) })
 			if left := e.partition(old); len(left) != 0 {
 				t.Errorf("the deleted incarnation still holds %q", left)
 			}
-			after := kb.keys(t)
-			slices.Sort(after)
-			if !slices.Equal(before, after) {
+			if after := kb.sortedKeys(t); !slices.Equal(before, after) {
 				t.Errorf("keys left by the deleted chat: %q", added(before, after))
 			}
 		})
