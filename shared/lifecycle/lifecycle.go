@@ -784,40 +784,24 @@ func (c *Chats) releaseImage(ctx context.Context, ch chatid.Chat, name string) (
 	return gone, err
 }
 
-// errLeased: another deletion holds the image's lease.
-var errLeased = errors.New("another deletion holds the image's lease")
+var (
+	// errLeased: another deletion holds the image's lease.
+	errLeased = errors.New("another deletion holds the image's lease")
+	// errLeaseGone: the lease kept changing hands while it was taken.
+	errLeaseGone = errors.New("lease changed hands")
+)
 
-// deleteUnnamed takes the image's deletion lease for holder (a chat's
+// deleteUnnamed takes the image's deletion lease for chat (a chat's
 // refName, which a resumed deletion of the chat takes over; "" for no
 // chat's) and deletes the image when, under it, no chat names it. It
 // reports whether it deleted it; errLeased when another holder's lease is
 // live, or took the lease first.
-func (c *Chats) deleteUnnamed(ctx context.Context, tenant, name, holder string) (bool, error) {
-	chat := holder
+func (c *Chats) deleteUnnamed(ctx context.Context, tenant, name, chat string) (bool, error) {
 	// Take the lease: a fresh item, or one whose time has passed.
 	lk := lockKey(tenant, name)
 	until := c.now().Add(ImageLease).UnixMilli()
 	body, _ := json.Marshal(lease{Until: until, Chat: chat})
-	var version int64 = 1
-	err := c.table.Create(ctx, store.Item{Key: lk, Body: body})
-	if errors.Is(err, store.ErrConditionFailed) {
-		it, gerr := c.table.Get(ctx, lk)
-		if gerr != nil {
-			if errors.Is(gerr, store.ErrNotFound) {
-				return false, store.Unavailable("lifecycle lease", fmt.Errorf("image %s: lease changed hands", name))
-			}
-			return false, gerr
-		}
-		var l lease
-		if json.Unmarshal(it.Body, &l) == nil && l.Until > c.now().UnixMilli() && (l.Chat != chat || chat == "") {
-			return false, errLeased
-		}
-		version = it.Version + 1
-		err = c.table.Update(ctx, store.Item{Key: lk, Body: body, Version: version})
-	}
-	if errors.Is(err, store.ErrConditionFailed) {
-		return false, errLeased // another deletion took it first
-	}
+	version, err := c.takeLease(ctx, lk, body, chat)
 	if err != nil {
 		return false, fmt.Errorf("lifecycle: taking the lease of image %s: %w", name, err)
 	}
@@ -836,6 +820,43 @@ func (c *Chats) deleteUnnamed(ctx context.Context, tenant, name, holder string) 
 		return false, fmt.Errorf("lifecycle: %w", err)
 	}
 	return true, nil
+}
+
+// leaseTries bounds takeLease's loop: a lease found taken and then gone
+// was released meanwhile, and is taken again.
+const leaseTries = 4
+
+// takeLease takes the lease item at lk for chat, writing body: a fresh
+// item, or one whose time has passed, or chat's own (not when chat is
+// ""). It returns the version it wrote; errLeased when another holder's
+// lease is live or took it first.
+func (c *Chats) takeLease(ctx context.Context, lk store.Key, body []byte, chat string) (int64, error) {
+	for range leaseTries {
+		err := c.table.Create(ctx, store.Item{Key: lk, Body: body})
+		if err == nil {
+			return 1, nil
+		}
+		if !errors.Is(err, store.ErrConditionFailed) {
+			return 0, err
+		}
+		it, err := c.table.Get(ctx, lk)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // released since: take it
+		}
+		if err != nil {
+			return 0, err
+		}
+		var l lease
+		if json.Unmarshal(it.Body, &l) == nil && l.Until > c.now().UnixMilli() && (l.Chat != chat || chat == "") {
+			return 0, errLeased
+		}
+		err = c.table.Update(ctx, store.Item{Key: lk, Body: body, Version: it.Version + 1})
+		if errors.Is(err, store.ErrConditionFailed) {
+			return 0, errLeased // another deletion took it first
+		}
+		return it.Version + 1, err
+	}
+	return 0, store.Unavailable("lifecycle lease", errLeaseGone)
 }
 
 // named reports whether any chat references the image.
