@@ -26,6 +26,14 @@ type UploadStore interface {
 	Accept(ctx context.Context, tenant, name string, data []byte) error
 }
 
+// UploadRefs records the images of uploads for their chats
+// (lifecycle.Chats): Hold when a target is asked for; Uploaded admits the
+// bytes a local target receives only while a chat names their image.
+type UploadRefs interface {
+	References
+	Uploaded(ctx context.Context, tenant, name string, write func(context.Context) error) error
+}
+
 // Uploads serves direct uploads: POST /v1/chats/{chat}/uploads gives a
 // host a short-lived target to PUT an image's bytes to, so an image of up
 // to images.MaxUploadBytes never passes through a request to durachat. The
@@ -33,17 +41,20 @@ type UploadStore interface {
 //
 // The image is recorded for the chat in the route (Refs) before the
 // target is made: deleting the chat deletes it, and its upload if it was
-// never claimed, when no other chat names it.
+// never claimed, when no other chat names it. A local target whose chat
+// was deleted, its image named by no other chat, is refused (Accept); an
+// S3 target cannot be, and what it receives stays staged, named by no
+// chat, until the bucket's rule expires it.
 type Uploads struct {
 	Images  UploadStore
 	Targets store.Uploader
-	Refs    References
+	Refs    UploadRefs
 	TTL     time.Duration // 0 is DefaultUploadTTL
 }
 
 // NewUploads returns Uploads storing into imgs with targets made by t, the
 // images recorded for their chats in refs.
-func NewUploads(imgs UploadStore, t store.Uploader, refs References) *Uploads {
+func NewUploads(imgs UploadStore, t store.Uploader, refs UploadRefs) *Uploads {
 	return &Uploads{Images: imgs, Targets: t, Refs: refs}
 }
 
@@ -130,13 +141,17 @@ func (req uploadRequest) check() (store.Upload, error) {
 
 // Accept takes the bytes a host PUT to a local upload target (see
 // embedded.Linker.UploadHandler): they are checked like an inline image and
-// stored at once, so a refused upload leaves nothing behind.
+// stored at once, so a refused upload leaves nothing behind. They are
+// stored only for an image a chat names (Refs.Uploaded): a target whose
+// chat was deleted is refused with 410.
 func (u *Uploads) Accept(ctx context.Context, key string, data []byte) error {
 	tenant, name, ok := store.ParseUploadKey(key)
 	if !ok {
 		return api.BadRequest("", "%q is not an upload key", key)
 	}
-	return refusal("body", u.Images.Accept(ctx, tenant, name, data))
+	return u.Refs.Uploaded(ctx, tenant, name, func(ctx context.Context) error {
+		return refusal("body", u.Images.Accept(ctx, tenant, name, data))
+	})
 }
 
 // refusal turns an image the images package refused into a 400 naming

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"image"
 	"image/color"
@@ -85,14 +86,23 @@ func (e *env) offloadInput(tenant, chat, b64 string) []string {
 // them; the local server checks them as they arrive). It returns the name.
 func (e *env) upload(tenant, chat, b64 string) string {
 	e.t.Helper()
+	target := e.uploadTarget(tenant, chat, b64)
+	if err := e.putUpload(tenant, b64, target); err != nil {
+		e.t.Fatalf("PUT the upload: %v", err)
+	}
+	return images.Name(b64)
+}
+
+// uploadTarget asks for a target to upload the image to for the chat.
+func (e *env) uploadTarget(tenant, chat, b64 string) store.UploadTarget {
+	e.t.Helper()
 	data, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	sum := sha256.Sum256(data)
-	name := images.Name(b64)
 	code, body := e.do(tenant, "POST", "/v1/chats/"+chat+"/uploads", map[string]any{
-		"name": name, "size": len(data), "type": "image/png", "sha256": hex.EncodeToString(sum[:])})
+		"name": images.Name(b64), "size": len(data), "type": "image/png", "sha256": hex.EncodeToString(sum[:])})
 	if code != http.StatusOK {
 		e.t.Fatalf("upload target for %s: %d %s", chat, code, body)
 	}
@@ -103,18 +113,27 @@ func (e *env) upload(tenant, chat, b64 string) string {
 	if err := json.Unmarshal(body, &a); err != nil || a.Upload == nil {
 		e.t.Fatalf("upload answer %s: want a target", body)
 	}
-	if e.b.Name == "embedded" {
-		// What the local server's upload handler does with the PUT.
-		if err := e.uploads.Accept(e.t.Context(), store.UploadKey(tenant, name), data); err != nil {
-			e.t.Fatal(err)
-		}
-		return name
-	}
-	req, err := http.NewRequestWithContext(e.t.Context(), a.Upload.Method, a.Upload.URL, bytes.NewReader(data))
+	return *a.Upload
+}
+
+// putUpload PUTs the image's bytes to its target and returns the refusal:
+// locally what the local server's upload handler answers (the error its
+// Accept returns), in AWS a PUT to the presigned URL answered other than 2xx.
+func (e *env) putUpload(tenant, b64 string, target store.UploadTarget) error {
+	e.t.Helper()
+	data, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	for k, v := range a.Upload.Header {
+	if e.b.Name == "embedded" {
+		// What the local server's upload handler does with the PUT.
+		return e.uploads.Accept(e.t.Context(), store.UploadKey(tenant, images.Name(b64)), data)
+	}
+	req, err := http.NewRequestWithContext(e.t.Context(), target.Method, target.URL, bytes.NewReader(data))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for k, v := range target.Header {
 		req.Header.Set(k, v)
 	}
 	res, err := http.DefaultClient.Do(req)
@@ -124,9 +143,9 @@ func (e *env) upload(tenant, chat, b64 string) string {
 	out, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	if res.StatusCode/100 != 2 {
-		e.t.Fatalf("PUT the upload: %d %s", res.StatusCode, out)
+		return fmt.Errorf("%d %s", res.StatusCode, out)
 	}
-	return name
+	return nil
 }
 
 // stored reports whether the tenant's image is stored.

@@ -420,18 +420,27 @@ func (c *Chats) Opening(ctx context.Context, tenant, chat string) (chatid.Chat, 
 // one, and recording the chat's activity, when due), records there the
 // images it names (Hold), and returns the incarnation. Images not stored
 // then (deleted before their references were recorded) are handed to
-// storeMissing, which stores them again or refuses, and then the chat is
-// looked at again, as Hold does after its write.
+// storeMissing, which stores them again or refuses. The append stored its
+// images before this call, so the chat is looked at again then, as Hold
+// does after its write (stillHeld); refused while the chat is being
+// deleted, the images it stored that no chat names are deleted.
 func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []string, storeMissing func(ctx context.Context, missing []string) error) (chatid.Chat, error) {
 	// The incarnation and the deletion's mark are one item: a deletion
 	// marks the item naming the incarnation it deletes, so it never misses
 	// one an append writes to.
+	names = uniq(slices.Clone(names))
 	r, err := c.touch(ctx, tenant, chat)
 	if err != nil {
+		if r.state.Deleting != 0 && len(names) > 0 {
+			// The append stored its images before it was refused, maybe
+			// after the deletion released them.
+			if serr := c.stillHeld(ctx, r.id.Chat, names); serr != nil {
+				return chatid.Chat{}, serr
+			}
+		}
 		return chatid.Chat{}, err
 	}
 	ch := r.id.Chat
-	names = uniq(slices.Clone(names))
 	if err := c.hold(ctx, ch, names); err != nil {
 		return chatid.Chat{}, err
 	}
@@ -456,14 +465,35 @@ func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []stri
 	if err != nil {
 		return chatid.Chat{}, err
 	}
-	if len(missing) == 0 {
-		return ch, nil
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		if err := storeMissing(ctx, missing); err != nil {
+			return chatid.Chat{}, err
+		}
 	}
-	slices.Sort(missing)
-	if err := storeMissing(ctx, missing); err != nil {
-		return chatid.Chat{}, err
+	// The append stored its images before this call, and storeMissing
+	// since: a deletion begun meanwhile may have released them first.
+	return ch, c.stillHeld(ctx, ch, names)
+}
+
+// Deleted is transcript.Chats: an append to the incarnation ch that found
+// a row of its own gone is refused (409 deleting) when ch is being deleted
+// or has been; nil when ch is its chat's and not being deleted.
+func (c *Chats) Deleted(ctx context.Context, ch chatid.Chat) error {
+	r, err := c.load(ctx, ch.Tenant, ch.ID)
+	if err != nil {
+		return err
 	}
-	return ch, c.stillHeld(ctx, ch, missing)
+	if r.live(ch) {
+		return nil
+	}
+	return deletingError(ch.ID)
+}
+
+// live reports whether ch is the chat's current incarnation, not being
+// deleted.
+func (r chatRecord) live(ch chatid.Chat) bool {
+	return r.id.Recorded && r.id.Chat == ch && r.state.Deleting == 0
 }
 
 // refName is how the image's side of a reference names the incarnation
@@ -479,11 +509,14 @@ func refName(ch chatid.Chat) string {
 // touch records an append's time as the chat's last activity, refusing
 // while the chat is being deleted, and returns the chat with its
 // incarnation (opened when the id had none). An append within
-// ActivityStep of the last one recorded writes nothing.
+// ActivityStep of the last one recorded writes nothing. Refused, it
+// returns the chat as it found it being deleted.
 func (c *Chats) touch(ctx context.Context, tenant, chat string) (chatRecord, error) {
 	now := c.now().UnixMilli()
-	return c.update(ctx, tenant, chat, func(r *chatRecord) error {
+	var deleting chatRecord
+	r, err := c.update(ctx, tenant, chat, func(r *chatRecord) error {
 		if r.state.Deleting != 0 {
+			deleting = *r
 			return deletingError(chat)
 		}
 		if r.id.Recorded && !r.legacy && r.state.Activity != 0 && now-r.state.Activity < ActivityStep.Milliseconds() {
@@ -492,6 +525,10 @@ func (c *Chats) touch(ctx context.Context, tenant, chat string) (chatRecord, err
 		r.state.Activity = max(r.state.Activity, now)
 		return nil
 	})
+	if err != nil {
+		return deleting, err
+	}
+	return r, nil
 }
 
 // Hold is what the hooks call to store or claim images for a chat
@@ -533,21 +570,88 @@ func (c *Chats) Hold(ctx context.Context, tenant, chat string, names []string, w
 	return c.stillHeld(ctx, ch, names)
 }
 
+// Uploaded admits the bytes of a direct upload that arrive with no
+// request of a chat (a local upload target's PUT): write stores them only
+// while a chat of the tenant names the image (POST .../uploads recorded
+// it for its chat, Hold), and when none does once they are stored (the
+// last such chat was deleted meanwhile) the image is deleted again. So a
+// target outlives no chat: once its chat is deleted, and no other chat
+// names its image, it is refused (410 expired), and nothing it stored
+// stays. An image another chat names is that chat's, kept with it.
+func (c *Chats) Uploaded(ctx context.Context, tenant, name string, write func(context.Context) error) error {
+	named, err := c.named(ctx, tenant, name)
+	if err != nil {
+		return err
+	}
+	if !named {
+		return uploadOrphaned(name)
+	}
+	if err := write(ctx); err != nil {
+		return err
+	}
+	// A deletion that releases the image from here on finds it stored,
+	// and deletes it when no chat names it; one that released it before
+	// may have found nothing to delete.
+	if named, err = c.named(ctx, tenant, name); err != nil || named {
+		return err
+	}
+	if _, err := c.dropUnnamed(ctx, tenant, name, ""); err != nil {
+		return err
+	}
+	return uploadOrphaned(name)
+}
+
+// uploadOrphaned refuses an upload whose image no chat names.
+func uploadOrphaned(name string) error {
+	return &fault.Error{Code: fault.Expired, Message: fmt.Sprintf("the upload of image %s was for a chat that has been deleted, and no other chat names the image; ask a chat for a new target", name)}
+}
+
 // stillHeld makes sure that a deletion of the incarnation ch begun while
 // images were written for it deletes them. That deletion may have
-// released the references hold recorded before the images were there
-// (and deleted nothing, as nothing was stored yet); the references are
-// then recorded in ch again, where the deletion's later steps, or the
-// sweep after it, find them.
+// released the images before they were there (and deleted nothing, as
+// nothing was stored yet): each that no chat names now is deleted
+// (dropUnnamed). Those still named stay, for the chats that name them:
+// the deletion of ch releases its own reference after this store, so it
+// deletes the image when that was the last.
 func (c *Chats) stillHeld(ctx context.Context, ch chatid.Chat, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
 	r, err := c.load(ctx, ch.Tenant, ch.ID)
 	if err != nil {
 		return err
 	}
-	if r.id.Recorded && r.id.Chat == ch && r.state.Deleting == 0 {
+	if r.live(ch) {
 		return nil
 	}
-	return c.hold(ctx, ch, names)
+	return inParallel(ctx, names, func(ctx context.Context, name string) error {
+		_, err := c.dropUnnamed(ctx, ch.Tenant, name, refName(ch))
+		return err
+	})
+}
+
+// dropTries bounds dropUnnamed's waits for other deletions' leases.
+const dropTries = 4
+
+// dropUnnamed deletes an image stored by a writer after a deletion may
+// have released it, when no chat names it, once no other deletion of it
+// is in flight (one that checked its references before the image was
+// stored again would not delete it). holder is the lease's holder, as
+// deleteUnnamed takes it. It reports whether it deleted it.
+func (c *Chats) dropUnnamed(ctx context.Context, tenant, name, holder string) (bool, error) {
+	for range dropTries {
+		if err := c.awaitLeases(ctx, tenant, []string{name}); err != nil {
+			return false, err
+		}
+		if named, err := c.named(ctx, tenant, name); err != nil || named {
+			return false, err
+		}
+		gone, err := c.deleteUnnamed(ctx, tenant, name, holder)
+		if !errors.Is(err, errLeased) {
+			return gone, err
+		}
+	}
+	return false, store.Unavailable("lifecycle lease", fmt.Errorf("image %s: its lease keeps changing hands", name))
 }
 
 // hold records the references of the incarnation ch to names (distinct)
@@ -671,32 +775,33 @@ func (c *Chats) releaseImage(ctx context.Context, ch chatid.Chat, name string) (
 	if named, err := c.named(ctx, tenant, name); err != nil || named {
 		return false, err
 	}
+	gone, err := c.deleteUnnamed(ctx, tenant, name, chat)
+	if errors.Is(err, errLeased) {
+		// Another chat's deletion holds it; it finds no reference
+		// either, and deletes the image (or its resumption does).
+		return false, nil
+	}
+	return gone, err
+}
+
+var (
+	// errLeased: another deletion holds the image's lease.
+	errLeased = errors.New("another deletion holds the image's lease")
+	// errLeaseGone: the lease kept changing hands while it was taken.
+	errLeaseGone = errors.New("lease changed hands")
+)
+
+// deleteUnnamed takes the image's deletion lease for chat (a chat's
+// refName, which a resumed deletion of the chat takes over; "" for no
+// chat's) and deletes the image when, under it, no chat names it. It
+// reports whether it deleted it; errLeased when another holder's lease is
+// live, or took the lease first.
+func (c *Chats) deleteUnnamed(ctx context.Context, tenant, name, chat string) (bool, error) {
 	// Take the lease: a fresh item, or one whose time has passed.
 	lk := lockKey(tenant, name)
 	until := c.now().Add(ImageLease).UnixMilli()
 	body, _ := json.Marshal(lease{Until: until, Chat: chat})
-	var version int64 = 1
-	err := c.table.Create(ctx, store.Item{Key: lk, Body: body})
-	if errors.Is(err, store.ErrConditionFailed) {
-		it, gerr := c.table.Get(ctx, lk)
-		if gerr != nil {
-			if errors.Is(gerr, store.ErrNotFound) {
-				return false, store.Unavailable("lifecycle lease", fmt.Errorf("image %s: lease changed hands", name))
-			}
-			return false, gerr
-		}
-		var l lease
-		if json.Unmarshal(it.Body, &l) == nil && l.Until > c.now().UnixMilli() && l.Chat != chat {
-			// Another chat's deletion holds it; it finds no reference
-			// either, and deletes the image (or its resumption does).
-			return false, nil
-		}
-		version = it.Version + 1
-		err = c.table.Update(ctx, store.Item{Key: lk, Body: body, Version: version})
-	}
-	if errors.Is(err, store.ErrConditionFailed) {
-		return false, nil // another deletion took it first
-	}
+	version, err := c.takeLease(ctx, lk, body, chat)
 	if err != nil {
 		return false, fmt.Errorf("lifecycle: taking the lease of image %s: %w", name, err)
 	}
@@ -715,6 +820,43 @@ func (c *Chats) releaseImage(ctx context.Context, ch chatid.Chat, name string) (
 		return false, fmt.Errorf("lifecycle: %w", err)
 	}
 	return true, nil
+}
+
+// leaseTries bounds takeLease's loop: a lease found taken and then gone
+// was released meanwhile, and is taken again.
+const leaseTries = 4
+
+// takeLease takes the lease item at lk for chat, writing body: a fresh
+// item, or one whose time has passed, or chat's own (not when chat is
+// ""). It returns the version it wrote; errLeased when another holder's
+// lease is live or took it first.
+func (c *Chats) takeLease(ctx context.Context, lk store.Key, body []byte, chat string) (int64, error) {
+	for range leaseTries {
+		err := c.table.Create(ctx, store.Item{Key: lk, Body: body})
+		if err == nil {
+			return 1, nil
+		}
+		if !errors.Is(err, store.ErrConditionFailed) {
+			return 0, err
+		}
+		it, err := c.table.Get(ctx, lk)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // released since: take it
+		}
+		if err != nil {
+			return 0, err
+		}
+		var l lease
+		if json.Unmarshal(it.Body, &l) == nil && l.Until > c.now().UnixMilli() && (l.Chat != chat || chat == "") {
+			return 0, errLeased
+		}
+		err = c.table.Update(ctx, store.Item{Key: lk, Body: body, Version: it.Version + 1})
+		if errors.Is(err, store.ErrConditionFailed) {
+			return 0, errLeased // another deletion took it first
+		}
+		return it.Version + 1, err
+	}
+	return 0, store.Unavailable("lifecycle lease", errLeaseGone)
 }
 
 // named reports whether any chat references the image.

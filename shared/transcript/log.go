@@ -49,8 +49,15 @@ var (
 // incarnation; the names whose images are not stored then (deleted while
 // this append was under way) it hands to storeMissing first, which
 // stores them again or refuses.
+//
+// Deleted is asked by an append that found a row or record of its own
+// gone: a deletion of the incarnation removes them under it. It returns
+// the append's refusal (a *fault.Error, fault.Deleting) when the
+// incarnation c is being deleted or has been, and nil when c is still its
+// chat's and not being deleted (then the log contradicts itself).
 type Chats interface {
 	Appending(ctx context.Context, tenant, chat string, names []string, storeMissing func(ctx context.Context, missing []string) error) (chatid.Chat, error)
+	Deleted(ctx context.Context, c chatid.Chat) error
 }
 
 // Log is the transcript of every chat of every tenant over one table.
@@ -112,7 +119,7 @@ func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Mes
 	a := l.startAppend(cur, receipt)
 	ids, err := a.retried(ctx, req)
 	if err != nil {
-		return chatid.Chat{}, nil, err
+		return chatid.Chat{}, nil, l.vanished(ctx, cur, err)
 	}
 	if ids != nil {
 		return cur, ids, nil
@@ -134,16 +141,33 @@ func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Mes
 		// in the incarnation the entries go to.
 		a = l.startAppend(c, receipt)
 		if ids, err = a.retried(ctx, req); err != nil {
-			return chatid.Chat{}, nil, err
+			return chatid.Chat{}, nil, l.vanished(ctx, c, err)
 		}
 		if ids != nil {
 			return c, ids, nil
 		}
 	}
 	if ids, err = a.write(ctx, drafts, req); err != nil {
-		return chatid.Chat{}, nil, err
+		return chatid.Chat{}, nil, l.vanished(ctx, c, err)
 	}
 	return c, ids, nil
+}
+
+// vanished is the answer to an append to the incarnation c that failed
+// with err. An append that found a row or record of its own gone (err is
+// errCorrupt or errLost) has met the deletion of c, when one is under way
+// or done: it is refused as an append the deletion came first to (409
+// deleting; a retry goes to the chat the id names next). What it wrote is
+// the deleted incarnation's, which the deletion, or the sweep after it,
+// removes. Otherwise err stands.
+func (l *Log) vanished(ctx context.Context, c chatid.Chat, err error) error {
+	if l.chats == nil || !errors.Is(err, errCorrupt) && !errors.Is(err, errLost) {
+		return err
+	}
+	if refused := l.chats.Deleted(ctx, c); refused != nil {
+		return refused
+	}
+	return err
 }
 
 // checkAppend checks an append's input and returns the digest of its
@@ -377,6 +401,9 @@ func (a *pendingAppend) claim(ctx context.Context, rec record, version int64, fi
 			return record{}, fmt.Errorf("transcript: claiming entry %d: %w", rec.First, err)
 		}
 		got, err := l.table.Get(ctx, it.Key)
+		if errors.Is(err, store.ErrNotFound) {
+			return record{}, fmt.Errorf("transcript: entry %d vanished: %w", rec.First, errCorrupt)
+		}
 		if err != nil {
 			return record{}, fmt.Errorf("transcript: reading entry %d: %w", rec.First, err)
 		}
@@ -505,6 +532,9 @@ func (l *Log) writeRow(ctx context.Context, pk string, id int64, r row) error {
 		return fmt.Errorf("transcript: writing entry %d: %w", id, err)
 	}
 	got, err := l.table.Get(ctx, it.Key)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("transcript: entry %d vanished: %w", id, errCorrupt)
+	}
 	if err != nil {
 		return fmt.Errorf("transcript: reading entry %d: %w", id, err)
 	}
