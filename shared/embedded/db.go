@@ -103,7 +103,7 @@ func Open(dir string) (*DB, error) {
 	}
 	db := &DB{bolt: bdb, path: path, queues: map[string]*Queue{}, closed: make(chan struct{})}
 	// What a process that ended between a deletion and its scrub left.
-	if _, err := db.Scrub(context.Background()); err != nil {
+	if err := db.Scrub(context.Background()); err != nil {
 		_ = bdb.Close()
 		return nil, fmt.Errorf("embedded: open %s: %w", path, err)
 	}

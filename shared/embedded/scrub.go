@@ -19,7 +19,7 @@ const scrubChunk = 1 << 20
 // reads bbolt's page map, and a commit would free a page of its own.
 var errScrubbed = errors.New("scrubbed")
 
-// ScrubStats is what one Scrub did.
+// ScrubStats is what one scrub did.
 type ScrubStats struct {
 	// FreePages is how many pages of the file held no live data.
 	FreePages int
@@ -45,7 +45,13 @@ type ScrubStats struct {
 // milliseconds per MiB free; a file with no free pages costs a walk of its
 // page map. It is safe to call any number of times; Open calls it, so a
 // file left unscrubbed by a crash is scrubbed at the next start.
-func (db *DB) Scrub(ctx context.Context) (ScrubStats, error) {
+func (db *DB) Scrub(ctx context.Context) error {
+	_, err := db.scrub(ctx)
+	return err
+}
+
+// scrub is Scrub, telling what it did.
+func (db *DB) scrub(ctx context.Context) (ScrubStats, error) {
 	if err := db.checkOpen("scrub"); err != nil {
 		return ScrubStats{}, err
 	}

@@ -124,7 +124,7 @@ func TestNoRemovedBytesAreLeftInTheFile(t *testing.T) {
 			if found := fileHolds(t, dir, s); len(found) == 0 {
 				t.Fatalf("before Scrub the file holds none of the removed bytes: the check cannot fail")
 			}
-			if _, err := db.Scrub(ctx); err != nil {
+			if err := db.Scrub(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if found := fileHolds(t, dir, s); len(found) > 0 {
@@ -217,7 +217,7 @@ func TestScrubAmidReadsAndWritesKeepsEveryItem(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := db.Scrub(context.Background()); err != nil {
+			if err := db.Scrub(context.Background()); err != nil {
 				errs <- err
 				return
 			}
@@ -284,4 +284,72 @@ func must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchmarkScrub measures a scrub after a chat's deletion, in a file of
+// other chats: the deletion frees its pages (size MiB of items), and the
+// scrub reads the file's free pages and zeroes them. The second case is
+// the scrub after that, with nothing new to zero: what the next deletion
+// pays for the free space left behind.
+func BenchmarkScrub(b *testing.B) {
+	for _, mib := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("after deleting %dMiB of a %dMiB file", mib, 2*mib), func(b *testing.B) {
+			benchScrub(b, mib, true)
+		})
+		b.Run(fmt.Sprintf("nothing new, %dMiB free", mib), func(b *testing.B) {
+			benchScrub(b, mib, false)
+		})
+	}
+}
+
+func benchScrub(b *testing.B, mib int, deleteEach bool) {
+	ctx := b.Context()
+	db, err := Open(b.TempDir())
+	must(b, err)
+	defer db.Close()
+	tbl := &Table{db: db}
+	n := mib << 10 // 1 KiB items
+	load := func(pk string) {
+		items := make([]store.Item, 0, 1000)
+		for i := range n {
+			items = append(items, store.Item{Key: store.Key{PK: pk, SK: fmt.Sprintf("e/%08d", i)}, Body: bytes.Repeat([]byte{'y'}, 1000)})
+			if len(items) == cap(items) || i == n-1 {
+				must(b, tbl.CreateAll(ctx, items))
+				items = items[:0]
+			}
+		}
+	}
+	remove := func(pk string) {
+		for i := 0; i < n; i += 1000 {
+			must(b, db.update("bench delete", func(tx *bolt.Tx) error {
+				bk := tx.Bucket(bucketTable)
+				for j := i; j < min(i+1000, n); j++ {
+					if err := bk.Delete(tableKey(store.Key{PK: pk, SK: fmt.Sprintf("e/%08d", j)})); err != nil {
+						return err
+					}
+				}
+				return nil
+			}))
+		}
+	}
+	load("c/t/stays")
+	if !deleteEach {
+		load("c/t/gone")
+		remove("c/t/gone")
+		_, err := db.scrub(ctx)
+		must(b, err)
+	}
+	var zeroed int64
+	for b.Loop() {
+		if deleteEach {
+			b.StopTimer()
+			load("c/t/gone")
+			remove("c/t/gone")
+			b.StartTimer()
+		}
+		st, err := db.scrub(ctx)
+		must(b, err)
+		zeroed += st.ZeroedBytes
+	}
+	b.ReportMetric(float64(zeroed)/float64(b.N)/(1<<20), "MiB-zeroed/op")
 }
