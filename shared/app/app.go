@@ -34,7 +34,9 @@ type Stores struct {
 	// Scrubber clears what removed items leave in the store's file (the
 	// embedded store; nil in AWS): a chat's deletion runs it before it
 	// answers done.
-	Scrubber interface{ Scrub(ctx context.Context) error }
+	Scrubber interface {
+		Scrub(ctx context.Context) error
+	}
 }
 
 // Images is the image store over s: Blobs, with Staging for uploads.
