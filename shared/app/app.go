@@ -31,6 +31,12 @@ type Stores struct {
 	// server checks uploads as they arrive and has no Staging.
 	Uploader store.Uploader
 	Staging  images.Staging
+	// Scrubber clears what removed items leave in the store's file (the
+	// embedded store; nil in AWS): a chat's deletion runs it before it
+	// answers done.
+	Scrubber interface {
+		Scrub(ctx context.Context) error
+	}
 }
 
 // Images is the image store over s: Blobs, with Staging for uploads.

@@ -20,6 +20,7 @@
 package embedded
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -61,6 +62,9 @@ var (
 type DB struct {
 	bolt *bolt.DB
 	path string
+	// txs is held shared by every transaction and alone by Scrub, which
+	// may overwrite only pages no open transaction can read.
+	txs sync.RWMutex
 
 	mu     sync.Mutex
 	queues map[string]*Queue
@@ -97,7 +101,13 @@ func Open(dir string) (*DB, error) {
 		_ = bdb.Close()
 		return nil, fmt.Errorf("embedded: open %s: creating buckets: %w", path, err)
 	}
-	return &DB{bolt: bdb, path: path, queues: map[string]*Queue{}, closed: make(chan struct{})}, nil
+	db := &DB{bolt: bdb, path: path, queues: map[string]*Queue{}, closed: make(chan struct{})}
+	// What a process that ended between a deletion and its scrub left.
+	if err := db.Scrub(context.Background()); err != nil {
+		_ = bdb.Close()
+		return nil, fmt.Errorf("embedded: open %s: %w", path, err)
+	}
+	return db, nil
 }
 
 // Path is the database file.
@@ -158,6 +168,8 @@ func (db *DB) update(op string, fn func(tx *bolt.Tx) error) error {
 	if err := db.checkOpen(op); err != nil {
 		return err
 	}
+	db.txs.RLock()
+	defer db.txs.RUnlock()
 	return transact(op, db.bolt.Update, fn)
 }
 
@@ -166,6 +178,8 @@ func (db *DB) view(op string, fn func(tx *bolt.Tx) error) error {
 	if err := db.checkOpen(op); err != nil {
 		return err
 	}
+	db.txs.RLock()
+	defer db.txs.RUnlock()
 	return transact(op, db.bolt.View, fn)
 }
 

@@ -141,6 +141,17 @@ type Config struct {
 	Steps int
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Scrubber clears the bytes removed items leave in the store's file
+	// (the embedded store); a deletion is done only once it has run. Nil:
+	// the stores leave none (AWS, where a deleted item or object is gone
+	// but for the backups docs/deploy.md describes).
+	Scrubber Scrubber
+}
+
+// Scrubber is a store whose file keeps what was removed from it until it
+// is scrubbed (embedded.DB).
+type Scrubber interface {
+	Scrub(ctx context.Context) error
 }
 
 // Chats keeps the tenant's chat index and image references, admits
@@ -155,11 +166,12 @@ type Chats struct {
 	steps  int
 	settle time.Duration
 	now    func() time.Time
+	scrub  Scrubber
 }
 
 // New returns Chats over cfg; Table and Blobs are required.
 func New(cfg Config) *Chats {
-	c := &Chats{table: cfg.Table, blobs: cfg.Blobs, ids: chatid.New(cfg.Table), images: cfg.Images, linker: cfg.Linker, queue: cfg.Queue, steps: cfg.Steps, settle: cfg.SettleAfter, now: cfg.Now}
+	c := &Chats{table: cfg.Table, blobs: cfg.Blobs, ids: chatid.New(cfg.Table), images: cfg.Images, linker: cfg.Linker, queue: cfg.Queue, steps: cfg.Steps, settle: cfg.SettleAfter, now: cfg.Now, scrub: cfg.Scrubber}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -1104,12 +1116,16 @@ func inParallel[T any](ctx context.Context, items []T, fn func(context.Context, 
 	return g.Wait()
 }
 
-// finish removes the index item, queues the sweep after the deletion
-// and retires the incarnation: the chat is gone, and the next append to
-// its id opens a new incarnation. In this order: until the identity item
-// goes, appends find the chat being deleted, so none lists a new chat
-// that this removal then unlists; and no incarnation is retired without
-// its sweep queued (a retried finish queues another, which is harmless).
+// finish removes the index item, queues the sweep after the deletion,
+// retires the incarnation and scrubs the store: the chat is gone, and the
+// next append to its id opens a new incarnation. In this order: until the
+// identity item goes, appends find the chat being deleted, so none lists
+// a new chat that this removal then unlists; no incarnation is retired
+// without its sweep queued (a retried finish queues another, which is
+// harmless); and the scrub comes after the last removal, so no byte of the
+// chat is left in the store's file when the deletion answers done (a
+// failed scrub fails the call, and the next call, finding the chat gone,
+// scrubs again).
 func (c *Chats) finish(ctx context.Context, ch chatid.Chat) error {
 	if err := c.table.Delete(ctx, indexKey(ch.Tenant, ch.ID), 0); err != nil {
 		return fmt.Errorf("lifecycle: removing chat %s from the index: %w", ch.ID, err)
@@ -1121,6 +1137,19 @@ func (c *Chats) finish(ctx context.Context, ch chatid.Chat) error {
 	}
 	if err := c.ids.Retire(ctx, ch); err != nil {
 		return fmt.Errorf("lifecycle: %w", err)
+	}
+	return c.Scrub(ctx)
+}
+
+// Scrub clears from the store's file what removed items left there (see
+// Config.Scrubber): whatever removes a tenant's data calls it last, before
+// it answers done.
+func (c *Chats) Scrub(ctx context.Context) error {
+	if c.scrub == nil {
+		return nil
+	}
+	if err := c.scrub.Scrub(ctx); err != nil {
+		return fmt.Errorf("lifecycle: scrubbing the store: %w", err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -313,7 +314,12 @@ func (c *Chats) settleTask(ctx context.Context, msg taskMessage, body string) er
 	if cur, recorded, err := c.ids.Current(ctx, ch.Tenant, ch.ID); err != nil || (recorded && cur == ch) {
 		return err
 	}
-	if more, err := c.sweep(ctx, ch, c.steps, &Progress{}); err != nil || !more {
+	var p Progress
+	more, err := c.sweep(ctx, ch, c.steps, &p)
+	if p.Removed > 0 {
+		err = errors.Join(err, c.Scrub(ctx))
+	}
+	if err != nil || !more {
 		return err
 	}
 	return c.queueRest(ctx, "the sweep after a deletion", body)

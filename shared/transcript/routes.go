@@ -161,7 +161,7 @@ func (rt *Routes) Append(ctx context.Context, tenant, chat string, req AppendReq
 
 func (rt *Routes) image(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	tenant, _, err := api.TenantChat(r)
+	tenant, chat, err := api.TenantChat(r)
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func (rt *Routes) image(w http.ResponseWriter, r *http.Request) error {
 	if !refs.ValidName(name) {
 		return api.BadRequest("name", "image name %q must be 16 lowercase hex digits", name)
 	}
-	img, err := rt.imgs.Get(ctx, tenant, name)
+	img, err := rt.log.ChatImage(ctx, tenant, chat, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return api.NotFound("no image %s", name)
 	}
@@ -179,8 +179,10 @@ func (rt *Routes) image(w http.ResponseWriter, r *http.Request) error {
 	h := w.Header()
 	h.Set("Content-Type", img.MimeType)
 	h.Set("Content-Length", strconv.Itoa(len(img.Data)))
-	// Names are content addresses: the bytes behind one never change.
-	h.Set("Cache-Control", "private, max-age=31536000, immutable")
+	// Names are content addresses: the bytes behind one never change, but
+	// the chat may stop naming it (a deletion, an erasure), so a cache
+	// asks again before each use.
+	h.Set("Cache-Control", "private, no-cache")
 	h.Set("ETag", `"`+name+`"`)
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)

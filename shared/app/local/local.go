@@ -47,7 +47,7 @@ func Open(cfg config.Config) (*Data, error) {
 	links := embedded.NewLinker(cfg.PublicURL, secret)
 	return &Data{
 		DB:     db,
-		Stores: app.Stores{Table: db.Table(), Blobs: db.Blobs(), Linker: links, Uploader: links, Queue: q, Receiver: q},
+		Stores: app.Stores{Table: db.Table(), Blobs: db.Blobs(), Linker: links, Uploader: links, Queue: q, Receiver: q, Scrubber: db},
 		Queue:  q,
 		Links:  links,
 	}, nil

@@ -83,7 +83,7 @@ func (t *tenantMemory) Log(ctx context.Context, chat string, req transcript.Appe
 }
 
 func (t *tenantMemory) Image(ctx context.Context, chat, name string) ([]byte, string, error) {
-	img, err := t.a.Images.Get(ctx, t.tenant, name)
+	img, err := t.a.Transcript.ChatImage(ctx, t.tenant, chat, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, "", api.NotFound("no image %s", name)
 	}

@@ -39,7 +39,7 @@ type API struct {
 // receives Embedded Metric Format lines.
 func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logger *slog.Logger, metrics io.Writer) (*API, error) {
 	imgs := stores.Images()
-	chats := lifecycle.New(lifecycle.Config{Table: stores.Table, Blobs: stores.Blobs, Images: imgs, Linker: stores.Linker, Queue: stores.Queue})
+	chats := lifecycle.New(lifecycle.Config{Table: stores.Table, Blobs: stores.Blobs, Images: imgs, Linker: stores.Linker, Queue: stores.Queue, Scrubber: stores.Scrubber})
 	tl := transcript.New(transcript.Config{Table: stores.Table, Blobs: stores.Blobs, Images: imgs, Chats: chats})
 	m, err := memory.New(memory.Config{
 		Table:        stores.Table,
