@@ -25,6 +25,7 @@ import (
 	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/memory"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -339,13 +340,13 @@ func (s *Server) callSearch(ctx context.Context, chat string, raw json.RawMessag
 
 func (s *Server) callLog(ctx context.Context, chat string, raw json.RawMessage) (*sdk.CallToolResult, error) {
 	var a struct {
-		Receipt  string          `json:"receipt"`
-		Messages json.RawMessage `json:"messages"`
+		Receipt  string        `json:"receipt"`
+		Messages rawjson.Value `json:"messages"` // a slice of raw, not a copy
 	}
 	if err := api.Unmarshal(raw, &a); err != nil {
 		return nil, err
 	}
-	ids, err := s.mem.Log(ctx, chat, a.Receipt, a.Messages)
+	ids, err := s.mem.Log(ctx, chat, a.Receipt, json.RawMessage(a.Messages))
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The largest appends a client can send: one user message of text filling
@@ -58,9 +59,33 @@ func MCPLogCall(id int, chat, receipt string, text int) Body {
 // Post sends body to url with the bearer token and the MCP session id
 // (each only when not empty) and returns the status and the answer.
 func Post(ctx context.Context, url, token, session string, body Body) (int, []byte, error) {
+	status, _, out, err := post(ctx, url, token, session, body)
+	return status, out, err
+}
+
+// PostRetrying is Post, sent again a second later while the answer is a
+// 503 with Retry-After, as a client would (sooner than it says: a test has
+// no time to spare), at most retries times. It reports how often it did.
+func PostRetrying(ctx context.Context, url, token, session string, body Body, retries int) (status int, out []byte, retried int, err error) {
+	for {
+		var h http.Header
+		status, h, out, err = post(ctx, url, token, session, body)
+		if err != nil || status != http.StatusServiceUnavailable || h.Get("Retry-After") == "" || retried == retries {
+			return status, out, retried, err
+		}
+		retried++
+		select {
+		case <-ctx.Done():
+			return status, out, retried, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func post(ctx context.Context, url, token, session string, body Body) (int, http.Header, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, body.Reader())
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	req.ContentLength = body.Len()
 	req.Header.Set("Content-Type", "application/json")
@@ -73,11 +98,11 @@ func Post(ctx context.Context, url, token, session string, body Body) (int, []by
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer res.Body.Close()
 	out, err := io.ReadAll(res.Body)
-	return res.StatusCode, out, err
+	return res.StatusCode, res.Header, out, err
 }
 
 // MCPSession opens a session of the MCP endpoint at url (initialize, then
