@@ -24,15 +24,9 @@ import (
 	"github.com/durachat/durachat/shared/mcp"
 )
 
-// memoryLimit is the Go runtime's soft memory limit unless GOMEMLIMIT sets
-// one: the collector works harder near it rather than let the heap double,
-// which keeps the server's peak RSS under attack within 512 MB
-// (docs/performance.md).
-const memoryLimit = 384 << 20
-
 func main() {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		debug.SetMemoryLimit(memoryLimit)
+		debug.SetMemoryLimit(local.MemoryLimit)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/durachat/durachat/client"
 	"github.com/durachat/durachat/shared/api/openapitest"
+	"github.com/durachat/durachat/shared/app/local/localtest"
 	"github.com/durachat/durachat/shared/images/imagestest"
 	"github.com/durachat/durachat/shared/testenv"
 )
@@ -291,5 +292,75 @@ func TestConcurrentUploadsPeakRSS(t *testing.T) {
 		idle>>20, uploads, size, retried, peak>>20)
 	if peak > maxPeak {
 		t.Errorf("peak RSS %d MB under concurrent uploads, aim at most %d MB", peak>>20, maxPeak>>20)
+	}
+}
+
+// The largest text appends a client can send, from six clients at once:
+// 9 MiB of text each, through POST .../messages and through the MCP
+// endpoint's log tool, each client to a chat of its own. An append's text
+// is copied on its way to the log (decoded, recorded, listed in its
+// entries, written); the copies held at once must leave the server within
+// 512 MB. A 503 with Retry-After (the appends held are bounded) is
+// retried, as a client would.
+func TestConcurrentLargeTextAppendsPeakRSS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stress test: runs the server as a process and appends 108 MiB to it")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the server's memory from /proc")
+	}
+	const (
+		clients = 6
+		text    = 9 << 20
+	)
+	ctx := t.Context()
+	for _, via := range []string{"http", "mcp"} {
+		t.Run(via, func(t *testing.T) {
+			s := startStressServer(t)
+			mcpURL := s.url + "/v1/mcp"
+			sessions := make([]string, clients)
+			if via == "mcp" {
+				for c := range sessions {
+					var err error
+					if sessions[c], err = localtest.MCPSession(ctx, mcpURL, stressTokenA); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			runtime.GC()
+			time.Sleep(500 * time.Millisecond)
+			idle, _ := s.memory(t)
+			s.resetPeak()
+			var wg sync.WaitGroup
+			errs := make(chan error, clients)
+			retried := make([]int, clients)
+			for c := range clients {
+				wg.Go(func() {
+					chat := fmt.Sprintf("big-%d", c)
+					url, session, body := s.url+"/v1/chats/"+chat+"/messages", "", localtest.TextAppend("r", text)
+					if via == "mcp" {
+						url, session, body = mcpURL, sessions[c], localtest.MCPLogCall(1, chat, "r", text)
+					}
+					status, out, n, err := localtest.PostRetrying(ctx, url, stressTokenA, session, body, 5)
+					retried[c] = n
+					if err == nil && (status != http.StatusOK || (via == "mcp" && !localtest.MCPLogged(out))) {
+						err = fmt.Errorf("status %d: %.300s", status, out)
+					}
+					if err != nil {
+						errs <- fmt.Errorf("client %d, %s: %w", c, chat, err)
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			_, peak := s.memory(t)
+			t.Logf("RESULT %s: idle %d MB; %d clients appending %d MiB of text at once (retried after a 503: %v): peak RSS %d MB", via, idle>>20, clients, text>>20, retried, peak>>20)
+			if peak > maxPeak {
+				t.Errorf("peak RSS %d MB under concurrent large appends (%s), aim at most %d MB", peak>>20, via, maxPeak>>20)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 
 	"github.com/durachat/durachat/shared/fault"
+	"github.com/durachat/durachat/shared/rawjson"
 )
 
 // Block types.
@@ -164,12 +165,33 @@ type Message struct {
 	Raw json.RawMessage
 }
 
+// UnmarshalJSON decodes a copy of data (DecodeOwned).
 func (m *Message) UnmarshalJSON(data []byte) error {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
+	return m.decode(bytes.Clone(data))
+}
+
+// DecodeOwned decodes the message JSON data without copying it: the
+// message keeps slices of it (Raw, and Extra's values), so data must be
+// the caller's to give, never written to afterwards (a request body read
+// whole). A large text is then held once as sent and once decoded.
+func DecodeOwned(data []byte) (Message, error) {
+	var m Message
+	err := m.decode(data[:len(data):len(data)])
+	return m, err
+}
+
+// decode decodes own, which the message keeps: its fields are slices of
+// it (capped: appending to one never writes into the next).
+func (m *Message) decode(own []byte) error {
+	var fields map[string]rawjson.Value
+	if err := json.Unmarshal(own, &fields); err != nil {
 		return err
 	}
-	*m = Message{Raw: bytes.Clone(data)}
+	raw := make(map[string]json.RawMessage, len(fields))
+	for k, v := range fields {
+		raw[k] = json.RawMessage(v)
+	}
+	*m = Message{Raw: own}
 	take := func(k string, dst any, what string) error {
 		v, ok := raw[k]
 		if !ok {

@@ -419,15 +419,10 @@ func messageDrafts(i int, m pi.Message, names map[imageRef]string) []draft {
 // already names add nothing, so its logged text is the same with or
 // without offload.
 func joined(i int, m pi.Message, names map[imageRef]string, pageNames map[string]bool) string {
-	var sb strings.Builder
-	first := true
-	add := func(s string) {
-		if !first {
-			sb.WriteByte('\n')
-		}
-		first = false
-		sb.WriteString(s)
-	}
+	// One part (a message of one text) is itself, not a copy; more are
+	// joined into one buffer of their length.
+	var parts []string
+	add := func(s string) { parts = append(parts, s) }
 	for j, b := range m.Content.Blocks {
 		switch b.Type {
 		case pi.TypeText:
@@ -446,7 +441,7 @@ func joined(i int, m pi.Message, names map[imageRef]string, pageNames map[string
 			add(refs.Ref(name))
 		}
 	}
-	return sb.String()
+	return strings.Join(parts, "\n")
 }
 
 // compactArgs is a tool call's arguments as compact JSON ("{}" when absent).

@@ -329,31 +329,35 @@ func (a *pendingAppend) open(ctx context.Context, drafts []draft, sum, req strin
 	l := a.l
 	date := l.now()
 	rec := record{Receipt: a.receipt, N: len(drafts), Date: date.UnixMilli(), Digest: sum, Request: req}
+	// The rows' bodies joined are their list's JSON, as rawjson.Of writes
+	// it: kept, it is not encoded again when the rows go to a blob.
+	rest := restList(drafts[1:], a.receipt)
 	for k, d := range drafts[1:] {
-		r, _, err := l.makeRow(ctx, a.texts, a.pk, draftRow(d, date, a.receipt, k+1, len(drafts)))
+		r, body, err := l.makeRow(ctx, a.texts, a.pk, draftRow(d, date, a.receipt, k+1, len(drafts)))
 		if err != nil {
 			return record{}, 0, err
 		}
-		rec.Rest = append(rec.Rest, r)
+		rec.Rest, rest = append(rec.Rest, r), rest.add(body)
 	}
 	var err error
 	if rec.First, err = l.end(ctx, a.pk); err != nil {
 		return record{}, 0, err
 	}
-	body, err := rawjson.Of(rec)
-	if err != nil {
-		return record{}, 0, err
-	}
-	if !fits(a.pk, a.rk, body) {
-		rest, err := rawjson.Of(rec.Rest)
-		if err != nil {
+	var body []byte
+	// Rows longer than the budget make a record over it: it is not
+	// encoded with them only to find that out.
+	if len(rest.json) <= store.ItemBudget {
+		if body, err = rawjson.Of(rec); err != nil {
 			return record{}, 0, err
 		}
-		key := store.TextKey(a.texts, rest)
-		if err := l.blobs.Put(ctx, key, store.Blob{ContentType: "application/json", Data: rest}); err != nil {
+	}
+	if body == nil || !fits(a.pk, a.rk, body) {
+		list := rest.done()
+		key := store.TextKey(a.texts, list)
+		if err := l.blobs.Put(ctx, key, store.Blob{ContentType: "application/json", Data: list}); err != nil {
 			return record{}, 0, fmt.Errorf("transcript: storing the rows of a large append: %w", err)
 		}
-		rec.Rest, rec.RestKey = nil, key
+		rec.Rest, rec.RestKey, rec.made = nil, key, rec.Rest
 		if body, err = rawjson.Of(rec); err != nil {
 			return record{}, 0, err
 		}
@@ -463,6 +467,9 @@ func (a *pendingAppend) finish(ctx context.Context, rec record, have map[int64]r
 func (l *Log) rest(ctx context.Context, rec record) ([]row, error) {
 	if rec.RestKey == "" {
 		return rec.Rest, nil
+	}
+	if rec.made != nil {
+		return rec.made, nil
 	}
 	blob, err := l.blobs.Get(ctx, rec.RestKey)
 	if errors.Is(err, store.ErrNotFound) {

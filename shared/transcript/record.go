@@ -21,6 +21,10 @@ import (
 type Record struct {
 	JSON   json.RawMessage `json:"j"`
 	Images []string        `json:"i,omitempty"`
+	// enc is the record's own JSON, as rawjson.Of writes it, when
+	// makeRecord made it: JSON is a slice of it, so a record moved to a
+	// blob is not copied again for it.
+	enc rawjson.Value
 }
 
 // makeRecord is the record of message m whose image blocks, in order, are
@@ -33,11 +37,14 @@ func makeRecord(m pi.Message, names []string) (*Record, error) {
 			return nil, err
 		}
 	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, raw); err != nil {
-		return nil, err
+	if !isCompact(raw) {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, raw); err != nil {
+			return nil, err
+		}
+		raw = compact.Bytes()
 	}
-	msg, ok := rawjson.ParseObject(compact.Bytes())
+	msg, ok := rawjson.ParseObject(rawjson.Value(raw))
 	if !ok {
 		return nil, fmt.Errorf("transcript: a message is not a JSON object")
 	}
@@ -59,8 +66,50 @@ func makeRecord(m pi.Message, names []string) (*Record, error) {
 		}
 		msg.Set("content", content)
 	}
-	// A new Object: its keys are written sorted whether or not a field changed.
-	return &Record{JSON: json.RawMessage(rawjson.Encode(msg)), Images: names}, nil
+	// The record's own JSON ({"j":...,"i":[...]}) is written into one
+	// buffer of its length, the message's JSON in its place: a new Object,
+	// so its keys are written sorted whether or not a field changed. It is
+	// compact, so encoding/json would write it as it is.
+	var nameList rawjson.Value
+	if len(names) > 0 {
+		var err error
+		if nameList, err = rawjson.Of(names); err != nil {
+			return nil, err
+		}
+	}
+	const head = `{"j":`
+	enc := msg.AppendTo(append(make([]byte, 0, len(head)+msg.Len()+len(`,"i":}`)+len(nameList)), head...))
+	rec := &Record{JSON: json.RawMessage(enc[len(head):len(enc):len(enc)]), Images: names}
+	if nameList != nil {
+		enc = append(append(enc, `,"i":`...), nameList...)
+	}
+	rec.enc = append(enc, '}')
+	return rec, nil
+}
+
+// isCompact reports whether JSON b has no whitespace outside its strings:
+// then json.Compact would copy it as it is.
+func isCompact(b []byte) bool {
+	in := false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case in && c == '\\':
+			i++ // the escaped byte is no quote
+		case c == '"':
+			in = !in
+		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return true
+}
+
+// encoded is r as rawjson.Of writes it: makeRecord's, or encoded now.
+func (r *Record) encoded() (rawjson.Value, error) {
+	if r.enc != nil {
+		return r.enc, nil
+	}
+	return rawjson.Of(r)
 }
 
 // blockType is a block's "type", "" when it has none that is a string.

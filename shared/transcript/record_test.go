@@ -10,6 +10,7 @@ import (
 	"github.com/durachat/durachat/shared/aws/awstest"
 	"github.com/durachat/durachat/shared/aws/dynamo"
 	"github.com/durachat/durachat/shared/pi"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/testenv"
 )
@@ -113,5 +114,87 @@ func TestAMessageIsRecordedOnceWhateverTheEntriesOrCrashes(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// A large append's record and its rows are written as encoding/json
+// writes them (rawjson.Of), though made without encoding them again: a
+// blob's bytes name it, so twins, and appends before this way of making
+// them, store the same blob under the same key.
+func TestLargeRecordsAndRowListsAreWrittenAsEncodingJSONWritesThem(t *testing.T) {
+	texts := []string{"plain", `quotes " and \ slashes`, "<html> & </html>", "line\nbreak\ttab", "é 漢字 🙂", "\u2028\u2029", ""}
+	var rows []row
+	list := rowList{}
+	for k, text := range texts {
+		of := int64(k)
+		r := row{Kind: KindUser, Text: text, Date: int64(k), Receipt: "r<&>", Pos: k, N: len(texts), Tool: "zoom", Of: &of, Cont: k > 0}
+		if k == 1 {
+			r.TextKey, r.Text = "t/key", ""
+		}
+		body, err := rawjson.Of(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, list = append(rows, r), list.add(body)
+		want, err := rawjson.Of(rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := list.done(); string(got) != string(want) {
+			t.Errorf("%d rows joined:\n%s\nencoded:\n%s", len(rows), got, want)
+		}
+	}
+	if got := (rowList{}).done(); string(got) != "null" {
+		t.Errorf("no rows joined: %s, want null", got)
+	}
+
+	for _, tt := range []struct {
+		name string
+		msg  string
+		imgs []string
+	}{
+		{"text", `{"role":"user","content":"<b> & \u2028 é"}`, nil},
+		{"blocks and images", `{"role":"user","content":[{"type":"text","text":"a"},{"type":"image","mimeType":"image/png","data":"AAAA"}],"timestamp":1}`, []string{"0123456789abcdef"}},
+	} {
+		var m pi.Message
+		if err := json.Unmarshal([]byte(tt.msg), &m); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := makeRecord(m, tt.imgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := rawjson.Of(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := rec.encoded()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s: record made\n%s\nencoded:\n%s", tt.name, got, want)
+		}
+	}
+}
+
+// A message already compact is recorded from its bytes as they are; one
+// with whitespace between its tokens is compacted first.
+func TestIsCompactFindsWhitespaceOutsideStringsOnly(t *testing.T) {
+	for _, tt := range []struct {
+		json string
+		want bool
+	}{
+		{`{"a":"x y\tz"}`, true},
+		{`{"a": 1}`, false},
+		{"{\"a\":1}\n", false},
+		{`{"a":"q\" x"}`, true},
+		{`{"a":"\\","b":1}`, true},
+		{`{"a":"\\" ,"b":1}`, false},
+		{`[1,"]",{"b":[ ]}]`, false},
+	} {
+		if got := isCompact([]byte(tt.json)); got != tt.want {
+			t.Errorf("isCompact(%s) = %v, want %v", tt.json, got, tt.want)
+		}
 	}
 }

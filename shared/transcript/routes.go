@@ -33,11 +33,19 @@ type Routes struct {
 	log    *Log
 	imgs   *images.Store
 	notify Notifier
+	held   *api.Held
 }
 
 // NewRoutes returns the routes over log and imgs; notify may be nil.
 func NewRoutes(log *Log, imgs *images.Store, notify Notifier) *Routes {
 	return &Routes{log: log, imgs: imgs, notify: notify}
+}
+
+// Holding has an append's body take its room in held before it is read
+// (nil holds nothing), and returns rt.
+func (rt *Routes) Holding(held *api.Held) *Routes {
+	rt.held = held
+	return rt
 }
 
 // Register adds POST /v1/chats/{chat}/messages and
@@ -54,33 +62,42 @@ type AppendRequest struct {
 }
 
 // DecodeAppend reads an append body. Errors name the field at fault by its
-// path ("messages[2].content[1].type").
+// path ("messages[2].content[1].type"). The messages keep slices of data
+// (pi.DecodeOwned), which must not change afterwards: a body read whole
+// (api.ReadBody) is not copied again.
 func DecodeAppend(data []byte) (AppendRequest, error) {
-	// The messages stay slices of data until each is decoded (and keeps
-	// its own copy, pi.Message.Raw): a large body is not copied twice.
 	var raw struct {
 		Messages rawjson.Value   `json:"messages"`
 		Receipt  json.RawMessage `json:"receipt"`
 	}
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return AppendRequest{}, api.BadRequest("", "the body must be a JSON object: %v", err)
+	if err := api.Unmarshal(data, &raw); err != nil {
+		return AppendRequest{}, err
 	}
-	var req AppendRequest
+	var receipt string
 	if len(raw.Receipt) > 0 && string(raw.Receipt) != "null" {
-		if err := json.Unmarshal(raw.Receipt, &req.Receipt); err != nil {
+		if err := json.Unmarshal(raw.Receipt, &receipt); err != nil {
 			return AppendRequest{}, api.BadRequest("receipt", "receipt must be a string")
 		}
 	}
-	if raw.Messages.IsNull() {
+	return DecodeMessages(receipt, raw.Messages)
+}
+
+// DecodeMessages is the append of the messages list messages (JSON, as an
+// append body's "messages") under receipt; a caller that has the list
+// apart from its body (the MCP log tool) decodes it here, with no body
+// made for DecodeAppend. As there, the messages keep slices of messages.
+func DecodeMessages(receipt string, messages []byte) (AppendRequest, error) {
+	if rawjson.Value(messages).IsNull() {
 		return AppendRequest{}, api.BadRequest("messages", "messages is required: a list of pi messages")
 	}
 	var msgs []rawjson.Value
-	if err := json.Unmarshal(raw.Messages, &msgs); err != nil {
+	if err := json.Unmarshal(messages, &msgs); err != nil {
 		return AppendRequest{}, api.BadRequest("messages", "messages must be a list of pi messages")
 	}
-	req.Messages = make([]pi.Message, len(msgs))
+	req := AppendRequest{Receipt: receipt, Messages: make([]pi.Message, len(msgs))}
 	for i, m := range msgs {
-		if err := json.Unmarshal(m, &req.Messages[i]); err != nil {
+		var err error
+		if req.Messages[i], err = pi.DecodeOwned(m); err != nil {
 			return AppendRequest{}, messageError(i, json.RawMessage(m), err)
 		}
 	}
@@ -121,8 +138,15 @@ func (rt *Routes) append(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var body json.RawMessage
-	if err := api.DecodeJSON(r, &body); err != nil {
+	release, err := rt.held.Hold(r)
+	if err != nil {
+		return err
+	}
+	defer release()
+	// Decoded from the body as read, which the messages keep (their
+	// decoded texts are its only copies).
+	body, err := api.ReadBody(r)
+	if err != nil {
 		return err
 	}
 	req, err := DecodeAppend(body)

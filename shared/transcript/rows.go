@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"time"
 
 	"github.com/durachat/durachat/shared/pi"
@@ -56,6 +57,10 @@ type record struct {
 	// Rest holds the rows after the first, or RestKey the blob holding them.
 	Rest    []row  `json:"rest,omitempty"`
 	RestKey string `json:"rk,omitempty"`
+	// made are the rows RestKey holds as the append that wrote them made
+	// them (never stored; nil in a record read back), so it writes them
+	// without reading them back.
+	made []row
 }
 
 // sameRequest reports whether the record was opened for the request whose
@@ -123,15 +128,19 @@ func draftRow(d draft, date time.Time, receipt string, pos, n int) row {
 // for a row goes to a blob first: the message's record, then the entry's
 // text.
 func (l *Log) makeRow(ctx context.Context, texts, pk string, r row) (row, []byte, error) {
-	body, err := rawjson.Of(r)
-	if err != nil {
-		return row{}, nil, err
-	}
-	if fits(pk, store.EntrySK(0), body) {
-		return r, body, nil
+	// A body is longer than its text and record: when they alone are over
+	// the budget, the row is not encoded whole only to find it does not fit.
+	if len(r.Text)+r.Rec.size() <= store.ItemBudget {
+		body, err := rawjson.Of(r)
+		if err != nil {
+			return row{}, nil, err
+		}
+		if fits(pk, store.EntrySK(0), body) {
+			return r, body, nil
+		}
 	}
 	if r.Rec != nil {
-		rec, err := rawjson.Of(r.Rec)
+		rec, err := r.Rec.encoded()
 		if err != nil {
 			return row{}, nil, err
 		}
@@ -140,22 +149,72 @@ func (l *Log) makeRow(ctx context.Context, texts, pk string, r row) (row, []byte
 			return row{}, nil, fmt.Errorf("transcript: moving a %d-byte message record out of its row: %w", len(rec), err)
 		}
 		r.Rec, r.RecKey = nil, key
-		if body, err = rawjson.Of(r); err != nil {
-			return row{}, nil, err
-		}
-		if fits(pk, store.EntrySK(0), body) {
-			return r, body, nil
+		if len(r.Text) <= store.ItemBudget {
+			body, err := rawjson.Of(r)
+			if err != nil {
+				return row{}, nil, err
+			}
+			if fits(pk, store.EntrySK(0), body) {
+				return r, body, nil
+			}
 		}
 	}
-	key := store.TextKey(texts, []byte(r.Text))
-	if err := l.blobs.Put(ctx, key, store.Blob{ContentType: "text/plain; charset=utf-8", Data: []byte(r.Text)}); err != nil {
+	text := []byte(r.Text)
+	key := store.TextKey(texts, text)
+	if err := l.blobs.Put(ctx, key, store.Blob{ContentType: "text/plain; charset=utf-8", Data: text}); err != nil {
 		return row{}, nil, fmt.Errorf("transcript: moving a %d-byte text out of its row: %w", len(r.Text), err)
 	}
 	r.Text, r.TextKey = "", key
-	if body, err = rawjson.Of(r); err != nil {
+	body, err := rawjson.Of(r)
+	if err != nil {
 		return row{}, nil, err
 	}
 	return r, body, nil
+}
+
+// size is the length of the record's JSON (0 for none): less than its
+// encoding.
+func (r *Record) size() int {
+	if r == nil {
+		return 0
+	}
+	return len(r.JSON)
+}
+
+// rowList is the JSON list of rows, as rawjson.Of of the list writes it,
+// joined from their bodies (rawjson.Of of each) as they are made, in one
+// buffer sized for the drafts' texts: not the rows encoded again, nor a
+// body kept apart from it.
+type rowList struct{ json []byte }
+
+// restList is an empty rowList with room for the rows of drafts.
+func restList(drafts []draft, receipt string) rowList {
+	n := 2
+	for _, d := range drafts {
+		// A row's JSON is its text (escapes aside) and under 200 bytes
+		// of field names and numbers.
+		n += len(d.Text) + len(d.Kind) + len(d.Tool) + len(receipt) + 200
+	}
+	return rowList{json: make([]byte, 0, n)}
+}
+
+// add appends a row's body.
+func (l rowList) add(body []byte) rowList {
+	if len(l.json) > 0 {
+		l.json = append(l.json, ',')
+	} else {
+		l.json = append(l.json, '[')
+	}
+	l.json = append(l.json, body...)
+	return l
+}
+
+// done is the list's JSON: null for no rows.
+func (l rowList) done() rawjson.Value {
+	if len(l.json) == 0 {
+		return rawjson.Value("null")
+	}
+	return append(l.json, ']')
 }
 
 // decodeRow reads an entry row.
@@ -198,13 +257,14 @@ var errLost = errors.New("stored data missing")
 // the append's date does not (twins pick it independently).
 func digest(ds []draft) string {
 	h := sha256.New()
+	var buf []byte
 	for _, d := range ds {
 		var ms int64
 		if !d.Date.IsZero() {
 			ms = d.Date.UnixMilli()
 		}
 		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%d\x00%d\x00", d.Kind, len(d.Text), d.Tool, d.Of, ms)
-		h.Write([]byte(d.Text))
+		buf = writeString(h, buf, d.Text)
 		if d.Record != nil {
 			// Added to what rows written before records were kept hash, so a
 			// append without one hashes as it did.
@@ -273,8 +333,24 @@ func hashText(s string) string {
 	if s == "" {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
+	h := sha256.New()
+	writeString(h, nil, s)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// writeString writes s to h a piece at a time through buf (made or grown
+// as needed, up to 32 KiB, and returned for the next call):
+// h.Write([]byte(s)) would copy a large text whole first.
+func writeString(h hash.Hash, buf []byte, s string) []byte {
+	if want := min(len(s), 32<<10); len(buf) < want {
+		buf = make([]byte, want)
+	}
+	for len(s) > 0 {
+		n := copy(buf, s)
+		h.Write(buf[:n])
+		s = s[n:]
+	}
+	return buf
 }
 
 // hashRaw is the hash of a raw JSON value's compact form, as a JSON string.
@@ -286,7 +362,8 @@ func hashRaw(v json.RawMessage) (json.RawMessage, error) {
 	if err := json.Compact(&buf, v); err != nil {
 		return nil, err
 	}
-	return json.RawMessage(`"` + hashText(buf.String()) + `"`), nil
+	sum := sha256.Sum256(buf.Bytes())
+	return json.RawMessage(`"` + hex.EncodeToString(sum[:]) + `"`), nil
 }
 
 // hashRaws is a copy of m with each value hashed by hashRaw.

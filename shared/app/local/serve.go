@@ -38,6 +38,12 @@ const (
 	expireEvery = time.Hour
 )
 
+// MemoryLimit is the local server's soft memory limit (the Go runtime's)
+// unless GOMEMLIMIT sets one: the collector works harder near it rather
+// than let the heap double, which keeps the server's peak RSS under attack
+// within 512 MB (docs/performance.md).
+const MemoryLimit = 384 << 20
+
 // Serve runs the local server (durachat serve): every route of every
 // function in one process, on the embedded stores in cfg.DataDir, with the
 // build queue consumed in-process. It listens on cfg.Addr, tells ready

@@ -3,6 +3,7 @@ package memoryapi
 import (
 	"context"
 	"errors"
+	"net/http"
 
 	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
@@ -13,11 +14,27 @@ import (
 )
 
 // MCPRoutes serve the MCP endpoint (POST /v1/mcp) over this API's memory
-// for every tenant; stateless in Lambda (see mcp.Routes).
-func (a *API) MCPRoutes(stateless bool) *mcp.Routes {
-	return mcp.NewRoutes(func(tenant string) (mcp.Memory, mcp.Options) {
+// for every tenant; stateless in Lambda (see mcp.Routes). A post's body
+// takes its room among the appends held (AppendsHeld) before the SDK
+// reads it: a log call is an append.
+func (a *API) MCPRoutes(stateless bool) api.Routes {
+	return heldRoutes{routes: mcp.NewRoutes(func(tenant string) (mcp.Memory, mcp.Options) {
 		return a.MCP(tenant), mcp.Options{Search: true}
-	}, stateless)
+	}, stateless), pattern: mcp.Pattern, held: a.appends.Copies(MCPCopies)}
+}
+
+// heldRoutes are routes under one pattern served once the request's body
+// has room in held.
+type heldRoutes struct {
+	routes  api.Routes
+	pattern string
+	held    *api.Held
+}
+
+func (h heldRoutes) Register(mux *http.ServeMux) {
+	inner := http.NewServeMux()
+	h.routes.Register(inner)
+	mux.Handle(h.pattern, h.held.Handler(inner))
 }
 
 // MCP is the tenant's memory as the MCP server reads and writes it: the

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -30,7 +31,27 @@ type API struct {
 	Transcript *transcript.Log
 	Memory     *memory.Memory
 	Chats      *lifecycle.Routes
+	// appends holds the bodies of appends, through their route and the
+	// MCP endpoint (AppendsHeld).
+	appends *api.Held
 }
+
+// An append is held whole while it is logged, and copied: the body, the
+// text decoded, the message's record and the list of its entries, each
+// about the size of the body (AppendCopies); an MCP post holds the SDK's
+// copies of its body too (MCPCopies). That bounds the memory of one
+// append; the memory the appends hold at once is bounded too, to
+// AppendsHeld, each waiting at most AppendsWait for its room (then a 503
+// with Retry-After). 128 MiB is three appends of the largest size at once
+// through their route, two through the MCP endpoint: with the collector's
+// headroom, well inside the local server's soft memory limit beside the
+// image decode budget (docs/performance.md).
+const (
+	AppendsHeld  = 128 << 20
+	AppendsWait  = 10 * time.Second
+	AppendCopies = 4
+	MCPCopies    = 8
+)
 
 // New wires the transcript and memory over stores, in one order: the
 // chats (which admit appends and delete), the transcript, the memory, and
@@ -62,7 +83,7 @@ func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logge
 	if err != nil {
 		return nil, err
 	}
-	return &API{Images: imgs, Transcript: tl, Memory: m, Chats: lifecycle.NewRoutes(chats, tl, m)}, nil
+	return &API{Images: imgs, Transcript: tl, Memory: m, Chats: lifecycle.NewRoutes(chats, tl, m), appends: api.NewHeld(AppendsHeld, AppendsWait)}, nil
 }
 
 // NewLambda wires the transcript and memory of a Lambda function: f's
@@ -78,5 +99,5 @@ func NewLambda(f lambdafn.Function, compactor memory.Compactor, metrics io.Write
 // Routes are the memory API's routes: messages, images, view, tools,
 // status, and the chat lifecycle (list, read back, delete).
 func (a *API) Routes() []api.Routes {
-	return []api.Routes{transcript.NewRoutes(a.Transcript, a.Images, a.Memory), a.Memory, a.Chats}
+	return []api.Routes{transcript.NewRoutes(a.Transcript, a.Images, a.Memory).Holding(a.appends.Copies(AppendCopies)), a.Memory, a.Chats}
 }
