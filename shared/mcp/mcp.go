@@ -475,22 +475,16 @@ func logError(err error, receipt string, cut bool, bound time.Duration) *sdk.Cal
 func toolResult(chat string, res wire.ToolResult) (*sdk.CallToolResult, error) {
 	out := &sdk.CallToolResult{IsError: res.IsError}
 	inline := make([]sdk.Content, len(res.Content))
-	budget, left, closed := int64(hooks.DefaultBudget), hooks.MaxImagesPi, false
+	budget := hooks.NewInlineBudget(hooks.DefaultBudget, hooks.MaxImagesPi)
 	for i := len(res.Content) - 1; i >= 0; i-- {
 		b := res.Content[i]
-		if b.Type != "image" || closed {
-			continue
-		}
-		if int64(len(b.Data)) > budget || left == 0 {
-			closed = true
+		if b.Type != "image" || !budget.Take(int64(len(b.Data))) {
 			continue
 		}
 		data, err := base64.StdEncoding.DecodeString(b.Data)
 		if err != nil {
 			return nil, fmt.Errorf("mcp: image %s of a tool result: %w", b.Name, err)
 		}
-		budget -= int64(len(b.Data))
-		left--
 		inline[i] = &sdk.ImageContent{Data: data, MIMEType: b.MimeType, Meta: sdk.Meta{"name": b.Name}}
 	}
 	shown := map[string]bool{}
