@@ -68,7 +68,7 @@ func (m *Memory) handleZoom(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var args ZoomArgs
+	var args wire.ZoomArgs
 	if err := api.DecodeJSON(r, &args); err != nil {
 		return err
 	}
@@ -86,14 +86,12 @@ func (m *Memory) handleDate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var args struct {
-		ID Int `json:"id"`
-	}
+	var args wire.DateArgs
 	if err := api.DecodeJSON(r, &args); err != nil {
 		return err
 	}
 	m.pumpQuietly(r.Context(), c)
-	res, err := m.date(r.Context(), c, args.ID)
+	res, err := m.date(r.Context(), c, args)
 	if err != nil {
 		return err
 	}
@@ -109,7 +107,7 @@ func (m *Memory) handleSearch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var args SearchArgs
+	var args wire.SearchArgs
 	if err := api.DecodeJSON(r, &args); err != nil {
 		return err
 	}

@@ -34,18 +34,8 @@ func (t *tenantMemory) View(ctx context.Context, chat string, wait bool) (wire.V
 }
 
 func (t *tenantMemory) Zoom(ctx context.Context, chat string, z wire.ZoomArgs) (wire.ToolResult, error) {
-	args := memory.ZoomArgs{ID: memory.Int{V: z.ID, Set: true}}
-	if z.N != 0 {
-		args.N = memory.Int{V: z.N, Set: true}
-	}
-	if z.Offset != 0 {
-		args.Offset = memory.Int{V: z.Offset, Set: true}
-	}
-	if z.Limit != 0 {
-		args.Limit = memory.Int{V: z.Limit, Set: true}
-	}
 	t.pump(ctx, chat)
-	return t.a.Memory.Zoom(ctx, t.tenant, chat, args)
+	return t.a.Memory.Zoom(ctx, t.tenant, chat, z)
 }
 
 // pump runs the chat's scheduler before a tool call, as the tool routes
@@ -58,16 +48,12 @@ func (t *tenantMemory) pump(ctx context.Context, chat string) {
 
 func (t *tenantMemory) Date(ctx context.Context, chat string, id int64) (wire.ToolResult, error) {
 	t.pump(ctx, chat)
-	return t.a.Memory.Date(ctx, t.tenant, chat, memory.Int{V: id, Set: true})
+	return t.a.Memory.Date(ctx, t.tenant, chat, wire.DateArgs{ID: id})
 }
 
 func (t *tenantMemory) Search(ctx context.Context, chat string, s wire.SearchArgs) (wire.ToolResult, error) {
-	args := memory.SearchArgs{Text: s.Text}
-	if s.Before != 0 {
-		args.Before = memory.Int{V: s.Before, Set: true}
-	}
 	t.pump(ctx, chat)
-	res, err := t.a.Memory.Search(ctx, t.tenant, chat, args)
+	res, err := t.a.Memory.Search(ctx, t.tenant, chat, s)
 	if errors.Is(err, memory.ErrSearchOff) {
 		return wire.ToolResult{}, api.NotFound("%s", memory.SearchOffMessage)
 	}
