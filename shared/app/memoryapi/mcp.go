@@ -2,6 +2,7 @@ package memoryapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"github.com/durachat/durachat/client/wire"
@@ -33,27 +34,10 @@ func (t *tenantMemory) View(ctx context.Context, chat string, wait bool) (wire.V
 	return t.a.Memory.ReadView(ctx, t.tenant, chat, wait)
 }
 
-func (t *tenantMemory) Zoom(ctx context.Context, chat string, z wire.ZoomArgs) (wire.ToolResult, error) {
-	t.pump(ctx, chat)
-	return t.a.Memory.Zoom(ctx, t.tenant, chat, z)
-}
-
-// pump runs the chat's scheduler before a tool call, as the tool routes
-// do; the tool answers even when it cannot run.
-func (t *tenantMemory) pump(ctx context.Context, chat string) {
-	if err := t.a.Memory.Pump(ctx, t.tenant, chat); err != nil {
-		api.Logger(ctx).WarnContext(ctx, "mcp: scheduler run failed", "chat", chat, "err", err)
-	}
-}
-
-func (t *tenantMemory) Date(ctx context.Context, chat string, id int64) (wire.ToolResult, error) {
-	t.pump(ctx, chat)
-	return t.a.Memory.Date(ctx, t.tenant, chat, wire.DateArgs{ID: id})
-}
-
-func (t *tenantMemory) Search(ctx context.Context, chat string, s wire.SearchArgs) (wire.ToolResult, error) {
-	t.pump(ctx, chat)
-	res, err := t.a.Memory.Search(ctx, t.tenant, chat, s)
+// CallTool answers a memory tool as its route does, but search being off
+// is a not-found error, not a tool result.
+func (t *tenantMemory) CallTool(ctx context.Context, chat, name string, args json.RawMessage) (wire.ToolResult, error) {
+	res, err := t.a.Memory.CallTool(ctx, t.tenant, chat, name, args)
 	if errors.Is(err, memory.ErrSearchOff) {
 		return wire.ToolResult{}, api.NotFound("%s", memory.SearchOffMessage)
 	}
