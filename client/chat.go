@@ -114,9 +114,9 @@ type ToolDef struct {
 
 // The memory tools durachat answers.
 const (
-	ToolZoom   = "zoom"
-	ToolDate   = "date"
-	ToolSearch = "search"
+	ToolZoom   = wire.ToolZoom
+	ToolDate   = wire.ToolDate
+	ToolSearch = wire.ToolSearch
 )
 
 // Tools lists the memory tools to offer the model (zoom, date, and search
@@ -161,9 +161,7 @@ func (ch *Chat) Zoom(ctx context.Context, args ZoomArgs) (*ToolResult, error) {
 
 // Date tells when entry id was logged.
 func (ch *Chat) Date(ctx context.Context, id int64) (*ToolResult, error) {
-	return ch.tool(ctx, ToolDate, struct {
-		ID int64 `json:"id"`
-	}{id})
+	return ch.tool(ctx, ToolDate, wire.DateArgs{ID: id})
 }
 
 // SearchArgs are the search tool's arguments (wire.SearchArgs): the text

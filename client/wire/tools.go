@@ -1,8 +1,11 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
+	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -105,22 +108,150 @@ type ToolResult struct {
 	Details json.RawMessage `json:"details,omitempty"`
 }
 
-// ZoomArgs are the zoom tool's arguments as a client sends them: the
-// block of N entries starting at ID (N 0 means 1, one original entry), and
-// for one entry the page (Offset and Limit in characters; 0 means the
-// defaults). The server also takes what a model writes (numbers as
-// strings), and tells a field left out from one set to 0.
+// The memory tools durachat answers, by name.
+const (
+	ToolZoom   = "zoom"
+	ToolDate   = "date"
+	ToolSearch = "search"
+)
+
+// ZoomArgs are the zoom tool's arguments: the block of N entries starting
+// at ID (N left out means 1, one original entry), and for one entry the
+// page (Offset and Limit in characters; left out, the defaults). A client
+// leaves a field that is 0 out (but ID); the server also takes what a
+// model writes (numbers as strings), and tells a field left out from one
+// set to 0 (Given).
 type ZoomArgs struct {
-	ID     int64 `json:"id"`
-	N      int64 `json:"n,omitempty"`
-	Offset int64 `json:"offset,omitempty"`
-	Limit  int64 `json:"limit,omitempty"`
+	ID     int64 `json:"id" jsonschema:"first entry of the block (the number before the + in a view line)"`
+	N      int64 `json:"n,omitempty" jsonschema:"block size, a power of two; 1 (the default) opens one original entry"`
+	Offset int64 `json:"offset,omitempty" jsonschema:"with n=1: the character to start the page at (default 0)"`
+	Limit  int64 `json:"limit,omitempty" jsonschema:"with n=1: the page length in characters (default and most 25000)"`
+	given  given
 }
 
-// SearchArgs are the search tool's arguments as a client sends them: the
-// text to find, and for the next page of older hits the id to search
-// before (0: from the newest).
+func (a *ZoomArgs) UnmarshalJSON(b []byte) error {
+	var v struct {
+		ID     *number `json:"id"`
+		N      *number `json:"n"`
+		Offset *number `json:"offset"`
+		Limit  *number `json:"limit"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	g := given{}
+	*a = ZoomArgs{ID: v.ID.in(g, "id"), N: v.N.in(g, "n"), Offset: v.Offset.in(g, "offset"), Limit: v.Limit.in(g, "limit"), given: g}
+	return nil
+}
+
+// Given reports whether the arguments give field (by its JSON name), as
+// for every tool's arguments: decoded, whether the JSON held it (null is
+// left out); made in Go, whether their JSON would.
+func (a ZoomArgs) Given(field string) bool { return a.given.has(a, field) }
+
+// DateArgs are the date tool's arguments: the entry whose date is asked.
+type DateArgs struct {
+	ID    int64 `json:"id" jsonschema:"the entry's id"`
+	given given
+}
+
+func (a *DateArgs) UnmarshalJSON(b []byte) error {
+	var v struct {
+		ID *number `json:"id"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	g := given{}
+	*a = DateArgs{ID: v.ID.in(g, "id"), given: g}
+	return nil
+}
+
+// Given is as ZoomArgs.Given.
+func (a DateArgs) Given(field string) bool { return a.given.has(a, field) }
+
+// SearchArgs are the search tool's arguments: the text to find, and for
+// the next page of older hits the id to search before (left out: from the
+// newest).
 type SearchArgs struct {
-	Text   string `json:"text"`
-	Before int64  `json:"before,omitempty"`
+	Text   string `json:"text" jsonschema:"the text to find"`
+	Before int64  `json:"before,omitempty" jsonschema:"only entries with a smaller id (for the next page)"`
+	given  given
+}
+
+func (a *SearchArgs) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Text   *string `json:"text"`
+		Before *number `json:"before"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	g := given{}
+	*a = SearchArgs{Before: v.Before.in(g, "before"), given: g}
+	if v.Text != nil {
+		a.Text, g["text"] = *v.Text, true
+	}
+	return nil
+}
+
+// Given is as ZoomArgs.Given.
+func (a SearchArgs) Given(field string) bool { return a.given.has(a, field) }
+
+// given is the set of fields, by JSON name, that the JSON a tool's
+// arguments were decoded from held; nil for arguments made in Go.
+type given map[string]bool
+
+// has reports whether field is given in args: in g, or when g is nil
+// (args made in Go), in args' JSON.
+func (g given) has(args any, field string) bool {
+	if g != nil {
+		return g[field]
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return false
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(b, &fields) != nil {
+		return false
+	}
+	_, ok := fields[field]
+	return ok
+}
+
+// number is a whole number of a tool's arguments as a model writes it: a
+// JSON number, or a string holding one ("12").
+type number int64
+
+func (n *number) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		b = []byte(strings.TrimSpace(s))
+	}
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(string(b), 64)
+		if ferr != nil || f != float64(int64(f)) {
+			// The decoder names the field of a type error.
+			return &json.UnmarshalTypeError{Value: "value " + string(b), Type: reflect.TypeFor[int64]()}
+		}
+		v = int64(f)
+	}
+	*n = number(v)
+	return nil
+}
+
+// in is n's value, recording name in g as given; 0 for a number left out
+// (nil).
+func (n *number) in(g given, name string) int64 {
+	if n == nil {
+		return 0
+	}
+	g[name] = true
+	return int64(*n)
 }

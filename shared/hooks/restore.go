@@ -202,19 +202,18 @@ type restoration struct {
 	first map[string]int
 	// What the answer may still take, each spent in that order; what does
 	// not fit stays a ref:
-	inlineLeft int64 // bytes of base64 inline (the budget)
-	answerLeft int64 // bytes added to the answer of any kind: inline images, links, descriptions, the lists of names (math.MaxInt64: nothing bounds it)
-	imagesLeft int   // images restored: what the provider takes, less the images the request carries
+	inline     *InlineBudget // bytes of base64 inline (the budget)
+	answerLeft int64         // bytes added to the answer of any kind: inline images, links, descriptions, the lists of names (math.MaxInt64: nothing bounds it)
+	imagesLeft int           // images restored: what the provider takes, less the images the request carries
 
 	names   []string            // the distinct names to read, newest first
 	fetched map[string]*fetched // what was read of each
 
-	answer       beforeRequestAnswer
-	restored     map[string]bool
-	listed       map[Unrestored]bool
-	asText       *textRefs
-	linked       map[string]string // one link per name per request
-	inlineClosed bool              // the budget closed at an image that did not fit inline
+	answer   beforeRequestAnswer
+	restored map[string]bool
+	listed   map[Unrestored]bool
+	asText   *textRefs
+	linked   map[string]string // one link per name per request
 }
 
 // plan parses the request and sets what the answer may take. The answer
@@ -262,7 +261,7 @@ func (rs *Restore) plan(ctx context.Context, tenant string, f format, body befor
 	}
 	rt.asText = newTextRefs(describable)
 	rt.answerLeft -= int64(describable) * describedRefBytes
-	rt.inlineLeft = min(inline, rt.answerLeft)
+	rt.inline = NewInlineBudget(min(inline, rt.answerLeft), 0)
 	// Each distinct name is read once, and only names of this request's
 	// ref blocks are read at all. No more images are restored than the
 	// provider takes (imagesLeft), so no more names are read than twice that:
@@ -374,7 +373,7 @@ func (rt *restoration) read() {
 
 // reads reads the planned images, at most rt.parallel() at once, newest
 // first. Once the images read so far, in that order, pass the
-// budget, no later one can be inline (see inline), so the rest are not
+// budget, no later one can be inline (see inlined), so the rest are not
 // read: they are only checked to exist when they may be linked, else left
 // for the budget. This bounds a request's memory by the budget plus the
 // reads in flight.
@@ -402,7 +401,7 @@ func (rt *restoration) reads() {
 		done[k] = true
 		for cut < 0 && next < len(rt.names) && done[next] {
 			sum += rt.fetched[rt.names[next]].size()
-			if sum > rt.inlineLeft {
+			if sum > rt.inline.Left() {
 				cut = next
 			}
 			next++
@@ -463,7 +462,7 @@ func (rt *restoration) place(s *slot) {
 		return
 	}
 	p := picture{name: s.name, mimeType: g.mime}
-	if rt.inline(g) {
+	if rt.inlined(g) {
 		p.data = g.data
 	} else {
 		url, reason := rt.link(s.name, g)
@@ -483,18 +482,18 @@ func (rt *restoration) place(s *slot) {
 	rt.answer.EstimatedImageTokens += imageTokens(g.width, g.height)
 }
 
-// inline reports whether g goes inline, and spends what it takes. The
-// budget is spent newest first and closes at the first image that does not
-// fit: every older image is linked (or stays text), so what is inline
-// depends only on the request, and no older, smaller image takes the place
-// of a newer one the model has just asked for.
-func (rt *restoration) inline(g *fetched) bool {
+// inlined reports whether g goes inline, and spends what it takes of the
+// inline budget (newest first, closing at the first image that does not
+// fit: every older image is linked or stays text) and of the answer.
+func (rt *restoration) inlined(g *fetched) bool {
 	size := g.size()
-	if rt.inlineClosed || rt.links && rt.mode == ModeURL || !g.read || size > rt.inlineLeft || size+blockBytes > rt.answerLeft {
-		rt.inlineClosed = true
+	if rt.links && rt.mode == ModeURL || !g.read || size+blockBytes > rt.answerLeft {
+		rt.inline.Close()
 		return false
 	}
-	rt.inlineLeft -= size
+	if !rt.inline.Take(size) {
+		return false
+	}
 	rt.answerLeft -= size + blockBytes
 	rt.answer.InlineBytes += size
 	return true

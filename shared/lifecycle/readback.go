@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/rawjson"
@@ -298,7 +299,7 @@ func (c *Chats) renderLegacy(ctx context.Context, tenant string, e transcript.En
 		m.Role = "toolResult"
 		name, rest, _ := strings.Cut(text, ": ")
 		m.ToolName, text = name, rest
-		if e.Tool == transcript.ToolZoom && e.Of >= 0 {
+		if e.Tool == wire.ToolZoom && e.Of >= 0 {
 			// Where a logged zoom result pointed, as its details said.
 			m.Details = json.RawMessage(`{"id":` + strconv.FormatInt(e.Of, 10) + `}`)
 		}

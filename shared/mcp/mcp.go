@@ -41,9 +41,9 @@ type Memory interface {
 	// View is the chat's view; wait waits for its lines as
 	// GET .../view?wait=turn does.
 	View(ctx context.Context, chat string, wait bool) (wire.View, error)
-	Zoom(ctx context.Context, chat string, a wire.ZoomArgs) (wire.ToolResult, error)
-	Date(ctx context.Context, chat string, id int64) (wire.ToolResult, error)
-	Search(ctx context.Context, chat string, a wire.SearchArgs) (wire.ToolResult, error)
+	// CallTool answers the memory tool name (one of memory.ToolTable)
+	// with its arguments as JSON, as POST .../tools/{name} does.
+	CallTool(ctx context.Context, chat, name string, args json.RawMessage) (wire.ToolResult, error)
 	SearchEnabled(ctx context.Context, chat string) (bool, error)
 	// Log appends req's messages (pi messages, as POST .../messages
 	// takes them) under its receipt and returns their ids.
@@ -89,10 +89,9 @@ type Options struct {
 
 // Server is an MCP server over one tenant's Memory.
 type Server struct {
-	mem  Memory
-	o    Options
-	srv  *sdk.Server
-	tool map[string]bool
+	mem Memory
+	o   Options
+	srv *sdk.Server
 }
 
 // The resources: the view of a chat, and its images by name.
@@ -163,69 +162,23 @@ type viewArgs struct {
 	Wait bool `json:"wait,omitempty"`
 }
 
-type zoomArgs struct {
-	chatArg
-	wire.ZoomArgs
-}
-
-type dateArgs struct {
-	chatArg
-	ID int64 `json:"id"`
-}
-
-type searchArgs struct {
-	chatArg
-	wire.SearchArgs
-}
-
 type logArgs struct {
 	chatArg
 	Receipt  string           `json:"receipt,omitempty"`
 	Messages []client.Message `json:"messages"`
 }
 
-// schema is T's JSON schema with the descriptions of def's parameters (the
-// HTTP API's tool definitions), less the chat argument when the server
-// serves one chat.
-func (s *Server) schema(t any, def map[string]any, extra map[string]string) (*jsonschema.Schema, error) {
-	sch, err := forType(t)
-	if err != nil {
-		return nil, err
+// withChat is sch with the chat argument when the server serves no one
+// chat, and without it when it does.
+func (s *Server) withChat(sch *jsonschema.Schema) *jsonschema.Schema {
+	sch = sch.CloneSchemas()
+	delete(sch.Properties, "chat")
+	sch.Required = removeName(sch.Required, "chat")
+	if s.o.Chat == "" {
+		sch.Properties["chat"] = &jsonschema.Schema{Type: "string", Description: "the chat id (1-128 of A-Z a-z 0-9 . _ -)"}
+		sch.Required = append([]string{"chat"}, sch.Required...)
 	}
-	props, _ := def["properties"].(map[string]any)
-	for name, p := range sch.Properties {
-		if prop, ok := props[name].(map[string]any); ok {
-			if d, ok := prop["description"].(string); ok {
-				p.Description = d
-			}
-		}
-		if d, ok := extra[name]; ok {
-			p.Description = d
-		}
-	}
-	if s.o.Chat != "" {
-		delete(sch.Properties, "chat")
-		sch.Required = removeName(sch.Required, "chat")
-	} else if p := sch.Properties["chat"]; p != nil {
-		p.Description = "the chat id (1-128 of A-Z a-z 0-9 . _ -)"
-	}
-	return sch, nil
-}
-
-func forType(t any) (*jsonschema.Schema, error) {
-	switch t.(type) {
-	case viewArgs:
-		return jsonschema.For[viewArgs](nil)
-	case zoomArgs:
-		return jsonschema.For[zoomArgs](nil)
-	case dateArgs:
-		return jsonschema.For[dateArgs](nil)
-	case searchArgs:
-		return jsonschema.For[searchArgs](nil)
-	case logArgs:
-		return logSchema()
-	}
-	return nil, fmt.Errorf("mcp: no schema for %T", t)
+	return sch
 }
 
 // logSchema is logArgs's schema as pi messages are: a message's content
@@ -266,49 +219,55 @@ func removeName(names []string, name string) []string {
 	return out
 }
 
-// memoryTools are the HTTP API's definitions of the memory tools, by name.
-func memoryTools() map[string]memory.Tool {
-	defs := map[string]memory.Tool{}
-	for _, t := range memory.Tools(true) {
-		defs[t.Name] = t
+// tool is one tool of the server: the memory tools of memory.ToolTable,
+// and the server's own, view and log.
+type tool struct {
+	name, desc string
+	schema     *jsonschema.Schema
+	h          func(ctx context.Context, chat string, raw json.RawMessage) (*sdk.CallToolResult, error)
+	// bounded: the handler bounds its calls itself (log), not by the
+	// call's timeout.
+	bounded bool
+}
+
+// tools are the server's tools: its own and, in the order the model is
+// given them, the memory tools (an opt-in one only when o.Search).
+func (s *Server) tools() ([]tool, error) {
+	view, err := jsonschema.For[viewArgs](nil)
+	if err != nil {
+		return nil, err
 	}
-	return defs
+	view.Properties["wait"].Description = "wait (at most about 20 s) until every line is summarized"
+	log, err := logSchema()
+	if err != nil {
+		return nil, err
+	}
+	log.Properties["receipt"].Description = "an id for this append (optional; without one it is made of the messages): a repeat with it logs nothing twice"
+	log.Properties["messages"].Description = "the messages to log, in order"
+	tools := []tool{
+		{"view", "The chat's memory view: one line per block of entries, each starting <start>+<count>; zoom into a line to open it.",
+			view, s.callView, false},
+		{"log", "Log messages (pi-ai message shapes: role, content blocks of text or base64 images) to the chat's memory; answers their ids. " +
+			"A retry is safe: the same messages again under the same receipt (given, or made of the messages when none is) log nothing twice.",
+			log, s.callLog, true},
+	}
+	for _, t := range memory.ToolTable() {
+		if t.OptIn && !s.o.Search {
+			continue
+		}
+		tools = append(tools, tool{t.Name, t.Description, t.Parameters, s.memoryTool(t.Name), false})
+	}
+	return tools, nil
 }
 
 func (s *Server) addTools() error {
-	defs := memoryTools()
-	type spec struct {
-		name, desc string
-		args       any
-		extra      map[string]string
-		h          func(ctx context.Context, chat string, raw json.RawMessage) (*sdk.CallToolResult, error)
-		// bounded: the handler bounds its calls itself (log), not by
-		// the call's timeout.
-		bounded bool
+	tools, err := s.tools()
+	if err != nil {
+		return fmt.Errorf("mcp: the tools' schemas: %w", err)
 	}
-	specs := []spec{
-		{"view", "The chat's memory view: one line per block of entries, each starting <start>+<count>; zoom into a line to open it.",
-			viewArgs{}, map[string]string{"wait": "wait (at most about 20 s) until every line is summarized"}, s.callView, false},
-		{"zoom", defs["zoom"].Description, zoomArgs{}, nil, s.callZoom, false},
-		{"date", defs["date"].Description, dateArgs{}, nil, s.callDate, false},
-		{"log", "Log messages (pi-ai message shapes: role, content blocks of text or base64 images) to the chat's memory; answers their ids. " +
-			"A retry is safe: the same messages again under the same receipt (given, or made of the messages when none is) log nothing twice.",
-			logArgs{}, map[string]string{
-				"receipt":  "an id for this append (optional; without one it is made of the messages): a repeat with it logs nothing twice",
-				"messages": "the messages to log, in order"}, s.callLog, true},
-	}
-	if s.o.Search {
-		specs = append(specs, spec{"search", defs["search"].Description, searchArgs{}, nil, s.callSearch, false})
-	}
-	s.tool = map[string]bool{}
-	for _, sp := range specs {
-		sch, err := s.schema(sp.args, defs[sp.name].Parameters, sp.extra)
-		if err != nil {
-			return fmt.Errorf("mcp: the %s tool's schema: %w", sp.name, err)
-		}
-		h, bounded := sp.h, sp.bounded
-		s.tool[sp.name] = true
-		s.srv.AddTool(&sdk.Tool{Name: sp.name, Description: sp.desc, InputSchema: sch}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	for _, t := range tools {
+		h, bounded := t.h, t.bounded
+		s.srv.AddTool(&sdk.Tool{Name: t.name, Description: t.desc, InputSchema: s.withChat(t.schema)}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			raw := req.Params.Arguments
 			if len(raw) == 0 {
 				raw = json.RawMessage("{}")
@@ -359,40 +318,25 @@ func (s *Server) callView(ctx context.Context, chat string, raw json.RawMessage)
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: v.View}}, StructuredContent: v}, nil
 }
 
-func (s *Server) callZoom(ctx context.Context, chat string, raw json.RawMessage) (*sdk.CallToolResult, error) {
-	var a zoomArgs
-	if err := api.Unmarshal(raw, &a); err != nil {
-		return nil, err
+// memoryTool is the handler of the memory tool name: its arguments, less
+// the chat, go to the Memory as the host wrote them.
+func (s *Server) memoryTool(name string) func(ctx context.Context, chat string, raw json.RawMessage) (*sdk.CallToolResult, error) {
+	return func(ctx context.Context, chat string, raw json.RawMessage) (*sdk.CallToolResult, error) {
+		var args map[string]json.RawMessage
+		if err := api.Unmarshal(raw, &args); err != nil {
+			return nil, err
+		}
+		delete(args, "chat")
+		raw, err := json.Marshal(args)
+		if err != nil {
+			return nil, err
+		}
+		res, err := s.mem.CallTool(ctx, chat, name, raw)
+		if err != nil {
+			return nil, err
+		}
+		return toolResult(chat, res)
 	}
-	res, err := s.mem.Zoom(ctx, chat, a.ZoomArgs)
-	if err != nil {
-		return nil, err
-	}
-	return toolResult(chat, res)
-}
-
-func (s *Server) callDate(ctx context.Context, chat string, raw json.RawMessage) (*sdk.CallToolResult, error) {
-	var a dateArgs
-	if err := api.Unmarshal(raw, &a); err != nil {
-		return nil, err
-	}
-	res, err := s.mem.Date(ctx, chat, a.ID)
-	if err != nil {
-		return nil, err
-	}
-	return toolResult(chat, res)
-}
-
-func (s *Server) callSearch(ctx context.Context, chat string, raw json.RawMessage) (*sdk.CallToolResult, error) {
-	var a searchArgs
-	if err := api.Unmarshal(raw, &a); err != nil {
-		return nil, err
-	}
-	res, err := s.mem.Search(ctx, chat, a.SearchArgs)
-	if err != nil {
-		return nil, err
-	}
-	return toolResult(chat, res)
 }
 
 // callLog appends the messages as POST .../messages does, under their
@@ -475,22 +419,16 @@ func logError(err error, receipt string, cut bool, bound time.Duration) *sdk.Cal
 func toolResult(chat string, res wire.ToolResult) (*sdk.CallToolResult, error) {
 	out := &sdk.CallToolResult{IsError: res.IsError}
 	inline := make([]sdk.Content, len(res.Content))
-	budget, left, closed := int64(hooks.DefaultBudget), hooks.MaxImagesPi, false
+	budget := hooks.NewInlineBudget(hooks.DefaultBudget, hooks.MaxImagesPi)
 	for i := len(res.Content) - 1; i >= 0; i-- {
 		b := res.Content[i]
-		if b.Type != "image" || closed {
-			continue
-		}
-		if int64(len(b.Data)) > budget || left == 0 {
-			closed = true
+		if b.Type != "image" || !budget.Take(int64(len(b.Data))) {
 			continue
 		}
 		data, err := base64.StdEncoding.DecodeString(b.Data)
 		if err != nil {
 			return nil, fmt.Errorf("mcp: image %s of a tool result: %w", b.Name, err)
 		}
-		budget -= int64(len(b.Data))
-		left--
 		inline[i] = &sdk.ImageContent{Data: data, MIMEType: b.MimeType, Meta: sdk.Meta{"name": b.Name}}
 	}
 	shown := map[string]bool{}
@@ -615,8 +553,8 @@ func (s *Server) subscribe(_ context.Context, req *sdk.SubscribeRequest) error {
 	return nil
 }
 
-// filterSearch leaves the search tool out of the tool list while search
-// is off for the server's chat.
+// filterSearch leaves the opt-in memory tools (search) out of the tool
+// list while search is off for the server's chat.
 func (s *Server) filterSearch(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		res, err := next(ctx, method, req)
@@ -630,9 +568,13 @@ func (s *Server) filterSearch(next sdk.MethodHandler) sdk.MethodHandler {
 		if err != nil || on {
 			return res, nil // an outage lists it; a call then says why it fails
 		}
+		optIn := map[string]bool{}
+		for _, t := range memory.ToolTable() {
+			optIn[t.Name] = t.OptIn
+		}
 		tools := lr.Tools[:0:0]
 		for _, t := range lr.Tools {
-			if t.Name != "search" {
+			if !optIn[t.Name] {
 				tools = append(tools, t)
 			}
 		}

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"github.com/durachat/durachat/client"
@@ -50,16 +51,8 @@ func (r remote) View(ctx context.Context, chat string, wait bool) (wire.View, er
 	return *v, nil
 }
 
-func (r remote) Zoom(ctx context.Context, chat string, a wire.ZoomArgs) (wire.ToolResult, error) {
-	return result(r.c.Chat(chat).Zoom(ctx, a))
-}
-
-func (r remote) Date(ctx context.Context, chat string, id int64) (wire.ToolResult, error) {
-	return result(r.c.Chat(chat).Date(ctx, id))
-}
-
-func (r remote) Search(ctx context.Context, chat string, a wire.SearchArgs) (wire.ToolResult, error) {
-	return result(r.c.Chat(chat).Search(ctx, a))
+func (r remote) CallTool(ctx context.Context, chat, name string, args json.RawMessage) (wire.ToolResult, error) {
+	return result(r.c.Chat(chat).CallTool(ctx, name, args))
 }
 
 func (r remote) SearchEnabled(ctx context.Context, chat string) (bool, error) {

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -23,13 +24,13 @@ func (f fakeMemory) View(ctx context.Context, chat string, wait bool) (wire.View
 	<-ctx.Done()
 	return wire.View{}, ctx.Err()
 }
-func (f fakeMemory) Zoom(ctx context.Context, chat string, a wire.ZoomArgs) (wire.ToolResult, error) {
-	return f.zoom, nil
-}
-func (f fakeMemory) Date(ctx context.Context, chat string, id int64) (wire.ToolResult, error) {
-	return wire.ToolResult{}, store.ErrUnavailable
-}
-func (f fakeMemory) Search(ctx context.Context, chat string, a wire.SearchArgs) (wire.ToolResult, error) {
+func (f fakeMemory) CallTool(ctx context.Context, chat, name string, args json.RawMessage) (wire.ToolResult, error) {
+	switch name {
+	case wire.ToolZoom:
+		return f.zoom, nil
+	case wire.ToolDate:
+		return wire.ToolResult{}, store.ErrUnavailable
+	}
 	return wire.ToolResult{}, nil
 }
 func (f fakeMemory) SearchEnabled(ctx context.Context, chat string) (bool, error) { return true, nil }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/compactor"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/memory"
@@ -153,7 +154,7 @@ func TestDescriptionsOnEveryBackend(t *testing.T) {
 			}
 
 			// zoom shows the description beside the ref.
-			res, err := m.Zoom(ctx, tenant, "two", memory.ZoomArgs{ID: memory.Int{V: second, Set: true}})
+			res, err := m.Zoom(ctx, tenant, "two", wire.ZoomArgs{ID: second})
 			if err != nil {
 				t.Fatal(err)
 			}

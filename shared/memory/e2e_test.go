@@ -237,7 +237,7 @@ func runEndToEnd(t *testing.T, b testenv.Backend, viaSQS, groups bool) {
 				reached[start] = true // opened by its parent; read a sample below
 				return
 			}
-			res, err := m.Zoom(context.Background(), tenant, chat, ZoomArgs{ID: Int{start, true}})
+			res, err := m.Zoom(context.Background(), tenant, chat, wire.ZoomArgs{ID: start})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -251,7 +251,7 @@ func runEndToEnd(t *testing.T, b testenv.Backend, viaSQS, groups bool) {
 			reached[start] = true
 			return
 		}
-		res, err := m.Zoom(context.Background(), tenant, chat, ZoomArgs{ID: Int{start, true}, N: Int{count, true}})
+		res, err := m.Zoom(context.Background(), tenant, chat, wire.ZoomArgs{ID: start, N: count})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,27 +21,6 @@ func FuzzParseBuildMessage(f *testing.F) {
 	})
 }
 
-func FuzzToolInt(f *testing.F) {
-	for _, s := range []string{`5`, `"12"`, `-3`, `1.0`, `1.5`, `"x"`, `null`, `1e3`, `"  7 "`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		var n Int
-		if err := json.Unmarshal([]byte(s), &n); err != nil || !n.Set {
-			return
-		}
-		// What was read writes back as a number that reads the same.
-		b, err := json.Marshal(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var again Int
-		if err := json.Unmarshal(b, &again); err != nil || again != n {
-			t.Fatalf("%q read as %d, round trip %q gave %+v (%v)", s, n.V, b, again, err)
-		}
-	})
-}
-
 func FuzzPartitionJSON(f *testing.F) {
 	f.Add(`{"r":[[0,0,5],[1,3,2]],"s":10}`)
 	f.Add(`{"r":[[2,0,1]],"s":0,"o":true}`)

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -15,9 +14,7 @@ import (
 // definitions, the status, the tree, and the chat's memory settings.
 func (m *Memory) Register(mux *http.ServeMux) {
 	api.Handle(mux, "GET /v1/chats/{chat}/view", m.handleView)
-	api.Handle(mux, "POST /v1/chats/{chat}/tools/zoom", m.handleZoom)
-	api.Handle(mux, "POST /v1/chats/{chat}/tools/date", m.handleDate)
-	api.Handle(mux, "POST /v1/chats/{chat}/tools/search", m.handleSearch)
+	m.registerTools(mux)
 	api.Handle(mux, "GET /v1/chats/{chat}/tools", m.handleTools)
 	api.Handle(mux, "GET /v1/chats/{chat}/status", m.handleStatus)
 	api.Handle(mux, "GET /v1/chats/{chat}/tree", m.handleTree)
@@ -63,69 +60,8 @@ func (m *Memory) handleView(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (m *Memory) handleZoom(w http.ResponseWriter, r *http.Request) error {
-	c, err := m.requestChat(r)
-	if err != nil {
-		return err
-	}
-	var args ZoomArgs
-	if err := api.DecodeJSON(r, &args); err != nil {
-		return err
-	}
-	m.pumpQuietly(r.Context(), c)
-	res, err := m.zoom(r.Context(), c, args)
-	if err != nil {
-		return err
-	}
-	api.WriteJSON(w, http.StatusOK, res)
-	return nil
-}
-
-func (m *Memory) handleDate(w http.ResponseWriter, r *http.Request) error {
-	c, err := m.requestChat(r)
-	if err != nil {
-		return err
-	}
-	var args struct {
-		ID Int `json:"id"`
-	}
-	if err := api.DecodeJSON(r, &args); err != nil {
-		return err
-	}
-	m.pumpQuietly(r.Context(), c)
-	res, err := m.date(r.Context(), c, args.ID)
-	if err != nil {
-		return err
-	}
-	api.WriteJSON(w, http.StatusOK, res)
-	return nil
-}
-
 // SearchOffMessage says how to turn search on.
 const SearchOffMessage = "the search tool is off for this chat; turn it on with PUT /v1/chats/{chat}/memory/settings and the body {\"search\": true}, or for every chat in the server's configuration"
-
-func (m *Memory) handleSearch(w http.ResponseWriter, r *http.Request) error {
-	c, err := m.requestChat(r)
-	if err != nil {
-		return err
-	}
-	var args SearchArgs
-	if err := api.DecodeJSON(r, &args); err != nil {
-		return err
-	}
-	m.pumpQuietly(r.Context(), c)
-	res, err := m.searchIn(r.Context(), c, args)
-	if errors.Is(err, ErrSearchOff) {
-		// A tool result a host can hand its model as it is, with a 404.
-		api.WriteJSON(w, http.StatusNotFound, toolError("%s", SearchOffMessage))
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	api.WriteJSON(w, http.StatusOK, res)
-	return nil
-}
 
 func (m *Memory) handleTools(w http.ResponseWriter, r *http.Request) error {
 	c, err := m.requestChat(r)
@@ -178,66 +114,6 @@ func (m *Memory) handleSettings(w http.ResponseWriter, r *http.Request) error {
 	}
 	api.WriteJSON(w, http.StatusOK, map[string]any{"search": *body.Search})
 	return nil
-}
-
-// Tool is a tool definition a host passes to its model.
-type Tool struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description"`
-	Parameters  map[string]any `json:"parameters"`
-}
-
-// Tools lists memory's tool definitions; search only when it is on.
-func Tools(search bool) []Tool {
-	integer := func(desc string) map[string]any { return map[string]any{"type": "integer", "description": desc} }
-	tools := []Tool{
-		{
-			Name: "zoom",
-			Description: "Open part of the chat memory. Each view line starts with <start>+<count>: " +
-				"zoom with id=<start> and n=<count> shows the two halves of that line one level down; " +
-				"n=1 shows the original entry word for word, with its images, in pages of 25,000 characters " +
-				"(offset and limit choose the page). Any aligned block can be opened: n a power of two, id a multiple of n.",
-			Parameters: map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"id":     integer("first entry of the block (the number before the + in a view line)"),
-					"n":      integer("block size, a power of two; 1 (the default) opens one original entry"),
-					"offset": integer("with n=1: the character to start the page at (default 0)"),
-					"limit":  integer("with n=1: the page length in characters (default and most 25000)"),
-				},
-				"required":             []string{"id"},
-				"additionalProperties": false,
-			},
-		},
-		{
-			Name:        "date",
-			Description: "The date and time an entry of the chat was logged.",
-			Parameters: map[string]any{
-				"type":                 "object",
-				"properties":           map[string]any{"id": integer("the entry's id")},
-				"required":             []string{"id"},
-				"additionalProperties": false,
-			},
-		},
-	}
-	if search {
-		tools = append(tools, Tool{
-			Name: "search",
-			Description: "Find original chat entries containing a text (case-insensitive; summaries and logged results of the memory tools are not searched). " +
-				"Newest first, 20 per page, each with its id, date, a snippet and the summary line holding it; " +
-				"pass before=<id> for older hits.",
-			Parameters: map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"text":   map[string]any{"type": "string", "description": "the text to find"},
-					"before": integer("only entries with a smaller id (for the next page)"),
-				},
-				"required":             []string{"text"},
-				"additionalProperties": false,
-			},
-		})
-	}
-	return tools
 }
 
 // Status reads a chat's memory status.

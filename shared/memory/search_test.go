@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/durachat/durachat/client/wire"
 )
 
 // naiveIndex is the character position of folded query in folded text,
@@ -88,7 +90,7 @@ func TestSearchStopsWhenTheRequestEnds(t *testing.T) {
 	f.m.search = true
 	f.append(t, "user", strings.Repeat("a", 9<<20))
 	ctx := &endsMidway{Context: t.Context(), n: 20}
-	_, err := f.m.Search(ctx, f.tenant, f.chat, SearchArgs{Text: strings.Repeat("a", 20_000) + "b"})
+	_, err := f.m.Search(ctx, f.tenant, f.chat, wire.SearchArgs{Text: strings.Repeat("a", 20_000) + "b"})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("search after its request ended: %v, want it stopped with context.Canceled", err)
 	}
@@ -111,7 +113,7 @@ func TestSearchFindsALongQueryInALongText(t *testing.T) {
 		{"b" + long + "b", "id 1 "},
 		{long + "c", ""},
 	} {
-		res, err := f.m.Search(t.Context(), f.tenant, f.chat, SearchArgs{Text: c.query})
+		res, err := f.m.Search(t.Context(), f.tenant, f.chat, wire.SearchArgs{Text: c.query})
 		if err != nil || res.IsError {
 			t.Fatalf("search: %v %+v", err, res)
 		}
@@ -136,7 +138,7 @@ func BenchmarkSearchAdversarial(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := f.m.Search(b.Context(), f.tenant, f.chat, SearchArgs{Text: c.query}); err != nil {
+				if _, err := f.m.Search(b.Context(), f.tenant, f.chat, wire.SearchArgs{Text: c.query}); err != nil {
 					b.Fatal(err)
 				}
 			}

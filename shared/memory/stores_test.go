@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/refs"
@@ -108,7 +109,7 @@ func TestImageLeavesOnRealStores(t *testing.T) {
 				t.Errorf("%d compactor calls, want 1", f.comp.total())
 			}
 			// Zoom gives the image back from the store, under its name.
-			res, err := m.Zoom(ctx, f.tenant, f.chat, ZoomArgs{ID: Int{withImage, true}})
+			res, err := m.Zoom(ctx, f.tenant, f.chat, wire.ZoomArgs{ID: withImage})
 			if err != nil || len(res.Content) != 2 || res.Content[1].Name != name {
 				t.Errorf("zoom = %+v, %v", res, err)
 			}

@@ -1,14 +1,10 @@
 package memory
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -29,61 +25,13 @@ func toolError(format string, args ...any) wire.ToolResult {
 	return wire.ToolResult{Content: []wire.Block{{Type: "text", Text: fmt.Sprintf(format, args...)}}, IsError: true}
 }
 
-// Int is a whole number in tool arguments. Models sometimes write numbers
-// as strings ("12"); both are accepted.
-type Int struct {
-	V   int64
-	Set bool
-}
-
-func (n *Int) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if string(b) == "null" {
-		return nil
-	}
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		b = []byte(strings.TrimSpace(s))
-	}
-	v, err := strconv.ParseInt(string(b), 10, 64)
-	if err != nil {
-		f, ferr := strconv.ParseFloat(string(b), 64)
-		if ferr != nil || f != float64(int64(f)) {
-			// The decoder names the field of a type error.
-			return &json.UnmarshalTypeError{Value: "value " + string(b), Type: reflect.TypeFor[int64]()}
-		}
-		v = int64(f)
-	}
-	n.V, n.Set = v, true
-	return nil
-}
-
-func (n Int) MarshalJSON() ([]byte, error) {
-	if !n.Set {
-		return []byte("null"), nil
-	}
-	return []byte(strconv.FormatInt(n.V, 10)), nil
-}
-
-// ZoomArgs are zoom's arguments: an aligned block (id, n), or with n = 1
-// one entry, paged by offset and limit in characters.
-type ZoomArgs struct {
-	ID     Int `json:"id"`
-	N      Int `json:"n"`
-	Offset Int `json:"offset"`
-	Limit  Int `json:"limit"`
-}
-
 // zoomImageBudget bounds the base64 of the images one zoom page carries, so
 // an answer stays under Lambda's 6 MB response limit.
 const zoomImageBudget = 4 << 20
 
 // Zoom answers the zoom tool. Bad arguments are an error result the model
 // can read; only an outage is an error.
-func (m *Memory) Zoom(ctx context.Context, tenant, chat string, a ZoomArgs) (wire.ToolResult, error) {
+func (m *Memory) Zoom(ctx context.Context, tenant, chat string, a wire.ZoomArgs) (wire.ToolResult, error) {
 	c, err := m.current(ctx, tenant, chat)
 	if err != nil {
 		return wire.ToolResult{}, err
@@ -92,17 +40,17 @@ func (m *Memory) Zoom(ctx context.Context, tenant, chat string, a ZoomArgs) (wir
 }
 
 // zoom is Zoom of the incarnation c.
-func (m *Memory) zoom(ctx context.Context, c chatid.Chat, a ZoomArgs) (wire.ToolResult, error) {
+func (m *Memory) zoom(ctx context.Context, c chatid.Chat, a wire.ZoomArgs) (wire.ToolResult, error) {
 	t, err := m.transcript.Len(ctx, c)
 	if err != nil {
 		return wire.ToolResult{}, err
 	}
-	if !a.ID.Set {
+	if !a.Given("id") {
 		return toolError("zoom needs an id: the first entry of the block to open (the number before the + in a view line)."), nil
 	}
-	id, n := a.ID.V, int64(1)
-	if a.N.Set {
-		n = a.N.V
+	id, n := a.ID, int64(1)
+	if a.Given("n") {
+		n = a.N
 	}
 	switch {
 	case n < 1 || n&(n-1) != 0:
@@ -115,12 +63,12 @@ func (m *Memory) zoom(ctx context.Context, c chatid.Chat, a ZoomArgs) (wire.Tool
 		return toolError("zoom: the block %d+%d ends past the log, which holds %d entries (ids 0 to %d).", id, n, t, t-1), nil
 	}
 	if n > 1 {
-		if a.Offset.Set || a.Limit.Set {
+		if a.Given("offset") || a.Given("limit") {
 			return toolError("zoom: offset and limit page one entry; use them with n = 1."), nil
 		}
 		return m.zoomBlock(ctx, c, Node{L: log2(n), I: id / n})
 	}
-	return m.zoomEntry(ctx, c, id, a.Offset, a.Limit)
+	return m.zoomEntry(ctx, c, id, a)
 }
 
 func log2(n int64) int {
@@ -158,9 +106,9 @@ func (m *Memory) zoomBlock(ctx context.Context, c chatid.Chat, n Node) (wire.Too
 	return textResult(sb.String()), nil
 }
 
-// zoomEntry answers one original entry, a page of at most PageChars
-// characters, with the images that page names.
-func (m *Memory) zoomEntry(ctx context.Context, c chatid.Chat, id int64, offset, limit Int) (wire.ToolResult, error) {
+// zoomEntry answers one original entry, a page (a's offset and limit) of
+// at most PageChars characters, with the images that page names.
+func (m *Memory) zoomEntry(ctx context.Context, c chatid.Chat, id int64, a wire.ZoomArgs) (wire.ToolResult, error) {
 	entries, err := m.transcript.Entries(ctx, c, id, id+1)
 	if err != nil {
 		return wire.ToolResult{}, err
@@ -172,11 +120,11 @@ func (m *Memory) zoomEntry(ctx context.Context, c chatid.Chat, id int64, offset,
 	source := LeafSource(e.Kind, e.Text)
 	total := int64(utf8.RuneCountInString(source))
 	off, lim := int64(0), int64(PageChars)
-	if offset.Set {
-		off = offset.V
+	if a.Given("offset") {
+		off = a.Offset
 	}
-	if limit.Set {
-		lim = limit.V
+	if a.Given("limit") {
+		lim = a.Limit
 	}
 	switch {
 	case off < 0:
@@ -279,43 +227,37 @@ func runeSlice(s string, from, to int64) string {
 	return s[start:stop]
 }
 
-// Date answers the date tool: when entry id was logged.
-func (m *Memory) Date(ctx context.Context, tenant, chat string, id Int) (wire.ToolResult, error) {
+// Date answers the date tool: when entry a.ID was logged.
+func (m *Memory) Date(ctx context.Context, tenant, chat string, a wire.DateArgs) (wire.ToolResult, error) {
 	c, err := m.current(ctx, tenant, chat)
 	if err != nil {
 		return wire.ToolResult{}, err
 	}
-	return m.date(ctx, c, id)
+	return m.date(ctx, c, a)
 }
 
 // date is Date of the incarnation c.
-func (m *Memory) date(ctx context.Context, c chatid.Chat, id Int) (wire.ToolResult, error) {
-	if !id.Set {
+func (m *Memory) date(ctx context.Context, c chatid.Chat, a wire.DateArgs) (wire.ToolResult, error) {
+	if !a.Given("id") {
 		return toolError("date needs an id: the entry whose time you want."), nil
 	}
+	id := a.ID
 	t, err := m.transcript.Len(ctx, c)
 	if err != nil {
 		return wire.ToolResult{}, err
 	}
-	if id.V < 0 || id.V >= t {
-		return toolError("date: id = %d is outside the log, which holds %d entries (ids 0 to %d).", id.V, t, t-1), nil
+	if id < 0 || id >= t {
+		return toolError("date: id = %d is outside the log, which holds %d entries (ids 0 to %d).", id, t, t-1), nil
 	}
-	entries, err := m.transcript.Entries(ctx, c, id.V, id.V+1)
+	entries, err := m.transcript.Entries(ctx, c, id, id+1)
 	if err != nil {
 		return wire.ToolResult{}, err
 	}
 	if len(entries) != 1 {
-		return wire.ToolResult{}, fmt.Errorf("reading entry %d of %s: the log returned %d entries", id.V, c.ID, len(entries))
+		return wire.ToolResult{}, fmt.Errorf("reading entry %d of %s: the log returned %d entries", id, c.ID, len(entries))
 	}
 	d := entries[0].Date.UTC()
-	return textResult(fmt.Sprintf("entry %d was logged at %s (%s)", id.V, d.Format(time.RFC3339), d.Format("Monday, 2 January 2006 15:04 MST"))), nil
-}
-
-// SearchArgs are search's arguments: the text to find, and optionally an
-// id to search below (for the next page).
-type SearchArgs struct {
-	Text   string `json:"text"`
-	Before Int    `json:"before"`
+	return textResult(fmt.Sprintf("entry %d was logged at %s (%s)", id, d.Format(time.RFC3339), d.Format("Monday, 2 January 2006 15:04 MST"))), nil
 }
 
 // searchScan and searchBytes bound the entries, and the bytes of their
@@ -379,7 +321,7 @@ var ErrSearchOff = errors.New("search is off for this chat")
 // Search answers the search tool: a case-insensitive match over original
 // entries only (never summaries, never logged tool results of memory's
 // own tools), newest first, SearchHits a page.
-func (m *Memory) Search(ctx context.Context, tenant, chat string, a SearchArgs) (wire.ToolResult, error) {
+func (m *Memory) Search(ctx context.Context, tenant, chat string, a wire.SearchArgs) (wire.ToolResult, error) {
 	c, err := m.current(ctx, tenant, chat)
 	if err != nil {
 		return wire.ToolResult{}, err
@@ -388,7 +330,7 @@ func (m *Memory) Search(ctx context.Context, tenant, chat string, a SearchArgs) 
 }
 
 // searchIn is Search of the incarnation c.
-func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a SearchArgs) (wire.ToolResult, error) {
+func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a wire.SearchArgs) (wire.ToolResult, error) {
 	st, _, err := m.states.get(ctx, c)
 	if err != nil {
 		return wire.ToolResult{}, err
@@ -405,11 +347,11 @@ func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a SearchArgs) (wir
 		return wire.ToolResult{}, err
 	}
 	before := t
-	if a.Before.Set {
-		if a.Before.V < 0 || a.Before.V > t {
-			return toolError("search: before = %d is outside the log, which holds %d entries.", a.Before.V, t), nil
+	if a.Given("before") {
+		if a.Before < 0 || a.Before > t {
+			return toolError("search: before = %d is outside the log, which holds %d entries.", a.Before, t), nil
 		}
-		before = a.Before.V
+		before = a.Before
 	}
 	page := searchPage{query: query, before: before}
 	if err := m.scanSearch(ctx, c, &page); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
@@ -26,13 +27,6 @@ const (
 	// EchoChars is the most characters of an echo before it is capped
 	// (head and tail kept, plus the refs of the cut middle).
 	EchoChars = 30000
-)
-
-// Memory's tools, whose logged results memory treats specially.
-const (
-	ToolZoom   = "zoom"
-	ToolSearch = "search"
-	ToolDate   = "date"
 )
 
 // inputErr is bad input, a bad request named by its JSON path in the
@@ -358,7 +352,7 @@ func storedName(b pi.Block) string {
 // zoomPageNames returns, for a zoom result, the image names its page text
 // names; nil for any other message.
 func zoomPageNames(m pi.Message) map[string]bool {
-	if m.Role != pi.RoleToolResult || m.ToolName != ToolZoom || m.Kind != "" {
+	if m.Role != pi.RoleToolResult || m.ToolName != wire.ToolZoom || m.Kind != "" {
 		return nil
 	}
 	named := map[string]bool{}
@@ -404,9 +398,9 @@ func messageDrafts(i int, m pi.Message, names map[imageRef]string) []draft {
 	default: // tool result
 		d := draft{Kind: KindEcho, Of: -1, Date: date}
 		switch m.ToolName {
-		case ToolZoom:
-			d.Tool, d.Of = ToolZoom, zoomedID(m)
-		case ToolSearch, ToolDate:
+		case wire.ToolZoom:
+			d.Tool, d.Of = wire.ToolZoom, zoomedID(m)
+		case wire.ToolSearch, wire.ToolDate:
 			d.Tool = m.ToolName
 		}
 		d.Text = capEcho(m.ToolName + ": " + joined(i, m, names, zoomPageNames(m)))

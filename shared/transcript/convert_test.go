@@ -269,7 +269,7 @@ func TestZoomResultLoggedIdenticalWithAndWithoutOffload(t *testing.T) {
 				t.Fatal(err)
 			}
 			got[v] = e.Text
-			if e.Of != 42 || e.Tool != ToolZoom {
+			if e.Of != 42 || e.Tool != "zoom" {
 				t.Errorf("%s: of %d tool %q", v, e.Of, e.Tool)
 			}
 		}

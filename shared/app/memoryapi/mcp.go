@@ -2,6 +2,7 @@ package memoryapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -50,41 +51,10 @@ func (t *tenantMemory) View(ctx context.Context, chat string, wait bool) (wire.V
 	return t.a.Memory.ReadView(ctx, t.tenant, chat, wait)
 }
 
-func (t *tenantMemory) Zoom(ctx context.Context, chat string, z wire.ZoomArgs) (wire.ToolResult, error) {
-	args := memory.ZoomArgs{ID: memory.Int{V: z.ID, Set: true}}
-	if z.N != 0 {
-		args.N = memory.Int{V: z.N, Set: true}
-	}
-	if z.Offset != 0 {
-		args.Offset = memory.Int{V: z.Offset, Set: true}
-	}
-	if z.Limit != 0 {
-		args.Limit = memory.Int{V: z.Limit, Set: true}
-	}
-	t.pump(ctx, chat)
-	return t.a.Memory.Zoom(ctx, t.tenant, chat, args)
-}
-
-// pump runs the chat's scheduler before a tool call, as the tool routes
-// do; the tool answers even when it cannot run.
-func (t *tenantMemory) pump(ctx context.Context, chat string) {
-	if err := t.a.Memory.Pump(ctx, t.tenant, chat); err != nil {
-		api.Logger(ctx).WarnContext(ctx, "mcp: scheduler run failed", "chat", chat, "err", err)
-	}
-}
-
-func (t *tenantMemory) Date(ctx context.Context, chat string, id int64) (wire.ToolResult, error) {
-	t.pump(ctx, chat)
-	return t.a.Memory.Date(ctx, t.tenant, chat, memory.Int{V: id, Set: true})
-}
-
-func (t *tenantMemory) Search(ctx context.Context, chat string, s wire.SearchArgs) (wire.ToolResult, error) {
-	args := memory.SearchArgs{Text: s.Text}
-	if s.Before != 0 {
-		args.Before = memory.Int{V: s.Before, Set: true}
-	}
-	t.pump(ctx, chat)
-	res, err := t.a.Memory.Search(ctx, t.tenant, chat, args)
+// CallTool answers a memory tool as its route does, but search being off
+// is a not-found error, not a tool result.
+func (t *tenantMemory) CallTool(ctx context.Context, chat, name string, args json.RawMessage) (wire.ToolResult, error) {
+	res, err := t.a.Memory.CallTool(ctx, t.tenant, chat, name, args)
 	if errors.Is(err, memory.ErrSearchOff) {
 		return wire.ToolResult{}, api.NotFound("%s", memory.SearchOffMessage)
 	}

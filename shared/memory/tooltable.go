@@ -1,0 +1,153 @@
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/durachat/durachat/client/wire"
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Tool is one memory tool: its name, its description for the model, its
+// arguments A (the wire type, whose JSON schema the model, the MCP server
+// and the OpenAPI document are given) and its call over one incarnation
+// of a chat. Each is written once, in toolTable; every surface (the HTTP
+// route, the model's tool list, the MCP server's tools, the OpenAPI
+// document and with it the TypeScript types) is made from it.
+type Tool[A any] struct {
+	Name        string
+	Description string
+	// Summary is the line of the tool's route in the OpenAPI document.
+	Summary string
+	// OptIn tools are offered only while the chat's search is on.
+	OptIn bool
+	Call  func(m *Memory, ctx context.Context, c chatid.Chat, a A) (wire.ToolResult, error)
+}
+
+// ToolSpec is a memory tool with the type of its arguments erased, as the
+// surfaces read it.
+type ToolSpec struct {
+	Name, Description, Summary string
+	OptIn                      bool
+	// Parameters is the JSON schema of the tool's arguments.
+	Parameters *jsonschema.Schema
+	call       func(m *Memory, ctx context.Context, c chatid.Chat, raw []byte) (wire.ToolResult, error)
+}
+
+// spec is t with its arguments' type erased: they are decoded as every
+// request body is (api.Unmarshal), into A.
+func (t Tool[A]) spec() ToolSpec {
+	sch, err := jsonschema.For[A](nil)
+	if err != nil {
+		panic(fmt.Sprintf("memory: the %s tool's arguments have no JSON schema: %v", t.Name, err))
+	}
+	return ToolSpec{Name: t.Name, Description: t.Description, Summary: t.Summary, OptIn: t.OptIn, Parameters: sch,
+		call: func(m *Memory, ctx context.Context, c chatid.Chat, raw []byte) (wire.ToolResult, error) {
+			var a A
+			if err := api.Unmarshal(raw, &a); err != nil {
+				return wire.ToolResult{}, err
+			}
+			m.pumpQuietly(ctx, c)
+			return t.Call(m, ctx, c, a)
+		}}
+}
+
+// toolTable is every memory tool, in the order the model is given them.
+var toolTable = []ToolSpec{
+	Tool[wire.ZoomArgs]{
+		Name: wire.ToolZoom,
+		Description: "Open part of the chat memory. Each view line starts with <start>+<count>: " +
+			"zoom with id=<start> and n=<count> shows the two halves of that line one level down; " +
+			"n=1 shows the original entry word for word, with its images, in pages of 25,000 characters " +
+			"(offset and limit choose the page). Any aligned block can be opened: n a power of two, id a multiple of n.",
+		Summary: "A page of what a summary line stands for, images included (at most 4 MiB of images, 25,000 characters).",
+		Call:    (*Memory).zoom,
+	}.spec(),
+	Tool[wire.DateArgs]{
+		Name:        wire.ToolDate,
+		Description: "The date and time an entry of the chat was logged.",
+		Summary:     "When an entry was logged.",
+		Call:        (*Memory).date,
+	}.spec(),
+	Tool[wire.SearchArgs]{
+		Name: wire.ToolSearch,
+		Description: "Find original chat entries containing a text (case-insensitive; summaries and logged results of the memory tools are not searched). " +
+			"Newest first, 20 per page, each with its id, date, a snippet and the summary line holding it; " +
+			"pass before=<id> for older hits.",
+		Summary: "Search the chat's log (opt-in per chat; a 404 tool result when off).",
+		OptIn:   true,
+		Call:    (*Memory).searchIn,
+	}.spec(),
+}
+
+// ToolTable is every memory tool, search included.
+func ToolTable() []ToolSpec { return toolTable }
+
+// ToolDef is a tool definition a host passes to its model.
+type ToolDef struct {
+	Name        string             `json:"name"`
+	Description string             `json:"description"`
+	Parameters  *jsonschema.Schema `json:"parameters"`
+}
+
+// Tools lists memory's tool definitions; search only when it is on.
+func Tools(search bool) []ToolDef {
+	var defs []ToolDef
+	for _, t := range toolTable {
+		if !t.OptIn || search {
+			defs = append(defs, ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+		}
+	}
+	return defs
+}
+
+// ToolRoute is the pattern of a tool's route.
+func ToolRoute(name string) string { return "POST /v1/chats/{chat}/tools/" + name }
+
+// registerTools adds a route for each tool.
+func (m *Memory) registerTools(mux *http.ServeMux) {
+	for _, t := range toolTable {
+		api.Handle(mux, ToolRoute(t.Name), func(w http.ResponseWriter, r *http.Request) error {
+			c, err := m.requestChat(r)
+			if err != nil {
+				return err
+			}
+			raw, err := api.ReadBody(r)
+			if err != nil {
+				return err
+			}
+			res, err := t.call(m, r.Context(), c, raw)
+			if errors.Is(err, ErrSearchOff) {
+				// A tool result a host can hand its model as it is, with a 404.
+				api.WriteJSON(w, http.StatusNotFound, toolError("%s", SearchOffMessage))
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			api.WriteJSON(w, http.StatusOK, res)
+			return nil
+		})
+	}
+}
+
+// CallTool answers the memory tool name with its arguments as JSON, as its
+// route does: the scheduler runs first, and bad arguments are a 400.
+func (m *Memory) CallTool(ctx context.Context, tenant, chat, name string, args json.RawMessage) (wire.ToolResult, error) {
+	for _, t := range toolTable {
+		if t.Name != name {
+			continue
+		}
+		c, err := m.current(ctx, tenant, chat)
+		if err != nil {
+			return wire.ToolResult{}, err
+		}
+		return t.call(m, ctx, c, args)
+	}
+	return wire.ToolResult{}, api.NotFound("no memory tool %q", name)
+}
