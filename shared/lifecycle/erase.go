@@ -19,6 +19,7 @@ import (
 	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/transcript"
 )
 
 // The erasure's answers, shared with the client.
@@ -100,39 +101,53 @@ func checkErase(req EraseRequest) (EraseRequest, error) {
 		return req, api.BadRequest("seqs", "name what to erase: seqs, match or images")
 	case given > 1:
 		return req, api.BadRequest("seqs", "name one of seqs, match or images, not several")
-	}
-	switch {
 	case req.Seqs != nil:
-		if len(req.Seqs) == 0 || len(req.Seqs) > MaxErase {
-			return req, api.BadRequest("seqs", "seqs holds 1 to %d message seqs, not %d", MaxErase, len(req.Seqs))
-		}
-		for _, s := range req.Seqs {
-			if s < 0 || s > api.MaxSeq {
-				return req, api.BadRequest("seqs", "seq %d is not a message's seq", s)
-			}
-		}
-		req.Seqs = slices.Compact(slices.Sorted(slices.Values(req.Seqs)))
+		return req, checkSeqs(&req)
 	case req.Match != "":
-		switch {
-		case !utf8.ValidString(req.Match):
-			return req, api.BadRequest("match", "match must be UTF-8")
-		case utf8.RuneCountInString(req.Match) < MinMatch:
-			return req, api.BadRequest("match", "match is %d characters; at least %d", utf8.RuneCountInString(req.Match), MinMatch)
-		case len(req.Match) > maxMatchBytes:
-			return req, api.BadRequest("match", "match is %d bytes; at most %d", len(req.Match), maxMatchBytes)
-		}
-	default:
-		if len(req.Images) == 0 || len(req.Images) > MaxErase {
-			return req, api.BadRequest("images", "images holds 1 to %d image names, not %d", MaxErase, len(req.Images))
-		}
-		for _, n := range req.Images {
-			if !refs.ValidName(n) {
-				return req, api.BadRequest("images", "%q is not an image name", n)
-			}
-		}
-		req.Images = slices.Compact(slices.Sorted(slices.Values(req.Images)))
+		return req, checkMatch(req.Match)
 	}
-	return req, nil
+	return req, checkImages(&req)
+}
+
+// checkSeqs checks the seqs of a request and sorts them.
+func checkSeqs(req *EraseRequest) error {
+	if len(req.Seqs) == 0 || len(req.Seqs) > MaxErase {
+		return api.BadRequest("seqs", "seqs holds 1 to %d message seqs, not %d", MaxErase, len(req.Seqs))
+	}
+	for _, s := range req.Seqs {
+		if s < 0 || s > api.MaxSeq {
+			return api.BadRequest("seqs", "seq %d is not a message's seq", s)
+		}
+	}
+	req.Seqs = slices.Compact(slices.Sorted(slices.Values(req.Seqs)))
+	return nil
+}
+
+// checkMatch checks the text of an erasure by match.
+func checkMatch(match string) error {
+	switch n := utf8.RuneCountInString(match); {
+	case !utf8.ValidString(match):
+		return api.BadRequest("match", "match must be UTF-8")
+	case n < MinMatch:
+		return api.BadRequest("match", "match is %d characters; at least %d", n, MinMatch)
+	case len(match) > maxMatchBytes:
+		return api.BadRequest("match", "match is %d bytes; at most %d", len(match), maxMatchBytes)
+	}
+	return nil
+}
+
+// checkImages checks the image names of a request and sorts them.
+func checkImages(req *EraseRequest) error {
+	if len(req.Images) == 0 || len(req.Images) > MaxErase {
+		return api.BadRequest("images", "images holds 1 to %d image names, not %d", MaxErase, len(req.Images))
+	}
+	for _, n := range req.Images {
+		if !refs.ValidName(n) {
+			return api.BadRequest("images", "%q is not an image name", n)
+		}
+	}
+	req.Images = slices.Compact(slices.Sorted(slices.Values(req.Images)))
+	return nil
 }
 
 func erasureKey(ch chatid.Chat, id string) store.Key {
@@ -188,7 +203,7 @@ func (c *Routes) Erase(ctx context.Context, tenant, chat string, req EraseReques
 			version, created = 1, true
 		}
 	}
-	rec, err = c.eraseSteps(ctx, ch, id, rec, version, c.queue == nil)
+	rec, err = c.eraseSteps(ctx, erasureAt{ch, id}, rec, version, c.queue == nil)
 	if err != nil {
 		return Erasure{}, err
 	}
@@ -277,17 +292,8 @@ func (c *Routes) namedBy(ctx context.Context, ch chatid.Chat, rec *erasureRecord
 // description of an image they name) holds req.Match literally, or that
 // name one of req.Images; at most MaxErase.
 func (c *Routes) findMessages(ctx context.Context, ch chatid.Chat, req EraseRequest) ([]ErasedMessage, error) {
-	var out []ErasedMessage
-	var cur *ErasedMessage
-	hit := false
-	flush := func() {
-		if cur != nil && hit {
-			out = append(out, *cur)
-		}
-		cur, hit = nil, false
-	}
-	descs := map[string]bool{} // image name: its description holds the match
-	for from := int64(0); ; from += scanChunk {
+	f := &finder{c: c, ch: ch, req: req, descs: map[string]bool{}}
+	for from := int64(0); len(f.out) <= MaxErase; from += scanChunk {
 		lgs, err := c.log.Read(ctx, ch, from, from+scanChunk)
 		if err != nil {
 			return nil, err
@@ -300,54 +306,80 @@ func (c *Routes) findMessages(ctx context.Context, ch chatid.Chat, req EraseRequ
 			return nil, fmt.Errorf("lifecycle: chat %s: the log read %d and %d entries from %d", ch.ID, len(lgs), len(es), from)
 		}
 		for k, lg := range lgs {
-			e := es[k]
-			if !lg.Continues {
-				flush()
-				if e.Erased.IsZero() {
-					cur = &ErasedMessage{Seq: e.I}
-				}
-			}
-			if cur == nil || !e.Erased.IsZero() {
-				continue
-			}
-			cur.Entries = append(cur.Entries, e.I)
-			names := refs.Names(e.Text)
-			if req.Match != "" {
-				if strings.Contains(e.Text, req.Match) {
-					hit = true
-				}
-				for _, n := range names {
-					holds, ok := descs[n]
-					if !ok {
-						d, err := c.images.Description(ctx, ch.Tenant, n)
-						if err != nil && !errors.Is(err, store.ErrNotFound) {
-							return nil, err
-						}
-						holds = strings.Contains(d, req.Match)
-						descs[n] = holds
-					}
-					hit = hit || holds
-				}
-			} else {
-				for _, n := range names {
-					if slices.Contains(req.Images, n) {
-						hit = true
-					}
-				}
+			if err := f.entry(ctx, es[k], !lg.Continues); err != nil {
+				return nil, err
 			}
 		}
 		if len(lgs) < scanChunk {
-			flush()
-			break
-		}
-		if len(out) > MaxErase {
+			f.flush()
 			break
 		}
 	}
-	if len(out) > MaxErase {
+	if len(f.out) > MaxErase {
 		return nil, api.BadRequest("match", "over %d messages match; erase them in smaller requests", MaxErase)
 	}
-	return out, nil
+	return f.out, nil
+}
+
+// finder is the scan of findMessages: the messages found, the one being
+// read, and what it learned of image descriptions.
+type finder struct {
+	c     *Routes
+	ch    chatid.Chat
+	req   EraseRequest
+	out   []ErasedMessage
+	cur   *ErasedMessage // the live message being read
+	hit   bool           // it matches
+	descs map[string]bool
+}
+
+// flush ends the message being read, keeping it when it matched.
+func (f *finder) flush() {
+	if f.cur != nil && f.hit {
+		f.out = append(f.out, *f.cur)
+	}
+	f.cur, f.hit = nil, false
+}
+
+// entry reads the next entry, which starts a message when starts.
+func (f *finder) entry(ctx context.Context, e transcript.Entry, starts bool) error {
+	if starts {
+		f.flush()
+		if e.Erased.IsZero() {
+			f.cur = &ErasedMessage{Seq: e.I}
+		}
+	}
+	if f.cur == nil || !e.Erased.IsZero() {
+		return nil
+	}
+	f.cur.Entries = append(f.cur.Entries, e.I)
+	names := refs.Names(e.Text)
+	if f.req.Match == "" {
+		f.hit = f.hit || slices.ContainsFunc(names, func(n string) bool { return slices.Contains(f.req.Images, n) })
+		return nil
+	}
+	f.hit = f.hit || strings.Contains(e.Text, f.req.Match)
+	for _, n := range names {
+		holds, err := f.described(ctx, n)
+		if err != nil {
+			return err
+		}
+		f.hit = f.hit || holds
+	}
+	return nil
+}
+
+// described reports whether the description of image n holds the match.
+func (f *finder) described(ctx context.Context, n string) (bool, error) {
+	if holds, ok := f.descs[n]; ok {
+		return holds, nil
+	}
+	d, err := f.c.images.Description(ctx, f.ch.Tenant, n)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
+	f.descs[n] = strings.Contains(d, f.req.Match)
+	return f.descs[n], nil
 }
 
 // readErasure reads the erasure id of the incarnation ch.
@@ -367,7 +399,8 @@ func (c *Routes) readErasure(ctx context.Context, ch chatid.Chat, id string) (er
 }
 
 // writeErasure writes rec at version+1 and returns the new version.
-func (c *Routes) writeErasure(ctx context.Context, ch chatid.Chat, id string, rec erasureRecord, version int64) (int64, error) {
+func (c *Routes) writeErasure(ctx context.Context, at erasureAt, rec erasureRecord, version int64) (int64, error) {
+	ch, id := at.ch, at.id
 	body, err := rawjson.Of(rec)
 	if err != nil {
 		return 0, err
@@ -379,66 +412,89 @@ func (c *Routes) writeErasure(ctx context.Context, ch chatid.Chat, id string, re
 	return version + 1, nil
 }
 
-// eraseSteps runs the steps of erasure id not done yet: the tombstones
-// and the lines taken back (always, in the call: nothing erased is shown
-// once it answers), the images released when release, and the count of
-// the lines rebuilt; each step recorded before the next. A step a twin
-// recorded first is read back and not run again.
-func (c *Routes) eraseSteps(ctx context.Context, ch chatid.Chat, id string, rec erasureRecord, version int64, release bool) (erasureRecord, error) {
+// erasureAt names one erasure: of the incarnation ch, its id.
+type erasureAt struct {
+	ch chatid.Chat
+	id string
+}
+
+// eraseSteps runs the steps of erasure at not done yet (rec as read at
+// version): the tombstones and the lines taken back (always, in the call:
+// nothing erased is shown once it answers), the images released when
+// release, and the count of the lines rebuilt; each step recorded before
+// the next. A step a twin recorded first is read back and not run again.
+func (c *Routes) eraseSteps(ctx context.Context, at erasureAt, rec erasureRecord, version int64, release bool) (erasureRecord, error) {
 	var err error
 	if !rec.Erased {
-		var ids []int64
-		for _, m := range rec.Messages {
-			ids = append(ids, m.Entries...)
-		}
-		if err := c.log.Erase(ctx, ch, ids, time.UnixMilli(rec.Started)); err != nil {
+		if err := c.eraseEntries(ctx, at.ch, &rec); err != nil {
 			return rec, err
 		}
-		if er, ok := c.memory.(Eraser); ok && len(ids) > 0 {
-			if rec.Nodes, err = er.EraseLines(ctx, ch, ids); err != nil {
-				return rec, err
-			}
-		}
-		if rec.Nodes == nil {
-			rec.Nodes = []string{}
-		}
-		rec.Erased = true
-		if version, err = c.writeErasure(ctx, ch, id, rec, version); err != nil {
-			return c.rereadOn(ctx, ch, id, err)
+		if version, err = c.writeErasure(ctx, at, rec, version); err != nil {
+			return c.rereadOn(ctx, at, err)
 		}
 	}
 	if !rec.Released && release {
-		if rec, version, err = c.releaseErased(ctx, ch, id, rec, version); err != nil {
+		if rec, version, err = c.releaseErased(ctx, at, rec, version); err != nil {
 			return rec, err
 		}
 	}
-	if rec.Released && rec.Finished == 0 {
-		rebuilt := len(rec.Nodes)
-		if er, ok := c.memory.(Eraser); ok {
-			if rebuilt, err = er.LinesRebuilt(ctx, ch, rec.Nodes); err != nil {
-				return rec, err
-			}
-		}
-		if rebuilt != rec.Rebuilt || rebuilt == len(rec.Nodes) {
-			rec.Rebuilt = rebuilt
-			if rebuilt == len(rec.Nodes) {
-				rec.Finished = c.now().UnixMilli()
-			}
-			if _, err = c.writeErasure(ctx, ch, id, rec, version); err != nil {
-				return c.rereadOn(ctx, ch, id, err)
-			}
-		}
+	if !rec.Released || rec.Finished != 0 {
+		return rec, nil
+	}
+	before := rec.Rebuilt
+	if rec.Rebuilt, err = c.linesRebuilt(ctx, at.ch, rec.Nodes); err != nil {
+		return rec, err
+	}
+	if rec.Rebuilt == len(rec.Nodes) {
+		rec.Finished = c.now().UnixMilli()
+	} else if rec.Rebuilt == before {
+		return rec, nil
+	}
+	if _, err = c.writeErasure(ctx, at, rec, version); err != nil {
+		return c.rereadOn(ctx, at, err)
 	}
 	return rec, nil
 }
 
+// eraseEntries makes the entries of rec's messages tombstones and takes
+// back the summary lines built from them, recording the nodes in rec.
+func (c *Routes) eraseEntries(ctx context.Context, ch chatid.Chat, rec *erasureRecord) error {
+	var ids []int64
+	for _, m := range rec.Messages {
+		ids = append(ids, m.Entries...)
+	}
+	if err := c.log.Erase(ctx, ch, ids, time.UnixMilli(rec.Started)); err != nil {
+		return err
+	}
+	rec.Nodes = []string{}
+	if er, ok := c.memory.(Eraser); ok && len(ids) > 0 {
+		nodes, err := er.EraseLines(ctx, ch, ids)
+		if err != nil {
+			return err
+		}
+		rec.Nodes = append(rec.Nodes, nodes...)
+	}
+	rec.Erased = true
+	return nil
+}
+
+// linesRebuilt counts the nodes built again (all of them without a
+// memory that erases).
+func (c *Routes) linesRebuilt(ctx context.Context, ch chatid.Chat, nodes []string) (int, error) {
+	er, ok := c.memory.(Eraser)
+	if !ok {
+		return len(nodes), nil
+	}
+	return er.LinesRebuilt(ctx, ch, nodes)
+}
+
 // rereadOn answers the erasure as a twin recorded it when err is a lost
 // race, else err.
-func (c *Routes) rereadOn(ctx context.Context, ch chatid.Chat, id string, err error) (erasureRecord, error) {
+func (c *Routes) rereadOn(ctx context.Context, at erasureAt, err error) (erasureRecord, error) {
 	if !errors.Is(err, store.ErrConditionFailed) {
 		return erasureRecord{}, err
 	}
-	rec, _, _, rerr := c.readErasure(ctx, ch, id)
+	rec, _, _, rerr := c.readErasure(ctx, at.ch, at.id)
 	return rec, rerr
 }
 
@@ -446,7 +502,8 @@ func (c *Routes) rereadOn(ctx context.Context, ch chatid.Chat, id string, err er
 // live message of the chat names any more: the chat's references to it
 // go, and the image is deleted when no other chat of the tenant names it
 // (under its deletion lease, as a chat deletion does).
-func (c *Routes) releaseErased(ctx context.Context, ch chatid.Chat, id string, rec erasureRecord, version int64) (erasureRecord, int64, error) {
+func (c *Routes) releaseErased(ctx context.Context, at erasureAt, rec erasureRecord, version int64) (erasureRecord, int64, error) {
+	ch := at.ch
 	live := map[string]bool{}
 	if len(rec.Images) > 0 {
 		if err := c.liveNames(ctx, ch, live); err != nil {
@@ -485,9 +542,9 @@ func (c *Routes) releaseErased(ctx context.Context, ch chatid.Chat, id string, r
 		}
 	}
 	rec.Released = true
-	version, err := c.writeErasure(ctx, ch, id, rec, version)
+	version, err := c.writeErasure(ctx, at, rec, version)
 	if err != nil {
-		rec, err = c.rereadOn(ctx, ch, id, err)
+		rec, err = c.rereadOn(ctx, at, err)
 		return rec, version, err
 	}
 	return rec, version, nil
@@ -549,7 +606,7 @@ func (c *Routes) ErasureOf(ctx context.Context, tenant, chat, id string) (Erasur
 		return Erasure{}, api.NotFound("chat %s has no erasure %s", chat, id)
 	}
 	if rec.Finished == 0 {
-		if rec, err = c.eraseSteps(ctx, ch, id, rec, version, c.queue == nil); err != nil {
+		if rec, err = c.eraseSteps(ctx, erasureAt{ch, id}, rec, version, c.queue == nil); err != nil {
 			return Erasure{}, err
 		}
 		if c.stuck(rec) {
@@ -587,7 +644,7 @@ func (c *Routes) EraseTask(ctx context.Context, body string) (bool, error) {
 	if err != nil || !found || rec.Released {
 		return true, err
 	}
-	_, err = c.eraseSteps(ctx, ch, msg.Run, rec, version, true)
+	_, err = c.eraseSteps(ctx, erasureAt{ch, msg.Run}, rec, version, true)
 	return true, err
 }
 

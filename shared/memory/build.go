@@ -691,29 +691,16 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 	// call of its own, counted too.
 	called := res.called || row.Called
 	lostRace := res.called && !res.created
-	if n.L == 0 && !res.hasImage && (row.Named > 0 || len(row.Images) > 0) {
-		// The row was written by another build (a group call's, or one
-		// this delivery duplicates): the leaf's image counts are the row's
-		// (a row written before it kept them all names only its images).
-		res.images = leafImages{I: n.I, Named: max(row.Named, len(row.Images)), Attached: row.Attached, Skipped: row.Skipped, NamesOnly: row.NamesOnly,
-			Missing: row.Missing, Resent: row.Resent, Described: row.Described, DescribeFailed: row.DescribeFailed, Undescribed: row.Undescribed}
-		res.hasImage = true
-	}
+	res.imagesOf(n, row)
 	var sends []Node
-	first, stale, staleGen := false, false, int64(0)
+	first, staleGen := false, int64(0)
 	_, err := m.states.update(ctx, ch, func(st *chatState) error {
-		sends, first, stale = nil, false, false
+		sends, first, staleGen = nil, false, 0
 		if !n.Complete(st.T) {
 			// The chat was deleted under this build: it records nothing.
 			return errNoChange
 		}
-		if st.staleRow(n, row.Gen) {
-			// Built from words erased while it ran: not the node's line.
-			// The node is built again from its sources as they are now.
-			k, _ := st.staleOf(n)
-			stale, staleGen = true, st.Stale[k].G
-			st.dropClaim(n)
-			sends, _ = st.schedule(m.now(), m.claimLease)
+		if staleGen, sends = b.takenBack(st, row); staleGen > 0 {
 			return nil
 		}
 		st.dropRetry(n)
@@ -737,7 +724,7 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 		return &RetryError{After: m.retry, Err: fmt.Errorf("recording node %s: %w", n.Label(), err)}
 	}
 	m.changes.signal(ch)
-	if stale {
+	if staleGen > 0 {
 		if err := m.dropStaleRow(ctx, ch, n, staleGen); err != nil {
 			return &RetryError{After: m.retry, Err: err}
 		}
@@ -749,6 +736,32 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 		m.logger.WarnContext(ctx, "memory: queueing builds", "chat", chat, "err", err)
 	}
 	return nil
+}
+
+// imagesOf takes a leaf's image counts from its row when another build
+// wrote it (a group call's, or one this delivery duplicates); a row
+// written before it kept them all names only its images.
+func (res *produced) imagesOf(n Node, row nodeRow) {
+	if n.L == 0 && !res.hasImage && (row.Named > 0 || len(row.Images) > 0) {
+		res.images = leafImages{I: n.I, Named: max(row.Named, len(row.Images)), Attached: row.Attached, Skipped: row.Skipped, NamesOnly: row.NamesOnly,
+			Missing: row.Missing, Resent: row.Resent, Described: row.Described, DescribeFailed: row.DescribeFailed, Undescribed: row.Undescribed}
+		res.hasImage = true
+	}
+}
+
+// takenBack is finish's step for a row built from words an erasure took
+// back while it ran (0 when the row is not such): it is not the node's
+// line; the node's claim goes and it is scheduled again, to be built from
+// its sources as they are now. It returns the erasure's generation and the
+// nodes to send.
+func (b *nodeBuild) takenBack(st *chatState, row nodeRow) (int64, []Node) {
+	if !st.staleRow(b.n, row.Gen) {
+		return 0, nil
+	}
+	k, _ := st.staleOf(b.n)
+	st.dropClaim(b.n)
+	sends, _ := st.schedule(b.m.now(), b.m.claimLease)
+	return st.Stale[k].G, sends
 }
 
 // countBuilt adds a node built for the first time to the chat's counts:

@@ -127,7 +127,7 @@ func (sc *scheduling) merges(l int) {
 	}
 	for j := done; sc.free > 0 && 2*j+1 < below.Done; j++ {
 		n := Node{L: l, I: j}
-		if !st.built(n) && sc.startable(n) && (len(st.Stale) == 0 || childrenBuilt(st, n)) {
+		if !st.built(n) && sc.startable(n) && sc.staleChildrenBuilt(n) {
 			sc.take(n)
 		}
 	}
@@ -170,6 +170,13 @@ func (sc *scheduling) stale() {
 		}
 		sc.take(n)
 	}
+}
+
+// staleChildrenBuilt reports whether the children of a merge over a
+// level's built prefix are built: always, unless an erasure took some
+// back.
+func (sc *scheduling) staleChildrenBuilt(n Node) bool {
+	return len(sc.st.Stale) == 0 || childrenBuilt(sc.st, n)
 }
 
 // childrenBuilt reports whether both children of the merge n are built.

@@ -80,6 +80,13 @@ type snapshotLine struct {
 	Images     []string `json:"im,omitempty"`
 }
 
+// chatView is an incarnation as one view read it: at the erasure
+// generation of the state it read.
+type chatView struct {
+	c   chatid.Chat
+	gen int64
+}
+
 func snapshotKey(c chatid.Chat) store.Key {
 	return store.Key{PK: c.PK(), SK: store.ViewSK}
 }
@@ -117,7 +124,7 @@ func (m *Memory) viewRows(ctx context.Context, c chatid.Chat, gen int64, want []
 	}
 	maps.Copy(out, rows)
 	if known {
-		m.refreshSnapshot(ctx, c, gen, memo, read, viewLines{want: want, got: out})
+		m.refreshSnapshot(ctx, chatView{c, gen}, memo, read, viewLines{want: want, got: out})
 	}
 	return out, nil
 }
@@ -215,7 +222,8 @@ func (v viewLines) lacking(memo snapshotMemo) int {
 // snapshotRefresh lines the stored one (memo; read by this view when read)
 // lacks. It is best effort: the view is read already, and a failed write
 // only leaves the next view reading more rows.
-func (m *Memory) refreshSnapshot(ctx context.Context, c chatid.Chat, gen int64, memo snapshotMemo, read bool, view viewLines) {
+func (m *Memory) refreshSnapshot(ctx context.Context, v chatView, memo snapshotMemo, read bool, view viewLines) {
+	c, gen := v.c, v.gen
 	if view.lacking(memo) < snapshotRefresh {
 		return
 	}
@@ -241,7 +249,7 @@ func (m *Memory) refreshSnapshot(ctx context.Context, c chatid.Chat, gen int64, 
 	if newNodes(nodes, memo) < snapshotRefresh {
 		return // the lines past the byte bound are what it lacks
 	}
-	m.writeSnapshot(ctx, c, gen, memo.version, body, nodes)
+	m.writeSnapshot(ctx, chatView{c, gen}, memo.version, body, nodes)
 }
 
 // newNodes counts the nodes of p the snapshot memo tells of does not hold.
@@ -258,7 +266,8 @@ func newNodes(p partition, memo snapshotMemo) int {
 // writeSnapshot replaces the stored snapshot at version (none when 0)
 // with body, holding nodes, and remembers what it wrote; a lost race is
 // forgotten, to be read again.
-func (m *Memory) writeSnapshot(ctx context.Context, c chatid.Chat, gen, version int64, body []byte, nodes partition) {
+func (m *Memory) writeSnapshot(ctx context.Context, v chatView, version int64, body []byte, nodes partition) {
+	c, gen := v.c, v.gen
 	it := store.Item{Key: snapshotKey(c), Version: version + 1, Body: body}
 	var err error
 	if version == 0 {

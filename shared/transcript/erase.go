@@ -114,27 +114,12 @@ func (l *Log) eraseRecord(ctx context.Context, pk, receipt string, tombs map[int
 		} else if err != nil {
 			return err
 		}
-		changed := false
-		for pos, t := range tombs {
-			if pos >= 1 && pos-1 < len(rest) && rest[pos-1].Erased == 0 {
-				rest[pos-1], changed = t, true
-			}
-		}
-		if !changed {
+		if !scrub(rest, tombs) {
 			return nil
 		}
 		old := rec.RestKey
-		if old == "" {
-			rec.Rest = rest
-		} else {
-			data, err := rawjson.Of(rest)
-			if err != nil {
-				return err
-			}
-			rec.RestKey = store.TextKey(prefixOf(old), data)
-			if err := l.blobs.Put(ctx, rec.RestKey, store.Blob{ContentType: "application/json", Data: data}); err != nil {
-				return fmt.Errorf("transcript: storing the erased rows of a large append: %w", err)
-			}
+		if err := l.setRest(ctx, &rec, rest); err != nil {
+			return err
 		}
 		body, err := rawjson.Of(rec)
 		if err != nil {
@@ -160,6 +145,37 @@ func (l *Log) eraseRecord(ctx context.Context, pk, receipt string, tombs map[int
 		return nil
 	}
 	return store.Unavailable("transcript erase", fmt.Errorf("receipt record %s: too many concurrent writers", a.rk))
+}
+
+// scrub replaces the rows of rest (an append's rows after its first) at
+// the positions of tombs by the tombstones, and reports whether it
+// replaced any.
+func scrub(rest []row, tombs map[int]row) bool {
+	changed := false
+	for pos, t := range tombs {
+		if pos >= 1 && pos-1 < len(rest) && rest[pos-1].Erased == 0 {
+			rest[pos-1], changed = t, true
+		}
+	}
+	return changed
+}
+
+// setRest makes rest the rows of the record after its first: in the
+// record, or in a new blob when the record kept them in one.
+func (l *Log) setRest(ctx context.Context, rec *record, rest []row) error {
+	if rec.RestKey == "" {
+		rec.Rest = rest
+		return nil
+	}
+	data, err := rawjson.Of(rest)
+	if err != nil {
+		return err
+	}
+	rec.RestKey = store.TextKey(prefixOf(rec.RestKey), data)
+	if err := l.blobs.Put(ctx, rec.RestKey, store.Blob{ContentType: "application/json", Data: data}); err != nil {
+		return fmt.Errorf("transcript: storing the erased rows of a large append: %w", err)
+	}
+	return nil
 }
 
 // prefixOf is the text prefix a blob key lives under: everything up to
