@@ -340,3 +340,28 @@ func (ch *Chat) SetRetention(ctx context.Context, days *int) (*wire.Retention, e
 	}
 	return &out, nil
 }
+
+// Erase erases messages of the chat with POST /v1/chats/{chat}/erase:
+// those req names (by seq, by literal match, or by the images they show)
+// become tombstones in their place, the summary lines built from them are
+// hidden at once and rebuilt, and their images are deleted unless a live
+// message of the tenant names them. The same request again answers the
+// same erasure; Done is false while the rebuild goes on (Erasure tells
+// when it is done).
+func (ch *Chat) Erase(ctx context.Context, req wire.EraseRequest) (*wire.Erasure, error) {
+	var out wire.Erasure
+	if err := ch.c.call(ctx, call{method: http.MethodPost, path: ch.path("/erase"), body: req, retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Erasure reads the receipt of one of the chat's erasures, with GET
+// /v1/chats/{chat}/erasures/{id}.
+func (ch *Chat) Erasure(ctx context.Context, id string) (*wire.Erasure, error) {
+	var out wire.Erasure
+	if err := ch.c.call(ctx, call{method: http.MethodGet, path: ch.path("/erasures/" + url.PathEscape(id)), retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -57,3 +57,40 @@ type Retention struct {
 	// tenant's default.
 	Inherited bool `json:"inherited,omitempty"`
 }
+
+// EraseRequest asks to erase messages of a chat: exactly one of Seqs (the
+// messages' seqs as read back), Match (every message whose text or image
+// description holds it, literally; at least 4 characters) or Images (every
+// message that shows one of these images).
+type EraseRequest struct {
+	Seqs   []int64  `json:"seqs,omitempty"`
+	Match  string   `json:"match,omitempty"`
+	Images []string `json:"images,omitempty"`
+}
+
+// Erasure is the receipt of an erasure: what it erased, what it rebuilt
+// and deleted, and whether it is done.
+type Erasure struct {
+	Erasure string `json:"erasure"`
+	Chat    string `json:"chat"`
+	// Done: every step is finished, the summary lines rebuilt included.
+	Done     bool       `json:"done"`
+	Started  time.Time  `json:"started"`
+	Finished *time.Time `json:"finished,omitempty"`
+	// Messages are the messages erased: each one's seq and entry ids.
+	Messages []ErasedMessage `json:"messages"`
+	// Nodes are the summary nodes taken back and rebuilt ("<start>+<count>"),
+	// Rebuilt how many of them are built again.
+	Nodes   []string `json:"nodes"`
+	Rebuilt int      `json:"rebuilt"`
+	// ImagesDeleted names the images deleted; ImagesKept counts those kept
+	// because a live message (of this chat or another) still names them.
+	ImagesDeleted []string `json:"imagesDeleted"`
+	ImagesKept    int      `json:"imagesKept"`
+}
+
+// ErasedMessage is one erased message: its seq and its entries' ids.
+type ErasedMessage struct {
+	Seq     int64   `json:"seq"`
+	Entries []int64 `json:"entries"`
+}

@@ -87,7 +87,7 @@ func TestTheAnswersAHostileTenantProvokesAreInTheDocument(t *testing.T) {
 			if !strings.Contains(path, "{chat}") {
 				continue
 			}
-			target := base + strings.NewReplacer("{chat}", "%2F", "{name}", "0000000000000000").Replace(path)
+			target := base + strings.NewReplacer("{chat}", "%2F", "{name}", "0000000000000000", "{id}", "000000000000000000000000").Replace(path)
 			code, _, out := hostile(t, method, target, hostileTokenA, []byte("{}"), nil)
 			var e struct{ Error struct{ Field string } }
 			_ = json.Unmarshal(out, &e)

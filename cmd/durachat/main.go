@@ -4,6 +4,7 @@
 //
 //	durachat [serve]   serve the API (the default)
 //	durachat import    load an export or a pi session file into a chat
+//	durachat erase     erase messages of a chat through a server, with a receipt
 //	durachat mcp       serve the memory to an MCP host on stdio
 //	durachat help      print usage and the configuration variables
 package main
@@ -47,11 +48,13 @@ type usageError string
 
 func (e usageError) Error() string { return string(e) }
 
-const usageText = `usage: durachat [serve | import | mcp | help]
+const usageText = `usage: durachat [serve | import | erase | mcp | help]
 
 serve (the default) runs the whole API locally on embedded stores.
 import loads an export or a pi session file into a chat ("durachat import
 -h" tells how).
+erase erases messages of a chat through a server, with a receipt
+("durachat erase -h" tells how).
 mcp serves the memory to an MCP host on stdio ("durachat mcp -h" tells how).
 
 Configuration (environment variables):
@@ -80,6 +83,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return serve(ctx, lookup, stdout, ready)
 	case cmd == "import":
 		return importCmd(ctx, args[1:], lookup, stdout)
+	case cmd == "erase":
+		return eraseCmd(ctx, args[1:], lookup, stdout)
 	case cmd == "mcp":
 		return mcpCmd(ctx, args[1:], lookup, os.Stderr, &mcp.LineTransport{In: os.Stdin, Out: os.Stdout})
 	case cmd == "help" || cmd == "-h" || cmd == "--help":

@@ -18,7 +18,7 @@ func TestEveryOperationOfTheOpenAPIDocumentIsServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	base, _ := start(t, map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: t.TempDir()})
-	fill := strings.NewReplacer("{chat}", "c", "{name}", "0000000000000000", "{key}", "k", "{file}", "index.html")
+	fill := strings.NewReplacer("{chat}", "c", "{name}", "0000000000000000", "{id}", "000000000000000000000000", "{key}", "k", "{file}", "index.html")
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	ops := v.Operations()
 	if len(ops) < 25 {

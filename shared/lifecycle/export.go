@@ -147,6 +147,9 @@ func (p *exportPart) write(line []byte) error {
 // its ref blocks name (from the skip-th, those before it being in the
 // part before); more is false once the part is full.
 func (p *exportPart) message(ctx context.Context, lg transcript.Logged, skip int) (more bool, err error) {
+	if !lg.Erased.IsZero() {
+		return true, nil // nothing of an erased message is exported
+	}
 	var named []string // each image the message's ref blocks name, once
 	m, err := p.c.render(ctx, p.tenant, lg, imagesExport, func(name string) {
 		if !slices.Contains(named, name) {

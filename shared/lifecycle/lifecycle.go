@@ -167,6 +167,9 @@ type Chats struct {
 	settle time.Duration
 	now    func() time.Time
 	scrub  Scrubber
+	// eraseTask runs an "erase" queue message (Routes.EraseTask, set by
+	// NewRoutes: an erasure needs the log and the memory).
+	eraseTask func(ctx context.Context, body string) (bool, error)
 }
 
 // New returns Chats over cfg; Table and Blobs are required.
@@ -198,7 +201,9 @@ type Routes struct {
 // NewRoutes returns the routes; memory may be nil (nothing is listed of
 // it, and an import's entries are found by memory's next call).
 func NewRoutes(chats *Chats, log *transcript.Log, memory Memory) *Routes {
-	return &Routes{Chats: chats, log: log, memory: memory}
+	r := &Routes{Chats: chats, log: log, memory: memory}
+	chats.eraseTask = r.EraseTask
+	return r
 }
 
 // chatState is what lifecycle keeps of a chat in its identity item.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
@@ -21,7 +22,9 @@ import (
 // of its first entry.
 type Message struct {
 	Seq     int64           `json:"seq"`
-	Message json.RawMessage `json:"message"`
+	Message json.RawMessage `json:"message,omitempty"`
+	// Erased is when the message was erased; it then has no Message.
+	Erased *time.Time `json:"erased,omitempty"`
 }
 
 // MessagePage is a page of a chat's messages.
@@ -67,6 +70,11 @@ func (c *Routes) Messages(ctx context.Context, tenant, chat string, q MessageQue
 		if len(out.Messages) == q.N {
 			out.Next = strconv.FormatInt(lg.I-1, 10)
 			return false, nil
+		}
+		if !lg.Erased.IsZero() {
+			at := lg.Erased
+			out.Messages = append(out.Messages, Message{Seq: lg.I, Erased: &at})
+			return true, nil
 		}
 		m, err := c.render(ctx, tenant, lg, q.Images, nil)
 		if err != nil {

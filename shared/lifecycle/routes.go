@@ -28,13 +28,16 @@ type (
 const LinkTTL = 15 * time.Minute
 
 // Register adds GET /v1/chats, GET /v1/chats/{chat}/messages,
-// DELETE /v1/chats/{chat}, GET .../export and POST .../import, and the
+// DELETE /v1/chats/{chat}, POST .../erase and GET .../erasures/{id},
+// GET .../export and POST .../import, and the
 // retention settings: GET and PUT
 // /v1/retention (the tenant's default) and /v1/chats/{chat}/retention.
 func (c *Routes) Register(mux *http.ServeMux) {
 	api.Handle(mux, "GET /v1/chats", c.handleList)
 	api.Handle(mux, "GET /v1/chats/{chat}/messages", c.handleMessages)
 	api.Handle(mux, "DELETE /v1/chats/{chat}", c.handleDelete)
+	api.Handle(mux, "POST /v1/chats/{chat}/erase", c.handleErase)
+	api.Handle(mux, "GET /v1/chats/{chat}/erasures/{id}", c.handleErasure)
 	api.Handle(mux, "GET /v1/chats/{chat}/export", c.handleExport)
 	api.Handle(mux, "POST /v1/chats/{chat}/import", c.handleImport)
 	api.Handle(mux, "GET /v1/retention", c.handleGetTenantRetention)
@@ -246,6 +249,10 @@ func (c *Chats) Task(ctx context.Context, body string) (bool, error) {
 		return true, c.deletionTask(ctx, msg, body)
 	case opSettle:
 		return true, c.settleTask(ctx, msg, body)
+	case opErase:
+		if c.eraseTask != nil {
+			return c.eraseTask(ctx, body)
+		}
 	}
 	return false, nil
 }

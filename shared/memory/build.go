@@ -279,7 +279,7 @@ type produced struct {
 // When the row exists already, that row is the answer: nothing is built
 // twice.
 func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
-	if row, err := b.m.readRow(ctx, b.ch, b.n); err == nil {
+	if row, err := b.existingRow(ctx, b.n); err == nil {
 		return produced{}, row, nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return produced{}, nodeRow{}, fmt.Errorf("reading node %s: %w", b.n.Label(), err)
@@ -289,6 +289,28 @@ func (b *nodeBuild) produce(ctx context.Context) (produced, nodeRow, error) {
 		return src.res, nodeRow{}, err
 	}
 	return b.compactAlone(ctx, src)
+}
+
+// gen is the erasure generation of the state the build started from.
+func (b *nodeBuild) gen() int64 {
+	if b.snapshot == nil {
+		return 0
+	}
+	return b.snapshot.Gen
+}
+
+// existingRow reads the row of n (a node of b's build), the answer when
+// another build wrote it first; a row an erasure took back (built before
+// it, from words since erased) is deleted and reads as none.
+func (b *nodeBuild) existingRow(ctx context.Context, n Node) (nodeRow, error) {
+	row, version, err := b.m.readRowVersion(ctx, b.ch, n)
+	if err != nil || b.snapshot == nil || !b.snapshot.staleRow(n, row.Gen) {
+		return row, err
+	}
+	if err := b.m.dropRow(ctx, b.ch, n, version); err != nil {
+		return nodeRow{}, err
+	}
+	return nodeRow{}, fmt.Errorf("node %s: its line was erased: %w", n.Label(), store.ErrNotFound)
 }
 
 // loaded is a node's source as its build loaded it.
@@ -340,7 +362,7 @@ func (b *nodeBuild) load(ctx context.Context, known map[Node]string) (loaded, er
 				want = append(want, child)
 			}
 		}
-		rows, err := m.rows(ctx, ch, want)
+		rows, err := m.rows(ctx, ch, b.gen(), want)
 		if err != nil {
 			return src, err
 		}
@@ -425,7 +447,7 @@ func (b *nodeBuild) store(ctx context.Context, src loaded, out Compacted) (produ
 		Attached: out.Attached, Skipped: out.Skipped, NamesOnly: out.NamesOnly, BuiltAt: m.now().UnixMilli(),
 		Named: res.images.Named, Missing: res.images.Missing, Resent: res.images.Resent, Described: res.images.Described,
 		DescribeFailed: res.images.DescribeFailed, Undescribed: res.images.Undescribed,
-		Called: res.called,
+		Called: res.called, Gen: b.gen(),
 	}
 	body, err := json.Marshal(row)
 	if err != nil {
@@ -608,7 +630,7 @@ scan:
 				want = append(want, c)
 			}
 		}
-		got, err := b.m.rows(ctx, b.ch, want)
+		got, err := b.m.rows(ctx, b.ch, st.Gen, want)
 		if err != nil {
 			return "", fmt.Errorf("reading the compaction view: %w", err)
 		}
@@ -661,8 +683,7 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 	m, ch, n := b.m, b.ch, b.n
 	chat := ch.ID
 	line := Line(row.Text)
-	m.lines.put(ch.PK(), n, nodeInfo{line: line, child: row.Child, verbatim: row.Verbatim, mechanical: row.Mechanical, images: row.Images})
-	sizes := m.mergeSizes(ctx, ch)
+	m.lines.put(cacheKey(ch, row.Gen), n, nodeInfo{line: line, child: row.Child, verbatim: row.Verbatim, mechanical: row.Mechanical, images: row.Images})
 	// The row's model call is counted when the row is first recorded, by
 	// whichever delivery does it: the build that wrote it, or a duplicate
 	// or a build past a lapsed lease that found it written. A build that
@@ -670,21 +691,17 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 	// call of its own, counted too.
 	called := res.called || row.Called
 	lostRace := res.called && !res.created
-	if n.L == 0 && !res.hasImage && (row.Named > 0 || len(row.Images) > 0) {
-		// The row was written by another build (a group call's, or one
-		// this delivery duplicates): the leaf's image counts are the row's
-		// (a row written before it kept them all names only its images).
-		res.images = leafImages{I: n.I, Named: max(row.Named, len(row.Images)), Attached: row.Attached, Skipped: row.Skipped, NamesOnly: row.NamesOnly,
-			Missing: row.Missing, Resent: row.Resent, Described: row.Described, DescribeFailed: row.DescribeFailed, Undescribed: row.Undescribed}
-		res.hasImage = true
-	}
+	res.imagesOf(n, row)
 	var sends []Node
-	first := false
+	first, staleGen := false, int64(0)
 	_, err := m.states.update(ctx, ch, func(st *chatState) error {
-		sends, first = nil, false
+		sends, first, staleGen = nil, false, 0
 		if !n.Complete(st.T) {
 			// The chat was deleted under this build: it records nothing.
 			return errNoChange
+		}
+		if staleGen, sends = b.takenBack(st, row); staleGen > 0 {
+			return nil
 		}
 		st.dropRetry(n)
 		if st.markBuilt(n) {
@@ -695,7 +712,7 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 			st.ModelCalls++
 		}
 		st.dropClaim(n)
-		m.mergePasses(ctx, chat, st, sizes)
+		m.mergePasses(ctx, chat, st, m.mergeSizes(ctx, ch, st.Gen))
 		sends, _ = st.schedule(m.now(), m.claimLease)
 		return nil
 	})
@@ -707,6 +724,11 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 		return &RetryError{After: m.retry, Err: fmt.Errorf("recording node %s: %w", n.Label(), err)}
 	}
 	m.changes.signal(ch)
+	if staleGen > 0 {
+		if err := m.dropStaleRow(ctx, ch, n, staleGen); err != nil {
+			return &RetryError{After: m.retry, Err: err}
+		}
+	}
 	if first {
 		b.record(ctx, "built", res, row, nil)
 	}
@@ -714,6 +736,32 @@ func (b *nodeBuild) finish(ctx context.Context, res produced, row nodeRow) error
 		m.logger.WarnContext(ctx, "memory: queueing builds", "chat", chat, "err", err)
 	}
 	return nil
+}
+
+// imagesOf takes a leaf's image counts from its row when another build
+// wrote it (a group call's, or one this delivery duplicates); a row
+// written before it kept them all names only its images.
+func (res *produced) imagesOf(n Node, row nodeRow) {
+	if n.L == 0 && !res.hasImage && (row.Named > 0 || len(row.Images) > 0) {
+		res.images = leafImages{I: n.I, Named: max(row.Named, len(row.Images)), Attached: row.Attached, Skipped: row.Skipped, NamesOnly: row.NamesOnly,
+			Missing: row.Missing, Resent: row.Resent, Described: row.Described, DescribeFailed: row.DescribeFailed, Undescribed: row.Undescribed}
+		res.hasImage = true
+	}
+}
+
+// takenBack is finish's step for a row built from words an erasure took
+// back while it ran (0 when the row is not such): it is not the node's
+// line; the node's claim goes and it is scheduled again, to be built from
+// its sources as they are now. It returns the erasure's generation and the
+// nodes to send.
+func (b *nodeBuild) takenBack(st *chatState, row nodeRow) (int64, []Node) {
+	if !st.staleRow(b.n, row.Gen) {
+		return 0, nil
+	}
+	k, _ := st.staleOf(b.n)
+	st.dropClaim(b.n)
+	sends, _ := st.schedule(b.m.now(), b.m.claimLease)
+	return st.Stale[k].G, sends
 }
 
 // countBuilt adds a node built for the first time to the chat's counts:

@@ -179,7 +179,7 @@ func runEndToEnd(t *testing.T, b testenv.Backend, viaSQS, groups bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := m.rows(context.Background(), ch, all)
+	rows, err := m.rows(context.Background(), ch, 0, all)
 	if err != nil {
 		t.Fatal(err)
 	}

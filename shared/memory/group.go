@@ -251,7 +251,7 @@ func (g *groupRun) prepare(ctx context.Context) {
 // for the model: a source loaded and not kept word for word.
 func (g *groupRun) prepareMember(ctx context.Context, mb *member) bool {
 	n := mb.nb.n
-	if row, err := g.b.m.readRow(ctx, g.b.ch, n); err == nil {
+	if row, err := g.b.existingRow(ctx, n); err == nil {
 		mb.row = row
 		g.written(mb)
 		return false

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -339,11 +340,10 @@ func (m *Memory) pump(ctx context.Context, c chatid.Chat, t int64) (*chatState, 
 		t = n
 	}
 	now := m.now()
-	sizes := m.mergeSizes(ctx, c)
 	var sends []Node
 	st, err := m.states.update(ctx, c, func(st *chatState) error {
 		grew := st.grow(t)
-		merged := m.mergePasses(ctx, c.ID, st, sizes)
+		merged := m.mergePasses(ctx, c.ID, st, m.mergeSizes(ctx, c, st.Gen))
 		claims := len(st.Claims)
 		var dropped int
 		sends, dropped = st.schedule(now, m.claimLease)
@@ -391,9 +391,9 @@ func (m *Memory) mergePasses(ctx context.Context, chat string, st *chatState, si
 
 // mergeSizes answers a merge pass from the parent's row, which records its
 // children's line lengths too: one read per merge, cached.
-func (m *Memory) mergeSizes(ctx context.Context, c chatid.Chat) mergeSizes {
+func (m *Memory) mergeSizes(ctx context.Context, c chatid.Chat, gen int64) mergeSizes {
 	return func(parent Node) (int64, int64, error) {
-		rows, err := m.rows(ctx, c, []Node{parent})
+		rows, err := m.rows(ctx, c, gen, []Node{parent})
 		if err != nil {
 			return 0, 0, err
 		}
@@ -481,6 +481,9 @@ type nodeRow struct {
 	// Called: the line cost a model call. The row carries it so that the
 	// delivery that records the row counts the call, whichever it is.
 	Called bool `json:"mc,omitempty"`
+	// Gen is the erasure generation of the state the build started from:
+	// a row older than an erasure that took its node back is not its line.
+	Gen int64 `json:"g,omitempty"`
 }
 
 // nodeInfo is what readers need from a row.
@@ -501,9 +504,13 @@ const batchLimit = 100
 
 // rows reads the given nodes' rows (from the cache when it can); nodes
 // with no row are absent from the answer.
-func (m *Memory) rows(ctx context.Context, c chatid.Chat, nodes []Node) (map[Node]nodeInfo, error) {
+//
+// gen is the erasure generation of the state the caller read (chatState.Gen):
+// the cache keeps lines by it, so a line an erasure took back is never
+// served from any process's cache.
+func (m *Memory) rows(ctx context.Context, c chatid.Chat, gen int64, nodes []Node) (map[Node]nodeInfo, error) {
 	out := make(map[Node]nodeInfo, len(nodes))
-	pk := c.PK()
+	pk := cacheKey(c, gen)
 	var missing []Node
 	for _, n := range nodes {
 		if info, ok := m.lines.get(pk, n); ok {
@@ -544,15 +551,30 @@ func (m *Memory) rows(ctx context.Context, c chatid.Chat, nodes []Node) (map[Nod
 
 // readRow reads one full node row.
 func (m *Memory) readRow(ctx context.Context, c chatid.Chat, n Node) (nodeRow, error) {
+	r, _, err := m.readRowVersion(ctx, c, n)
+	return r, err
+}
+
+// readRowVersion is readRow with the item's version.
+func (m *Memory) readRowVersion(ctx context.Context, c chatid.Chat, n Node) (nodeRow, int64, error) {
 	it, err := m.table.Get(ctx, nodeKey(c, n))
 	if err != nil {
-		return nodeRow{}, err
+		return nodeRow{}, 0, err
 	}
 	var r nodeRow
 	if err := json.Unmarshal(it.Body, &r); err != nil {
-		return nodeRow{}, fmt.Errorf("node %s of %s is corrupt: %w", n.Label(), c.ID, err)
+		return nodeRow{}, 0, fmt.Errorf("node %s of %s is corrupt: %w", n.Label(), c.ID, err)
 	}
-	return r, nil
+	return r, it.Version, nil
+}
+
+// cacheKey keys what a process caches of the incarnation c (its lines,
+// what it knows of its view snapshot) at erasure generation gen.
+func cacheKey(c chatid.Chat, gen int64) string {
+	if gen == 0 {
+		return c.PK()
+	}
+	return c.PK() + "#" + strconv.FormatInt(gen, 10)
 }
 
 func newID() string {
@@ -570,8 +592,8 @@ type lineCache struct {
 }
 
 type lineKey struct {
-	pk string
-	n  Node
+	key string // cacheKey
+	n   Node
 }
 
 func newLineCache(max int) *lineCache {

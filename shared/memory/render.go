@@ -131,7 +131,7 @@ func (m *Memory) render(ctx context.Context, c chatid.Chat, st *chatState) (wire
 			want = append(want, n)
 		}
 	}
-	rows, err := m.viewRows(ctx, c, want)
+	rows, err := m.viewRows(ctx, c, st.Gen, want)
 	if err != nil {
 		return wire.View{}, err
 	}
@@ -172,7 +172,14 @@ func (m *Memory) nodeLine(ctx context.Context, c chatid.Chat, l int, i int64) (l
 		return "", false, fmt.Errorf("memory: node (%d, %d) does not exist: level 0 to 62, index at least 0", l, i)
 	}
 	n := Node{L: l, I: i}
-	rows, err := m.rows(ctx, c, []Node{n})
+	st, _, err := m.states.get(ctx, c)
+	if err != nil {
+		return "", false, err
+	}
+	if len(st.Stale) > 0 && !st.built(n) {
+		return "", false, nil // a line an erasure took back
+	}
+	rows, err := m.rows(ctx, c, st.Gen, []Node{n})
 	if err != nil {
 		return "", false, err
 	}

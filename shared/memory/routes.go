@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/durachat/durachat/client/wire"
@@ -165,7 +166,7 @@ func (m *Memory) status(ctx context.Context, c chatid.Chat) (wire.Status, error)
 			Described: li.Described, DescribeFailed: li.DescribeFailed, DescribePending: li.Undescribed})
 	}
 	if len(st.Mechanical) > 0 {
-		rows, err := m.rows(ctx, c, st.Mechanical)
+		rows, err := m.rows(ctx, c, st.Gen, slices.DeleteFunc(slices.Clone(st.Mechanical), func(n Node) bool { return !st.built(n) }))
 		if err != nil {
 			return wire.Status{}, err
 		}

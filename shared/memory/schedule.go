@@ -23,6 +23,7 @@ func (st *chatState) schedule(now time.Time, lease time.Duration) (claimed []Nod
 		return nil, dropped
 	}
 	sc.leaves()
+	sc.stale()
 	for l := 1; sc.free > 0 && l-1 < len(st.Levels) && int64(1)<<l <= st.T; l++ {
 		sc.merges(l)
 	}
@@ -126,7 +127,7 @@ func (sc *scheduling) merges(l int) {
 	}
 	for j := done; sc.free > 0 && 2*j+1 < below.Done; j++ {
 		n := Node{L: l, I: j}
-		if !st.built(n) && sc.startable(n) {
+		if !st.built(n) && sc.startable(n) && sc.staleChildrenBuilt(n) {
 			sc.take(n)
 		}
 	}
@@ -143,4 +144,43 @@ func (sc *scheduling) merges(l int) {
 			sc.take(n)
 		}
 	}
+}
+
+// stale claims the nodes an erasure took back, lowest level first: a
+// leaf at once, a merge once both its children are built again.
+func (sc *scheduling) stale() {
+	st := sc.st
+	if len(st.Stale) == 0 {
+		return
+	}
+	nodes := make([]Node, 0, len(st.Stale))
+	for _, s := range st.Stale {
+		nodes = append(nodes, s.node())
+	}
+	sortNodes(nodes)
+	for _, n := range nodes {
+		if sc.free <= 0 {
+			return
+		}
+		if !sc.startable(n) {
+			continue
+		}
+		if n.L > 0 && !childrenBuilt(st, n) {
+			continue
+		}
+		sc.take(n)
+	}
+}
+
+// staleChildrenBuilt reports whether the children of a merge over a
+// level's built prefix are built: always, unless an erasure took some
+// back.
+func (sc *scheduling) staleChildrenBuilt(n Node) bool {
+	return len(sc.st.Stale) == 0 || childrenBuilt(sc.st, n)
+}
+
+// childrenBuilt reports whether both children of the merge n are built.
+func childrenBuilt(st *chatState, n Node) bool {
+	a, b := n.Children()
+	return st.built(a) && st.built(b)
 }

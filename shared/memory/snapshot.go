@@ -66,6 +66,9 @@ type snapshotMemo struct {
 type snapshotBody struct {
 	Lines []snapshotLine `json:"l"`
 	Nodes []run          `json:"n"`
+	// Gen is the erasure generation of the state the view read
+	// (chatState.Gen): a view of another reads none of its lines.
+	Gen int64 `json:"g,omitempty"`
 }
 
 // snapshotLine is what a view and the line cache keep of a node's row.
@@ -77,6 +80,13 @@ type snapshotLine struct {
 	Images     []string `json:"im,omitempty"`
 }
 
+// chatView is an incarnation as one view read it: at the erasure
+// generation of the state it read.
+type chatView struct {
+	c   chatid.Chat
+	gen int64
+}
+
 func snapshotKey(c chatid.Chat) store.Key {
 	return store.Key{PK: c.PK(), SK: store.ViewSK}
 }
@@ -86,8 +96,8 @@ func snapshotKey(c chatid.Chat) store.Key {
 // those missing, then from their rows. It then replaces the snapshot when
 // it lacks snapshotRefresh of them. A node with no row is absent from the
 // answer, as from rows.
-func (m *Memory) viewRows(ctx context.Context, c chatid.Chat, want []Node) (map[Node]nodeInfo, error) {
-	pk := c.PK()
+func (m *Memory) viewRows(ctx context.Context, c chatid.Chat, gen int64, want []Node) (map[Node]nodeInfo, error) {
+	pk := cacheKey(c, gen)
 	out := make(map[Node]nodeInfo, len(want))
 	var missing []Node
 	for _, n := range want {
@@ -101,20 +111,20 @@ func (m *Memory) viewRows(ctx context.Context, c chatid.Chat, want []Node) (map[
 	read := wantSnapshot(memo, known, len(want), missing)
 	if read {
 		var err error
-		if memo, err = m.readSnapshot(ctx, c, missing, out); err != nil {
+		if memo, err = m.readSnapshot(ctx, c, gen, missing, out); err != nil {
 			return nil, err
 		}
 		known = true
 		m.snapshots.put(pk, memo)
 		missing = slices.DeleteFunc(missing, func(n Node) bool { _, ok := out[n]; return ok })
 	}
-	rows, err := m.rows(ctx, c, missing)
+	rows, err := m.rows(ctx, c, gen, missing)
 	if err != nil {
 		return nil, err
 	}
 	maps.Copy(out, rows)
 	if known {
-		m.refreshSnapshot(ctx, c, memo, read, viewLines{want: want, got: out})
+		m.refreshSnapshot(ctx, chatView{c, gen}, memo, read, viewLines{want: want, got: out})
 	}
 	return out, nil
 }
@@ -153,7 +163,7 @@ func heldNodes(runs []run) map[Node]bool {
 // missing it holds (and into the line cache), and returns what it holds.
 // A snapshot that cannot be decoded is logged and read as holding
 // nothing; the next refresh replaces it.
-func (m *Memory) readSnapshot(ctx context.Context, c chatid.Chat, missing []Node, out map[Node]nodeInfo) (snapshotMemo, error) {
+func (m *Memory) readSnapshot(ctx context.Context, c chatid.Chat, gen int64, missing []Node, out map[Node]nodeInfo) (snapshotMemo, error) {
 	it, err := m.table.Get(ctx, snapshotKey(c))
 	if errors.Is(err, store.ErrNotFound) {
 		return snapshotMemo{}, nil
@@ -166,11 +176,16 @@ func (m *Memory) readSnapshot(ctx context.Context, c chatid.Chat, missing []Node
 		m.logger.WarnContext(ctx, "memory: view snapshot unreadable; reading rows", "chat", c.ID, "err", err)
 		return snapshotMemo{version: it.Version}, nil
 	}
+	if body.Gen != gen {
+		// Written before an erasure (or read by a view before it): it may
+		// hold lines taken back; it is read as holding nothing.
+		return snapshotMemo{version: it.Version}, nil
+	}
 	wanted := make(map[Node]bool, len(missing))
 	for _, n := range missing {
 		wanted[n] = true
 	}
-	pk := c.PK()
+	pk := cacheKey(c, gen)
 	p := partition{Runs: body.Nodes}
 	for k, n := range p.nodes() {
 		if !wanted[n] {
@@ -207,7 +222,8 @@ func (v viewLines) lacking(memo snapshotMemo) int {
 // snapshotRefresh lines the stored one (memo; read by this view when read)
 // lacks. It is best effort: the view is read already, and a failed write
 // only leaves the next view reading more rows.
-func (m *Memory) refreshSnapshot(ctx context.Context, c chatid.Chat, memo snapshotMemo, read bool, view viewLines) {
+func (m *Memory) refreshSnapshot(ctx context.Context, v chatView, memo snapshotMemo, read bool, view viewLines) {
+	c, gen := v.c, v.gen
 	if view.lacking(memo) < snapshotRefresh {
 		return
 	}
@@ -216,16 +232,16 @@ func (m *Memory) refreshSnapshot(ctx context.Context, c chatid.Chat, memo snapsh
 		// written since. A failed conditional write costs as much as a
 		// write, reading the snapshot a fifth of that per byte.
 		var err error
-		if memo, err = m.readSnapshot(ctx, c, nil, view.got); err != nil {
+		if memo, err = m.readSnapshot(ctx, c, gen, nil, view.got); err != nil {
 			m.logger.WarnContext(ctx, "memory: reading the view snapshot", "chat", c.ID, "err", err)
 			return
 		}
-		m.snapshots.put(c.PK(), memo)
+		m.snapshots.put(cacheKey(c, gen), memo)
 		if view.lacking(memo) < snapshotRefresh {
 			return
 		}
 	}
-	body, nodes, err := encodeSnapshot(view.want, view.got)
+	body, nodes, err := encodeSnapshot(gen, view.want, view.got)
 	if err != nil {
 		m.logger.WarnContext(ctx, "memory: encoding the view snapshot", "chat", c.ID, "err", err)
 		return
@@ -233,7 +249,7 @@ func (m *Memory) refreshSnapshot(ctx context.Context, c chatid.Chat, memo snapsh
 	if newNodes(nodes, memo) < snapshotRefresh {
 		return // the lines past the byte bound are what it lacks
 	}
-	m.writeSnapshot(ctx, c, memo.version, body, nodes)
+	m.writeSnapshot(ctx, chatView{c, gen}, memo.version, body, nodes)
 }
 
 // newNodes counts the nodes of p the snapshot memo tells of does not hold.
@@ -250,7 +266,8 @@ func newNodes(p partition, memo snapshotMemo) int {
 // writeSnapshot replaces the stored snapshot at version (none when 0)
 // with body, holding nodes, and remembers what it wrote; a lost race is
 // forgotten, to be read again.
-func (m *Memory) writeSnapshot(ctx context.Context, c chatid.Chat, version int64, body []byte, nodes partition) {
+func (m *Memory) writeSnapshot(ctx context.Context, v chatView, version int64, body []byte, nodes partition) {
+	c, gen := v.c, v.gen
 	it := store.Item{Key: snapshotKey(c), Version: version + 1, Body: body}
 	var err error
 	if version == 0 {
@@ -266,11 +283,11 @@ func (m *Memory) writeSnapshot(ctx context.Context, c chatid.Chat, version int64
 	}
 	switch {
 	case err == nil:
-		m.snapshots.put(c.PK(), snapshotMemo{version: it.Version, held: nodes.Runs})
+		m.snapshots.put(cacheKey(c, gen), snapshotMemo{version: it.Version, held: nodes.Runs})
 	case errors.Is(err, store.ErrConditionFailed):
 		// Another view wrote one first, or the chat was deleted: read it
 		// again next time.
-		m.snapshots.forget(c.PK())
+		m.snapshots.forget(cacheKey(c, gen))
 	default:
 		m.logger.WarnContext(ctx, "memory: writing the view snapshot", "chat", c.ID, "err", err)
 	}
@@ -278,9 +295,9 @@ func (m *Memory) writeSnapshot(ctx context.Context, c chatid.Chat, version int64
 
 // encodeSnapshot encodes the lines of want found in got, in order, as many
 // as fit snapshotBytes, and returns them compressed with the nodes held.
-func encodeSnapshot(want []Node, got map[Node]nodeInfo) ([]byte, partition, error) {
+func encodeSnapshot(gen int64, want []Node, got map[Node]nodeInfo) ([]byte, partition, error) {
 	var held []Node
-	var body snapshotBody
+	body := snapshotBody{Gen: gen}
 	size := 0
 	for _, n := range want {
 		info, ok := got[n]

@@ -141,7 +141,7 @@ func TestASnapshotNeverFillsAPlaceholderNorShowsAnotherNode(t *testing.T) {
 	// And a node no view holds: the parent of the first 32 entries.
 	want = append([]Node{{L: 5, I: 0}}, want...)
 	got[Node{L: 5, I: 0}] = nodeInfo{line: "FORGED parent"}
-	body, _, err := encodeSnapshot(want, got)
+	body, _, err := encodeSnapshot(0, want, got)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestASnapshotHoldsTheFirstLinesThatFitAndIsNotRewrittenForTheRest(t *testin
 		want = append(want, n)
 		got[n] = nodeInfo{line: prose(int(i), maxLineBytes)}
 	}
-	body, held, err := encodeSnapshot(want, got)
+	body, held, err := encodeSnapshot(0, want, got)
 	if err != nil {
 		t.Fatal(err)
 	}

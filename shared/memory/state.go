@@ -99,6 +99,41 @@ type chatState struct {
 	ImageTotals imageTotals  `json:"it,omitempty"`
 	// Search is the chat's own search opt-in (nil: the configured default).
 	Search *bool `json:"se,omitempty"`
+	// Gen counts the chat's erasures. The line caches and the view
+	// snapshot are keyed by it, so after an erasure no process shows a
+	// line it read before.
+	Gen int64 `json:"g,omitempty"`
+	// Stale are the nodes whose lines were built from words since erased:
+	// not built (a placeholder everywhere) until rebuilt from their
+	// sources as they are now.
+	Stale []staleNode `json:"sx,omitempty"`
+}
+
+// staleNode is a node an erasure of generation G took back: only a row
+// built at G or later is its line.
+type staleNode struct {
+	L int   `json:"l"`
+	I int64 `json:"i"`
+	G int64 `json:"g"`
+}
+
+func (s staleNode) node() Node { return Node{L: s.L, I: s.I} }
+
+// staleOf finds n among the stale nodes.
+func (st *chatState) staleOf(n Node) (int, bool) {
+	for k, s := range st.Stale {
+		if s.L == n.L && s.I == n.I {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// staleRow reports whether a row of n built at generation gen holds words
+// an erasure took back.
+func (st *chatState) staleRow(n Node, gen int64) bool {
+	k, ok := st.staleOf(n)
+	return ok && gen < st.Stale[k].G
 }
 
 type imageTotals struct {
@@ -134,6 +169,19 @@ func (st *chatState) built(n Node) bool {
 	if n.L >= len(st.Levels) || n.L < 0 {
 		return false
 	}
+	if len(st.Stale) > 0 {
+		if _, ok := st.staleOf(n); ok {
+			return false
+		}
+	}
+	return st.everBuilt(n)
+}
+
+// everBuilt reports whether n was built, stale or not.
+func (st *chatState) everBuilt(n Node) bool {
+	if n.L >= len(st.Levels) || n.L < 0 {
+		return false
+	}
 	lv := &st.Levels[n.L]
 	if n.I < lv.Done {
 		return true
@@ -160,6 +208,14 @@ func (st *chatState) firstBuilt(l int, from, to int64) (int64, bool) {
 
 // markBuilt records n as built; it reports false when it already was.
 func (st *chatState) markBuilt(n Node) bool {
+	if k, ok := st.staleOf(n); ok {
+		st.Stale = append(st.Stale[:k], st.Stale[k+1:]...)
+		if len(st.Stale) == 0 {
+			st.Stale = nil
+		}
+		st.Built++
+		return true
+	}
 	if st.built(n) {
 		return false
 	}
@@ -186,7 +242,13 @@ func (st *chatState) unbuiltLeaves() int64 {
 		return st.T
 	}
 	lv := st.Levels[0]
-	return st.T - lv.Done - int64(len(lv.More))
+	n := st.T - lv.Done - int64(len(lv.More))
+	for _, s := range st.Stale {
+		if s.L == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // awaitedBuildAge is how long the builds of the unbuilt leaves have been

@@ -83,7 +83,17 @@ func log2(n int64) int {
 // zoomBlock answers the two child lines of an aligned block.
 func (m *Memory) zoomBlock(ctx context.Context, c chatid.Chat, n Node) (wire.ToolResult, error) {
 	a, b := n.Children()
-	rows, err := m.rows(ctx, c, []Node{a, b})
+	st, _, err := m.states.get(ctx, c)
+	if err != nil {
+		return wire.ToolResult{}, err
+	}
+	var want []Node
+	for _, child := range []Node{a, b} {
+		if st.built(child) {
+			want = append(want, child)
+		}
+	}
+	rows, err := m.rows(ctx, c, st.Gen, want)
 	if err != nil {
 		return wire.ToolResult{}, err
 	}
@@ -390,8 +400,8 @@ func (m *Memory) scanSearch(ctx context.Context, c chatid.Chat, p *searchPage) e
 			e := entries[k]
 			p.to = e.I
 			scannedBytes += len(e.Text)
-			if e.Tool != "" {
-				continue // a logged memory tool result is not an original
+			if e.Tool != "" || !e.Erased.IsZero() {
+				continue // a logged memory tool result is not an original; an erased entry has no words
 			}
 			snip, ok, err := matchSnippet(ctx, e.Text, match)
 			if err != nil {
@@ -423,7 +433,7 @@ func (m *Memory) searchAnswer(ctx context.Context, c chatid.Chat, st *chatState,
 			want = append(want, n)
 		}
 	}
-	rows, err := m.rows(ctx, c, want)
+	rows, err := m.rows(ctx, c, st.Gen, want)
 	if err != nil {
 		return wire.ToolResult{}, err
 	}

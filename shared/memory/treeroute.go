@@ -73,7 +73,7 @@ func (m *Memory) tree(ctx context.Context, c chatid.Chat, a TreeArgs) (wire.Tree
 			toRead = append(toRead, n)
 		}
 	}
-	rows, err := m.rows(ctx, c, toRead)
+	rows, err := m.rows(ctx, c, st.Gen, toRead)
 	if err != nil {
 		return wire.Tree{}, err
 	}

@@ -264,7 +264,7 @@ func cachelessRows(tb testing.TB, f *fixture, nodes []Node) map[Node]nodeInfo {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	rows, err := m.rows(context.Background(), f.ch(), nodes)
+	rows, err := m.rows(context.Background(), f.ch(), 0, nodes)
 	if err != nil {
 		tb.Fatal(err)
 	}

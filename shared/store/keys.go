@@ -31,6 +31,7 @@ import (
 //	state               the memory tree's state
 //	n/<level>/<index>   a memory node
 //	view                the chat view's snapshot: its built lines, in one item
+//	x/<id>              an erasure's receipt and progress
 //
 // Blob keys:
 //
@@ -89,6 +90,12 @@ const ChatImagePrefix = "i/"
 
 // ChatImageSK is the sort key recording that a chat names image name.
 func ChatImageSK(name string) string { return ChatImagePrefix + name }
+
+// ErasurePrefix begins the sort key of each erasure of a chat.
+const ErasurePrefix = "x/"
+
+// ErasureSK is the sort key of erasure id, in the chat's partition.
+func ErasureSK(id string) string { return ErasurePrefix + id }
 
 // StateSK is the sort key of a chat's memory state.
 const StateSK = "state"

@@ -26,4 +26,13 @@ type Entry struct {
 	Tool string `json:"tool,omitempty"`
 	// Of is, for a logged zoom result, the entry id it zoomed (-1 otherwise).
 	Of int64 `json:"of,omitempty"`
+	// Erased is when the entry was erased (zero: it was not). An erased
+	// entry keeps its id, kind and date; its Text is ErasedText.
+	Erased time.Time `json:"-"`
+}
+
+// ErasedText is what an entry erased at t reads as: the marker memory
+// summarizes and zoom shows in place of the erased words.
+func ErasedText(t time.Time) string {
+	return "(erased " + t.UTC().Format(time.RFC3339) + ")"
 }

@@ -222,7 +222,7 @@ type Logged struct {
 
 // Legacy reports whether the entry was written before messages were
 // recorded: it reads back from its text, as memory sees it.
-func (lg Logged) Legacy() bool { return lg.Record == nil && !lg.Continues }
+func (lg Logged) Legacy() bool { return lg.Record == nil && !lg.Continues && lg.Erased.IsZero() }
 
 // Read returns the entries of the incarnation c with ids in [from, to) as
 // the record reads them back, in order; fewer when the log ends before to.
@@ -249,6 +249,9 @@ func (l *Log) Read(ctx context.Context, c chatid.Chat, from, to int64) ([]Logged
 // an entry written before records, a text) moved to a blob.
 func (l *Log) logged(ctx context.Context, id int64, r row) (Logged, error) {
 	switch {
+	case r.Erased != 0:
+		e, err := l.entry(ctx, id, r)
+		return Logged{Entry: e, Continues: r.Cont}, err
 	case r.Cont:
 		r.Text, r.TextKey = "", ""
 		e, err := l.entry(ctx, id, r)

@@ -37,6 +37,9 @@ type row struct {
 	Rec    *Record `json:"m,omitempty"`
 	RecKey string  `json:"mk,omitempty"`
 	Cont   bool    `json:"c,omitempty"`
+	// Erased is when the entry was erased (Unix ms): the row is a
+	// tombstone holding only its place (kind, date, append), no content.
+	Erased int64 `json:"x,omitempty"`
 }
 
 // end is the id after the last entry of the row's append, given its id.
@@ -234,6 +237,11 @@ func (l *Log) entry(ctx context.Context, id int64, r row) (Entry, error) {
 	e := Entry{I: id, Kind: r.Kind, Text: r.Text, Date: time.UnixMilli(r.Date).UTC(), Receipt: r.Receipt, Tool: r.Tool, Of: -1}
 	if r.Of != nil {
 		e.Of = *r.Of
+	}
+	if r.Erased != 0 {
+		e.Erased = time.UnixMilli(r.Erased).UTC()
+		e.Text = ErasedText(e.Erased)
+		return e, nil
 	}
 	if r.TextKey != "" {
 		b, err := l.blobs.Get(ctx, r.TextKey)

@@ -25,7 +25,7 @@ func gatewayRoute(path string) string {
 // answer (checked by send) is one the document describes.
 func TestEveryOperationIsServedByItsFunction(t *testing.T) {
 	fns := functions(t)
-	fill := strings.NewReplacer("{chat}", "c", "{name}", "0000000000000000")
+	fill := strings.NewReplacer("{chat}", "c", "{name}", "0000000000000000", "{id}", "000000000000000000000000")
 	for _, op := range checked.Operations() {
 		if slices.Contains(notServedHere, op) {
 			continue
@@ -51,7 +51,7 @@ func TestAnEncodedSlashForAChatIsA400NamingItInEveryFunction(t *testing.T) {
 		if !strings.Contains(path, "{chat}") {
 			continue
 		}
-		resp := fns[gatewayRoute(path)].do(t, method, strings.NewReplacer("{chat}", "%2F", "{name}", "0000000000000000").Replace(path), "", []byte("{}"))
+		resp := fns[gatewayRoute(path)].do(t, method, strings.NewReplacer("{chat}", "%2F", "{name}", "0000000000000000", "{id}", "000000000000000000000000").Replace(path), "", []byte("{}"))
 		var e struct{ Error struct{ Field string } }
 		_ = json.Unmarshal([]byte(resp.Body), &e)
 		if resp.StatusCode != http.StatusBadRequest || (method != http.MethodHead && e.Error.Field != "chat") {

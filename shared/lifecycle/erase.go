@@ -1,0 +1,687 @@
+package lifecycle
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/durachat/durachat/client/wire"
+	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
+	"github.com/durachat/durachat/shared/rawjson"
+	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/transcript"
+)
+
+// The erasure's answers, shared with the client.
+type (
+	EraseRequest  = wire.EraseRequest
+	Erasure       = wire.Erasure
+	ErasedMessage = wire.ErasedMessage
+)
+
+// Bounds of an erase request.
+const (
+	// MinMatch is the shortest text an erasure by match takes, in
+	// characters: a shorter one would erase most of a chat by accident.
+	MinMatch = 4
+	// MaxErase bounds the seqs or images one request names, and the
+	// messages one erasure erases.
+	MaxErase = 1000
+	// maxMatchBytes bounds a match text.
+	maxMatchBytes = 1024
+	// scanChunk is how many entries an erasure reads at once when it
+	// looks for the messages a match or an image names.
+	scanChunk = 100
+)
+
+// Eraser is what an erasure needs of the summary memory: take back the
+// lines built from erased entries (returning their labels) and tell how
+// many of them are built again.
+type Eraser interface {
+	EraseLines(ctx context.Context, c chatid.Chat, ids []int64) ([]string, error)
+	LinesRebuilt(ctx context.Context, c chatid.Chat, labels []string) (int, error)
+}
+
+// erasureRecord is an erasure as kept in the chat incarnation's
+// partition (store.ErasureSK): its receipt, and the step it reached. It
+// keeps no erased word: a match text is kept only as part of the id's
+// hash.
+type erasureRecord struct {
+	Started  int64           `json:"s"`
+	Finished int64           `json:"f,omitempty"`
+	Messages []ErasedMessage `json:"m"`
+	// Images are the images the erased messages named, to release.
+	Images []string `json:"i,omitempty"`
+	// Erased: the entries are tombstones and the lines taken back.
+	Erased bool     `json:"e,omitempty"`
+	Nodes  []string `json:"n,omitempty"`
+	// Released: the images are released; Deleted and Kept say how.
+	Released bool     `json:"r,omitempty"`
+	Deleted  []string `json:"d,omitempty"`
+	Kept     int      `json:"k,omitempty"`
+	Rebuilt  int      `json:"b,omitempty"`
+}
+
+// erasureID is the id of an erasure request on the incarnation ch: the
+// same request gets the same id (and so the same receipt).
+func erasureID(ch chatid.Chat, req EraseRequest) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00", ch.PK(), "erase")
+	for _, s := range req.Seqs {
+		fmt.Fprintf(h, "s%d\x00", s)
+	}
+	fmt.Fprintf(h, "m%d\x00%s\x00", len(req.Match), req.Match)
+	for _, n := range req.Images {
+		fmt.Fprintf(h, "i%s\x00", n)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// checkErase checks an erase request and returns it in canonical form
+// (seqs and images sorted, without repeats).
+func checkErase(req EraseRequest) (EraseRequest, error) {
+	given := 0
+	for _, set := range []bool{req.Seqs != nil, req.Match != "", req.Images != nil} {
+		if set {
+			given++
+		}
+	}
+	switch {
+	case given == 0:
+		return req, api.BadRequest("seqs", "name what to erase: seqs, match or images")
+	case given > 1:
+		return req, api.BadRequest("seqs", "name one of seqs, match or images, not several")
+	case req.Seqs != nil:
+		return req, checkSeqs(&req)
+	case req.Match != "":
+		return req, checkMatch(req.Match)
+	}
+	return req, checkImages(&req)
+}
+
+// checkSeqs checks the seqs of a request and sorts them.
+func checkSeqs(req *EraseRequest) error {
+	if len(req.Seqs) == 0 || len(req.Seqs) > MaxErase {
+		return api.BadRequest("seqs", "seqs holds 1 to %d message seqs, not %d", MaxErase, len(req.Seqs))
+	}
+	for _, s := range req.Seqs {
+		if s < 0 || s > api.MaxSeq {
+			return api.BadRequest("seqs", "seq %d is not a message's seq", s)
+		}
+	}
+	req.Seqs = slices.Compact(slices.Sorted(slices.Values(req.Seqs)))
+	return nil
+}
+
+// checkMatch checks the text of an erasure by match.
+func checkMatch(match string) error {
+	switch n := utf8.RuneCountInString(match); {
+	case !utf8.ValidString(match):
+		return api.BadRequest("match", "match must be UTF-8")
+	case n < MinMatch:
+		return api.BadRequest("match", "match is %d characters; at least %d", n, MinMatch)
+	case len(match) > maxMatchBytes:
+		return api.BadRequest("match", "match is %d bytes; at most %d", len(match), maxMatchBytes)
+	}
+	return nil
+}
+
+// checkImages checks the image names of a request and sorts them.
+func checkImages(req *EraseRequest) error {
+	if len(req.Images) == 0 || len(req.Images) > MaxErase {
+		return api.BadRequest("images", "images holds 1 to %d image names, not %d", MaxErase, len(req.Images))
+	}
+	for _, n := range req.Images {
+		if !refs.ValidName(n) {
+			return api.BadRequest("images", "%q is not an image name", n)
+		}
+	}
+	req.Images = slices.Compact(slices.Sorted(slices.Values(req.Images)))
+	return nil
+}
+
+func erasureKey(ch chatid.Chat, id string) store.Key {
+	return store.Key{PK: ch.PK(), SK: store.ErasureSK(id)}
+}
+
+// Erase erases what req names from the chat: its messages become
+// tombstones in place (every other message keeps its seq and entries),
+// the summary lines built from them are taken back at once and rebuilt,
+// and the images they named are deleted unless a live message of the
+// tenant names them. It answers the erasure's receipt. The same request
+// again answers the same erasure (finishing its steps when a call before
+// was cut off). A bad request is a 400 naming the field, with nothing
+// erased. With a queue, the release of the images is handed to it (an
+// "erase" task; see EraseTask); without one it runs in the call.
+func (c *Routes) Erase(ctx context.Context, tenant, chat string, req EraseRequest) (Erasure, error) {
+	req, err := checkErase(req)
+	if err != nil {
+		return Erasure{}, err
+	}
+	r, err := c.load(ctx, tenant, chat)
+	if err != nil {
+		return Erasure{}, err
+	}
+	if r.state.Deleting != 0 {
+		return Erasure{}, deletingError(chat)
+	}
+	ch := r.id.Chat
+	id := erasureID(ch, req)
+	rec, version, found, err := c.readErasure(ctx, ch, id)
+	if err != nil {
+		return Erasure{}, err
+	}
+	created := false
+	if !found {
+		if rec, err = c.planErasure(ctx, ch, req); err != nil {
+			return Erasure{}, err
+		}
+		body, err := rawjson.Of(rec)
+		if err != nil {
+			return Erasure{}, err
+		}
+		err = c.table.Create(ctx, store.Item{Key: erasureKey(ch, id), Body: body})
+		switch {
+		case errors.Is(err, store.ErrConditionFailed):
+			// A twin planned it first: its plan stands.
+			if rec, version, _, err = c.readErasure(ctx, ch, id); err != nil {
+				return Erasure{}, err
+			}
+		case err != nil:
+			return Erasure{}, fmt.Errorf("lifecycle: recording erasure %s of %s: %w", id, chat, err)
+		default:
+			version, created = 1, true
+		}
+	}
+	rec, err = c.eraseSteps(ctx, erasureAt{ch, id}, rec, version, c.queue == nil)
+	if err != nil {
+		return Erasure{}, err
+	}
+	if created || c.stuck(rec) {
+		if err := c.queueErasure(ctx, ch, id, rec); err != nil {
+			return Erasure{}, err
+		}
+	}
+	return receipt(chat, id, rec), nil
+}
+
+// requeueAfter is how long an erasure's images may wait for its queue
+// message before a request about it sends another (the first may have
+// been lost with a call cut off after its record was written).
+const requeueAfter = time.Minute
+
+// stuck reports whether the erasure's images have waited for its queue
+// message longer than requeueAfter.
+func (c *Routes) stuck(rec erasureRecord) bool {
+	return !rec.Released && c.now().UnixMilli()-rec.Started > requeueAfter.Milliseconds()
+}
+
+// queueErasure hands the release of the erasure's images to the queue,
+// when there is one and they are not released yet.
+func (c *Routes) queueErasure(ctx context.Context, ch chatid.Chat, id string, rec erasureRecord) error {
+	if rec.Released || c.queue == nil {
+		return nil
+	}
+	if err := c.queue.Send(ctx, eraseBody(ch, id), 0); err != nil {
+		return fmt.Errorf("lifecycle: queueing the rest of erasure %s of %s: %w", id, ch.ID, err)
+	}
+	return nil
+}
+
+// planErasure finds the messages req names: it refuses a seq that starts
+// no message, and an image no message names.
+func (c *Routes) planErasure(ctx context.Context, ch chatid.Chat, req EraseRequest) (erasureRecord, error) {
+	rec := erasureRecord{Started: c.now().UnixMilli(), Messages: []ErasedMessage{}}
+	if req.Seqs != nil {
+		for _, seq := range req.Seqs {
+			ids, err := c.log.MessageEntries(ctx, ch, seq)
+			if errors.Is(err, store.ErrNotFound) {
+				return rec, api.BadRequest("seqs", "seq %d is not the seq of a message of chat %s", seq, ch.ID)
+			}
+			if err != nil {
+				return rec, err
+			}
+			rec.Messages = append(rec.Messages, ErasedMessage{Seq: seq, Entries: ids})
+		}
+	} else {
+		var err error
+		if rec.Messages, err = c.findMessages(ctx, ch, req); err != nil {
+			return rec, err
+		}
+	}
+	if err := c.namedBy(ctx, ch, &rec); err != nil {
+		return rec, err
+	}
+	for _, n := range req.Images {
+		if !slices.Contains(rec.Images, n) {
+			return rec, api.BadRequest("images", "no message of chat %s shows image %s", ch.ID, n)
+		}
+	}
+	return rec, nil
+}
+
+// namedBy records in rec the images its messages name.
+func (c *Routes) namedBy(ctx context.Context, ch chatid.Chat, rec *erasureRecord) error {
+	var names []string
+	for _, m := range rec.Messages {
+		es, err := c.log.Entries(ctx, ch, m.Entries[0], m.Entries[len(m.Entries)-1]+1)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			if e.Erased.IsZero() {
+				names = append(names, refs.Names(e.Text)...)
+			}
+		}
+	}
+	rec.Images = uniq(names)
+	return nil
+}
+
+// findMessages scans the chat for the live messages whose text (or the
+// description of an image they name) holds req.Match literally, or that
+// name one of req.Images; at most MaxErase.
+func (c *Routes) findMessages(ctx context.Context, ch chatid.Chat, req EraseRequest) ([]ErasedMessage, error) {
+	f := &finder{c: c, ch: ch, req: req, descs: map[string]bool{}}
+	for from := int64(0); len(f.out) <= MaxErase; from += scanChunk {
+		lgs, err := c.log.Read(ctx, ch, from, from+scanChunk)
+		if err != nil {
+			return nil, err
+		}
+		es, err := c.log.Entries(ctx, ch, from, from+scanChunk)
+		if err != nil {
+			return nil, err
+		}
+		if len(lgs) != len(es) {
+			return nil, fmt.Errorf("lifecycle: chat %s: the log read %d and %d entries from %d", ch.ID, len(lgs), len(es), from)
+		}
+		for k, lg := range lgs {
+			if err := f.entry(ctx, es[k], !lg.Continues); err != nil {
+				return nil, err
+			}
+		}
+		if len(lgs) < scanChunk {
+			f.flush()
+			break
+		}
+	}
+	if len(f.out) > MaxErase {
+		return nil, api.BadRequest("match", "over %d messages match; erase them in smaller requests", MaxErase)
+	}
+	return f.out, nil
+}
+
+// finder is the scan of findMessages: the messages found, the one being
+// read, and what it learned of image descriptions.
+type finder struct {
+	c     *Routes
+	ch    chatid.Chat
+	req   EraseRequest
+	out   []ErasedMessage
+	cur   *ErasedMessage // the live message being read
+	hit   bool           // it matches
+	descs map[string]bool
+}
+
+// flush ends the message being read, keeping it when it matched.
+func (f *finder) flush() {
+	if f.cur != nil && f.hit {
+		f.out = append(f.out, *f.cur)
+	}
+	f.cur, f.hit = nil, false
+}
+
+// entry reads the next entry, which starts a message when starts.
+func (f *finder) entry(ctx context.Context, e transcript.Entry, starts bool) error {
+	if starts {
+		f.flush()
+		if e.Erased.IsZero() {
+			f.cur = &ErasedMessage{Seq: e.I}
+		}
+	}
+	if f.cur == nil || !e.Erased.IsZero() {
+		return nil
+	}
+	f.cur.Entries = append(f.cur.Entries, e.I)
+	names := refs.Names(e.Text)
+	if f.req.Match == "" {
+		f.hit = f.hit || slices.ContainsFunc(names, func(n string) bool { return slices.Contains(f.req.Images, n) })
+		return nil
+	}
+	f.hit = f.hit || strings.Contains(e.Text, f.req.Match)
+	for _, n := range names {
+		holds, err := f.described(ctx, n)
+		if err != nil {
+			return err
+		}
+		f.hit = f.hit || holds
+	}
+	return nil
+}
+
+// described reports whether the description of image n holds the match.
+func (f *finder) described(ctx context.Context, n string) (bool, error) {
+	if holds, ok := f.descs[n]; ok {
+		return holds, nil
+	}
+	d, err := f.c.images.Description(ctx, f.ch.Tenant, n)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
+	f.descs[n] = strings.Contains(d, f.req.Match)
+	return f.descs[n], nil
+}
+
+// readErasure reads the erasure id of the incarnation ch.
+func (c *Routes) readErasure(ctx context.Context, ch chatid.Chat, id string) (erasureRecord, int64, bool, error) {
+	it, err := c.table.Get(ctx, erasureKey(ch, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return erasureRecord{}, 0, false, nil
+	}
+	if err != nil {
+		return erasureRecord{}, 0, false, fmt.Errorf("lifecycle: reading erasure %s: %w", id, err)
+	}
+	var rec erasureRecord
+	if err := json.Unmarshal(it.Body, &rec); err != nil {
+		return erasureRecord{}, 0, false, fmt.Errorf("lifecycle: erasure %s is corrupt: %w", id, err)
+	}
+	return rec, it.Version, true, nil
+}
+
+// writeErasure writes rec at version+1 and returns the new version.
+func (c *Routes) writeErasure(ctx context.Context, at erasureAt, rec erasureRecord, version int64) (int64, error) {
+	ch, id := at.ch, at.id
+	body, err := rawjson.Of(rec)
+	if err != nil {
+		return 0, err
+	}
+	err = c.table.Update(ctx, store.Item{Key: erasureKey(ch, id), Body: body, Version: version + 1})
+	if err != nil {
+		return 0, fmt.Errorf("lifecycle: recording erasure %s: %w", id, err)
+	}
+	return version + 1, nil
+}
+
+// erasureAt names one erasure: of the incarnation ch, its id.
+type erasureAt struct {
+	ch chatid.Chat
+	id string
+}
+
+// eraseSteps runs the steps of erasure at not done yet (rec as read at
+// version): the tombstones and the lines taken back (always, in the call:
+// nothing erased is shown once it answers), the images released when
+// release, and the count of the lines rebuilt; each step recorded before
+// the next. A step a twin recorded first is read back and not run again.
+func (c *Routes) eraseSteps(ctx context.Context, at erasureAt, rec erasureRecord, version int64, release bool) (erasureRecord, error) {
+	var err error
+	if !rec.Erased {
+		if err := c.eraseEntries(ctx, at.ch, &rec); err != nil {
+			return rec, err
+		}
+		if version, err = c.writeErasure(ctx, at, rec, version); err != nil {
+			return c.rereadOn(ctx, at, err)
+		}
+	}
+	if !rec.Released && release {
+		if rec, version, err = c.releaseErased(ctx, at, rec, version); err != nil {
+			return rec, err
+		}
+	}
+	if !rec.Released || rec.Finished != 0 {
+		return rec, nil
+	}
+	before := rec.Rebuilt
+	if rec.Rebuilt, err = c.linesRebuilt(ctx, at.ch, rec.Nodes); err != nil {
+		return rec, err
+	}
+	if rec.Rebuilt == len(rec.Nodes) {
+		rec.Finished = c.now().UnixMilli()
+	} else if rec.Rebuilt == before {
+		return rec, nil
+	}
+	if _, err = c.writeErasure(ctx, at, rec, version); err != nil {
+		return c.rereadOn(ctx, at, err)
+	}
+	return rec, nil
+}
+
+// eraseEntries makes the entries of rec's messages tombstones and takes
+// back the summary lines built from them, recording the nodes in rec.
+func (c *Routes) eraseEntries(ctx context.Context, ch chatid.Chat, rec *erasureRecord) error {
+	var ids []int64
+	for _, m := range rec.Messages {
+		ids = append(ids, m.Entries...)
+	}
+	if err := c.log.Erase(ctx, ch, ids, time.UnixMilli(rec.Started)); err != nil {
+		return err
+	}
+	rec.Nodes = []string{}
+	if er, ok := c.memory.(Eraser); ok && len(ids) > 0 {
+		nodes, err := er.EraseLines(ctx, ch, ids)
+		if err != nil {
+			return err
+		}
+		rec.Nodes = append(rec.Nodes, nodes...)
+	}
+	rec.Erased = true
+	return nil
+}
+
+// linesRebuilt counts the nodes built again (all of them without a
+// memory that erases).
+func (c *Routes) linesRebuilt(ctx context.Context, ch chatid.Chat, nodes []string) (int, error) {
+	er, ok := c.memory.(Eraser)
+	if !ok {
+		return len(nodes), nil
+	}
+	return er.LinesRebuilt(ctx, ch, nodes)
+}
+
+// rereadOn answers the erasure as a twin recorded it when err is a lost
+// race, else err.
+func (c *Routes) rereadOn(ctx context.Context, at erasureAt, err error) (erasureRecord, error) {
+	if !errors.Is(err, store.ErrConditionFailed) {
+		return erasureRecord{}, err
+	}
+	rec, _, _, rerr := c.readErasure(ctx, at.ch, at.id)
+	return rec, rerr
+}
+
+// releaseErased releases each image the erased messages named that no
+// live message of the chat names any more: the chat's references to it
+// go, and the image is deleted when no other chat of the tenant names it
+// (under its deletion lease, as a chat deletion does).
+func (c *Routes) releaseErased(ctx context.Context, at erasureAt, rec erasureRecord, version int64) (erasureRecord, int64, error) {
+	ch := at.ch
+	live := map[string]bool{}
+	if len(rec.Images) > 0 {
+		if err := c.liveNames(ctx, ch, live); err != nil {
+			return rec, version, err
+		}
+	}
+	rec.Deleted, rec.Kept = []string{}, 0
+	for _, name := range rec.Images {
+		if live[name] {
+			rec.Kept++
+			continue
+		}
+		gone, err := c.releaseImage(ctx, ch, name)
+		if err != nil {
+			return rec, version, err
+		}
+		if err := c.table.Delete(ctx, store.Key{PK: ch.PK(), SK: store.ChatImageSK(name)}, 0); err != nil {
+			return rec, version, fmt.Errorf("lifecycle: deleting the reference to image %s: %w", name, err)
+		}
+		if !gone {
+			// Kept, or deleted by a twin of this step (a queue message
+			// delivered twice) or another chat's deletion: what is stored
+			// now tells.
+			_, err := c.images.Head(ctx, ch.Tenant, name)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				gone = true
+			case err != nil:
+				return rec, version, fmt.Errorf("lifecycle: looking for image %s: %w", name, err)
+			}
+		}
+		if gone {
+			rec.Deleted = append(rec.Deleted, name)
+		} else {
+			rec.Kept++
+		}
+	}
+	rec.Released = true
+	version, err := c.writeErasure(ctx, at, rec, version)
+	if err != nil {
+		rec, err = c.rereadOn(ctx, at, err)
+		return rec, version, err
+	}
+	return rec, version, nil
+}
+
+// liveNames adds to live the images the chat's live entries name.
+func (c *Routes) liveNames(ctx context.Context, ch chatid.Chat, live map[string]bool) error {
+	for from := int64(0); ; from += scanChunk {
+		es, err := c.log.Entries(ctx, ch, from, from+scanChunk)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			if e.Erased.IsZero() {
+				for _, n := range refs.Names(e.Text) {
+					live[n] = true
+				}
+			}
+		}
+		if len(es) < scanChunk {
+			return nil
+		}
+	}
+}
+
+// receipt is the answer telling of erasure id of chat.
+func receipt(chat, id string, rec erasureRecord) Erasure {
+	e := Erasure{Erasure: id, Chat: chat, Started: time.UnixMilli(rec.Started).UTC(), Messages: rec.Messages,
+		Nodes: rec.Nodes, Rebuilt: rec.Rebuilt, ImagesDeleted: rec.Deleted, ImagesKept: rec.Kept, Done: rec.Finished != 0}
+	if e.Messages == nil {
+		e.Messages = []ErasedMessage{}
+	}
+	if e.Nodes == nil {
+		e.Nodes = []string{}
+	}
+	if e.ImagesDeleted == nil {
+		e.ImagesDeleted = []string{}
+	}
+	if rec.Finished != 0 {
+		f := time.UnixMilli(rec.Finished).UTC()
+		e.Finished = &f
+	}
+	return e
+}
+
+// ErasureOf answers the receipt of erasure id of the chat, running the
+// steps left that may run in the call (counting the lines rebuilt); a 404
+// when the chat's current incarnation has no such erasure.
+func (c *Routes) ErasureOf(ctx context.Context, tenant, chat, id string) (Erasure, error) {
+	ch, _, err := c.ids.Current(ctx, tenant, chat)
+	if err != nil {
+		return Erasure{}, err
+	}
+	rec, version, found, err := c.readErasure(ctx, ch, id)
+	if err != nil {
+		return Erasure{}, err
+	}
+	if !found {
+		return Erasure{}, api.NotFound("chat %s has no erasure %s", chat, id)
+	}
+	if rec.Finished == 0 {
+		if rec, err = c.eraseSteps(ctx, erasureAt{ch, id}, rec, version, c.queue == nil); err != nil {
+			return Erasure{}, err
+		}
+		if c.stuck(rec) {
+			if err := c.queueErasure(ctx, ch, id, rec); err != nil {
+				return Erasure{}, err
+			}
+		}
+	}
+	return receipt(chat, id, rec), nil
+}
+
+// opErase continues an erasure: it releases the erased messages' images.
+const opErase = "erase"
+
+// eraseBody is the queue message continuing erasure id of ch.
+func eraseBody(ch chatid.Chat, id string) string {
+	b, _ := json.Marshal(taskMessage{Op: opErase, Tenant: ch.Tenant, Chat: ch.ID, Inc: ch.Inc, Run: id})
+	return string(b)
+}
+
+// EraseTask runs the rest of the erasure a queue message (body) names:
+// it releases the erased messages' images. It reports whether body was
+// an erase task; a message of an incarnation deleted since, or of an
+// erasure done, does nothing.
+func (c *Routes) EraseTask(ctx context.Context, body string) (bool, error) {
+	var msg taskMessage
+	if json.Unmarshal([]byte(body), &msg) != nil || msg.Op != opErase {
+		return false, nil
+	}
+	if msg.Chat == "" || msg.Run == "" || !chatid.ValidInc(msg.Inc) {
+		return true, nil // names nothing: dropped
+	}
+	ch := chatid.Chat{Tenant: msg.Tenant, ID: msg.Chat, Inc: msg.Inc}
+	rec, version, found, err := c.readErasure(ctx, ch, msg.Run)
+	if err != nil || !found || rec.Released {
+		return true, err
+	}
+	_, err = c.eraseSteps(ctx, erasureAt{ch, msg.Run}, rec, version, true)
+	return true, err
+}
+
+func (c *Routes) handleErase(w http.ResponseWriter, r *http.Request) error {
+	tenant, chat, err := api.TenantChat(r)
+	if err != nil {
+		return err
+	}
+	var req EraseRequest
+	if err := api.DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	e, err := c.Erase(r.Context(), tenant, chat, req)
+	if err != nil {
+		return err
+	}
+	code := http.StatusAccepted
+	if e.Done {
+		code = http.StatusOK
+	}
+	api.WriteJSON(w, code, e)
+	return nil
+}
+
+func (c *Routes) handleErasure(w http.ResponseWriter, r *http.Request) error {
+	tenant, chat, err := api.TenantChat(r)
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if len(id) != 24 || strings.Trim(id, "0123456789abcdef") != "" {
+		return api.BadRequest("id", "%q is not an erasure id", id)
+	}
+	e, err := c.ErasureOf(r.Context(), tenant, chat, id)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, e)
+	return nil
+}
