@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"image"
 	"image/color"
 	"image/png"
@@ -11,20 +12,23 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/images"
 )
 
-// noisePNG is a 64x64 PNG of random pixels: about 16 KB that compress to
-// nothing, so a run of them found in a file is this image and no other.
-func noisePNG(t *testing.T) []byte {
+// noisePNG is a side x side PNG of random pixels (about 16 KB at 64) that
+// compress to nothing, so a run of them found in a file is this image and
+// no other.
+func noisePNG(t *testing.T, side int) []byte {
 	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, 64, 64))
+	img := image.NewRGBA(image.Rect(0, 0, side, side))
 	px := make([]byte, 4)
-	for y := range 64 {
-		for x := range 64 {
+	for y := range side {
+		for x := range side {
 			rand.Read(px)
 			img.Set(x, y, color.RGBA{R: px[0], G: px[1], B: px[2], A: 255})
 		}
@@ -69,7 +73,7 @@ func TestADeletedChatLeavesNoBytesInTheDataDirectory(t *testing.T) {
 	dir := t.TempDir()
 	env := map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: dir}
 	text := "passport number " + rand.Text()
-	pngData := noisePNG(t)
+	pngData := noisePNG(t, 64)
 	b64 := base64.StdEncoding.EncodeToString(pngData)
 	msg := func(text string, withImage bool) map[string]any {
 		content := []any{map[string]any{"type": "text", "text": text}}
@@ -140,4 +144,73 @@ func TestADeletedChatLeavesNoBytesInTheDataDirectory(t *testing.T) {
 	if found := leftIn(t, dir, needles); len(found) > 0 {
 		t.Fatalf("after a restart and later writes the data directory holds %q", found)
 	}
+}
+
+// TestAnErasedMessageLeavesNoBytesInTheDataDirectory: a chat logs a
+// message with a distinctive text and an image between two others; once
+// its erasure is done, no file of the data directory holds the text or the
+// image's bytes, and the other messages read back as logged.
+func TestAnErasedMessageLeavesNoBytesInTheDataDirectory(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: dir}
+	// A text and an image of many pages each, more than the erasure's own
+	// writes take again from the pages it frees.
+	secret := "passport number " + strings.Repeat(rand.Text(), 2000)
+	pngData := noisePNG(t, 256)
+	b64 := base64.StdEncoding.EncodeToString(pngData)
+	base, _ := start(t, env)
+	for _, m := range []map[string]any{
+		{"role": "user", "content": "nothing to hide", "timestamp": 1},
+		{"role": "user", "content": []any{
+			map[string]any{"type": "text", "text": secret},
+			map[string]any{"type": "image", "data": b64, "mimeType": "image/png"},
+		}, "timestamp": 2},
+		{"role": "user", "content": "still nothing", "timestamp": 3},
+	} {
+		if resp, out := post(t, base+"/v1/chats/c/messages", "", map[string]any{"messages": []any{m}}); resp.StatusCode != 200 {
+			t.Fatalf("append: %d %v", resp.StatusCode, out)
+		}
+	}
+	needles := map[string][]byte{
+		"text":         []byte(secret[len(secret)-64:]),
+		"image":        pngData[2000:2064],
+		"image base64": []byte(b64[3000:3064]),
+	}
+	if found := leftIn(t, dir, needles); len(found) == 0 {
+		t.Fatal("before the erasure no file holds the message's bytes: the check cannot fail")
+	}
+	resp, out := post(t, base+"/v1/chats/c/erase", "", map[string]any{"match": secret[:64]})
+	if resp.StatusCode != 200 && resp.StatusCode != 202 {
+		t.Fatalf("erase: %d %v", resp.StatusCode, out)
+	}
+	id, _ := out["erasure"].(string)
+	for i := 0; out["done"] != true; i++ {
+		if i == 600 {
+			t.Fatalf("the erasure is not done after %d reads: %v", i, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+		out = getJSON(t, base+"/v1/chats/c/erasures/"+id)
+	}
+	if found := leftIn(t, dir, needles); len(found) > 0 {
+		t.Fatalf("once the erasure is done the data directory still holds %q", found)
+	}
+	page := getJSON(t, base+"/v1/chats/c/messages")
+	if msgs, _ := page["messages"].([]any); len(msgs) != 3 {
+		t.Fatalf("read-back after the erasure: %v", page)
+	}
+}
+
+// getJSON answers the JSON object a GET of url answers with 200.
+func getJSON(t *testing.T, url string) map[string]any {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	return out
 }

@@ -432,6 +432,11 @@ func (c *Routes) eraseSteps(ctx context.Context, at erasureAt, rec erasureRecord
 		if version, err = c.writeErasure(ctx, at, rec, version); err != nil {
 			return c.rereadOn(ctx, at, err)
 		}
+		// The erased words' old pages are free now; the embedded store's
+		// file keeps no copy of them past this call.
+		if err := c.Scrub(ctx); err != nil {
+			return rec, err
+		}
 	}
 	if !rec.Released && release {
 		if rec, version, err = c.releaseErased(ctx, at, rec, version); err != nil {
@@ -452,6 +457,10 @@ func (c *Routes) eraseSteps(ctx context.Context, at erasureAt, rec erasureRecord
 	}
 	if _, err = c.writeErasure(ctx, at, rec, version); err != nil {
 		return c.rereadOn(ctx, at, err)
+	}
+	if rec.Finished != 0 {
+		// The rows taken back and the images released are gone too.
+		return rec, c.Scrub(ctx)
 	}
 	return rec, nil
 }
