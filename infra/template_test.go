@@ -1130,7 +1130,7 @@ func TestRetentionSweepIsScheduledOntoTheBuildQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	if sch.ScheduleExpression != "rate(1 hour)" || sch.Target == nil || sch.Target.Arn != "GetAtt:BuildQueue.Arn" ||
-		deref(sch.Target.Input) != `{"op":"expire"}` || sch.Target.RoleArn != "GetAtt:RetentionScheduleRole.Arn" {
+		deref(sch.Target.Input) != `{"kind":"expire"}` || sch.Target.RoleArn != "GetAtt:RetentionScheduleRole.Arn" {
 		t.Fatalf("schedule %+v (target %+v), want the expire message hourly on the build queue", sch, sch.Target)
 	}
 	role, err := s.GetIAMRoleWithName("RetentionScheduleRole")

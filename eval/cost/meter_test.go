@@ -20,6 +20,7 @@ import (
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/model/bedrock/bedrocktest"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/tasks"
 )
 
 // countingBlobs counts S3 requests: PUTs, and GETs and HEADs (priced alike).
@@ -112,7 +113,9 @@ func (q *batchQueue) drain(t *testing.T, ctx context.Context, m *memory.Memory) 
 		}
 		// A failed build queues its own retry (through q), so the IDs to
 		// deliver again are not needed here.
-		m.HandleBatch(ctx, ds)
+		tasks.NewConsumer(tasks.Config{
+			Router: tasks.NewRouter(map[tasks.Kind]tasks.Handler{tasks.Build: m.BuildTask}), Queue: q,
+		}).HandleBatch(ctx, ds)
 	}
 }
 

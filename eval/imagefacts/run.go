@@ -16,6 +16,7 @@ import (
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/tasks"
 	"github.com/durachat/durachat/shared/transcript"
 )
 
@@ -40,7 +41,7 @@ type Setup struct {
 	Tenant        string
 	Facts         []Fact
 	Conversations []Conversation
-	// Workers bounds the builds at once (memory's default when 0).
+	// Workers bounds the builds at once (tasks.DefaultWorkers when 0).
 	Workers int
 	// Poll is how often build progress is checked (100 ms when 0).
 	Poll time.Duration
@@ -129,14 +130,19 @@ func Run(ctx context.Context, s Setup) (Result, error) {
 	log := transcript.New(transcript.Config{Table: s.Stores.Table, Blobs: s.Stores.Blobs, Images: imgs})
 	mem, err := memory.New(memory.Config{
 		Table: s.Stores.Table, Transcript: log, Images: imgs, Descriptions: imgs, Queue: s.Stores.Queue,
-		Compactor: compactor.New(meter, s.Compactor), Workers: s.Workers, Logger: logger,
+		Compactor: compactor.New(meter, s.Compactor), Logger: logger,
 	})
 	if err != nil {
 		return Result{}, err
 	}
+	// Builds are the one kind of task here: no chat is deleted.
+	builds := tasks.NewConsumer(tasks.Config{
+		Router: tasks.NewRouter(map[tasks.Kind]tasks.Handler{tasks.Build: mem.BuildTask}),
+		Queue:  s.Stores.Queue, Workers: s.Workers, Visibility: mem.ClaimLease(), Logger: logger,
+	})
 	wctx, stop := context.WithCancel(ctx)
 	worker := make(chan error, 1)
-	go func() { worker <- mem.Worker(wctx, s.Stores.Receiver) }()
+	go func() { worker <- builds.Worker(wctx, s.Stores.Receiver) }()
 	defer func() {
 		stop()
 		<-worker

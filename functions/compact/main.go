@@ -1,6 +1,8 @@
-// Command compact builds memory nodes. SQS invokes it with batches of build
-// messages; it answers with the messages to retry (partial batch failures),
-// never with an error, so one failed build does not redeliver the batch.
+// Command compact runs the build queue's tasks: it builds memory nodes,
+// and runs the next steps of chat deletions and retention sweeps. SQS
+// invokes it with batches of messages; it answers with the messages to
+// retry (partial batch failures), never with an error, so one failed task
+// does not redeliver the batch.
 package main
 
 import (
@@ -26,5 +28,5 @@ func main() {
 	if err != nil {
 		f.Fatal("memory", err)
 	}
-	lambda.Start(lambdasqs.Handler(m.Memory))
+	lambda.Start(lambdasqs.Handler(m.Tasks))
 }

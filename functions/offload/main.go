@@ -6,19 +6,15 @@
 package main
 
 import (
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
+	"github.com/durachat/durachat/shared/app/chatsapi"
 	"github.com/durachat/durachat/shared/app/httpfn"
-	"github.com/durachat/durachat/shared/aws/dynamo"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/hooks"
-	"github.com/durachat/durachat/shared/lifecycle"
 )
 
 func main() {
 	f := httpfn.Init(config.Offload)
-	f.Stores.Table = dynamo.New(dynamodb.NewFromConfig(f.AWS), f.Config.Table)
-	imgs := f.Stores.Images()
-	chats := lifecycle.New(lifecycle.Config{Table: f.Stores.Table, Blobs: f.Stores.Blobs, Images: imgs})
+	chatsapi.WithTable(&f)
+	imgs, chats := f.Stores.Images(), chatsapi.New(f.Stores)
 	f.StartHTTP(hooks.NewOffload(imgs, chats), hooks.NewUploads(imgs, f.Stores.Uploader, chats))
 }

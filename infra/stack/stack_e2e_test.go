@@ -778,7 +778,7 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 		}
 		owner.ok(http.MethodPut, "/v1/retention", map[string]any{"days": 30}, nil)
 		// The schedule's message, as EventBridge puts it on the queue.
-		if err := sqsqueue.New(s.SQSClient, s.Queues["BuildQueue"]).Send(ctx, `{"op":"expire"}`, 0); err != nil {
+		if err := sqsqueue.New(s.SQSClient, s.Queues["BuildQueue"]).Send(ctx, `{"kind":"expire"}`, 0); err != nil {
 			t.Fatal(err)
 		}
 		var list struct {

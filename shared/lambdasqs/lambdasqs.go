@@ -13,7 +13,7 @@ import (
 )
 
 // Batcher handles one batch of received messages and returns the IDs of
-// those to deliver again. memory.Memory is one.
+// those to deliver again. tasks.Consumer is one.
 type Batcher interface {
 	HandleBatch(ctx context.Context, ds []store.Delivery) (retry []string)
 }

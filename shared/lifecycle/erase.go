@@ -19,6 +19,7 @@ import (
 	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/tasks"
 	"github.com/durachat/durachat/shared/transcript"
 )
 
@@ -627,34 +628,27 @@ func (c *Routes) ErasureOf(ctx context.Context, tenant, chat, id string) (Erasur
 	return receipt(chat, id, rec), nil
 }
 
-// opErase continues an erasure: it releases the erased messages' images.
-const opErase = "erase"
-
 // eraseBody is the queue message continuing erasure id of ch.
 func eraseBody(ch chatid.Chat, id string) string {
-	b, _ := json.Marshal(taskMessage{Op: opErase, Tenant: ch.Tenant, Chat: ch.ID, Inc: ch.Inc, Run: id})
-	return string(b)
+	m := tasks.For(tasks.Erase, ch)
+	m.Run = id
+	return m.Body()
 }
 
-// EraseTask runs the rest of the erasure a queue message (body) names:
-// it releases the erased messages' images. It reports whether body was
-// an erase task; a message of an incarnation deleted since, or of an
-// erasure done, does nothing.
-func (c *Routes) EraseTask(ctx context.Context, body string) (bool, error) {
-	var msg taskMessage
-	if json.Unmarshal([]byte(body), &msg) != nil || msg.Op != opErase {
-		return false, nil
-	}
+// EraseTask is the handler of tasks.Erase: it runs the rest of the
+// erasure msg names (releasing the erased messages' images). A message of
+// an incarnation deleted since, or of an erasure done, does nothing.
+func (c *Routes) EraseTask(ctx context.Context, msg tasks.Message) error {
 	if msg.Chat == "" || msg.Run == "" || !chatid.ValidInc(msg.Inc) {
-		return true, nil // names nothing: dropped
+		return nil // names nothing: dropped
 	}
-	ch := chatid.Chat{Tenant: msg.Tenant, ID: msg.Chat, Inc: msg.Inc}
+	ch := msg.ChatID()
 	rec, version, found, err := c.readErasure(ctx, ch, msg.Run)
 	if err != nil || !found || rec.Released {
-		return true, err
+		return err
 	}
 	_, err = c.eraseSteps(ctx, erasureAt{ch, msg.Run}, rec, version, true)
-	return true, err
+	return err
 }
 
 func (c *Routes) handleErase(w http.ResponseWriter, r *http.Request) error {

@@ -43,7 +43,7 @@ func (e *env) build() []string {
 		if len(ds) == 0 {
 			return bodies
 		}
-		keep := e.memory.HandleBatch(ctx, ds)
+		keep := e.consumer.HandleBatch(ctx, ds)
 		for _, d := range ds {
 			bodies = append(bodies, d.Body)
 			if slices.Contains(keep, d.ID) {
@@ -66,7 +66,7 @@ func (e *env) redeliver(bodies []string) {
 	for i, b := range bodies {
 		ds[i] = store.Delivery{ID: fmt.Sprint("again-", i), Body: b, Receives: 2}
 	}
-	if keep := e.memory.HandleBatch(e.t.Context(), ds); len(keep) != 0 {
+	if keep := e.consumer.HandleBatch(e.t.Context(), ds); len(keep) != 0 {
 		e.t.Fatalf("redelivered messages %v failed", keep)
 	}
 }
@@ -316,14 +316,14 @@ func TestADeletionsMessageDeliveredAfterTheIdIsReusedDeletesNothing(t *testing.T
 					t.Fatalf("no deletion message queued (%v)", err)
 				}
 				for _, d := range ds {
-					if strings.Contains(d.Body, `"op":"delete"`) {
+					if strings.Contains(d.Body, `"kind":"delete"`) {
 						continued, receipt = d.Body, d.Receipt
 					} else if err := e.b.Receiver.Ack(ctx, d.Receipt); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
-			if _, err := e.chats.Task(ctx, continued); err != nil {
+			if _, err := e.tasks.Route(ctx, continued); err != nil {
 				t.Fatal(err)
 			}
 			if err := e.b.Receiver.Ack(ctx, receipt); err != nil {
@@ -336,8 +336,8 @@ func TestADeletionsMessageDeliveredAfterTheIdIsReusedDeletesNothing(t *testing.T
 
 			e.append("alice", "x", user("new"))
 			for range 3 {
-				if handled, err := e.chats.Task(ctx, continued); !handled || err != nil {
-					t.Fatalf("Task = %v, %v", handled, err)
+				if _, err := e.tasks.Route(ctx, continued); err != nil {
+					t.Fatalf("Task = %v", err)
 				}
 			}
 			e.drain()

@@ -105,7 +105,7 @@ func (e *env) settle(chats ...string) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = e.memory.Worker(ctx, e.b.Receiver)
+		_ = e.consumer.Worker(ctx, e.b.Receiver)
 	}()
 	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(2 * time.Minute)

@@ -70,6 +70,7 @@ import (
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/tasks"
 	"github.com/durachat/durachat/shared/transcript"
 )
 
@@ -130,8 +131,8 @@ type Config struct {
 	// Linker signs the image links a read-back shows (ImagesAsLinks); nil
 	// shows refs without links.
 	Linker store.Linker
-	// Queue carries the rest of a large deletion ({"op":"delete",...})
-	// and the sweep after each deletion ({"op":"settle",...}); nil runs
+	// Queue carries the rest of a large deletion (tasks.Delete) and the
+	// sweep after each deletion (tasks.Settle); nil runs
 	// every deletion to its end in the call, with no sweep after it.
 	Queue store.Queue
 	// SettleAfter is the delay of the sweep after a deletion (SettleAfter
@@ -167,9 +168,6 @@ type Chats struct {
 	settle time.Duration
 	now    func() time.Time
 	scrub  Scrubber
-	// eraseTask runs an "erase" queue message (Routes.EraseTask, set by
-	// NewRoutes: an erasure needs the log and the memory).
-	eraseTask func(ctx context.Context, body string) (bool, error)
 }
 
 // New returns Chats over cfg; Table and Blobs are required.
@@ -201,9 +199,7 @@ type Routes struct {
 // NewRoutes returns the routes; memory may be nil (nothing is listed of
 // it, and an import's entries are found by memory's next call).
 func NewRoutes(chats *Chats, log *transcript.Log, memory Memory) *Routes {
-	r := &Routes{Chats: chats, log: log, memory: memory}
-	chats.eraseTask = r.EraseTask
-	return r
+	return &Routes{Chats: chats, log: log, memory: memory}
 }
 
 // chatState is what lifecycle keeps of a chat in its identity item.
@@ -1136,7 +1132,7 @@ func (c *Chats) finish(ctx context.Context, ch chatid.Chat) error {
 		return fmt.Errorf("lifecycle: removing chat %s from the index: %w", ch.ID, err)
 	}
 	if c.queue != nil {
-		if err := c.queue.Send(ctx, taskBody(opSettle, ch), c.settle); err != nil {
+		if err := c.queue.Send(ctx, tasks.For(tasks.Settle, ch).Body(), c.settle); err != nil {
 			return fmt.Errorf("lifecycle: queueing the sweep after the deletion of chat %s: %w", ch.ID, err)
 		}
 	}

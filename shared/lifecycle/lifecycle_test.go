@@ -30,6 +30,7 @@ import (
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/tasks"
 	"github.com/durachat/durachat/shared/testenv"
 	"github.com/durachat/durachat/shared/transcript"
 )
@@ -42,8 +43,12 @@ type env struct {
 	chats   *lifecycle.Routes
 	uploads *hooks.Uploads
 	memory  *memory.Memory
-	url     string
-	tokens  map[string]string // tenant -> token
+	// tasks routes the lifecycle's queue tasks, passing builds over;
+	// consumer runs every task, builds by memory, as the programs do.
+	tasks    *tasks.Router
+	consumer *tasks.Consumer
+	url      string
+	tokens   map[string]string // tenant -> token
 }
 
 // backends are every real backend, plus the AWS adapters on dynalite, the
@@ -93,9 +98,9 @@ func newEnvBuilding(t *testing.T, b testenv.Backend, steps int, now func() time.
 	core := lifecycle.New(cfg)
 	tl := transcript.New(transcript.Config{Table: b.Table, Blobs: b.Blobs, Images: imgs, Chats: core})
 	logger := testenv.Logger(t)
-	mc := memory.Config{Table: b.Table, Transcript: tl, Images: imgs, Queue: b.Queue, Tasks: core, Deletions: core, Logger: logger}
+	mc := memory.Config{Table: b.Table, Transcript: tl, Images: imgs, Queue: b.Queue, Chats: core, Logger: logger}
 	if comp != nil {
-		mc.Compactor, mc.Descriptions, mc.Retrier, mc.Search = comp, imgs, b.Receiver, true
+		mc.Compactor, mc.Descriptions, mc.Search = comp, imgs, true
 	}
 	m, err := memory.New(mc)
 	if err != nil {
@@ -116,7 +121,24 @@ func newEnvBuilding(t *testing.T, b testenv.Backend, steps int, now func() time.
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, b: b, chats: chats, uploads: uploads, memory: m, url: srv.URL, tokens: tokens}
+	tc := tasks.Config{Router: tasks.NewRouter(map[tasks.Kind]tasks.Handler{
+		tasks.Build: m.BuildTask, tasks.Delete: core.DeletionTask, tasks.Settle: core.SettleTask, tasks.Expire: core.SweepTask,
+	}), Queue: b.Queue, Visibility: m.ClaimLease(), Logger: logger}
+	if comp != nil {
+		tc.Retrier = b.Receiver
+	}
+	consumer := tasks.NewConsumer(tc)
+	return &env{t: t, b: b, chats: chats, uploads: uploads, memory: m, tasks: lifecycleTasks(core), consumer: consumer, url: srv.URL, tokens: tokens}
+}
+
+// lifecycleTasks routes the lifecycle's queue tasks as the programs do.
+// Build messages share the queue; only the lifecycle's matter here, so
+// builds are passed over.
+func lifecycleTasks(c *lifecycle.Chats) *tasks.Router {
+	return tasks.NewRouter(map[tasks.Kind]tasks.Handler{
+		tasks.Build:  func(context.Context, tasks.Message) error { return nil },
+		tasks.Delete: c.DeletionTask, tasks.Settle: c.SettleTask, tasks.Expire: c.SweepTask,
+	})
 }
 
 func (e *env) do(tenant, method, path string, body any) (int, []byte) {
@@ -248,9 +270,8 @@ func (e *env) drain() {
 			return
 		}
 		for _, d := range ds {
-			// Build messages share the queue; only the lifecycle's matter here.
-			if _, err := e.chats.Task(ctx, d.Body); err != nil {
-				e.t.Fatalf("Task(%s): %v", d.Body, err)
+			if _, err := e.tasks.Route(ctx, d.Body); err != nil {
+				e.t.Fatalf("Route(%s): %v", d.Body, err)
 			}
 			if err := e.b.Receiver.Ack(ctx, d.Receipt); err != nil {
 				e.t.Fatal(err)
@@ -669,8 +690,8 @@ func TestRetentionDeletesChatsIdlePastTheirOwnOrTheTenantsSetting(t *testing.T) 
 				t.Fatal("the expired chat's image survived")
 			}
 			advance(29 * 24 * time.Hour)
-			if handled, err := e.chats.Task(t.Context(), `{"op":"expire"}`); !handled || err != nil {
-				t.Fatalf("the scheduled sweep message = %v, %v", handled, err)
+			if _, err := e.tasks.Route(t.Context(), `{"kind":"expire"}`); err != nil {
+				t.Fatalf("the scheduled sweep message = %v", err)
 			}
 			e.drain()
 			var left []string

@@ -17,7 +17,7 @@ import (
 // retention (its own setting, else its tenant's default) is deleted, with
 // its images, as DELETE deletes it. A sweep finds them (sweep.go): the
 // local server runs one every hour, and in AWS a schedule puts
-// {"op":"expire"} on the build queue every hour. DynamoDB's TTL does not
+// {"kind":"expire"} on the build queue every hour. DynamoDB's TTL does not
 // fit here: it drops one item and tells no one, while a chat is many items
 // and its images; it does expire the receipt records.
 

@@ -2,8 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/tasks"
 )
 
 // The routes' answers, shared with the client.
@@ -28,16 +27,13 @@ type (
 const LinkTTL = 15 * time.Minute
 
 // Register adds GET /v1/chats, GET /v1/chats/{chat}/messages,
-// DELETE /v1/chats/{chat}, POST .../erase and GET .../erasures/{id},
-// GET .../export and POST .../import, and the
+// DELETE /v1/chats/{chat}, GET .../export and POST .../import, and the
 // retention settings: GET and PUT
 // /v1/retention (the tenant's default) and /v1/chats/{chat}/retention.
 func (c *Routes) Register(mux *http.ServeMux) {
 	api.Handle(mux, "GET /v1/chats", c.handleList)
 	api.Handle(mux, "GET /v1/chats/{chat}/messages", c.handleMessages)
 	api.Handle(mux, "DELETE /v1/chats/{chat}", c.handleDelete)
-	api.Handle(mux, "POST /v1/chats/{chat}/erase", c.handleErase)
-	api.Handle(mux, "GET /v1/chats/{chat}/erasures/{id}", c.handleErasure)
 	api.Handle(mux, "GET /v1/chats/{chat}/export", c.handleExport)
 	api.Handle(mux, "POST /v1/chats/{chat}/import", c.handleImport)
 	api.Handle(mux, "GET /v1/retention", c.handleGetTenantRetention)
@@ -194,7 +190,7 @@ func (c *Chats) handleDelete(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		} else {
-			if err := c.queue.Send(ctx, taskBody(opDelete, ch), 0); err != nil {
+			if err := c.queue.Send(ctx, tasks.For(tasks.Delete, ch).Body(), 0); err != nil {
 				return fmt.Errorf("lifecycle: queueing the rest of the deletion of %s: %w", chat, err)
 			}
 			code = http.StatusAccepted
@@ -204,62 +200,15 @@ func (c *Chats) handleDelete(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// taskMessage is the queue message of a lifecycle task, named by its op:
-// "delete" continues the deletion of an incarnation of a chat, "settle"
-// sweeps an incarnation its deletion retired once more, "expire" a
-// retention sweep (the hourly trigger without a run, a step of a run with
-// one).
-type taskMessage struct {
-	Op     string `json:"op"`
-	Tenant string `json:"tenant,omitempty"`
-	Chat   string `json:"chat,omitempty"`
-	// Inc is the incarnation being deleted ("": a chat written before
-	// incarnations, or a message sent before they were recorded).
-	Inc string `json:"n,omitempty"`
-	// Run and Seq name a sweep's run and the step to run.
-	Run string `json:"run,omitempty"`
-	Seq int64  `json:"seq,omitempty"`
-}
+// The lifecycle's queue tasks (the handlers of tasks.Delete, tasks.Settle
+// and tasks.Expire) run the next steps of a deletion, the sweep after one,
+// or a step of a retention sweep, and queue the rest again when there is
+// more.
 
-const (
-	opDelete = "delete"
-	opSettle = "settle"
-	opExpire = "expire"
-)
-
-// taskBody is the message of the task op (opDelete, opSettle) on the
-// incarnation ch.
-func taskBody(op string, ch chatid.Chat) string {
-	b, _ := json.Marshal(taskMessage{Op: op, Tenant: ch.Tenant, Chat: ch.ID, Inc: ch.Inc})
-	return string(b)
-}
-
-// Task is memory.Tasks: it runs the next steps of a deletion, or of a
-// retention sweep, named by a queue message, and queues the rest again
-// when there is more.
-func (c *Chats) Task(ctx context.Context, body string) (bool, error) {
-	var msg taskMessage
-	if json.Unmarshal([]byte(body), &msg) != nil {
-		return false, nil
-	}
-	switch msg.Op {
-	case opExpire:
-		return true, c.sweepTask(ctx, msg)
-	case opDelete:
-		return true, c.deletionTask(ctx, msg, body)
-	case opSettle:
-		return true, c.settleTask(ctx, msg, body)
-	case opErase:
-		if c.eraseTask != nil {
-			return c.eraseTask(ctx, body)
-		}
-	}
-	return false, nil
-}
-
-// sweepTask runs the step of a retention sweep that msg names and queues
-// the message of the step after it.
-func (c *Chats) sweepTask(ctx context.Context, msg taskMessage) error {
+// SweepTask is the handler of tasks.Expire: it runs the step of a
+// retention sweep that msg names and queues the message of the step after
+// it.
+func (c *Chats) SweepTask(ctx context.Context, msg tasks.Message) error {
 	// A message without a run is the hourly trigger (or one of a sweep
 	// sent before sweeps had runs, which starts one the same).
 	var step SweepStep
@@ -280,8 +229,8 @@ func (c *Chats) sweepTask(ctx context.Context, msg taskMessage) error {
 	if !step.Ran || step.Done {
 		return nil
 	}
-	b, _ := json.Marshal(taskMessage{Op: opExpire, Run: step.Run, Seq: step.Seq + 1})
-	return c.queueRest(ctx, "the sweep", string(b))
+	next := tasks.Message{Kind: tasks.Expire, Run: step.Run, Seq: step.Seq + 1}
+	return c.queueRest(ctx, "the sweep", next.Body())
 }
 
 // queueRest queues body, the message of the rest of a task (what it is
@@ -293,43 +242,40 @@ func (c *Chats) queueRest(ctx context.Context, what, body string) error {
 	return c.queue.Send(ctx, body, 0)
 }
 
-// deletionTask runs the next steps of the deletion msg (whose text is
-// body) names and, when there is more, queues the same message again.
-func (c *Chats) deletionTask(ctx context.Context, msg taskMessage, body string) error {
-	if msg.Chat == "" || !chatid.ValidInc(msg.Inc) {
+// DeletionTask is the handler of tasks.Delete: it runs the next steps of
+// the deletion msg names and, when there is more, queues the same message
+// again.
+func (c *Chats) DeletionTask(ctx context.Context, msg tasks.Message) error {
+	if !msg.NamesChat() {
 		return nil // names nothing: dropped
 	}
-	p, err := c.continueDeletion(ctx, chatid.Chat{Tenant: msg.Tenant, ID: msg.Chat, Inc: msg.Inc})
+	p, err := c.continueDeletion(ctx, msg.ChatID())
 	if err != nil || p.Done {
 		return err
 	}
-	return c.queueRest(ctx, "deletion", body)
+	return c.queueRest(ctx, "deletion", tasks.For(tasks.Delete, msg.ChatID()).Body())
 }
 
-// settleTask sweeps the incarnation msg names, retired by its deletion,
+// SettleTask is the handler of tasks.Settle: it sweeps the incarnation msg
+// names, retired by its deletion,
 // once more: whatever a writer that had found it current wrote after the
 // deletion's last page goes as the deletion's items went (an image it
 // named is deleted when no other chat names it). While the id still names
 // the incarnation, its deletion did not finish; the finish that does
 // queues a sweep of its own, so this one does nothing. When more is left
 // than one call removes, it queues itself again.
-func (c *Chats) settleTask(ctx context.Context, msg taskMessage, body string) error {
-	if msg.Chat == "" || !chatid.ValidInc(msg.Inc) {
+func (c *Chats) SettleTask(ctx context.Context, msg tasks.Message) error {
+	if !msg.NamesChat() {
 		return nil // names nothing: dropped
 	}
-	ch := chatid.Chat{Tenant: msg.Tenant, ID: msg.Chat, Inc: msg.Inc}
+	ch := msg.ChatID()
 	if cur, recorded, err := c.ids.Current(ctx, ch.Tenant, ch.ID); err != nil || (recorded && cur == ch) {
 		return err
 	}
-	var p Progress
-	more, err := c.sweep(ctx, ch, c.steps, &p)
-	if p.Removed > 0 {
-		err = errors.Join(err, c.Scrub(ctx))
-	}
-	if err != nil || !more {
+	if more, err := c.sweep(ctx, ch, c.steps, &Progress{}); err != nil || !more {
 		return err
 	}
-	return c.queueRest(ctx, "the sweep after a deletion", body)
+	return c.queueRest(ctx, "the sweep after a deletion", tasks.For(tasks.Settle, ch).Body())
 }
 
 // continueDeletion runs the next steps of the deletion of the incarnation

@@ -198,7 +198,7 @@ func TestTheSweepAfterADeletionDeletesNothingOfTheChatTheIdNames(t *testing.T) {
 	cases := map[string]func(e *env) (sweep string){
 		"TheIdStillNamesIt": func(e *env) string {
 			e.append("alice", "kept", user("still here"))
-			return `{"op":"settle","tenant":"alice","chat":"kept","n":"` + e.current("alice", "kept").Inc + `"}`
+			return `{"kind":"settle","tenant":"alice","chat":"kept","n":"` + e.current("alice", "kept").Inc + `"}`
 		},
 		"TheIdNamesANewChat": func(e *env) string {
 			e.append("alice", "kept", user("deleted"))
@@ -207,7 +207,7 @@ func TestTheSweepAfterADeletionDeletesNothingOfTheChatTheIdNames(t *testing.T) {
 				t.Fatalf("delete = %+v", a)
 			}
 			e.append("alice", "kept", user("still here"))
-			return `{"op":"settle","tenant":"alice","chat":"kept","n":"` + old.Inc + `"}`
+			return `{"kind":"settle","tenant":"alice","chat":"kept","n":"` + old.Inc + `"}`
 		},
 	}
 	for name, prepare := range cases {
@@ -216,8 +216,8 @@ func TestTheSweepAfterADeletionDeletesNothingOfTheChatTheIdNames(t *testing.T) {
 				t.Run(b.Name, func(t *testing.T) {
 					e := newEnvBuilding(t, b, 0, nil, nil, func(c *lifecycle.Config) { c.SettleAfter = time.Millisecond })
 					sweep := prepare(e)
-					if handled, err := e.chats.Task(t.Context(), sweep); !handled || err != nil {
-						t.Fatalf("Task(%s) = %v, %v", sweep, handled, err)
+					if _, err := e.tasks.Route(t.Context(), sweep); err != nil {
+						t.Fatalf("Route(%s) = %v", sweep, err)
 					}
 					e.drain() // and the sweep the deletion queued, if any
 					p := e.messages("alice", "kept", "")

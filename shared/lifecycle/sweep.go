@@ -13,6 +13,7 @@ import (
 	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/tasks"
 )
 
 // A retention sweep walks the tenants that set a retention (RetentionPK)
@@ -24,7 +25,7 @@ import (
 // on and hands the rest to a message naming the next step. The run's item
 // (store.SweepKey) holds the cursor and a lease:
 //
-//   - an hourly trigger ({"op":"expire"}) starts a run only when no run
+//   - an hourly trigger ({"kind":"expire"}) starts a run only when no run
 //     holds the lease (its last step ended less than SweepLease ago), so
 //     sweeps never pile up; a run whose lease lapsed (its next message was
 //     lost) is resumed from its cursor by the next trigger;
@@ -346,7 +347,7 @@ func (c *Chats) deleteLater(ctx context.Context, chs []chatid.Chat) error {
 		batch := chs[start:min(start+store.MaxSendBatch, len(chs))]
 		bodies := make([]string, len(batch))
 		for i, ch := range batch {
-			bodies[i] = taskBody(opDelete, ch)
+			bodies[i] = tasks.For(tasks.Delete, ch).Body()
 		}
 		if err := c.queue.SendBatch(ctx, bodies, 0); err != nil {
 			return fmt.Errorf("lifecycle: queueing %d deletions of the sweep: %w", len(bodies), err)

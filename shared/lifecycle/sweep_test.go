@@ -276,8 +276,8 @@ func drainTasks(t *testing.T, b testenv.Backend, chats *lifecycle.Chats) {
 			return
 		}
 		for _, d := range ds {
-			if _, err := chats.Task(ctx, d.Body); err != nil {
-				t.Fatalf("Task(%s): %v", d.Body, err)
+			if _, err := lifecycleTasks(chats).Route(ctx, d.Body); err != nil {
+				t.Fatalf("Route(%s): %v", d.Body, err)
 			}
 			if err := b.Receiver.Ack(ctx, d.Receipt); err != nil {
 				t.Fatal(err)
@@ -370,9 +370,9 @@ func TestASweepsStepsRunOnceEachWhateverTheQueueDelivers(t *testing.T) {
 			// The next hour's trigger sweeps anew and finds nothing.
 			clock.Add(time.Hour.Milliseconds())
 			var body []byte
-			body, _ = json.Marshal(map[string]string{"op": "expire"})
-			if handled, err := c.Task(ctx, string(body)); !handled || err != nil {
-				t.Fatalf("the trigger = %v, %v", handled, err)
+			body, _ = json.Marshal(map[string]string{"kind": "expire"})
+			if _, err := lifecycleTasks(c).Route(ctx, string(body)); err != nil {
+				t.Fatalf("the trigger = %v", err)
 			}
 			drainTasks(t, b.Backend, c)
 		})

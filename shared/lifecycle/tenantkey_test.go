@@ -178,8 +178,8 @@ func TestAChatWrittenBeforeTheStateMovedKeepsItsActivityRetentionAndDeletion(t *
 			// The deletion under way finishes from its message; the sweep
 			// deletes the chat idle past its own 5 days, and keeps the
 			// active one.
-			if handled, err := e.chats.Task(t.Context(), `{"op":"delete","tenant":"alice","chat":"deleting","n":"`+e.current("alice", "deleting").Inc+`"}`); !handled || err != nil {
-				t.Fatalf("the deletion's message = %v, %v", handled, err)
+			if _, err := e.tasks.Route(t.Context(), `{"kind":"delete","tenant":"alice","chat":"deleting","n":"`+e.current("alice", "deleting").Inc+`"}`); err != nil {
+				t.Fatalf("the deletion's message = %v", err)
 			}
 			// The tenant is enrolled in sweeps (the index items were moved
 			// back by hand), keeping no default.

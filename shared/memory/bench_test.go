@@ -28,7 +28,7 @@ func BenchmarkBuild10kChat(b *testing.B) {
 			b.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		go m.Worker(ctx, queue)
+		go newConsumer(m, queue, nil).Worker(ctx, queue)
 		start := time.Now()
 		for i := 0; i < total; i++ {
 			log.add("c", "user", long(i))

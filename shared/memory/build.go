@@ -13,6 +13,7 @@ import (
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/tasks"
 	"github.com/durachat/durachat/shared/textcut"
 	"github.com/durachat/durachat/shared/transcript"
 )
@@ -29,6 +30,9 @@ func (e *RetryError) Error() string {
 }
 
 func (e *RetryError) Unwrap() error { return e.Err }
+
+// RetryDelay is tasks.RetryDelay: the message comes back after After.
+func (e *RetryError) RetryDelay() time.Duration { return e.After }
 
 // errNotDue: the node waits out its retry delay.
 var errNotDue = errors.New("node is waiting out its retry delay")
@@ -66,7 +70,7 @@ func (m *Memory) Build(ctx context.Context, tenant, chat string, l int, i int64)
 // that never comes.
 func (m *Memory) build(ctx context.Context, c chatid.Chat, l int, i int64) error {
 	if l < 0 || l > 62 || i < 0 {
-		return fmt.Errorf("%w: node (%d, %d)", ErrBadMessage, l, i)
+		return fmt.Errorf("%w: node (%d, %d)", tasks.ErrMalformed, l, i)
 	}
 	if m.compactor == nil {
 		return ErrNoCompactor

@@ -2,13 +2,13 @@ package memory
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/tasks"
 )
 
 // A chat deleted while one of its builds runs: the build records nothing,
@@ -57,8 +57,8 @@ func TestNothingIsWrittenForADeletedIncarnation(t *testing.T) {
 	if err := f.m.Appended(ctx, old, 1); err != nil {
 		t.Fatalf("Appended = %v", err)
 	}
-	body, _ := json.Marshal(buildMessage{Tenant: old.Tenant, Chat: old.ID, Inc: old.Inc, L: 0, I: 0})
-	if retry := f.m.HandleBatch(ctx, []store.Delivery{{ID: "1", Body: string(body)}}); len(retry) != 0 {
+	body := tasks.For(tasks.Build, old).Body()
+	if retry := f.consumer().HandleBatch(ctx, []store.Delivery{{ID: "1", Body: body}}); len(retry) != 0 {
 		t.Fatalf("the deleted incarnation's message is kept for a retry: %v", retry)
 	}
 	page, err := f.table.Query(ctx, store.Query{PK: old.PK()})

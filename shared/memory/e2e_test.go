@@ -28,9 +28,10 @@ func e2eText(i int) string {
 // consume runs builds until ctx ends: the in-process Worker, or the
 // compaction function's HandleBatch fed from the Receiver the way Lambda's
 // event source mapping feeds it.
-func consume(ctx context.Context, t *testing.T, m *Memory, recv store.Receiver, viaSQS bool) {
+func consume(ctx context.Context, t *testing.T, m *Memory, q store.Queue, recv store.Receiver, viaSQS bool) {
+	c := newConsumer(m, q, recv)
 	if !viaSQS {
-		if err := m.Worker(ctx, recv); err != nil {
+		if err := c.Worker(ctx, recv); err != nil {
 			t.Error(err)
 		}
 		return
@@ -48,7 +49,7 @@ func consume(ctx context.Context, t *testing.T, m *Memory, recv store.Receiver, 
 			continue
 		}
 		failed := map[string]bool{}
-		for _, id := range m.HandleBatch(ctx, got) {
+		for _, id := range c.HandleBatch(ctx, got) {
 			failed[id] = true
 		}
 		for _, d := range got {
@@ -117,7 +118,7 @@ func runEndToEnd(t *testing.T, b testenv.Backend, viaSQS, groups bool) {
 		compactor = gcomp
 	}
 	m, err := New(Config{Table: b.Table, Transcript: log, Images: imgs, Queue: b.Queue, Compactor: compactor,
-		Retrier: b.Receiver, ClaimLease: time.Minute, Logger: discardLogger()})
+		ClaimLease: time.Minute, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func runEndToEnd(t *testing.T, b testenv.Backend, viaSQS, groups bool) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		consume(ctx, t, m, b.Receiver, viaSQS)
+		consume(ctx, t, m, b.Queue, b.Receiver, viaSQS)
 	}()
 
 	// Log the chat in turns of 20 messages, as a host does.

@@ -3,7 +3,6 @@ package memory
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/store/storefake"
+	"github.com/durachat/durachat/shared/tasks"
 	"github.com/durachat/durachat/shared/transcript"
 )
 
@@ -201,7 +201,7 @@ func (f *fakeImages) setFail(err error) {
 
 // sent is one queued message.
 type sent struct {
-	msg   buildMessage
+	msg   tasks.Message
 	delay time.Duration
 }
 
@@ -220,8 +220,8 @@ func (q *recQueue) Send(_ context.Context, body string, delay time.Duration) err
 	if q.fail != nil {
 		return q.fail
 	}
-	var m buildMessage
-	if err := json.Unmarshal([]byte(body), &m); err != nil {
+	m, err := tasks.Decode(body)
+	if err != nil {
 		return err
 	}
 	q.msgs = append(q.msgs, sent{msg: m, delay: delay})
@@ -448,6 +448,23 @@ type fixture struct {
 	clock  *clock
 	tenant string
 	chat   string
+	// retrier, when set, delays the failed messages of a batch in place.
+	retrier tasks.Retrier
+}
+
+// consumer runs the queue's messages as the programs do, with memory's
+// builds as their one kind.
+func (f *fixture) consumer() *tasks.Consumer {
+	return newConsumer(f.m, f.queue, f.retrier)
+}
+
+// newConsumer is the queue's consumer over m's builds, as the programs
+// wire it.
+func newConsumer(m *Memory, q store.Queue, r tasks.Retrier) *tasks.Consumer {
+	return tasks.NewConsumer(tasks.Config{
+		Router: tasks.NewRouter(map[tasks.Kind]tasks.Handler{tasks.Build: m.BuildTask}),
+		Queue:  q, Retrier: r, Visibility: m.ClaimLease(), Logger: m.logger,
+	})
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -501,7 +518,11 @@ func (f *fixture) deliverAll(t testing.TB) (later []sent) {
 				continue
 			}
 			if err := f.m.Build(context.Background(), s.msg.Tenant, s.msg.Chat, s.msg.L, s.msg.I); err != nil {
-				later = append(later, sent{msg: s.msg, delay: retryDelay(err, time.Second)})
+				delay := time.Second
+				if re := (*RetryError)(nil); errors.As(err, &re) && re.After > 0 {
+					delay = re.After
+				}
+				later = append(later, sent{msg: s.msg, delay: delay})
 			}
 		}
 	}

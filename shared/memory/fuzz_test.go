@@ -3,16 +3,19 @@ package memory
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/durachat/durachat/shared/tasks"
 )
 
-func FuzzParseBuildMessage(f *testing.F) {
+func FuzzBuildMessage(f *testing.F) {
+	f.Add(`{"kind":"build","tenant":"t","chat":"c","l":0,"i":5}`)
 	f.Add(`{"tenant":"t","chat":"c","l":0,"i":5}`)
 	f.Add(`{"chat":"c","l":63,"i":1}`)
 	f.Add(`{"chat":"","l":0,"i":0}`)
 	f.Add(`not json`)
 	f.Fuzz(func(t *testing.T, body string) {
-		msg, err := parseMessage(body)
-		if err != nil {
+		msg, err := tasks.Decode(body)
+		if err != nil || msg.Kind != tasks.Build || checkBuild(msg) != nil {
 			return
 		}
 		if msg.Chat == "" || msg.L < 0 || msg.L > 62 || msg.I < 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/tasks"
 	"github.com/durachat/durachat/shared/transcript"
 )
 
@@ -58,14 +59,9 @@ type Config struct {
 	// Descriptions, when set, are asked of the compactor for the images a
 	// leaf shows it that have none, and stored; zoom shows them.
 	Descriptions Descriptions
-	// Queue carries build messages: {"tenant","chat","n","l","i"}, "n"
-	// naming the chat's incarnation.
+	// Queue carries build messages (tasks.Build), which BuildTask runs.
 	Queue     store.Queue
 	Compactor Compactor
-	// Retrier, for HandleBatch, delays a failed message in place (SQS
-	// ChangeMessageVisibility; the SQS adapter's Retry). Without it a
-	// delayed copy is sent and the original acknowledged.
-	Retrier Retrier
 	// Now is the clock (time.Now when nil); tests inject their own.
 	Now func() time.Time
 	// Search turns the search tool on for every chat; a chat can also opt
@@ -82,14 +78,6 @@ type Config struct {
 	// Wait bounds GET .../view?wait=turn (default 20 s; keep it under the
 	// HTTP API's 30 s ceiling).
 	Wait time.Duration
-	// Workers bounds the builds Worker runs at once over all chats
-	// (default 32); each chat is held to MaxInFlight by its own claims.
-	Workers int
-	// BatchBuilds bounds the builds HandleBatch runs at once from one
-	// batch of the build queue (default DefaultBatchBuilds). At the event
-	// source's batch size a batch takes one model call's time; below it,
-	// several.
-	BatchBuilds int
 	// CacheLines bounds the in-process cache of node lines (default
 	// 20,000; negative turns it off). Nodes never change and the cache is
 	// keyed by the chat's incarnation, so it is never stale.
@@ -103,63 +91,46 @@ type Config struct {
 	// MetricsFunction is the metrics' FunctionName dimension (Lambda:
 	// the function's name); empty writes them without a dimension.
 	MetricsFunction string
-	// Tasks, when set, is offered each queue message first: other work
-	// that shares the build queue (a chat deletion's next steps).
-	Tasks Tasks
-	// Deletions, when set, tells status how far a chat's deletion came.
-	Deletions Deletions
-	// Openers, when set, admit a write of the chat's settings the way an
-	// append is admitted (refused while the chat is being deleted) and
-	// open its incarnation; without it memory opens the incarnation itself.
-	Openers Openers
+	// Chats, when set, admit a write of the chat's settings the way an
+	// append is admitted (refused while the chat is being deleted) and tell
+	// status how far a chat's deletion came; without them memory opens
+	// the incarnation itself and shows no deletion.
+	Chats Chats
 }
 
-// Openers open a chat's incarnation for a write that may come before the
-// chat's first append (its settings), so what it writes belongs to the
-// incarnation that append then logs into.
-type Openers interface {
+// Chats is what memory needs of the chat lifecycle (lifecycle.Chats).
+type Chats interface {
+	// Opening opens a chat's incarnation for a write that may come before
+	// the chat's first append (its settings), so what it writes belongs to
+	// the incarnation that append then logs into.
 	Opening(ctx context.Context, tenant, chat string) (chatid.Chat, error)
-}
-
-// Deletions tells whether a chat is being deleted, and how far it came
-// (nil when it is not).
-type Deletions interface {
+	// Deletion tells whether a chat is being deleted, and how far it came
+	// (nil when it is not).
 	Deletion(ctx context.Context, tenant, chat string) (*wire.StatusDeletion, error)
-}
-
-// Tasks handles queue messages that are not builds. Task reports whether
-// body was its own; its error asks for the message again.
-type Tasks interface {
-	Task(ctx context.Context, body string) (handled bool, err error)
 }
 
 // Memory builds and serves the summary trees of all chats. It holds no
 // chat in memory between calls: everything lives in the table.
 type Memory struct {
-	table       store.Table
-	transcript  Transcript
-	images      Images
-	descs       Descriptions
-	queue       store.Queue
-	compactor   Compactor
-	retrier     Retrier
-	tasks       Tasks
-	deletions   Deletions
-	openers     Openers
-	ids         *chatid.Registry
-	now         func() time.Time
-	search      bool
-	claimLease  time.Duration
-	retry       time.Duration
-	wait        time.Duration
-	workers     int
-	batchBuilds int
-	logger      *slog.Logger
-	metrics     *emf
-	states      states
-	lines       *lineCache
-	snapshots   *fifo[string, snapshotMemo] // by incarnation partition
-	changes     *notifier
+	table      store.Table
+	transcript Transcript
+	images     Images
+	descs      Descriptions
+	queue      store.Queue
+	compactor  Compactor
+	chats      Chats
+	ids        *chatid.Registry
+	now        func() time.Time
+	search     bool
+	claimLease time.Duration
+	retry      time.Duration
+	wait       time.Duration
+	logger     *slog.Logger
+	metrics    *emf
+	states     states
+	lines      *lineCache
+	snapshots  *fifo[string, snapshotMemo] // by incarnation partition
+	changes    *notifier
 	// onMergePass, in tests, sees every merge pass that merged: which view,
 	// its size before and after, and whether it is still open.
 	onMergePass func(view string, before, after int64, open bool)
@@ -171,28 +142,23 @@ func New(cfg Config) (*Memory, error) {
 		return nil, err
 	}
 	m := &Memory{
-		table:       cfg.Table,
-		transcript:  cfg.Transcript,
-		images:      cfg.Images,
-		descs:       cfg.Descriptions,
-		queue:       cfg.Queue,
-		compactor:   cfg.Compactor,
-		retrier:     cfg.Retrier,
-		tasks:       cfg.Tasks,
-		deletions:   cfg.Deletions,
-		openers:     cfg.Openers,
-		ids:         chatid.New(cfg.Table),
-		now:         cfg.Now,
-		search:      cfg.Search,
-		claimLease:  cfg.ClaimLease,
-		retry:       cfg.Retry,
-		wait:        cfg.Wait,
-		workers:     cfg.Workers,
-		batchBuilds: cfg.BatchBuilds,
-		logger:      cfg.Logger,
-		states:      states{table: cfg.Table, ids: chatid.New(cfg.Table)},
-		snapshots:   newFIFO[string, snapshotMemo](snapshotMemos),
-		changes:     newNotifier(),
+		table:      cfg.Table,
+		transcript: cfg.Transcript,
+		images:     cfg.Images,
+		descs:      cfg.Descriptions,
+		queue:      cfg.Queue,
+		compactor:  cfg.Compactor,
+		chats:      cfg.Chats,
+		ids:        chatid.New(cfg.Table),
+		now:        cfg.Now,
+		search:     cfg.Search,
+		claimLease: cfg.ClaimLease,
+		retry:      cfg.Retry,
+		wait:       cfg.Wait,
+		logger:     cfg.Logger,
+		states:     states{table: cfg.Table, ids: chatid.New(cfg.Table)},
+		snapshots:  newFIFO[string, snapshotMemo](snapshotMemos),
+		changes:    newNotifier(),
 	}
 	m.setDefaults()
 	if cfg.Metrics != nil {
@@ -238,12 +204,6 @@ func (m *Memory) setDefaults() {
 	if m.wait == 0 {
 		m.wait = 20 * time.Second
 	}
-	if m.workers <= 0 {
-		m.workers = 32
-	}
-	if m.batchBuilds <= 0 {
-		m.batchBuilds = DefaultBatchBuilds
-	}
 	if m.logger == nil {
 		m.logger = slog.Default()
 	}
@@ -258,39 +218,9 @@ func (noImages) Get(context.Context, string, string) (model.Image, error) {
 	return model.Image{}, store.ErrNotFound
 }
 
-// buildMessage is the body of a queue message: ids only, never content.
-type buildMessage struct {
-	Tenant string `json:"tenant"`
-	Chat   string `json:"chat"`
-	// Inc is the chat's incarnation; messages sent before incarnations
-	// were recorded have none, as do chats written before then.
-	Inc string `json:"n,omitempty"`
-	L   int    `json:"l"`
-	I   int64  `json:"i"`
-}
-
-func (msg buildMessage) chat() chatid.Chat {
-	return chatid.Chat{Tenant: msg.Tenant, ID: msg.Chat, Inc: msg.Inc}
-}
-
 // errRetired: the chat's incarnation was deleted; a write for it is left
 // undone.
 var errRetired = errors.New("memory: the chat's incarnation was deleted")
-
-// ErrBadMessage marks a queue message that names no node; retrying it
-// cannot help.
-var ErrBadMessage = errors.New("memory: malformed build message")
-
-func parseMessage(body string) (buildMessage, error) {
-	var msg buildMessage
-	if err := json.Unmarshal([]byte(body), &msg); err != nil {
-		return msg, fmt.Errorf("%w: %w", ErrBadMessage, err)
-	}
-	if msg.Chat == "" || !chatid.ValidInc(msg.Inc) || msg.L < 0 || msg.L > 62 || msg.I < 0 {
-		return msg, fmt.Errorf("%w: %q", ErrBadMessage, body)
-	}
-	return msg, nil
-}
 
 // Appended is the transcript's notice that the log of the incarnation c
 // now holds length entries: the new leaves join both views and the
@@ -311,8 +241,8 @@ func (m *Memory) current(ctx context.Context, tenant, chat string) (chatid.Chat,
 // id has none: settings written before the first append must land in the
 // incarnation that append logs into, not in one it never reads.
 func (m *Memory) opening(ctx context.Context, tenant, chat string) (chatid.Chat, error) {
-	if m.openers != nil {
-		return m.openers.Opening(ctx, tenant, chat)
+	if m.chats != nil {
+		return m.chats.Opening(ctx, tenant, chat)
 	}
 	return m.ids.Open(ctx, tenant, chat)
 }
@@ -450,8 +380,9 @@ func (m *Memory) send(ctx context.Context, c chatid.Chat, nodes []Node) error {
 
 // messageBody is the queue message that builds node n of the incarnation c.
 func messageBody(c chatid.Chat, n Node) string {
-	body, _ := json.Marshal(buildMessage{Tenant: c.Tenant, Chat: c.ID, Inc: c.Inc, L: n.L, I: n.I})
-	return string(body)
+	msg := tasks.For(tasks.Build, c)
+	msg.L, msg.I = n.L, n.I
+	return msg.Body()
 }
 
 // nodeRow is a node as stored: written once, never changed.

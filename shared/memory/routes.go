@@ -147,8 +147,8 @@ func (m *Memory) status(ctx context.Context, c chatid.Chat) (wire.Status, error)
 		Mechanical: []wire.MechanicalNode{},
 		Search:     m.searchOn(st),
 	}
-	if m.deletions != nil {
-		if s.Deleting, err = m.deletions.Deletion(ctx, c.Tenant, c.ID); err != nil {
+	if m.chats != nil {
+		if s.Deleting, err = m.chats.Deletion(ctx, c.Tenant, c.ID); err != nil {
 			return wire.Status{}, err
 		}
 	}

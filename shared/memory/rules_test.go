@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/model"
 	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/tasks"
 )
 
 func TestViewWaitDefaultsToTwentySecondsUnderTheGatewayCeiling(t *testing.T) {
@@ -202,9 +204,9 @@ func TestHandleBatchTurnsAPanickingBuildIntoAnItemFailure(t *testing.T) {
 		}
 		return Compacted{Line: "ok", Attempts: 1}, nil
 	}
-	f.m.retrier = &fakeRetrier{}
+	f.retrier = &fakeRetrier{}
 	f.append(t, "user", long(0), long(1))
-	if failed := f.m.HandleBatch(context.Background(), deliveries(f.queue.take())); len(failed) != 1 || failed[0] != "b" {
+	if failed := f.consumer().HandleBatch(context.Background(), deliveries(f.queue.take())); len(failed) != 1 || failed[0] != "b" {
 		t.Fatalf("failures %q: want only the panicking build reported", failed)
 	}
 	if _, ok := f.row(t, Node{0, 0}); !ok {
@@ -215,12 +217,12 @@ func TestHandleBatchTurnsAPanickingBuildIntoAnItemFailure(t *testing.T) {
 func TestHandleBatchStopsBuildsBeforeTheFunctionDeadline(t *testing.T) {
 	f := newFixture(t)
 	retrier := &fakeRetrier{}
-	f.m.retrier = retrier
+	f.retrier = retrier
 	blockUntilDone(f)
 	f.append(t, "user", long(0))
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Second))
 	defer cancel()
-	if failed := f.m.HandleBatch(ctx, deliveries(f.queue.take())); len(failed) != 1 {
+	if failed := f.consumer().HandleBatch(ctx, deliveries(f.queue.take())); len(failed) != 1 {
 		t.Fatalf("failures %q", failed)
 	}
 	if ctx.Err() != nil {
@@ -246,10 +248,10 @@ func TestDeadLetteredMessageCannotStrandItsNode(t *testing.T) {
 		}
 		return Compacted{Line: "summary", Attempts: 1}, nil
 	}
-	f.m.retrier = &fakeRetrier{}
+	f.retrier = &fakeRetrier{}
 	f.append(t, "user", long(0))
 	for k := 0; k < 3; k++ { // each receive fails; then SQS dead-letters it
-		if failed := f.m.HandleBatch(context.Background(), deliveries([]sent{{msg: buildMessage{Tenant: f.tenant, Chat: f.chat}}})); len(failed) != 1 {
+		if failed := f.consumer().HandleBatch(context.Background(), deliveries([]sent{{msg: tasks.For(tasks.Build, chatid.Chat{Tenant: f.tenant, ID: f.chat})}})); len(failed) != 1 {
 			t.Fatalf("receive %d: %q", k, failed)
 		}
 		f.clock.Add(DefaultRetry)

@@ -40,8 +40,7 @@ func (r *fakeRetrier) Retry(_ context.Context, receipt string, delay time.Durati
 func deliveries(msgs []sent) []store.Delivery {
 	var ds []store.Delivery
 	for k, s := range msgs {
-		body, _ := json.Marshal(s.msg)
-		ds = append(ds, store.Delivery{ID: string(rune('a' + k)), Receipt: "r" + string(rune('a'+k)), Body: string(body), Receives: 1})
+		ds = append(ds, store.Delivery{ID: string(rune('a' + k)), Receipt: "r" + string(rune('a'+k)), Body: s.msg.Body(), Receives: 1})
 	}
 	return ds
 }
@@ -49,7 +48,7 @@ func deliveries(msgs []sent) []store.Delivery {
 func TestHandleBatchReportsFailedBuildsAndDelaysThemTenSeconds(t *testing.T) {
 	f := newFixture(t)
 	retrier := &fakeRetrier{}
-	f.m.retrier = retrier
+	f.retrier = retrier
 	f.comp.script = func(c CompactRequest) (Compacted, error) {
 		if c.Index == 1 {
 			return Compacted{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
@@ -58,7 +57,7 @@ func TestHandleBatchReportsFailedBuildsAndDelaysThemTenSeconds(t *testing.T) {
 	}
 	f.append(t, "user", long(0), long(1))
 	ds := append(deliveries(f.queue.take()), store.Delivery{ID: "junk", Receipt: "rj", Body: "not json"})
-	if failed := f.m.HandleBatch(context.Background(), ds); len(failed) != 1 || failed[0] != "b" {
+	if failed := f.consumer().HandleBatch(context.Background(), ds); len(failed) != 1 || failed[0] != "b" {
 		t.Fatalf("failures %q, want only the failed build", failed)
 	}
 	if len(retrier.calls) != 1 || retrier.calls[0] != (retried{"rb", DefaultRetry}) {
@@ -124,7 +123,7 @@ func TestWorkerAcknowledgesBuiltMessagesAndDelaysFailedOnes(t *testing.T) {
 	recv.ds = append(deliveries(f.queue.take()), store.Delivery{ID: "junk", Receipt: "rj", Body: "not json"})
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error, 1)
-	go func() { stopped <- f.m.Worker(ctx, recv) }()
+	go func() { stopped <- f.consumer().Worker(ctx, recv) }()
 	select {
 	case <-recv.done:
 	case <-time.After(10 * time.Second):
@@ -149,7 +148,7 @@ func TestHandleBatchWithoutARetrierSendsADelayedCopy(t *testing.T) {
 		return Compacted{}, &model.Error{Retryable: true, Err: errors.New("throttled")}
 	}
 	f.append(t, "user", long(0))
-	if failed := f.m.HandleBatch(context.Background(), deliveries(f.queue.take())); len(failed) != 0 {
+	if failed := f.consumer().HandleBatch(context.Background(), deliveries(f.queue.take())); len(failed) != 0 {
 		t.Fatalf("failures %q: the original is acknowledged once its copy is queued", failed)
 	}
 	if again := f.queue.take(); len(again) != 1 || again[0].delay != DefaultRetry || again[0].msg.I != 0 {

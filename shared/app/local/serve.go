@@ -157,7 +157,7 @@ func startWork(data *Data, mem *memoryapi.API, logger *slog.Logger) (stop func()
 	wg.Go(func() { purgeExpired(workCtx, data, logger) })
 	wg.Go(func() { expireIdle(workCtx, mem.Chats.Chats, logger) })
 	wg.Go(func() {
-		if err := mem.Memory.Worker(workCtx, data.Queue); err != nil && workCtx.Err() == nil {
+		if err := mem.Tasks.Worker(workCtx, data.Queue); err != nil && workCtx.Err() == nil {
 			logger.Error("the build worker stopped", "err", err.Error())
 		}
 	})

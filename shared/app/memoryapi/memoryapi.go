@@ -1,7 +1,8 @@
-// Package memoryapi wires the transcript and the summary memory over one
-// program's stores: the memory function's routes, the compact function's
-// builds and the local server's both. It opens no model: the compact
-// function and the local server pass the compactor (compactor.Open).
+// Package memoryapi wires the transcript, the summary memory and the chat
+// lifecycle over one program's stores, and the one router of their queue's
+// tasks: the memory function's routes, the compact function's tasks and
+// the local server's both. It opens no model: the compact function and
+// the local server pass the compactor (compactor.Open).
 package memoryapi
 
 import (
@@ -10,22 +11,22 @@ import (
 	"os"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app"
+	"github.com/durachat/durachat/shared/app/chatsapi"
 	"github.com/durachat/durachat/shared/app/lambdafn"
-	"github.com/durachat/durachat/shared/aws/dynamo"
 	"github.com/durachat/durachat/shared/aws/sqsqueue"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/memory"
+	"github.com/durachat/durachat/shared/tasks"
 	"github.com/durachat/durachat/shared/transcript"
 )
 
 // API is the transcript and the summary memory over one program's stores,
-// and the routes that serve them.
+// the routes that serve them, and the consumer of their queue.
 type API struct {
 	Images     *images.Store
 	Transcript *transcript.Log
@@ -34,6 +35,9 @@ type API struct {
 	// appends holds the bodies of appends, through their route and the
 	// MCP endpoint (AppendsHeld).
 	appends *api.Held
+	// Tasks runs the queue's messages: the compact function's batches
+	// (HandleBatch), the local server's worker (Worker).
+	Tasks *tasks.Consumer
 }
 
 // An append is held whole while it is logged, and copied: the body, the
@@ -54,13 +58,13 @@ const (
 )
 
 // New wires the transcript and memory over stores, in one order: the
-// chats (which admit appends and delete), the transcript, the memory, and
-// the lifecycle routes over all three. compactor may be nil for a program
-// that serves and schedules but does not build; metrics, when set,
-// receives Embedded Metric Format lines.
+// chats (which admit appends and delete), the transcript, the memory, the
+// lifecycle routes over all three, and the router of the queue's tasks.
+// compactor may be nil for a program that serves and schedules but does
+// not build; metrics, when set, receives Embedded Metric Format lines.
 func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logger *slog.Logger, metrics io.Writer) (*API, error) {
 	imgs := stores.Images()
-	chats := lifecycle.New(lifecycle.Config{Table: stores.Table, Blobs: stores.Blobs, Images: imgs, Linker: stores.Linker, Queue: stores.Queue, Scrubber: stores.Scrubber})
+	chats := chatsapi.New(stores)
 	tl := transcript.New(transcript.Config{Table: stores.Table, Blobs: stores.Blobs, Images: imgs, Chats: chats})
 	m, err := memory.New(memory.Config{
 		Table:        stores.Table,
@@ -68,13 +72,9 @@ func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logge
 		Images:       imgs,
 		Descriptions: imgs,
 		Queue:        stores.Queue,
-		Retrier:      stores.Receiver,
 		Compactor:    compactor,
-		Tasks:        chats,
-		Deletions:    chats,
-		Openers:      chats,
+		Chats:        chats,
 		Search:       cfg.Search,
-		BatchBuilds:  cfg.BatchBuilds,
 		Logger:       logger,
 		Metrics:      metrics,
 		// Lambda sets the function's name; the alarms watch it.
@@ -83,14 +83,35 @@ func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logge
 	if err != nil {
 		return nil, err
 	}
-	return &API{Images: imgs, Transcript: tl, Memory: m, Chats: lifecycle.NewRoutes(chats, tl, m), appends: api.NewHeld(AppendsHeld, AppendsWait)}, nil
+	routes := lifecycle.NewRoutes(chats, tl, m)
+	return &API{Images: imgs, Transcript: tl, Memory: m, Chats: routes, appends: api.NewHeld(AppendsHeld, AppendsWait),
+		Tasks: tasks.NewConsumer(tasks.Config{
+			Router:     router(m, routes),
+			Queue:      stores.Queue,
+			Retrier:    stores.Receiver,
+			Batch:      cfg.BatchBuilds,
+			Visibility: m.ClaimLease(),
+			Logger:     logger,
+		})}, nil
+}
+
+// router is the one router of the queue's tasks: each kind and the one
+// handler that runs it.
+func router(m *memory.Memory, chats *lifecycle.Routes) *tasks.Router {
+	return tasks.NewRouter(map[tasks.Kind]tasks.Handler{
+		tasks.Build:  m.BuildTask,
+		tasks.Delete: chats.DeletionTask,
+		tasks.Settle: chats.SettleTask,
+		tasks.Expire: chats.SweepTask,
+		tasks.Erase:  chats.EraseTask,
+	})
 }
 
 // NewLambda wires the transcript and memory of a Lambda function: f's
 // stores with the DynamoDB table and the SQS build queue of its
 // configuration. compactor and metrics are as for New.
 func NewLambda(f lambdafn.Function, compactor memory.Compactor, metrics io.Writer) (*API, error) {
-	f.Stores.Table = dynamo.New(dynamodb.NewFromConfig(f.AWS), f.Config.Table)
+	chatsapi.WithTable(&f)
 	q := sqsqueue.New(sqs.NewFromConfig(f.AWS), f.Config.QueueURL)
 	f.Stores.Queue, f.Stores.Receiver = q, q
 	return New(f.Config, f.Stores, compactor, f.Log, metrics)
