@@ -261,19 +261,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				WriteError(sw, r, &fault.Error{Code: fault.Internal, Message: "internal error", Err: fmt.Errorf("panic: %v", v)})
 			}
 		}
-		level := slog.LevelInfo
-		if sw.status >= 500 {
-			level = slog.LevelError
-		}
-		logger.LogAttrs(ctx, level, "request",
-			slog.String("method", r.Method),
-			slog.String("route", pattern),
-			slog.String("path", r.URL.Path),
-			slog.Int("status", sw.status),
-			slog.Int64("bytes", sw.bytes),
-			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
-			slog.String("tenant", tenant),
-		)
+		requestLine{pattern: pattern, tenant: tenant, start: start}.log(ctx, logger, r, sw)
 	}()
 
 	if pattern == "" {
@@ -298,6 +286,31 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(WithLogger(WithTenant(r.Context(), tenant), logger.With("tenant", tenant)))
 	}
 	mux.ServeHTTP(sw, r)
+}
+
+// requestLine is what a request's log line says beside the request and
+// its answer: the route it matched, its tenant, when it came.
+type requestLine struct {
+	pattern, tenant string
+	start           time.Time
+}
+
+// log writes the one log line of a request: at error level when its
+// answer is a 5xx.
+func (l requestLine) log(ctx context.Context, logger *slog.Logger, r *http.Request, sw *statusWriter) {
+	level := slog.LevelInfo
+	if sw.status >= 500 {
+		level = slog.LevelError
+	}
+	logger.LogAttrs(ctx, level, "request",
+		slog.String("method", r.Method),
+		slog.String("route", l.pattern),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", sw.status),
+		slog.Int64("bytes", sw.bytes),
+		slog.Float64("duration_ms", float64(time.Since(l.start).Microseconds())/1000),
+		slog.String("tenant", l.tenant),
+	)
 }
 
 // authenticate is the tenant r's credentials name.
