@@ -249,7 +249,7 @@ func TestAnImageResourceIsReadOnlyThroughAChatThatNamesIt(t *testing.T) {
 						return
 					}
 					var rpc *jsonrpc.Error
-					if !errors.As(err, &rpc) || rpc.Code != sdk.CodeResourceNotFound {
+					if !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams || rpc.Message != "Resource not found" {
 						t.Fatalf("read through %s: %v (%+v), want resource not found", tt.chat, err, res)
 					}
 				})
