@@ -29,7 +29,7 @@ type Descriptions interface {
 	Description(ctx context.Context, tenant, name string) (string, error)
 }
 
-// ChatImages tells which images a chat names (transcript.Naming).
+// ChatImages tells which images a chat names (chatid.Registry).
 type ChatImages interface {
 	// Named returns the chat's current incarnation, as links to its
 	// images are made through, and which of names it names, in one
@@ -107,14 +107,9 @@ type Restore struct {
 	// Descriptions put each ref left as text next to its image's
 	// description. Nil: refs left as text stay bare.
 	Descriptions Descriptions
-	// Chats, when set, lets a request restore, link or describe only the
-	// images its chat names: a ref to any other is left as text as if its
-	// image were not stored, so a chat tells nothing of the images only
-	// other chats name. Nil: every image of the tenant.
-	Chats       ChatImages
-	Parallel    int           // reads at once; 0 is DefaultParallel
-	ReadTimeout time.Duration // 0 is DefaultReadTimeout
-	LinkTTL     time.Duration // 0 is DefaultLinkTTL
+	Parallel     int           // reads at once; 0 is DefaultParallel
+	ReadTimeout  time.Duration // 0 is DefaultReadTimeout
+	LinkTTL      time.Duration // 0 is DefaultLinkTTL
 	// Bounded holds every answer within ResponseLimit, as Lambda bounds a
 	// response: a request that alone would pass it is refused (413), a
 	// budgetBytes that would not fit is clamped to what does, and the
@@ -122,6 +117,12 @@ type Restore struct {
 	// (the local server) takes budgetBytes as asked; a default budget
 	// keeps within ResponseLimit either way.
 	Bounded bool
+
+	// Chats, when set, lets a request restore, link or describe only the
+	// images its chat names: a ref to any other is left as text as if its
+	// image were not stored, so a chat tells nothing of the images only
+	// other chats name. Nil: every image of the tenant.
+	Chats ChatImages
 }
 
 // NewRestore returns a Restore reading imgs and linking with linker (may be
@@ -202,13 +203,13 @@ type restoration struct {
 	*Restore
 	ctx    context.Context
 	tenant string
-	// chat is the incarnation links are made through (admit).
-	chat  store.LinkChat
-	mode  string
-	walk  *walk
-	build func() rawjson.Node
+	mode   string
+	walk   *walk
+	build  func() rawjson.Node
 	// links: the format takes image URLs and there is a Linker.
 	links bool
+	// chat is the incarnation links are made through (admit).
+	chat store.LinkChat
 
 	// order is the slots newest first (walk.newestFirst): what the answer
 	// may take is spent in it.
