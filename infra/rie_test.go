@@ -29,9 +29,8 @@ import (
 // Lambda Runtime Interface Emulator, reads its configuration from the
 // environment, builds its real S3 client and adapter against a local
 // S3-protocol server (gofakes3 in this process, reached through
-// AWS_ENDPOINT_URL_S3), and answers API Gateway v2 events. The restore
-// function is the one with a single store, so its health check depends on
-// exactly one server this test controls.
+// AWS_ENDPOINT_URL_S3, and its table client against a local DynamoDB
+// server), and answers API Gateway v2 events.
 
 const rieBinary = "aws-lambda-rie"
 
@@ -228,9 +227,14 @@ func TestRestoreBootstrapAnswersUnderTheRuntimeEmulator(t *testing.T) {
 	}
 	s3 := awstest.StartS3(t)
 	bucket := s3.CreateBucket(t)
+	// The table tells which images a chat names.
+	ddb := awstest.StartDynamoDB(t)
+	table := ddb.CreateTable(t)
 	url, _ := startFunction(t, config.Restore, []string{
 		"AWS_ENDPOINT_URL_S3=" + s3.URL,
+		"AWS_ENDPOINT_URL_DYNAMODB=" + ddb.URL,
 		config.EnvBucket + "=" + bucket,
+		config.EnvTable + "=" + table,
 		config.EnvLogLevel + "=debug",
 		config.EnvTenantClaim + "=sub",
 		config.EnvTokensSecret + "=",

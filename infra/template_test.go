@@ -564,6 +564,9 @@ var allowed = map[string]map[string][]string{
 	"RestoreFunction": {
 		"s3:ListBucket": {"arn:{AWS::Partition}:s3:::Ref:Bucket"},
 		"s3:GetObject":  {"arn:{AWS::Partition}:s3:::Ref:Bucket/images/*"},
+		// Which images the chat names (only in the chats' partitions: see
+		// TestRestoreReadsOnlyChatPartitions).
+		"dynamodb:GetItem": {"GetAtt:Table.Arn"}, "dynamodb:BatchGetItem": {"GetAtt:Table.Arn"},
 		// The bearer tokens, when ApiTokensSecret names them.
 		"secretsmanager:GetSecretValue": {tokensSecretARN},
 		"ssm:GetParameter":              {tokensParameterARN},
@@ -658,7 +661,7 @@ func TestRestoreCannotWrite(t *testing.T) {
 	s := load(t, allOptions)
 	for _, g := range grants(t, s.function(t, "RestoreFunction")) {
 		for _, a := range g.actions {
-			if a != "s3:GetObject" && a != "s3:ListBucket" && a != "secretsmanager:GetSecretValue" && a != "ssm:GetParameter" {
+			if !slices.Contains([]string{"s3:GetObject", "s3:ListBucket", "dynamodb:GetItem", "dynamodb:BatchGetItem", "secretsmanager:GetSecretValue", "ssm:GetParameter"}, a) {
 				t.Errorf("restore may %s", a)
 			}
 		}
@@ -1236,6 +1239,34 @@ func TestOffloadWritesOnlyReferencePartitions(t *testing.T) {
 		}
 		if n == 0 {
 			t.Error("offload may not use the table: it cannot record the images it stores for their chats")
+		}
+	}
+}
+
+// TestRestoreReadsOnlyChatPartitions: before-request reads the table only
+// to tell which images the chat names (the chat's identity and its
+// references), so it may read the chats' partitions and the health
+// check's key, and no other.
+func TestRestoreReadsOnlyChatPartitions(t *testing.T) {
+	partition := func(pk string) string { first, _, _ := strings.Cut(pk, "/"); return first + "/*" }
+	want := []string{partition(store.ChatPK("t", "c")), "healthz"}
+	for _, params := range []map[string]any{defaults, allOptions} {
+		s := load(t, params)
+		n := 0
+		for _, g := range grants(t, s.function(t, "RestoreFunction")) {
+			if !slices.ContainsFunc(g.actions, func(a string) bool { return strings.HasPrefix(a, "dynamodb:") }) {
+				continue
+			}
+			n++
+			like, _ := g.condition["ForAllValues:StringLike"].(map[string]any)
+			got := strs(like["dynamodb:LeadingKeys"])
+			slices.Sort(got)
+			if len(g.condition) != 1 || len(like) != 1 || !slices.Equal(got, want) {
+				t.Errorf("restore may read the table with condition %v, want dynamodb:LeadingKeys limited to %v", g.condition, want)
+			}
+		}
+		if n == 0 {
+			t.Error("restore may not read the table: it cannot tell which images the chat names")
 		}
 	}
 }

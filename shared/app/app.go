@@ -19,7 +19,7 @@ import (
 )
 
 // Stores are the backends of one program; a field is nil when the program
-// does not use it (the restore function has only Blobs and Linker).
+// does not use it (the hook functions have no Queue).
 type Stores struct {
 	Table    store.Table
 	Blobs    store.Blobs

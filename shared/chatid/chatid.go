@@ -64,6 +64,12 @@ func (c Chat) key() string {
 // PK is the partition of the incarnation's rows.
 func (c Chat) PK() string { return store.ChatPK(c.Tenant, c.key()) }
 
+// LinkChat is the incarnation as a link to one of its images is made
+// through (store.Linker).
+func (c Chat) LinkChat() store.LinkChat {
+	return store.LinkChat{Tenant: c.Tenant, Chat: c.ID, Inc: c.Inc}
+}
+
 // TextPrefix is where the incarnation's texts too big for their rows are
 // kept, so its deletion deletes them without asking whether another chat
 // still needs one.

@@ -89,8 +89,9 @@ const (
 var httpCommon = []string{EnvLogLevel, EnvTenantClaim, EnvTokensSecret}
 
 var reads = map[Program][]string{
-	// restore reads images (and presigns links to them) only.
-	Restore: {EnvBucket},
+	// restore reads images (and presigns links to them), and which images
+	// the chat in the route names (its references, in the table).
+	Restore: {EnvBucket, EnvTable},
 	// offload stores images, and records each for the chat in the route
 	// (its references, in the table); the rows that log them are the
 	// memory function's.

@@ -149,14 +149,14 @@ func TestLoadLooksUpOnlyDeclaredVariables(t *testing.T) {
 	}
 }
 
-// The hook functions touch images only: least privilege starts with not
-// being told where the table and the queue are.
-// The hooks read no queue and no model; restore reads no table, and
-// offload reads the table only to record the images it stores for their
-// chats.
-func TestHookFunctionsReadNoTableOrQueue(t *testing.T) {
+// The hook functions touch images only, and the table as little as they
+// can: least privilege starts with not being told where the queue is.
+// The hooks read no queue and no model; restore reads the table only to
+// tell which images the chat names, and offload only to record the images
+// it stores for their chats.
+func TestHookFunctionsReadNoQueue(t *testing.T) {
 	for p, none := range map[Program][]string{
-		Restore: {EnvTable, EnvQueueURL, EnvModel},
+		Restore: {EnvQueueURL, EnvModel},
 		Offload: {EnvQueueURL, EnvModel},
 	} {
 		vs := Vars(p)
@@ -166,8 +166,13 @@ func TestHookFunctionsReadNoTableOrQueue(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Contains(Required(Offload), EnvTable) {
-		t.Errorf("offload does not require %s: it records each image it stores for its chat there", EnvTable)
+	for p, why := range map[Program]string{
+		Offload: "it records each image it stores for its chat there",
+		Restore: "it restores only the images the chat names, which the table records",
+	} {
+		if !slices.Contains(Required(p), EnvTable) {
+			t.Errorf("%s does not require %s: %s", p, EnvTable, why)
+		}
 	}
 }
 

@@ -1,7 +1,9 @@
 package embedded
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +16,14 @@ import (
 
 	"github.com/durachat/durachat/shared/store"
 )
+
+// through is the chat the tests' links are made through; namedThrough
+// lets a link be served only through it.
+var through = store.LinkChat{Tenant: "t", Chat: "c", Inc: "0123456789abcdef"}
+
+func namedThrough(_ context.Context, chat store.LinkChat, _ string) (bool, error) {
+	return chat == through, nil
+}
 
 // linkServer serves l's links from a fresh embedded store the way the local
 // server routes them, and returns the store and the base URL.
@@ -34,7 +44,7 @@ func linkServerAt(t *testing.T, secret string, now func() time.Time) (*Linker, s
 	t.Cleanup(srv.Close)
 	l := NewLinker(srv.URL+"/", []byte(secret))
 	l.now = now
-	mux.Handle("GET "+LinkPath+"{key...}", l.Handler(db.Blobs()))
+	mux.Handle("GET "+LinkPath+"{key...}", l.Handler(db.Blobs(), namedThrough))
 	return l, db.Blobs()
 }
 
@@ -74,7 +84,7 @@ func TestLinkServesBlobWithContentType(t *testing.T) {
 		if err := blobs.Put(t.Context(), key, store.Blob{ContentType: "image/webp", Data: []byte("data of " + key)}); err != nil {
 			t.Fatal(err)
 		}
-		link, err := l.URL(t.Context(), key, 5*time.Minute)
+		link, err := l.URL(t.Context(), key, through, 5*time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +107,7 @@ func TestLinkServesBlobWithContentType(t *testing.T) {
 
 func TestLinkURLShape(t *testing.T) {
 	l := NewLinker("https://example.test/base/", []byte("k"))
-	link, err := l.URL(t.Context(), "images/te%40nant/abc", time.Minute)
+	link, err := l.URL(t.Context(), "images/te%40nant/abc", through, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,14 +134,14 @@ func TestLinkTamperedIsForbidden(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	link, err := l.URL(t.Context(), "images/t/a", time.Minute)
+	link, err := l.URL(t.Context(), "images/t/a", through, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse(link)
 	q := u.Query()
 	other := NewLinker(strings.TrimSuffix(link[:strings.Index(link, LinkPath)], "/"), []byte("other secret"))
-	forged, err := other.URL(t.Context(), "images/t/a", time.Minute)
+	forged, err := other.URL(t.Context(), "images/t/a", through, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +165,10 @@ func TestLinkTamperedIsForbidden(t *testing.T) {
 		{"NoExpiry", with(func(_ *url.URL, q url.Values) { q.Del("exp") })},
 		{"ShortSignature", with(func(_ *url.URL, q url.Values) { q.Set("sig", q.Get("sig")[:32]) })},
 		{"OtherSecret", forged},
+		{"OtherTenant", with(func(_ *url.URL, q url.Values) { q.Set("t", "u") })},
+		{"OtherChat", with(func(_ *url.URL, q url.Values) { q.Set("c", "d") })},
+		{"OtherIncarnation", with(func(_ *url.URL, q url.Values) { q.Set("n", "fedcba9876543210") })},
+		{"NoChat", with(func(_ *url.URL, q url.Values) { q.Del("c") })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,7 +200,7 @@ func TestLinkExpiredIsGone(t *testing.T) {
 	if err := blobs.Put(t.Context(), "images/t/a", store.Blob{ContentType: "image/png", Data: []byte("a")}); err != nil {
 		t.Fatal(err)
 	}
-	link, err := l.URL(t.Context(), "images/t/a", time.Minute)
+	link, err := l.URL(t.Context(), "images/t/a", through, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,13 +220,66 @@ func TestLinkExpiredIsGone(t *testing.T) {
 
 func TestLinkToMissingBlobIsNotFound(t *testing.T) {
 	l, _ := linkServer(t, "s3cret")
-	link, err := l.URL(t.Context(), "images/t/never", time.Minute)
+	link, err := l.URL(t.Context(), "images/t/never", through, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp, body := fetch(t, http.MethodGet, link)
 	if resp.StatusCode != http.StatusNotFound || errorCode(t, body) != "not_found" {
 		t.Fatalf("status %d %q, want 404 not_found", resp.StatusCode, body)
+	}
+}
+
+// TestLinkServesOnlyWhileItsChatNamesTheImage: a valid link is checked
+// again when fetched, and is 404, as for a blob not stored, once the chat
+// it was made through names the image no more, or when it was made through
+// no chat; a check that fails is the store's outage.
+func TestLinkServesOnlyWhileItsChatNamesTheImage(t *testing.T) {
+	db, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if err := db.Blobs().Put(t.Context(), "images/t/a", store.Blob{ContentType: "image/png", Data: []byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	l := NewLinker("http://h", []byte("k"))
+	var named atomic.Bool
+	var outage atomic.Bool
+	h := l.Handler(db.Blobs(), func(_ context.Context, chat store.LinkChat, key string) (bool, error) {
+		if outage.Load() {
+			return false, store.Unavailable("check", errors.New("down"))
+		}
+		return named.Load() && chat == through && key == "images/t/a", nil
+	})
+	tests := []struct {
+		name        string
+		chat        store.LinkChat
+		named, down bool
+		want        int
+	}{
+		{"ChatNamesIt", through, true, false, http.StatusOK},
+		{"ChatNamesItNoMore", through, false, false, http.StatusNotFound},
+		{"NoChat", store.LinkChat{}, true, false, http.StatusNotFound},
+		{"CheckUnavailable", through, true, true, http.StatusServiceUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			named.Store(tt.named)
+			outage.Store(tt.down)
+			link, err := l.URL(t.Context(), "images/t/a", tt.chat, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, link, nil))
+			if rec.Code != tt.want {
+				t.Fatalf("status %d %q, want %d", rec.Code, rec.Body, tt.want)
+			}
+			if tt.want == http.StatusOK && rec.Header().Get("Cache-Control") != "private, no-cache" {
+				t.Errorf("Cache-Control %q, want private, no-cache", rec.Header().Get("Cache-Control"))
+			}
+		})
 	}
 }
 
@@ -234,12 +301,12 @@ func TestLinkerRefusesWhatItCannotSign(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if u, err := tt.l.URL(t.Context(), tt.key, tt.ttl); err == nil {
+			if u, err := tt.l.URL(t.Context(), tt.key, through, tt.ttl); err == nil {
 				t.Fatalf("URL(%q, %s) = %q, want an error", tt.key, tt.ttl, u)
 			}
 		})
 	}
-	h := NewLinker("http://h", nil).Handler(nil)
+	h := NewLinker("http://h", nil).Handler(nil, namedThrough)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/links/a?exp=1&sig=00", nil))
 	if rec.Code != http.StatusForbidden {
@@ -255,7 +322,7 @@ func FuzzLinkRoundTrip(f *testing.F) {
 	}
 	l := NewLinker("http://h/p", []byte("k"))
 	f.Fuzz(func(t *testing.T, key string) {
-		link, err := l.URL(t.Context(), key, time.Minute)
+		link, err := l.URL(t.Context(), key, through, time.Minute)
 		if err != nil {
 			return
 		}

@@ -26,13 +26,14 @@ type describedAnswer struct {
 
 // describedImages stores, for tenant A: a and b with descriptions, c
 // without one (pending), and a description for gone, whose image is not
-// stored (or was deleted).
+// stored (or was deleted) but which the chat names.
 func describedImages(t *testing.T, e *env) (na, nb, nc, gone string) {
 	t.Helper()
 	ctx := context.Background()
 	_, _, na, nb = fixtureImages(t, e)
 	nc = e.put(t, tenantA, pngB64(t, 23, 8, 8))
 	gone = "0123456789abcdef"
+	e.hold(t, tenantA, "chat-1", gone)
 	for name, d := range map[string]string{na: "a login page with a red banner \"Invalid token\"", nb: "a terminal <stack trace> & exit 1", gone: "a chart of weekly sales"} {
 		if err := e.images.PutDescription(ctx, tenantA, name, d); err != nil {
 			t.Fatal(err)
@@ -188,13 +189,16 @@ func TestDefaultBudgetKeepsRoomForDescriptions(t *testing.T) {
 		// made of the bytes the Lambda response escapes most; older than
 		// the images, which are spent first.
 		worst := strings.Repeat("<", images.MaxDescription)
+		var described []string
 		for k := range MaxDescribedRefs {
 			name := fmt.Sprintf("%016x", k)
 			if err := e.images.PutDescription(ctx, tenantA, name, worst); err != nil {
 				t.Fatal(err)
 			}
 			content = append(content, textBlock(refs.Ref(name)))
+			described = append(described, name)
 		}
+		e.hold(t, tenantA, "chat-1", described...)
 		for _, n := range names {
 			content = append(content, textBlock(refs.Ref(n)))
 		}
@@ -276,7 +280,7 @@ func TestDescribedRefsKeepTheDefaultAnswerWithinLambdasLimit(t *testing.T) {
 // Lambda role's session token.
 type longLinker struct{}
 
-func (longLinker) URL(_ context.Context, key string, _ time.Duration) (string, error) {
+func (longLinker) URL(_ context.Context, key string, _ store.LinkChat, _ time.Duration) (string, error) {
 	return "https://bucket.example/" + key + "?X-Amz-Security-Token=" + strings.Repeat("t", 1800), nil
 }
 

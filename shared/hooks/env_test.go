@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/store"
@@ -42,6 +43,26 @@ type env struct {
 	images *images.Store
 	linker store.Linker
 	srv    *httptest.Server
+	// chats records the images put for the chat they are put through;
+	// table counts the reads restore makes to tell which it names.
+	chats *lifecycle.Chats
+	table *countingTable
+}
+
+// countingTable counts the reads of a table.
+type countingTable struct {
+	store.Table
+	gets, batchGets atomic.Int64
+}
+
+func (c *countingTable) Get(ctx context.Context, k store.Key) (store.Item, error) {
+	c.gets.Add(1)
+	return c.Table.Get(ctx, k)
+}
+
+func (c *countingTable) BatchGet(ctx context.Context, keys []store.Key) ([]store.Item, error) {
+	c.batchGets.Add(1)
+	return c.Table.BatchGet(ctx, keys)
 }
 
 // eachBackend runs fn on every backend: embedded and the AWS adapters on
@@ -63,8 +84,12 @@ func newEnv(t testing.TB, b testenv.Backend) *env {
 	if table == nil { // a backend of blobs alone: the references are not the test's subject
 		table = storefake.NewTable()
 	}
-	NewOffload(imgs, lifecycle.New(lifecycle.Config{Table: table, Blobs: fb})).Register(mux)
-	NewRestore(imgs, b.Linker).Register(mux)
+	chats := lifecycle.New(lifecycle.Config{Table: table, Blobs: fb})
+	NewOffload(imgs, chats).Register(mux)
+	counted := &countingTable{Table: table}
+	rs := NewRestore(imgs, b.Linker)
+	rs.Chats = chatid.New(counted)
+	rs.Register(mux)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tenant := r.Header.Get("X-Test-Tenant")
 		if tenant == "" {
@@ -73,7 +98,7 @@ func newEnv(t testing.TB, b testenv.Backend) *env {
 		mux.ServeHTTP(w, r.WithContext(api.WithTenant(r.Context(), tenant)))
 	}))
 	t.Cleanup(srv.Close)
-	return &env{name: b.Name, blobs: fb, images: imgs, linker: b.Linker, srv: srv}
+	return &env{name: b.Name, blobs: fb, images: imgs, linker: b.Linker, srv: srv, chats: chats, table: counted}
 }
 
 // post sends body (bytes, or anything JSON encodes) to a chat route as tenant.
@@ -138,14 +163,32 @@ func wantError(t testing.TB, status int, out []byte, wantStatus int, field strin
 	return e.Error.Message
 }
 
-// put stores an image for tenant directly, as another route would have.
+// put stores an image for tenant directly, as another route would have,
+// and records it for the chat the tests post to.
 func (e *env) put(t testing.TB, tenant, b64 string) string {
+	t.Helper()
+	return e.putFor(t, tenant, "chat-1", b64)
+}
+
+// putFor stores an image of tenant and records it for chat, as a hook
+// that stores it for the chat does.
+func (e *env) putFor(t testing.TB, tenant, chat, b64 string) string {
 	t.Helper()
 	name, err := e.images.Put(context.Background(), tenant, b64)
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.hold(t, tenant, chat, name)
 	return name
+}
+
+// hold records names for tenant's chat, stored or not, as a hook that
+// stores or claims them for the chat does.
+func (e *env) hold(t testing.TB, tenant, chat string, names ...string) {
+	t.Helper()
+	if err := e.chats.Hold(context.Background(), tenant, chat, names, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // stored reports whether tenant has an image of that name.

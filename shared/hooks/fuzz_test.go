@@ -73,7 +73,7 @@ func (s *memImages) Claim(ctx context.Context, tenant, name string) error {
 
 type fakeLinker struct{}
 
-func (fakeLinker) URL(_ context.Context, key string, _ time.Duration) (string, error) {
+func (fakeLinker) URL(_ context.Context, key string, _ store.LinkChat, _ time.Duration) (string, error) {
 	return "https://images.example.test/" + key, nil
 }
 

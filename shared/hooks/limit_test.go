@@ -15,14 +15,15 @@ import (
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/refs"
+	"github.com/durachat/durachat/shared/store"
 )
 
 // countingLinker counts the links it makes.
 type countingLinker struct{ n atomic.Int64 }
 
-func (c *countingLinker) URL(ctx context.Context, key string, ttl time.Duration) (string, error) {
+func (c *countingLinker) URL(ctx context.Context, key string, chat store.LinkChat, ttl time.Duration) (string, error) {
 	c.n.Add(1)
-	return fakeLinker{}.URL(ctx, key, ttl)
+	return fakeLinker{}.URL(ctx, key, chat, ttl)
 }
 
 // countingImages counts the reads of memImages.

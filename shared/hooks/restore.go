@@ -29,6 +29,14 @@ type Descriptions interface {
 	Description(ctx context.Context, tenant, name string) (string, error)
 }
 
+// ChatImages tells which images a chat names (chatid.Registry).
+type ChatImages interface {
+	// Named returns the chat's current incarnation, as links to its
+	// images are made through, and which of names it names, in one
+	// batch read however many names.
+	Named(ctx context.Context, tenant, chat string, names []string) (store.LinkChat, map[string]bool, error)
+}
+
 // ImageReader is the image store restore reads from (images.Store).
 type ImageReader interface {
 	// Get returns a stored image, its MimeType one of the accepted
@@ -109,6 +117,12 @@ type Restore struct {
 	// (the local server) takes budgetBytes as asked; a default budget
 	// keeps within ResponseLimit either way.
 	Bounded bool
+
+	// Chats, when set, lets a request restore, link or describe only the
+	// images its chat names: a ref to any other is left as text as if its
+	// image were not stored, so a chat tells nothing of the images only
+	// other chats name. Nil: every image of the tenant.
+	Chats ChatImages
 }
 
 // NewRestore returns a Restore reading imgs and linking with linker (may be
@@ -139,7 +153,7 @@ type beforeRequestAnswer struct {
 
 func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 	var body beforeRequestBody
-	tenant, _, err := readHook(r, &body)
+	tenant, chat, err := readHook(r, &body)
 	if err != nil {
 		return err
 	}
@@ -151,6 +165,7 @@ func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	rt.admit(chat)
 	answer := rt.run()
 	return writeAnswer(w, "request", answer.Request, answer)
 }
@@ -193,6 +208,8 @@ type restoration struct {
 	build  func() rawjson.Node
 	// links: the format takes image URLs and there is a Linker.
 	links bool
+	// chat is the incarnation links are made through (admit).
+	chat store.LinkChat
 
 	// order is the slots newest first (walk.newestFirst): what the answer
 	// may take is spent in it.
@@ -278,6 +295,86 @@ func (rs *Restore) plan(ctx context.Context, tenant string, f format, body befor
 		}
 	}
 	return rt, nil
+}
+
+// admit lets the restoration read only the images chat names, when Chats
+// is set: one batch read of the names it may read, link or describe (the
+// planned names, and as many more as may be described). A failed read
+// leaves every ref as text, with the failure's reason.
+func (rt *restoration) admit(chat string) {
+	rt.chat = store.LinkChat{Tenant: rt.tenant, Chat: chat}
+	if rt.Chats == nil {
+		return
+	}
+	asked := slices.Clone(rt.names)
+	seen := map[string]bool{}
+	for _, n := range asked {
+		seen[n] = true
+	}
+	more := 0
+	for _, i := range rt.order {
+		if more == rt.asText.limit {
+			break
+		}
+		if n := rt.walk.slots[i].name; !seen[n] {
+			seen[n] = true
+			asked = append(asked, n)
+			more++
+		}
+	}
+	only := &chatNamed{imgs: rt.Images}
+	var err error
+	if rt.chat, only.named, err = rt.Chats.Named(rt.ctx, rt.tenant, chat, asked); err != nil {
+		api.Logger(rt.ctx).Warn("restore: reading which images the chat names", "err", err)
+		only.err, rt.chat = err, store.LinkChat{}
+	}
+	admitted := *rt.Restore
+	admitted.Images = only
+	if rt.Descriptions != nil {
+		only.descs = rt.Descriptions
+		admitted.Descriptions = only
+	}
+	rt.Restore = &admitted
+}
+
+// chatNamed reads only the images a chat names: any other is not found;
+// every read fails with err when telling which it names failed.
+type chatNamed struct {
+	imgs  ImageReader
+	descs Descriptions
+	named map[string]bool
+	err   error
+}
+
+func (c *chatNamed) admit(name string) error {
+	if c.err != nil {
+		return c.err
+	}
+	if !c.named[name] {
+		return fmt.Errorf("image %s: not named by the chat: %w", name, store.ErrNotFound)
+	}
+	return nil
+}
+
+func (c *chatNamed) Get(ctx context.Context, tenant, name string) (images.Image, error) {
+	if err := c.admit(name); err != nil {
+		return images.Image{}, err
+	}
+	return c.imgs.Get(ctx, tenant, name)
+}
+
+func (c *chatNamed) Head(ctx context.Context, tenant, name string) (store.BlobInfo, error) {
+	if err := c.admit(name); err != nil {
+		return store.BlobInfo{}, err
+	}
+	return c.imgs.Head(ctx, tenant, name)
+}
+
+func (c *chatNamed) Description(ctx context.Context, tenant, name string) (string, error) {
+	if err := c.admit(name); err != nil {
+		return "", err
+	}
+	return c.descs.Description(ctx, tenant, name)
 }
 
 // run takes the planned restoration through its steps.
@@ -512,7 +609,7 @@ func (rt *restoration) link(name string, g *fetched) (url, reason string) {
 			ttl = DefaultLinkTTL
 		}
 		var err error
-		if url, err = rt.Linker.URL(rt.ctx, store.ImageKey(rt.tenant, name), ttl); err != nil {
+		if url, err = rt.Linker.URL(rt.ctx, store.ImageKey(rt.tenant, name), rt.chat, ttl); err != nil {
 			api.Logger(rt.ctx).Warn("restore: link failed", "image", name, "err", err)
 			url = ""
 		}

@@ -1,11 +1,14 @@
 package lifecycle_test
 
 import (
+	"encoding/json"
 	"image/color"
 	"net/http"
 	"testing"
 
+	"github.com/durachat/durachat/shared/aws/s3blobs"
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/lifecycle"
 )
 
 // TestAnImageIsServedOnlyThroughAChatThatNamesIt: GET
@@ -64,6 +67,75 @@ func TestAnImageIsServedOnlyThroughAChatThatNamesIt(t *testing.T) {
 			check("a deleted", []want{{"alice", "a", 404}, {"alice", "b", 200}, {"alice", "c", 404}})
 			e.append("alice", "a", user("a new chat under the old id"))
 			check("a's id reused", []want{{"alice", "a", 404}, {"alice", "b", 200}})
+		})
+	}
+}
+
+// TestASignedLinkIsServedOnlyWhileItsChatNamesTheImage: a read-back's
+// signed image link is made through the chat read back. The local server
+// checks it when fetched: once that chat is deleted, or its id names a new
+// chat, the link is 404, while a link through another chat that names the
+// image still serves it. An S3 presigned URL cannot be revoked: it serves
+// the image until it expires (lifecycle.LinkTTL, at most
+// s3blobs.MaxLinkTTL), for as long as the image is stored.
+func TestASignedLinkIsServedOnlyWhileItsChatNamesTheImage(t *testing.T) {
+	t.Parallel()
+	if lifecycle.LinkTTL > s3blobs.MaxLinkTTL {
+		t.Fatalf("read-back links live %s, longer than a presigned URL may (%s)", lifecycle.LinkTTL, s3blobs.MaxLinkTTL)
+	}
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b, 0)
+			shot := pngB64(t, color.RGBA{211, 212, 213, 255})
+			e.append("alice", "a", withImage("the passport", shot))
+			e.append("alice", "b", withImage("the same photo", shot))
+			link := func(chat string) string {
+				t.Helper()
+				var m struct{ Content []struct{ URL string } }
+				p := e.messages("alice", chat, "?limit=1&images=links")
+				if len(p.Messages) != 1 {
+					t.Fatalf("read-back of %s: %+v", chat, p)
+				}
+				if err := json.Unmarshal(p.Messages[0].Message, &m); err != nil || len(m.Content) != 2 || m.Content[1].URL == "" {
+					t.Fatalf("read-back of %s: %s, want a ref with a url", chat, p.Messages[0].Message)
+				}
+				return m.Content[1].URL
+			}
+			fetch := func(url string) int {
+				t.Helper()
+				res, err := http.Get(url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res.Body.Close()
+				return res.StatusCode
+			}
+			throughA, throughB := link("a"), link("b")
+			// A link whose chat was deleted: 404 where links are checked;
+			// a presigned URL serves until it expires.
+			revoked := http.StatusNotFound
+			if b.Name != "embedded" {
+				revoked = http.StatusOK
+			}
+			type want struct {
+				link string
+				code int
+			}
+			check := func(when string, cases map[string]want) {
+				t.Helper()
+				for name, c := range cases {
+					if code := fetch(c.link); code != c.code {
+						t.Errorf("%s: the link through %s: %d, want %d", when, name, code, c.code)
+					}
+				}
+			}
+			check("both chats name it", map[string]want{"a": {throughA, 200}, "b": {throughB, 200}})
+			if code, _ := e.delete("alice", "a"); code != 200 {
+				t.Fatalf("delete a: %d", code)
+			}
+			check("a deleted", map[string]want{"a": {throughA, revoked}, "b": {throughB, 200}})
+			e.append("alice", "a", user("a new chat under the old id"))
+			check("a's id reused", map[string]want{"a": {throughA, revoked}, "b": {throughB, 200}})
 		})
 	}
 }

@@ -110,8 +110,13 @@ func ParseExportFrom(a string) (ExportFrom, error) {
 // PageBudget bytes (at least one line), and returns where the next part
 // starts, or nil when the chat ends. It holds one image at a time.
 func (c *Routes) Export(ctx context.Context, tenant, chat string, from ExportFrom, w io.Writer) (*ExportFrom, error) {
-	p := &exportPart{c: c, tenant: tenant, w: w, budget: PageBudget, sent: map[string]bool{}}
-	err := c.eachMessage(ctx, tenant, chat, from.After+1, func(lg transcript.Logged) (bool, error) {
+	// All of one incarnation: the current one as the call starts.
+	ch, _, err := c.ids.Current(ctx, tenant, chat)
+	if err != nil {
+		return nil, err
+	}
+	p := &exportPart{c: c, chat: ch, w: w, budget: PageBudget, sent: map[string]bool{}}
+	err = c.eachMessage(ctx, ch, from.After+1, func(lg transcript.Logged) (bool, error) {
 		skip := 0
 		if lg.I == from.After+1 {
 			skip = from.Carried
@@ -129,7 +134,7 @@ func (c *Routes) Export(ctx context.Context, tenant, chat string, from ExportFro
 // starts once one does.
 type exportPart struct {
 	c       *Routes
-	tenant  string
+	chat    chatid.Chat
 	w       io.Writer
 	budget  int
 	written int
@@ -151,7 +156,7 @@ func (p *exportPart) message(ctx context.Context, lg transcript.Logged, skip int
 		return true, nil // nothing of an erased message is exported
 	}
 	var named []string // each image the message's ref blocks name, once
-	m, err := p.c.render(ctx, p.tenant, lg, imagesExport, func(name string) {
+	m, err := p.c.render(ctx, p.chat, lg, imagesExport, func(name string) {
 		if !slices.Contains(named, name) {
 			named = append(named, name)
 		}
@@ -183,7 +188,7 @@ func (p *exportPart) images(ctx context.Context, lg transcript.Logged, named []s
 		if p.sent[name] {
 			continue
 		}
-		info, err := p.c.images.Head(ctx, p.tenant, name)
+		info, err := p.c.images.Head(ctx, p.chat.Tenant, name)
 		if errors.Is(err, store.ErrNotFound) {
 			continue // the ref names nothing stored: it stays a ref
 		}
@@ -194,7 +199,7 @@ func (p *exportPart) images(ctx context.Context, lg transcript.Logged, named []s
 			p.next = &ExportFrom{After: lg.I - 1, Carried: k}
 			return false, nil
 		}
-		line, err := p.c.imageLine(ctx, p.tenant, name)
+		line, err := p.c.imageLine(ctx, p.chat.Tenant, name)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}

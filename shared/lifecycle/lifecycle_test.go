@@ -114,8 +114,10 @@ func newEnvBuilding(t *testing.T, b testenv.Backend, steps int, now func() time.
 	}
 	uploader, _ := b.Linker.(store.Uploader)
 	uploads := hooks.NewUploads(imgs, uploader, core)
+	restore := hooks.NewRestore(imgs, b.Linker)
+	restore.Chats = chatid.New(b.Table)
 	h, err := app.Handler(logger, api.BearerTokens(byToken), app.Stores{Table: b.Table, Blobs: b.Blobs},
-		[]api.Routes{transcript.NewRoutes(tl, imgs, m), m, chats, hooks.NewOffload(imgs, core), uploads, hooks.NewRestore(imgs, b.Linker)})
+		[]api.Routes{transcript.NewRoutes(tl, imgs, m), m, chats, hooks.NewOffload(imgs, core), uploads, restore})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/refs"
@@ -66,7 +67,12 @@ type MessageQuery struct {
 func (c *Routes) Messages(ctx context.Context, tenant, chat string, q MessageQuery) (MessagePage, error) {
 	out := MessagePage{Messages: []Message{}}
 	size := 0
-	err := c.eachMessage(ctx, tenant, chat, q.From, func(lg transcript.Logged) (bool, error) {
+	// All of one incarnation: the current one as the call starts.
+	ch, _, err := c.ids.Current(ctx, tenant, chat)
+	if err != nil {
+		return out, err
+	}
+	err = c.eachMessage(ctx, ch, q.From, func(lg transcript.Logged) (bool, error) {
 		if len(out.Messages) == q.N {
 			out.Next = strconv.FormatInt(lg.I-1, 10)
 			return false, nil
@@ -76,7 +82,7 @@ func (c *Routes) Messages(ctx context.Context, tenant, chat string, q MessageQue
 			out.Messages = append(out.Messages, Message{Seq: lg.I, Erased: &at})
 			return true, nil
 		}
-		m, err := c.render(ctx, tenant, lg, q.Images, nil)
+		m, err := c.render(ctx, ch, lg, q.Images, nil)
 		if err != nil {
 			return false, err
 		}
@@ -100,15 +106,10 @@ const PageBudget = 4 << 20
 // megabytes, so a page reads a few at a time and stops at its budget.
 const readChunk = 8
 
-// eachMessage calls fn with each message of the chat whose first entry
+// eachMessage calls fn with each message of the chat incarnation ch whose first entry
 // is at seq from or later, in order, until fn answers false or the log
 // ends. The later entries of a message are passed over.
-func (c *Routes) eachMessage(ctx context.Context, tenant, chat string, from int64, fn func(transcript.Logged) (bool, error)) error {
-	// All of one incarnation: the current one as the call starts.
-	ch, _, err := c.ids.Current(ctx, tenant, chat)
-	if err != nil {
-		return err
-	}
+func (c *Routes) eachMessage(ctx context.Context, ch chatid.Chat, from int64, fn func(transcript.Logged) (bool, error)) error {
 	for {
 		lgs, err := c.log.Read(ctx, ch, from, from+readChunk)
 		if err != nil {
@@ -132,9 +133,9 @@ func (c *Routes) eachMessage(ctx context.Context, tenant, chat string, from int6
 
 // render is the pi message an entry starts, its images shown as mode
 // says. As imagesExport, named hears of each image a ref block names.
-func (c *Chats) render(ctx context.Context, tenant string, lg transcript.Logged, mode ImageMode, named func(string)) (json.RawMessage, error) {
+func (c *Chats) render(ctx context.Context, ch chatid.Chat, lg transcript.Logged, mode ImageMode, named func(string)) (json.RawMessage, error) {
 	if lg.Legacy() {
-		return c.renderLegacy(ctx, tenant, lg.Entry, mode, named)
+		return c.renderLegacy(ctx, ch, lg.Entry, mode, named)
 	}
 	rec := lg.Record
 	if mode == ImagesAsRefs && len(rec.Images) == 0 {
@@ -142,15 +143,15 @@ func (c *Chats) render(ctx context.Context, tenant string, lg transcript.Logged,
 	}
 	return rec.Rebuild(func(name string, b *rawjson.Object) (rawjson.Node, error) {
 		if name == "" {
-			return c.refBlock(ctx, tenant, b, mode, named)
+			return c.refBlock(ctx, ch, b, mode, named)
 		}
-		return c.imageBlock(ctx, tenant, name, b, mode)
+		return c.imageBlock(ctx, ch, name, b, mode)
 	})
 }
 
 // refBlock is what a block shows as when it is a ref block: with a signed
 // URL as ImagesAsLinks; nil (as recorded) otherwise.
-func (c *Chats) refBlock(ctx context.Context, tenant string, b *rawjson.Object, mode ImageMode, named func(string)) (rawjson.Node, error) {
+func (c *Chats) refBlock(ctx context.Context, ch chatid.Chat, b *rawjson.Object, mode ImageMode, named func(string)) (rawjson.Node, error) {
 	if mode != ImagesAsLinks && mode != imagesExport {
 		return nil, nil
 	}
@@ -167,7 +168,7 @@ func (c *Chats) refBlock(ctx context.Context, tenant string, b *rawjson.Object, 
 		named(name)
 		return nil, nil
 	}
-	u, err := c.link(ctx, tenant, name)
+	u, err := c.link(ctx, ch, name)
 	if err != nil || u == "" {
 		return nil, err
 	}
@@ -180,13 +181,13 @@ func (c *Chats) refBlock(ctx context.Context, tenant string, b *rawjson.Object, 
 // stored image's data. The MIME type sent is kept while the data is the
 // one sent; an image shrunk when stored carries its own. An image no
 // longer stored shows as its ref block.
-func (c *Chats) imageBlock(ctx context.Context, tenant, name string, b *rawjson.Object, mode ImageMode) (rawjson.Node, error) {
+func (c *Chats) imageBlock(ctx context.Context, ch chatid.Chat, name string, b *rawjson.Object, mode ImageMode) (rawjson.Node, error) {
 	ref := rawjson.NewObject(map[string]rawjson.Node{"type": rawjson.String("text"), "text": rawjson.String(refs.Ref(name))})
 	switch mode {
 	case ImagesAsRefs:
 		return ref, nil
 	case ImagesAsLinks:
-		u, err := c.link(ctx, tenant, name)
+		u, err := c.link(ctx, ch, name)
 		if err != nil {
 			return nil, err
 		}
@@ -195,7 +196,7 @@ func (c *Chats) imageBlock(ctx context.Context, tenant, name string, b *rawjson.
 		}
 		return ref, nil
 	}
-	img, err := c.images.Get(ctx, tenant, name)
+	img, err := c.images.Get(ctx, ch.Tenant, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return ref, nil
 	}
@@ -210,12 +211,13 @@ func (c *Chats) imageBlock(ctx context.Context, tenant, name string, b *rawjson.
 	return b, nil
 }
 
-// link is a signed URL of the image, "" without a linker.
-func (c *Chats) link(ctx context.Context, tenant, name string) (string, error) {
+// link is a signed URL of the image through the chat incarnation ch, ""
+// without a linker.
+func (c *Chats) link(ctx context.Context, ch chatid.Chat, name string) (string, error) {
 	if c.linker == nil {
 		return "", nil
 	}
-	return c.linker.URL(ctx, store.ImageKey(tenant, name), LinkTTL)
+	return c.linker.URL(ctx, store.ImageKey(ch.Tenant, name), ch.LinkChat(), LinkTTL)
 }
 
 // legacyBlock is a content block of an entry written before messages were
@@ -243,12 +245,12 @@ type legacyMessage struct {
 // legacyRef is the block of a line that is one image ref: a ref block
 // (with a signed URL as ImagesAsLinks; the image inline as ImagesInline).
 // As imagesExport the ref stays and named hears of it.
-func (c *Chats) legacyRef(ctx context.Context, tenant, line string, mode ImageMode, named func(string)) (legacyBlock, error) {
+func (c *Chats) legacyRef(ctx context.Context, ch chatid.Chat, line string, mode ImageMode, named func(string)) (legacyBlock, error) {
 	name := refs.RefName(line)
 	b := legacyBlock{Type: "text", Text: &line}
 	switch mode {
 	case ImagesAsLinks:
-		u, err := c.link(ctx, tenant, name)
+		u, err := c.link(ctx, ch, name)
 		if err != nil {
 			return legacyBlock{}, err
 		}
@@ -256,7 +258,7 @@ func (c *Chats) legacyRef(ctx context.Context, tenant, line string, mode ImageMo
 	case imagesExport:
 		named(name)
 	case ImagesInline:
-		img, err := c.images.Get(ctx, tenant, name)
+		img, err := c.images.Get(ctx, ch.Tenant, name)
 		if errors.Is(err, store.ErrNotFound) {
 			return b, nil
 		}
@@ -274,7 +276,7 @@ func (c *Chats) legacyRef(ctx context.Context, tenant, line string, mode ImageMo
 // (one block each), tool results as toolResult messages. A line that is an
 // image ref becomes a ref block of its own; the lines between refs are a
 // text block each, and an empty one (the break around a ref) none.
-func (c *Chats) renderLegacy(ctx context.Context, tenant string, e transcript.Entry, mode ImageMode, named func(string)) (json.RawMessage, error) {
+func (c *Chats) renderLegacy(ctx context.Context, ch chatid.Chat, e transcript.Entry, mode ImageMode, named func(string)) (json.RawMessage, error) {
 	m := legacyMessage{Timestamp: e.Date.UnixMilli()}
 	text := e.Text
 	switch e.Kind {
@@ -288,7 +290,7 @@ func (c *Chats) renderLegacy(ctx context.Context, tenant string, e transcript.En
 		b := legacyBlock{Type: "text", Text: &text}
 		if refs.RefName(text) != "" {
 			var err error
-			if b, err = c.legacyRef(ctx, tenant, text, mode, named); err != nil {
+			if b, err = c.legacyRef(ctx, ch, text, mode, named); err != nil {
 				return nil, err
 			}
 		}
@@ -327,7 +329,7 @@ func (c *Chats) renderLegacy(ctx context.Context, tenant string, e transcript.En
 			continue
 		}
 		flush()
-		b, err := c.legacyRef(ctx, tenant, line, mode, named)
+		b, err := c.legacyRef(ctx, ch, line, mode, named)
 		if err != nil {
 			return nil, err
 		}

@@ -167,7 +167,18 @@ type Blobs interface {
 
 // Linker makes short-lived URLs that fetch a blob without credentials.
 type Linker interface {
-	URL(ctx context.Context, key string, ttl time.Duration) (string, error)
+	// URL links to key through chat: a Linker that checks its links when
+	// they are fetched (the embedded one) signs chat into the link and
+	// serves it only while that incarnation still names the image; an S3
+	// presigned URL cannot be revoked, and serves until it expires.
+	URL(ctx context.Context, key string, chat LinkChat, ttl time.Duration) (string, error)
+}
+
+// LinkChat is the chat incarnation a link to an image is made through. The
+// zero LinkChat is no chat: a link made so (to read the links' origin)
+// serves nothing where links are checked.
+type LinkChat struct {
+	Tenant, Chat, Inc string
 }
 
 // MaxSendBatch is the most bodies one Queue.SendBatch takes: SQS's

@@ -19,6 +19,7 @@ import (
 	"github.com/durachat/durachat/shared/aws/dynamo"
 	"github.com/durachat/durachat/shared/aws/s3blobs"
 	"github.com/durachat/durachat/shared/aws/sqsqueue"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/embedded"
 	"github.com/durachat/durachat/shared/store"
 )
@@ -38,8 +39,9 @@ type Backend struct {
 
 // Embedded opens the embedded stores in a temporary directory, closed when
 // the test ends. Its Linker makes links to a local HTTP server (an
-// httptest server serving the Linker's handler over Blobs) so a link can
-// be fetched with net/http, as a presigned S3 URL can.
+// httptest server serving the Linker's handler over Blobs, as the local
+// server does: a link is served while its chat names the image) so a link
+// can be fetched with net/http, as a presigned S3 URL can.
 func Embedded(t testing.TB) Backend {
 	t.Helper()
 	db, err := embedded.Open(t.TempDir())
@@ -58,7 +60,7 @@ func Embedded(t testing.TB) Backend {
 	// before the handler that serves the links is set.
 	srv := httptest.NewUnstartedServer(nil)
 	linker := embedded.NewLinker("http://"+srv.Listener.Addr().String(), secret)
-	srv.Config.Handler = linker.Handler(blobs)
+	srv.Config.Handler = linker.Handler(blobs, chatid.New(db.Table()).NamedThrough)
 	srv.Start()
 	t.Cleanup(srv.Close)
 	queue := db.Queue("test")

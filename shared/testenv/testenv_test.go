@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/testenv"
 )
@@ -32,7 +33,10 @@ func TestEveryBackendIsComplete(t *testing.T) {
 
 			key := store.ImageKey("tenant", "0123456789abcdef")
 			must(t, b.Blobs.Put(ctx, key, store.Blob{ContentType: "image/png", Data: []byte("png")}))
-			link, err := b.Linker.URL(ctx, key, time.Minute)
+			// Linked through a chat that names the image.
+			through := chatid.Chat{Tenant: "tenant", ID: "c1"}
+			must(t, b.Table.Create(ctx, store.Item{Key: store.Key{PK: through.PK(), SK: store.ChatImageSK("0123456789abcdef")}, Body: []byte(`{}`)}))
+			link, err := b.Linker.URL(ctx, key, through.LinkChat(), time.Minute)
 			must(t, err)
 			res, err := http.Get(link)
 			must(t, err)

@@ -2,7 +2,6 @@ package transcript
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/durachat/durachat/shared/images"
@@ -23,14 +22,7 @@ func (l *Log) Names(ctx context.Context, tenant, chat, name string) (bool, error
 	if err != nil {
 		return false, err
 	}
-	_, err = l.table.Get(ctx, store.Key{PK: cur.PK(), SK: store.ChatImageSK(name)})
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("transcript: reading chat %s's reference to image %s: %w", chat, name, err)
-	}
-	return true, nil
+	return l.ids.NamedThrough(ctx, cur.LinkChat(), store.ImageKey(tenant, name))
 }
 
 // ChatImage reads a stored image through a chat that names it (Names):

@@ -49,7 +49,7 @@ func LinkOrigin(ctx context.Context, l store.Linker) ([]string, error) {
 	if l == nil {
 		return nil, nil
 	}
-	link, err := l.URL(ctx, store.LinkOriginKey(), time.Minute)
+	link, err := l.URL(ctx, store.LinkOriginKey(), store.LinkChat{}, time.Minute)
 	if err != nil {
 		return nil, fmt.Errorf("ui: signing a link to read its origin: %w", err)
 	}

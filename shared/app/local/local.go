@@ -13,6 +13,7 @@ import (
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/embedded"
 )
@@ -54,9 +55,10 @@ func Open(cfg config.Config) (*Data, error) {
 }
 
 // LinkRoutes serves the signed links the local Linker makes. They are
-// public: the signature is the credential.
+// public: the signature is the credential, and a link is served only while
+// the chat it was made through names the image.
 func (d *Data) LinkRoutes() api.Routes {
-	h := d.Links.Handler(d.Stores.Blobs)
+	h := d.Links.Handler(d.Stores.Blobs, chatid.New(d.Stores.Table).NamedThrough)
 	return api.RegisterFunc(func(mux *http.ServeMux) {
 		mux.Handle("GET "+embedded.LinkPath+"{key...}", h)
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/app"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/store"
@@ -90,7 +91,16 @@ func TestLocalLinksServeTheBlobWithoutCredentials(t *testing.T) {
 	if err := d.Stores.Blobs.Put(ctx, key, store.Blob{ContentType: "image/png", Data: []byte("\x89PNG...")}); err != nil {
 		t.Fatal(err)
 	}
-	u, err := d.Stores.Linker.URL(ctx, key, 60e9)
+	// The chat the link is made through names the image.
+	through := chatid.Chat{Tenant: "local", ID: "c"}
+	if err := d.Stores.Table.Create(ctx, store.Item{Key: store.Key{PK: through.PK(), SK: store.ChatImageSK("0123456789abcdef")}, Body: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := d.Stores.Linker.URL(ctx, key, through.LinkChat(), 60e9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := d.Stores.Linker.URL(ctx, key, chatid.Chat{Tenant: "local", ID: "d"}.LinkChat(), 60e9)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +117,11 @@ func TestLocalLinksServeTheBlobWithoutCredentials(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", u+"0", nil))
 	if rec.Code != 403 {
 		t.Fatalf("tampered link: %d", rec.Code)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", other, nil))
+	if rec.Code != 404 {
+		t.Fatalf("link through a chat that does not name the image: %d", rec.Code)
 	}
 }
 

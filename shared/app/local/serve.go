@@ -13,6 +13,7 @@ import (
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/app/memoryapi"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/compactor"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/hooks"
@@ -117,10 +118,13 @@ func handler(ctx context.Context, cfg config.Config, data *Data, logger *slog.Lo
 	// The hooks record their images for their chats in the chats the
 	// memory routes delete.
 	uploads := hooks.NewUploads(imgs, stores.Uploader, mem.Chats)
+	// before-request restores only the images its chat names.
+	restore := hooks.NewRestore(imgs, stores.Linker)
+	restore.Chats = chatid.New(stores.Table)
 	routes := []api.Routes{
-		hooks.NewRestore(imgs, stores.Linker), // functions/restore
-		hooks.NewOffload(imgs, mem.Chats),     // functions/offload
-		uploads,                               // functions/offload
+		restore,                           // functions/restore
+		hooks.NewOffload(imgs, mem.Chats), // functions/offload
+		uploads,                           // functions/offload
 	}
 	routes = append(routes, mem.Routes()...) // functions/memory
 	// The MCP endpoint keeps its sessions in this process (functions/memory

@@ -1,8 +1,13 @@
 package memoryapi_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"image"
+	"image/color"
+	"image/png"
 	"log/slog"
 	"slices"
 	"strings"
@@ -14,10 +19,12 @@ import (
 	"github.com/durachat/durachat/shared/app/memoryapi"
 	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/mcp"
 	"github.com/durachat/durachat/shared/mcp/mcptest"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/testenv"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -183,4 +190,82 @@ func TestALogCutOffAtItsBoundSaysTheMessagesMayBeLogged(t *testing.T) {
 	if n := entries(); n != 2 {
 		t.Errorf("the chat holds %d entries after a log of two messages and its retries, want 2", n)
 	}
+}
+
+// TestAnImageResourceIsReadOnlyThroughAChatThatNamesIt: resources/read of
+// durachat://chats/{chat}/images/{name} answers the image through a chat
+// that names it, and resource not found, as for an image not stored,
+// through any other: another chat of the tenant, an id with no chat, the
+// same chat id of another tenant.
+func TestAnImageResourceIsReadOnlyThroughAChatThatNamesIt(t *testing.T) {
+	for _, b := range testenv.All(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := t.Context()
+			stores := app.Stores{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Receiver: b.Receiver}
+			a, err := memoryapi.New(config.Config{}, stores, nil, slog.New(slog.DiscardHandler), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			session := func(tenant string) *sdk.ClientSession {
+				s, err := mcp.NewServer(a.MCP(tenant), mcp.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return mcptest.InMemory(t, s.SDK())
+			}
+			alice, bob := session("alice"), session("bob")
+			shot := tinyPNG(t)
+			name := images.NameBytes(shot)
+			if _, err := mcptest.LogImage(ctx, alice, "a", shot); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				cs   *sdk.ClientSession
+				chat string
+			}{{alice, "b"}, {bob, "a"}} {
+				if _, err := mcptest.Call(ctx, c.cs, "log", map[string]any{"chat": c.chat, "messages": []any{
+					map[string]any{"role": "user", "content": "names no image"}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tests := []struct {
+				name  string
+				cs    *sdk.ClientSession
+				chat  string
+				found bool
+			}{
+				{"ChatThatNamesIt", alice, "a", true},
+				{"OtherChatOfTheTenant", alice, "b", false},
+				{"IdWithNoChat", alice, "nochat", false},
+				{"OtherTenantsChatOfTheSameId", bob, "a", false},
+			}
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					res, err := tt.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: mcp.ImageURI(tt.chat, name)})
+					if tt.found {
+						if err != nil || len(res.Contents) != 1 || !bytes.Equal(res.Contents[0].Blob, shot) {
+							t.Fatalf("read through %s: %v, want the image", tt.chat, err)
+						}
+						return
+					}
+					var rpc *jsonrpc.Error
+					if !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams || rpc.Message != "Resource not found" {
+						t.Fatalf("read through %s: %v (%+v), want resource not found", tt.chat, err, res)
+					}
+				})
+			}
+		})
+	}
+}
+
+// tinyPNG is a 2x2 PNG, stored as it is sent.
+func tinyPNG(t *testing.T) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, 2, 2))
+	img.Set(0, 0, color.RGBA{12, 34, 56, 255})
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

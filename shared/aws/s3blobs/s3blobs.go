@@ -135,11 +135,20 @@ func (s *Blobs) Head(ctx context.Context, key string) (store.BlobInfo, error) {
 	return store.BlobInfo{ContentType: aws.ToString(out.ContentType), Size: aws.ToInt64(out.ContentLength)}, nil
 }
 
-// URL returns a presigned GET URL for key that works for ttl. It does not
-// check that the object exists; a URL to a missing key answers 404.
-func (s *Blobs) URL(ctx context.Context, key string, ttl time.Duration) (string, error) {
-	if ttl <= 0 {
-		return "", fmt.Errorf("link to %s: ttl %s must be positive", key, ttl)
+// MaxLinkTTL is the longest a presigned GET URL is made for. S3 checks
+// only its signature and expiry, so a URL cannot be revoked: it serves the
+// object until it expires, even after the chat it was made through stops
+// naming the image (a deletion, an erasure), for as long as the object is
+// stored. Links are kept short for that.
+const MaxLinkTTL = 15 * time.Minute
+
+// URL returns a presigned GET URL for key that works for ttl (at most
+// MaxLinkTTL). The chat is not in the URL: S3 cannot check it when the
+// URL is fetched. It does not check that the object exists; a URL to a
+// missing key answers 404.
+func (s *Blobs) URL(ctx context.Context, key string, _ store.LinkChat, ttl time.Duration) (string, error) {
+	if ttl <= 0 || ttl > MaxLinkTTL {
+		return "", fmt.Errorf("link to %s: ttl %s outside (0, %s]", key, ttl, MaxLinkTTL)
 	}
 	req, err := s.presign.PresignGetObject(ctx, &s3.GetObjectInput{
 		Bucket: aws.String(s.bucket),

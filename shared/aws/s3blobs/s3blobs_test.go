@@ -164,7 +164,7 @@ func TestPresignedURLIsFetchableWithoutCredentials(t *testing.T) {
 	ctx := t.Context()
 	key := "images/te%40nant/0123456789abcdef"
 	must(t, blobs.Put(ctx, key, store.Blob{ContentType: "image/webp", Data: []byte("RIFF....WEBP")}))
-	link, err := blobs.URL(ctx, key, 5*time.Minute)
+	link, err := blobs.URL(ctx, key, store.LinkChat{Tenant: "te@nant", Chat: "c"}, 5*time.Minute)
 	must(t, err)
 	res, err := http.Get(link)
 	must(t, err)
@@ -174,7 +174,10 @@ func TestPresignedURLIsFetchableWithoutCredentials(t *testing.T) {
 	if res.StatusCode != http.StatusOK || string(body) != "RIFF....WEBP" || res.Header.Get("Content-Type") != "image/webp" {
 		t.Fatalf("GET presigned URL: %d %q %q", res.StatusCode, res.Header.Get("Content-Type"), body)
 	}
-	if _, err := blobs.URL(ctx, key, 0); err == nil {
-		t.Fatal("URL with no lifetime succeeded")
+	// A presigned URL cannot be revoked: none outlives MaxLinkTTL.
+	for _, ttl := range []time.Duration{0, s3blobs.MaxLinkTTL + time.Second} {
+		if _, err := blobs.URL(ctx, key, store.LinkChat{}, ttl); err == nil {
+			t.Fatalf("URL for %s succeeded", ttl)
+		}
 	}
 }
