@@ -39,17 +39,20 @@
 //   - an image's deletion lease (RefPK: lock), held while its blob is
 //     deleted.
 //
-// An append records its references before it writes an entry, then waits
-// out any deletion lease of the images it names, then checks the images
-// are stored: it stores again those it carries inline (and those a zoom
-// result's page names), and refuses a ref block to one that is gone. The
-// hooks (after-tool, offload-input, uploads) record theirs the same way
-// (Hold) before they store or claim an image. A deletion takes the lease
-// first, then looks for references, and deletes the blob only when there
-// are none. So either the deletion sees the new reference and keeps the
-// image, or the append sees the lease and finds the image gone once the
+// Every writer of images for a chat (an append or import, after-tool,
+// offload-input, an upload target) follows one order (Hold): it prepares
+// its images (checked and named, nothing stored), records the chat's
+// references to every name, waits out any deletion lease of them, and only
+// then stores or claims them: an append stores its inline images then,
+// and refuses a ref block to an image that is gone. A deletion takes the
+// lease first, then looks for references, and deletes the blob only when
+// there are none. So either the deletion sees the new reference and keeps
+// the image, or the writer sees the lease and finds the image gone once the
 // deletion is done: an image named again while it is being deleted
 // survives, and no append answers 200 naming an image that is then gone.
+// A deletion of the chat itself begun while the writer stores may release
+// the images before they are there: Hold looks at the chat again after the
+// store, and deletes those no chat names then (stillHeld).
 package lifecycle
 
 import (

@@ -10,74 +10,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/store"
 )
-
-// Appending is transcript.Chats: from one read of the chat's identity item
-// it refuses a chat being deleted and finds the chat's incarnation (opening
-// one, and recording the chat's activity, when due), records there the
-// images it names (Hold), and returns the incarnation. Images not stored
-// then (deleted before their references were recorded) are handed to
-// storeMissing, which stores them again or refuses. The append stored its
-// images before this call, so the chat is looked at again then, as Hold
-// does after its write (stillHeld); refused while the chat is being
-// deleted, the images it stored that no chat names are deleted.
-func (c *Chats) Appending(ctx context.Context, tenant, chat string, names []string, storeMissing func(ctx context.Context, missing []string) error) (chatid.Chat, error) {
-	// The incarnation and the deletion's mark are one item: a deletion
-	// marks the item naming the incarnation it deletes, so it never misses
-	// one an append writes to.
-	names = uniq(slices.Clone(names))
-	r, err := c.touch(ctx, tenant, chat)
-	if err != nil {
-		if r.state.Deleting != 0 && len(names) > 0 {
-			// The append stored its images before it was refused, maybe
-			// after the deletion released them.
-			if serr := c.stillHeld(ctx, r.id.Chat, names); serr != nil {
-				return chatid.Chat{}, serr
-			}
-		}
-		return chatid.Chat{}, err
-	}
-	ch := r.id.Chat
-	if err := c.hold(ctx, ch, names); err != nil {
-		return chatid.Chat{}, err
-	}
-	var (
-		mu      sync.Mutex
-		missing []string
-	)
-	err = inParallel(ctx, names, func(ctx context.Context, name string) error {
-		_, err := c.images.Head(ctx, tenant, name)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			mu.Lock()
-			missing = append(missing, name)
-			mu.Unlock()
-		case err != nil && store.IsOutage(err):
-			return err
-		}
-		// Any other failure (S3 may answer a HEAD with 403): the image is
-		// treated as stored, as every other reader does.
-		return nil
-	})
-	if err != nil {
-		return chatid.Chat{}, err
-	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		if err := storeMissing(ctx, missing); err != nil {
-			return chatid.Chat{}, err
-		}
-	}
-	// The append stored its images before this call, and storeMissing
-	// since: a deletion begun meanwhile may have released them first.
-	return ch, c.stillHeld(ctx, ch, names)
-}
 
 // refName is how the image's side of a reference names the incarnation
 // ch: the chat id and the incarnation, so a late step of a deleted
@@ -89,43 +27,53 @@ func refName(ch chatid.Chat) string {
 	return ch.ID + "~" + ch.Inc
 }
 
-// Hold is what the hooks call to store or claim images for a chat
-// (after-tool, offload-input, uploads): it records that the chat names
-// them, as an append does, so deleting the chat (or its retention)
-// deletes them when no other chat names them, and deleting another chat
-// keeps them; then it runs write (when not nil), which stores or claims
-// them. It refuses while the chat is being deleted, and counts as the
-// chat's activity. write runs once no deletion of any of the images is
-// in flight: what it stores or checks stays stored while the chat names
-// it. An error of write is returned as it is.
+// Hold is the image-reference protocol, one order for every writer that
+// stores or claims images for a chat (an append or import, after-tool,
+// offload-input, an upload target): the writer has prepared its images
+// (checked and named, nothing stored) and hands Hold every name it may
+// store, claim or name. Hold admits the write as an append is admitted
+// (refusing while the chat is being deleted, opening the chat's
+// incarnation and recording its activity, see touch), records that the
+// incarnation names them, waits out any deletion lease of them, then runs
+// store (when not nil), which stores or claims them, and returns the
+// incarnation. So deleting the chat (or its retention) deletes them when
+// no other chat names them, and deleting another chat keeps them; what
+// store stores or finds stays stored while the chat names it. An error of
+// store is returned as it is.
+//
+// A deletion of the chat begun while store ran may have released the
+// images before they were there (and deleted nothing): Hold looks at the
+// chat once more after store (stillHeld).
 //
 // On the hot path, images the chat names already, it is a read of the
 // chat's identity item and one batch read of the chat's references and
-// the images' leases, before write; and one more read of the identity
+// the images' leases, before store; and one more read of the identity
 // item after it.
-func (c *Chats) Hold(ctx context.Context, tenant, chat string, names []string, write func(context.Context) error) error {
+func (c *Chats) Hold(ctx context.Context, tenant, chat string, names []string, store func(context.Context) error) (chatid.Chat, error) {
+	// The incarnation and the deletion's mark are one item: a deletion
+	// marks the item naming the incarnation it deletes, so it never misses
+	// one a writer holds images for.
 	names = uniq(slices.Clone(names))
-	if len(names) == 0 {
-		if write == nil {
-			return nil
-		}
-		return write(ctx)
-	}
 	r, err := c.touch(ctx, tenant, chat)
 	if err != nil {
-		return err
+		return chatid.Chat{}, err
 	}
 	ch := r.id.Chat
 	if err := c.hold(ctx, ch, names); err != nil {
-		return err
+		return chatid.Chat{}, err
 	}
-	if write == nil {
-		return nil
+	if store == nil {
+		return ch, nil
 	}
-	if err := write(ctx); err != nil {
-		return err
+	err = store(ctx)
+	// Also when store failed midway: what it stored is the chat's.
+	if serr := c.stillHeld(ctx, ch, names); err == nil {
+		err = serr
 	}
-	return c.stillHeld(ctx, ch, names)
+	if err != nil {
+		return chatid.Chat{}, err
+	}
+	return ch, nil
 }
 
 // Uploaded admits the bytes of a direct upload that arrive with no
