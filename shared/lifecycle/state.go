@@ -129,14 +129,11 @@ func (c *Chats) Opening(ctx context.Context, tenant, chat string) (chatid.Chat, 
 // touch records an append's time as the chat's last activity, refusing
 // while the chat is being deleted, and returns the chat with its
 // incarnation (opened when the id had none). An append within
-// ActivityStep of the last one recorded writes nothing. Refused, it
-// returns the chat as it found it being deleted.
+// ActivityStep of the last one recorded writes nothing.
 func (c *Chats) touch(ctx context.Context, tenant, chat string) (chatRecord, error) {
 	now := c.now().UnixMilli()
-	var deleting chatRecord
-	r, err := c.update(ctx, tenant, chat, func(r *chatRecord) error {
+	return c.update(ctx, tenant, chat, func(r *chatRecord) error {
 		if r.state.Deleting != 0 {
-			deleting = *r
 			return deletingError(chat)
 		}
 		if r.id.Recorded && !r.legacy && r.state.Activity != 0 && now-r.state.Activity < ActivityStep.Milliseconds() {
@@ -145,10 +142,6 @@ func (c *Chats) touch(ctx context.Context, tenant, chat string) (chatRecord, err
 		r.state.Activity = max(r.state.Activity, now)
 		return nil
 	})
-	if err != nil {
-		return deleting, err
-	}
-	return r, nil
 }
 
 // Deleted is transcript.Chats: an append to the incarnation ch that found

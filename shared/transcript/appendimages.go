@@ -71,13 +71,19 @@ func (l *Log) prepare(ctx context.Context, tenant string, msgs []pi.Message) (*a
 		return a, nil
 	}
 	var err error
-	if a.incoming, err = images.Prepare(ctx, a.inline); err != nil {
-		if refused, ok := errors.AsType[*fault.Error](err); ok {
-			return nil, imageError(refused.Field, refused.Err)
-		}
+	if a.incoming, err = prepareImages(ctx, a.inline); err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// prepareImages is images.Prepare, a refused image named by its block.
+func prepareImages(ctx context.Context, inline []images.Inline) (*images.Incoming, error) {
+	incoming, err := images.Prepare(ctx, inline)
+	if refused, ok := errors.AsType[*fault.Error](err); ok {
+		return nil, imageError(refused.Field, refused.Err)
+	}
+	return incoming, err
 }
 
 // refClaims lists the names the ref blocks of the user messages and tool
@@ -176,10 +182,7 @@ func (a *appendImages) restorePaged(ctx context.Context) error {
 	if len(gone) == 0 {
 		return nil
 	}
-	incoming, err := images.Prepare(ctx, gone)
-	if refused, ok := errors.AsType[*fault.Error](err); ok {
-		return imageError(refused.Field, refused.Err)
-	}
+	incoming, err := prepareImages(ctx, gone)
 	if err != nil {
 		return err
 	}
