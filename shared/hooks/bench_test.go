@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/pi"
@@ -273,11 +274,11 @@ func (s slowAllBlobs) Head(ctx context.Context, key string) (store.BlobInfo, err
 // images for their chats, the baseline of the benchmarks below.
 type noReferences struct{}
 
-func (noReferences) Hold(ctx context.Context, _, _ string, _ []string, write func(context.Context) error) error {
-	if write == nil {
-		return nil
+func (noReferences) Hold(ctx context.Context, _, _ string, _ []string, store func(context.Context) error) (chatid.Chat, error) {
+	if store == nil {
+		return chatid.Chat{}, nil
 	}
-	return write(ctx)
+	return chatid.Chat{}, store(ctx)
 }
 
 // benchAfterToolLatency runs after-tool on the 5 MB result over stores

@@ -186,7 +186,7 @@ func (e *env) putFor(t testing.TB, tenant, chat, b64 string) string {
 // stores or claims them for the chat does.
 func (e *env) hold(t testing.TB, tenant, chat string, names ...string) {
 	t.Helper()
-	if err := e.chats.Hold(context.Background(), tenant, chat, names, func(context.Context) error { return nil }); err != nil {
+	if _, err := e.chats.Hold(context.Background(), tenant, chat, names, func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/durachat/durachat/shared/api"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
@@ -30,15 +31,16 @@ type Offload struct {
 	Refs   References
 }
 
-// References records that a chat names images, then runs write (when not
-// nil), which stores or claims them (lifecycle.Chats.Hold): deleting the
-// chat, or its retention, then deletes them when no other chat of the
-// tenant names them, also when that deletion began while write ran, and
-// deleting another chat keeps them. Hold refuses a chat being deleted (a
-// *fault.Error, 409) and runs write once no deletion of the images is in
-// flight.
+// References records that a chat names images, then runs store (when not
+// nil), which stores or claims them (lifecycle.Chats.Hold, the one order
+// of every writer of images for a chat: prepared, named, held, stored):
+// deleting the chat, or its retention, then deletes them when no other
+// chat of the tenant names them, also when that deletion began while
+// store ran, and deleting another chat keeps them. Hold refuses a chat
+// being deleted (a *fault.Error, 409), runs store once no deletion of the
+// images is in flight, and returns the chat's incarnation.
 type References interface {
-	Hold(ctx context.Context, tenant, chat string, names []string, write func(context.Context) error) error
+	Hold(ctx context.Context, tenant, chat string, names []string, store func(context.Context) error) (chatid.Chat, error)
 }
 
 // ImageWriter is the image store offload writes to (images.Store): it
@@ -246,7 +248,7 @@ func (o *Offload) offload(ctx context.Context, tenant, chat string, content *piC
 		return nil, nil, err
 	}
 	var outcome []images.Stored
-	err = o.Refs.Hold(ctx, tenant, chat, incoming.Names(), func(ctx context.Context) error {
+	_, err = o.Refs.Hold(ctx, tenant, chat, incoming.Names(), func(ctx context.Context) error {
 		outcome = incoming.Store(ctx, o.Images, tenant)
 		return nil
 	})
@@ -315,13 +317,14 @@ func (o *Offload) claim(ctx context.Context, tenant, chat string, content *piCon
 	if len(names) == 0 {
 		return nil
 	}
-	return o.Refs.Hold(ctx, tenant, chat, names, func(ctx context.Context) error {
+	_, err := o.Refs.Hold(ctx, tenant, chat, names, func(ctx context.Context) error {
 		i, err := images.ClaimAll(ctx, o.Images, tenant, names)
 		if err != nil {
 			return refusal(index(content.path, at[i]), err)
 		}
 		return nil
 	})
+	return err
 }
 
 // reasonOf is why a store's err leaves an image inline (after-tool,

@@ -90,7 +90,7 @@ func (u *Uploads) create(w http.ResponseWriter, r *http.Request) error {
 		return api.NotFound("direct uploads are not enabled here: this deployment has no image bucket")
 	}
 	ctx := r.Context()
-	if err := u.Refs.Hold(ctx, tenant, chat, []string{req.Name}, nil); err != nil {
+	if _, err := u.Refs.Hold(ctx, tenant, chat, []string{req.Name}, nil); err != nil {
 		return err
 	}
 	_, err = u.Images.Head(ctx, tenant, req.Name)

@@ -2,7 +2,6 @@ package transcript
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,20 +62,9 @@ type imageRef struct {
 	msg, block int
 }
 
-// convert turns messages into drafts, storing every inline image first so
-// the drafts hold only refs. Input is checked completely before any image
-// is stored.
-func (l *Log) convert(ctx context.Context, tenant string, msgs []pi.Message) ([]draft, error) {
-	if err := checkMessages(msgs); err != nil {
-		return nil, err
-	}
-	if err := l.claimRefs(ctx, tenant, msgs); err != nil {
-		return nil, err
-	}
-	names, err := l.putImages(ctx, tenant, msgs)
-	if err != nil {
-		return nil, err
-	}
+// drafts turns checked messages whose images are stored (names: the
+// name of each image block stored, by its position) into drafts.
+func drafts(msgs []pi.Message, names map[imageRef]string) ([]draft, error) {
 	var out []draft
 	for i, m := range msgs {
 		ds := messageDrafts(i, m, names)
@@ -238,92 +226,6 @@ func isEmpty(c pi.Content) bool {
 		}
 	}
 	return true
-}
-
-// putImages stores the inline images of msgs (images.Incoming: every one is
-// checked before any is stored) and returns the name of every image block
-// that must be stored, keyed by its position. Image blocks of a zoom result
-// that its page already names, with that name's bytes, are left out: they
-// are stored under that name already and add nothing to the log.
-func (l *Log) putImages(ctx context.Context, tenant string, msgs []pi.Message) (map[imageRef]string, error) {
-	var inline []images.Inline
-	var at []imageRef
-	for i, m := range msgs {
-		named := zoomPageNames(m)
-		for j, b := range m.Content.Blocks {
-			if b.Type != pi.TypeImage {
-				continue
-			}
-			if named != nil && named[storedName(b)] {
-				// Stored under that name already, if its bytes are the
-				// name's; other bytes are an image like any other.
-				same, err := l.imgs.Names(ctx, tenant, b.Name, b.Data)
-				if err != nil {
-					return nil, fmt.Errorf("transcript: checking image messages[%d].content[%d]: %w", i, j, err)
-				}
-				if same {
-					continue
-				}
-			}
-			inline = append(inline, images.Inline{B64: b.Data, Named: b.Name, Field: fmt.Sprintf("messages[%d].content[%d].data", i, j)})
-			at = append(at, imageRef{i, j})
-		}
-	}
-	names := make(map[imageRef]string, len(inline))
-	if len(inline) == 0 {
-		return names, nil
-	}
-	incoming, err := images.Prepare(ctx, inline)
-	if refused, ok := errors.AsType[*fault.Error](err); ok {
-		return nil, imageError(refused.Field, refused.Err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	for k, s := range incoming.Store(ctx, l.imgs, tenant) {
-		if s.Err != nil {
-			return nil, imageError(inline[k].Field, s.Err)
-		}
-		names[at[k]] = s.Name
-	}
-	return names, nil
-}
-
-// claimRefs makes sure every ref block of the user messages and tool
-// results names a stored image: a host that uploaded an image logs its ref
-// block in place of its base64, and the upload is checked and stored here
-// (images.Store.Claim).
-func (l *Log) claimRefs(ctx context.Context, tenant string, msgs []pi.Message) error {
-	var names []string
-	var at []imageRef
-	for i, m := range msgs {
-		if m.Role != pi.RoleUser && m.Role != pi.RoleToolResult {
-			continue
-		}
-		// A zoom result's refs are stored already: its page names them.
-		named := zoomPageNames(m)
-		for j, b := range m.Content.Blocks {
-			if b.Type != pi.TypeText {
-				continue
-			}
-			if name := refs.RefName(b.Text); name != "" && !named[name] {
-				names = append(names, name)
-				at = append(at, imageRef{i, j})
-			}
-		}
-	}
-	if len(names) == 0 {
-		return nil
-	}
-	k, err := images.ClaimAll(ctx, l.imgs, tenant, names)
-	if err == nil {
-		return nil
-	}
-	field := fmt.Sprintf("messages[%d].content[%d]", at[k].msg, at[k].block)
-	if images.Refused(err) {
-		return refusedBy(field, "does not name a stored image", err)
-	}
-	return fmt.Errorf("transcript: claiming image %s: %w", field, err)
 }
 
 // imageError names the block of an image the images package refused; a

@@ -11,7 +11,7 @@
 //	e/<id, 16 digits>  one entry; the zero padding makes sort order id order
 //	r/<hash>           one append's receipt record, keyed by a hash of the receipt
 //
-// An append writes to the incarnation Chats.Appending opens (after it
+// An append writes to the incarnation Chats.Hold opens (after it
 // found the chat not being deleted); reads take the incarnation to read,
 // so one read never mixes two. A receipt names an append of one
 // incarnation: the same receipt after the chat was deleted and created

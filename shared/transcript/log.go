@@ -16,7 +16,6 @@ import (
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/rawjson"
-	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 )
 
@@ -42,13 +41,13 @@ var (
 	errCorrupt   = errors.New("log rows contradict each other")
 )
 
-// Chats hears of each append before its entries are written: it may
-// refuse it (a chat being deleted), opens the chat's incarnation the
-// entries go to (chatid.Registry.Open) and records which images the chat
-// names, returning once no deletion of them is in flight. It returns the
-// incarnation; the names whose images are not stored then (deleted while
-// this append was under way) it hands to storeMissing first, which
-// stores them again or refuses.
+// Chats admits each append and holds the images it names
+// (lifecycle.Chats.Hold, the one order of every writer of images for a
+// chat): it may refuse the append (a chat being deleted), opens the
+// chat's incarnation the entries go to (chatid.Registry.Open), records
+// that the chat names the images, and once no deletion of them is in
+// flight runs store, which stores and claims them; it returns the
+// incarnation.
 //
 // Deleted is asked by an append that found a row or record of its own
 // gone: a deletion of the incarnation removes them under it. It returns
@@ -56,7 +55,7 @@ var (
 // incarnation c is being deleted or has been, and nil when c is still its
 // chat's and not being deleted (then the log contradicts itself).
 type Chats interface {
-	Appending(ctx context.Context, tenant, chat string, names []string, storeMissing func(ctx context.Context, missing []string) error) (chatid.Chat, error)
+	Hold(ctx context.Context, tenant, chat string, names []string, store func(context.Context) error) (chatid.Chat, error)
 	Deleted(ctx context.Context, c chatid.Chat) error
 }
 
@@ -125,15 +124,13 @@ func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Mes
 		return cur, ids, nil
 	}
 
-	drafts, err := l.convert(ctx, tenant, msgs)
+	imgs, err := l.prepare(ctx, tenant, msgs)
 	if err != nil {
 		return chatid.Chat{}, nil, err
 	}
-	c := cur
-	if l.chats != nil || !recorded {
-		if c, err = l.opening(ctx, tenant, chat, msgs, drafts); err != nil {
-			return chatid.Chat{}, nil, err
-		}
+	c, drafts, err := l.opening(ctx, tenant, chat, cur, recorded, imgs)
+	if err != nil {
+		return chatid.Chat{}, nil, err
 	}
 	if c != cur {
 		// The chat was opened (its first append) or deleted and opened
@@ -215,20 +212,29 @@ func (a *pendingAppend) write(ctx context.Context, drafts []draft, req string) (
 	return a.finish(ctx, rec, map[int64]row{})
 }
 
-// opening asks Chats (when set) to admit the append and returns the
-// incarnation its entries go to; without Chats (nothing deletes a chat)
-// the log opens it itself, and an incarnation recorded stays current.
-func (l *Log) opening(ctx context.Context, tenant, chat string, msgs []pi.Message, drafts []draft) (chatid.Chat, error) {
-	if l.chats == nil {
-		return l.ids.Open(ctx, tenant, chat)
+// opening has Chats (when set) admit the append and hold its images
+// before it stores them, and returns the incarnation its entries go to
+// and the entries, which name what was stored. Without Chats (nothing
+// deletes a chat) the log opens the incarnation itself when the id has
+// none, and an incarnation recorded stays current.
+func (l *Log) opening(ctx context.Context, tenant, chat string, cur chatid.Chat, recorded bool, imgs *appendImages) (chatid.Chat, []draft, error) {
+	var names map[imageRef]string
+	storeImages := func(ctx context.Context) (err error) {
+		names, err = imgs.store(ctx)
+		return err
 	}
-	var names []string
-	for _, d := range drafts {
-		names = append(names, refs.Names(d.Text)...)
+	c := cur
+	var err error
+	if l.chats != nil {
+		c, err = l.chats.Hold(ctx, tenant, chat, imgs.names(), storeImages)
+	} else if err = storeImages(ctx); err == nil && !recorded {
+		c, err = l.ids.Open(ctx, tenant, chat)
 	}
-	return l.chats.Appending(ctx, tenant, chat, names, func(ctx context.Context, missing []string) error {
-		return l.storeMissing(ctx, tenant, msgs, missing)
-	})
+	if err != nil {
+		return chatid.Chat{}, nil, err
+	}
+	ds, err := drafts(imgs.msgs, names)
+	return c, ds, err
 }
 
 // startAppend starts an append to the incarnation c under receipt.
