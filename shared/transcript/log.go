@@ -128,7 +128,7 @@ func (l *Log) AppendChat(ctx context.Context, tenant, chat string, msgs []pi.Mes
 	if err != nil {
 		return chatid.Chat{}, nil, err
 	}
-	c, drafts, err := l.opening(ctx, tenant, chat, cur, recorded, imgs)
+	c, drafts, err := l.opening(ctx, cur, recorded, imgs)
 	if err != nil {
 		return chatid.Chat{}, nil, err
 	}
@@ -217,7 +217,7 @@ func (a *pendingAppend) write(ctx context.Context, drafts []draft, req string) (
 // and the entries, which name what was stored. Without Chats (nothing
 // deletes a chat) the log opens the incarnation itself when the id has
 // none, and an incarnation recorded stays current.
-func (l *Log) opening(ctx context.Context, tenant, chat string, cur chatid.Chat, recorded bool, imgs *appendImages) (chatid.Chat, []draft, error) {
+func (l *Log) opening(ctx context.Context, cur chatid.Chat, recorded bool, imgs *appendImages) (chatid.Chat, []draft, error) {
 	var names map[imageRef]string
 	storeImages := func(ctx context.Context) (err error) {
 		names, err = imgs.store(ctx)
@@ -226,9 +226,9 @@ func (l *Log) opening(ctx context.Context, tenant, chat string, cur chatid.Chat,
 	c := cur
 	var err error
 	if l.chats != nil {
-		c, err = l.chats.Hold(ctx, tenant, chat, imgs.names(), storeImages)
+		c, err = l.chats.Hold(ctx, cur.Tenant, cur.ID, imgs.names(), storeImages)
 	} else if err = storeImages(ctx); err == nil && !recorded {
-		c, err = l.ids.Open(ctx, tenant, chat)
+		c, err = l.ids.Open(ctx, cur.Tenant, cur.ID)
 	}
 	if err != nil {
 		return chatid.Chat{}, nil, err
