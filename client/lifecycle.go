@@ -168,7 +168,8 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*wire.ImportResult, er
 	if err != nil {
 		return nil, fmt.Errorf("durachat: import: %w", err)
 	}
-	im := &importer{ch: ch, total: &wire.ImportResult{Skipped: skipped}}
+	im := &importer{ch: ch, total: &wire.ImportResult{}}
+	im.total.Skip(skipped)
 	for _, it := range items {
 		if it.Message != nil {
 			// A part's refs follow the images earlier parts renamed.
@@ -260,7 +261,9 @@ func (im *importer) send(ctx context.Context) error {
 	total.Messages += got.Messages
 	total.Entries += got.Entries
 	total.New += got.New
-	total.Skipped += got.Skipped
+	skipped := total.Skipped + got.Skipped
+	total.Skip(got.SkippedByKind)
+	total.Skipped = skipped
 	for from, to := range got.Renamed {
 		if total.Renamed == nil {
 			total.Renamed = map[string]string{}

@@ -14,6 +14,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 )
 
 // Item is one line of a file to import: a pi message to log, or an image
@@ -63,32 +65,121 @@ func Cut(line []byte, size int) ([][]byte, error) {
 	return out, nil
 }
 
-// Parse reads an export, or a pi coding-agent session file, into the
-// pi messages to log and the images an export carries, in order. A
-// session is a tree (v2 and later: each entry names its parent); its
-// messages are those on the path to its last entry, the branch the
-// session ended on. Lines of other types are counted as skipped.
-func Parse(r io.Reader) (items []Item, skipped int, err error) {
+// Parse reads an export, or a pi coding-agent session file (pi 0.73 and
+// 1.x), into the pi messages to log and the images an export carries, in
+// order. A session is a tree (v2 and later: each entry names its parent);
+// its messages are those on the path to its last entry, the branch the
+// session ended on. What it does not log is counted in skipped by kind:
+// an entry of another branch as "off-branch", a message entry whose role
+// durachat does not log as "message/<role>" (pi 1.x's system messages,
+// its bash executions, custom messages, branch and compaction
+// summaries), any other entry or line by its type (model and
+// thinking-level changes, custom entries and messages, compactions,
+// branch summaries, labels).
+//
+// A file in the format of another host (a Codex CLI rollout, a Claude
+// Code session) is a *FormatError, and so is a file no line of which is
+// an export's or a pi session's: never a file read as holding nothing.
+func Parse(r io.Reader) (items []Item, skipped Skipped, err error) {
 	lines, tree, err := readLines(r)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
+	if err := detect(lines); err != nil {
+		return nil, nil, err
+	}
+	skipped = Skipped{}
 	if tree {
-		return sessionBranch(lines)
+		items, err = sessionBranch(lines, skipped)
+		return items, skipped, err
 	}
 	for _, l := range lines {
 		switch {
 		case l.keep():
 			items = append(items, l.item())
+		case l.Type == "message" && len(l.Message) > 0:
+			skipped.add("message/" + l.role())
 		case len(l.Image) > 0 && l.Type == "" && l.Seq == nil:
 			items = append(items, Item{Line: l.n, Image: l.Image})
 		case len(l.Piece) > 0 && l.Type == "" && l.Seq == nil:
 			items = append(items, Item{Line: l.n, Piece: l.Piece})
 		case l.Type != "session":
-			skipped++
+			skipped.add(l.kind())
 		}
 	}
 	return items, skipped, nil
+}
+
+// Skipped counts the lines of a file an import does not log, by kind.
+type Skipped map[string]int
+
+// Total is the number of lines skipped.
+func (s Skipped) Total() int {
+	n := 0
+	for _, c := range s {
+		n += c
+	}
+	return n
+}
+
+func (s Skipped) add(kind string) { s[kind]++ }
+
+// FormatError is a file no format durachat imports reads: Found names what
+// it is ("a Codex CLI rollout"), or what its lines are, and Line the first
+// line that says so.
+type FormatError struct {
+	Line  int
+	Found string
+}
+
+func (e *FormatError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.What()) }
+
+// What says what the file is, without its line.
+func (e *FormatError) What() string {
+	return "the file is " + e.Found + "; durachat imports its own exports and pi session files"
+}
+
+// Lines of other hosts' session files, by what tells them apart: a Codex
+// CLI rollout line is {"timestamp", "type", "payload"} with one of these
+// types (codex-rs/protocol's RolloutLine; rollouts before it held the
+// response items themselves, one a line); a Claude Code session line
+// carries "uuid" and "sessionId" (user, assistant and system lines) or is
+// a summary naming its "leafUuid" or a file-history snapshot.
+var (
+	codexLine = map[string]bool{"session_meta": true, "response_item": true, "event_msg": true, "turn_context": true, "compacted": true}
+	codexItem = map[string]bool{"function_call": true, "function_call_output": true, "local_shell_call": true, "reasoning": true,
+		"custom_tool_call": true, "custom_tool_call_output": true, "web_search_call": true}
+	// piEntry are the types of a pi session's lines (pi 0.73 and 1.x).
+	piEntry = map[string]bool{"session": true, "message": true, "thinking_level_change": true, "model_change": true, "usage": true,
+		"compaction": true, "branch_summary": true, "custom": true, "custom_message": true, "context_edit": true, "label": true, "session_info": true}
+)
+
+// detect refuses a file of another host's format, or one none of whose
+// lines is an export's or a pi session's.
+func detect(lines []line) error {
+	known := false
+	for _, l := range lines {
+		switch {
+		case l.Payload != nil && codexLine[l.Type], l.Type == "message" && l.Message == nil && l.Role != "", codexItem[l.Type] && l.Message == nil:
+			return &FormatError{Line: l.n, Found: fmt.Sprintf("a Codex CLI rollout (a %q line): not supported yet", l.Type)}
+		case l.UUID != "" && l.SessionID != "", l.LeafUUID != "", l.Type == "file-history-snapshot":
+			return &FormatError{Line: l.n, Found: fmt.Sprintf("a Claude Code session (a %q line): not supported yet", l.Type)}
+		case l.Seq != nil, l.Type == "" && (len(l.Image) > 0 || len(l.Piece) > 0), piEntry[l.Type]:
+			known = true
+		}
+	}
+	if known || len(lines) == 0 {
+		return nil
+	}
+	var found []string
+	seen := map[string]bool{}
+	for _, l := range lines {
+		if k := l.kind(); !seen[k] && len(found) < 3 {
+			seen[k] = true
+			found = append(found, strconv.Quote(k))
+		}
+	}
+	return &FormatError{Line: lines[0].n, Found: "in no format durachat reads (lines of type " + strings.Join(found, ", ") + ")"}
 }
 
 // line is one line of an export or a session file.
@@ -100,13 +191,55 @@ type line struct {
 	Message  json.RawMessage `json:"message"`
 	Image    json.RawMessage `json:"image"`
 	Piece    json.RawMessage `json:"piece"`
-	n        int
+	// What tells other hosts' files apart (detect).
+	Payload   *struct{} `json:"payload"`
+	Role      string    `json:"role"`
+	UUID      string    `json:"uuid"`
+	SessionID string    `json:"sessionId"`
+	LeafUUID  string    `json:"leafUuid"`
+	n         int
 }
 
 // keep reports whether the line is a message to log: an export's message
-// line or a session's message entry.
+// line or a session's message entry, but those of the roles pi keeps and
+// durachat does not log (unloggedRole).
 func (l line) keep() bool {
-	return (l.Seq != nil || l.Type == "message") && len(l.Message) > 0
+	if len(l.Message) == 0 {
+		return false
+	}
+	return l.Seq != nil || l.Type == "message" && !Unlogged(l.role())
+}
+
+// Unlogged reports whether a message of this role is one of pi's that
+// durachat does not log.
+func Unlogged(role string) bool { return unloggedRole[role] }
+
+// unloggedRole are the roles of pi's session messages that durachat does
+// not log: pi 1.x's system messages (its prompt and tools), and the
+// coding agent's bash executions (a "!" command), custom messages, branch
+// and compaction summaries. Any other role is imported, and the import
+// refuses one that is not user, assistant or toolResult, naming its line.
+var unloggedRole = map[string]bool{"system": true, "bashExecution": true, "custom": true, "branchSummary": true, "compactionSummary": true}
+
+// role is the role of the line's message, "" when it names none.
+func (l line) role() string {
+	var m struct {
+		Role string `json:"role"`
+	}
+	_ = json.Unmarshal(l.Message, &m) // not an object: no role, and the import names the line
+	return m.Role
+}
+
+// kind names a line an import skips: its type, or the message role of a
+// message entry.
+func (l line) kind() string {
+	switch {
+	case l.Type == "message" && len(l.Message) > 0:
+		return "message/" + l.role()
+	case l.Type == "":
+		return "untyped"
+	}
+	return l.Type
 }
 
 func (l line) item() Item { return Item{Line: l.n, Message: l.Message} }
@@ -144,10 +277,10 @@ func readLines(r io.Reader) (lines []line, tree bool, err error) {
 
 // sessionBranch is Parse of a session tree: the messages on the path from
 // its root to its last entry, every entry off that path skipped.
-func sessionBranch(lines []line) (items []Item, skipped int, err error) {
+func sessionBranch(lines []line, skipped Skipped) (items []Item, err error) {
 	path, err := branchPath(lines)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	on := map[string]bool{}
 	for _, l := range path {
@@ -155,17 +288,17 @@ func sessionBranch(lines []line) (items []Item, skipped int, err error) {
 	}
 	for _, l := range lines {
 		if !on[l.ID] && l.Type != "session" {
-			skipped++ // another branch
+			skipped.add("off-branch")
 		}
 	}
 	for i := len(path) - 1; i >= 0; i-- {
 		if path[i].keep() {
 			items = append(items, path[i].item())
 		} else if path[i].Type != "session" {
-			skipped++
+			skipped.add(path[i].kind())
 		}
 	}
-	return items, skipped, nil
+	return items, nil
 }
 
 // branchPath follows the parents from the last entry back to the root:

@@ -38,15 +38,31 @@ type ImportResult struct {
 	// those of them this import logged (0: the chat held the file
 	// already, nothing new was logged), Skipped the session lines
 	// durachat does not log (another branch, model changes, custom
-	// entries).
-	Messages int `json:"messages"`
-	Entries  int `json:"entries"`
-	New      int `json:"new"`
-	Skipped  int `json:"skipped"`
+	// entries, system messages, bash executions), and SkippedByKind the
+	// same by kind (importfile.Parse names them); absent when none is.
+	Messages      int            `json:"messages"`
+	Entries       int            `json:"entries"`
+	New           int            `json:"new"`
+	Skipped       int            `json:"skipped"`
+	SkippedByKind map[string]int `json:"skippedByKind,omitempty"`
 	// Renamed maps each name an image line carried whose bytes are not
 	// that name's to the name they are stored under; the file's refs to
 	// it are logged as refs to the new name. Absent when none is.
 	Renamed map[string]string `json:"renamed,omitempty"`
+}
+
+// Skip counts skipped lines, by kind.
+func (r *ImportResult) Skip(kinds map[string]int) {
+	for k, n := range kinds {
+		if n == 0 {
+			continue
+		}
+		if r.SkippedByKind == nil {
+			r.SkippedByKind = map[string]int{}
+		}
+		r.SkippedByKind[k] += n
+		r.Skipped += n
+	}
 }
 
 // Retention is a retention setting: chats idle longer than Days days are

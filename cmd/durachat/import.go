@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/durachat/durachat/client"
 	"github.com/durachat/durachat/client/importfile"
@@ -21,7 +24,7 @@ const importUsage = `usage: durachat import -chat ID [-url URL [-token TOKEN] | 
 
 Loads FILE ("-" for standard input) into the chat: a durachat export
 (GET /v1/chats/{chat}/export) or a pi coding-agent session file (the branch
-the session ended on). Order and timestamps are kept, images are stored as
+the session ended on; entries durachat does not log are counted by kind). Order and timestamps are kept, images are stored as
 they go, and importing the same file again logs nothing twice.
 
 With -url it imports through a server (-token, or DURACHAT_TOKEN, is its
@@ -92,6 +95,13 @@ func importSummary(chat string, res *wire.ImportResult) string {
 	if res.Skipped == 1 {
 		skipped = "1 line skipped"
 	}
+	if len(res.SkippedByKind) > 0 {
+		var kinds []string
+		for _, k := range slices.Sorted(maps.Keys(res.SkippedByKind)) {
+			kinds = append(kinds, fmt.Sprintf("%d %s", res.SkippedByKind[k], k))
+		}
+		skipped += ": " + strings.Join(kinds, ", ")
+	}
 	switch {
 	case res.Entries > 0 && res.New == 0:
 		return fmt.Sprintf("nothing new: %s holds the file's %d messages already, as %d entries (%s)", chat, res.Messages, res.Entries, skipped)
@@ -137,6 +147,6 @@ func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant
 	if err != nil {
 		return nil, err
 	}
-	res.Skipped += skipped
+	res.Skip(skipped)
 	return &res, nil
 }

@@ -13,8 +13,14 @@ import (
 	"github.com/durachat/durachat/shared/config"
 )
 
+// piSession is a pi 1.x session file: a system message first (its prompt
+// and tools), then a "!" command's bash execution (pi 1.6's
+// SessionMessageEntry and BashExecutionMessage, @earendil-works/
+// pi-coding-agent), then the two messages durachat logs.
 const piSession = `{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}
-{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"fix the login","timestamp":1767225601000}}
+{"type":"message","id":"p","parentId":null,"timestamp":"2026-01-01T00:00:00.500Z","message":{"role":"system","content":"You are pi.","toolsAdded":[{"name":"bash","description":"Run a command","parameters":{"type":"object"}}],"timestamp":1767225600500}}
+{"type":"message","id":"x","parentId":"p","timestamp":"2026-01-01T00:00:00.700Z","message":{"role":"bashExecution","command":"git status","output":"clean","exitCode":0,"cancelled":false,"truncated":false,"timestamp":1767225600700}}
+{"type":"message","id":"a","parentId":"x","timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"fix the login","timestamp":1767225601000}}
 {"type":"message","id":"b","parentId":"a","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"done"}],"timestamp":1767225602000}}
 `
 
@@ -54,8 +60,8 @@ func TestImportLoadsAPiSessionIntoADataDirOrThroughAServerOnce(t *testing.T) {
 	// The second time says that nothing new was logged.
 	said := func(chat string) []string {
 		return []string{
-			"imported 2 messages into " + chat + " as 2 entries (0 lines skipped)\n",
-			"nothing new: " + chat + " holds the file's 2 messages already, as 2 entries (0 lines skipped)\n",
+			"imported 2 messages into " + chat + " as 2 entries (2 lines skipped: 1 message/bashExecution, 1 message/system)\n",
+			"nothing new: " + chat + " holds the file's 2 messages already, as 2 entries (2 lines skipped: 1 message/bashExecution, 1 message/system)\n",
 		}
 	}
 	dir := t.TempDir()
@@ -140,5 +146,43 @@ func TestImportHelpPrintsUsageAndSucceeds(t *testing.T) {
 		if out.String() != importUsage {
 			t.Fatalf("import %s printed %q, want the usage", flag, out.String())
 		}
+	}
+}
+
+// TestImportRefusesAFileOfAnotherHostNamingIt: a Codex CLI rollout (its
+// RolloutLine, codex-rs/protocol) or a Claude Code session is an error
+// naming the format and its line, into a data directory and through a
+// server alike, and nothing is logged: never "imported 0 messages".
+func TestImportRefusesAFileOfAnotherHostNamingIt(t *testing.T) {
+	files := map[string]string{
+		"a Codex CLI rollout": `{"timestamp":"2026-01-01T00:00:00.000Z","type":"session_meta","payload":{"id":"r","cwd":"/w","originator":"codex_cli_rs"}}
+{"timestamp":"2026-01-01T00:00:01.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"fix the login"}]}}
+`,
+		"a Claude Code session": `{"parentUuid":null,"isSidechain":false,"userType":"external","cwd":"/w","sessionId":"c","version":"2.0.0","type":"user","message":{"role":"user","content":"fix the login"},"uuid":"u1","timestamp":"2026-01-01T00:00:01.000Z"}
+`,
+	}
+	dir := t.TempDir()
+	env := map[string]string{config.EnvData: dir, config.EnvAddr: "127.0.0.1:0"}
+	base, stop := start(t, env)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	for found, content := range files {
+		file := filepath.Join(t.TempDir(), "session.jsonl")
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"import", "-chat", "other", file}, {"import", "-chat", "other", "-url", base, file}} {
+			var out bytes.Buffer
+			err := run(t.Context(), args, lookup(env), &out, nil)
+			if err == nil || !strings.Contains(err.Error(), "line 1") || !strings.Contains(err.Error(), found) {
+				t.Fatalf("%q of %s = %v (said %q), want an error naming %s at line 1", args, found, err, out.String(), found)
+			}
+		}
+	}
+	if got := messagesOf(t, base, "other"); len(got) != 0 {
+		t.Fatalf("a refused file logged %d messages", len(got))
 	}
 }

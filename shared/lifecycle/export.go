@@ -293,8 +293,9 @@ const (
 // messages whose receipts are digests of their messages: running the same import
 // again logs nothing twice (within the receipt window), so an import cut
 // off by an outage (a 503 saying how far it got) is completed by running
-// it again. Messages whose role durachat does not log (a session's bash
-// executions, custom messages) are skipped.
+// it again. Messages of pi's roles that durachat does not log (system
+// messages, bash executions, custom messages, summaries) are skipped and
+// counted by kind.
 //
 // An image keeps the name it carries only when its bytes are the name's
 // (images.Incoming.Store): the name of its base64, or the tenant holds these
@@ -313,7 +314,7 @@ func (c *Routes) Import(ctx context.Context, tenant, chat string, items []import
 		return ImportResult{}, err
 	}
 	res, err := c.importItems(ctx, tenant, chat, items)
-	res.Skipped += skipped
+	res.Skip(skipped)
 	if err == nil {
 		done()
 	}
@@ -429,7 +430,7 @@ const maxPieces = 1024
 // digest its pieces name. done deletes the pieces used, once the import
 // of their lines succeeded; until then a retry of the last piece puts
 // its line together again.
-func (c *Chats) joinLines(ctx context.Context, tenant, chat string, items []importfile.Item) (out []importfile.Item, skipped int, done func(), err error) {
+func (c *Chats) joinLines(ctx context.Context, tenant, chat string, items []importfile.Item) (out []importfile.Item, skipped importfile.Skipped, done func(), err error) {
 	var used []func() error
 	done = func() {
 		for _, drop := range used {
@@ -447,26 +448,37 @@ func (c *Chats) joinLines(ctx context.Context, tenant, chat string, items []impo
 		}
 		line, drop, err := c.joinPieces(ctx, tenant, chat, it)
 		if err != nil {
-			return nil, 0, nil, err
+			return nil, nil, nil, err
 		}
 		if line == nil {
 			continue // more pieces to come
 		}
 		used = append(used, drop)
 		whole, n, err := importfile.Parse(bytes.NewReader(line))
-		if err == nil && (len(whole)+n != 1 || len(whole) == 1 && whole[0].Piece != nil) {
+		if err == nil && (len(whole)+n.Total() != 1 || len(whole) == 1 && whole[0].Piece != nil) {
 			err = errors.New("they do not make one message or image line")
 		}
 		if err != nil {
-			return nil, 0, nil, errors.Join(drop(), lineError(it.Line, "piece", "the line its pieces make: %v", err))
+			return nil, nil, nil, errors.Join(drop(), lineError(it.Line, "piece", "the line its pieces make: %v", err))
 		}
-		skipped += n
+		skipped = merge(skipped, n)
 		for _, w := range whole {
 			w.Line = it.Line
 			out = append(out, w)
 		}
 	}
 	return out, skipped, done, nil
+}
+
+// merge adds the counts of b to a, made when nil.
+func merge(a, b importfile.Skipped) importfile.Skipped {
+	for k, n := range b {
+		if a == nil {
+			a = importfile.Skipped{}
+		}
+		a[k] += n
+	}
+	return a
 }
 
 // joinPieces keeps a piece of a line too large for one import request
@@ -617,6 +629,15 @@ func (p *importPlan) planAppends(items []importfile.Item) error {
 		if it.Message == nil {
 			continue
 		}
+		var peek struct {
+			Role string `json:"role"`
+		}
+		if json.Unmarshal(it.Message, &peek) == nil && importfile.Unlogged(peek.Role) {
+			// Read before the message: its other fields need not be a
+			// logged message's.
+			p.res.Skip(map[string]int{"message/" + peek.Role: 1})
+			continue
+		}
 		p.res.Messages++
 		m := importMessage{line: it.Line, raw: it.Message}
 		if err := json.Unmarshal(it.Message, &m.msg); err != nil {
@@ -624,12 +645,6 @@ func (p *importPlan) planAppends(items []importfile.Item) error {
 				return lineError(it.Line, "message."+fe.Field, "%s", fe.Message)
 			}
 			return lineError(it.Line, "message", "is not a pi message: %v", err)
-		}
-		switch m.msg.Role {
-		case pi.RoleUser, pi.RoleAssistant, pi.RoleToolResult:
-		default:
-			p.res.Skipped++
-			continue
 		}
 		named.Add(m.msg)
 		if len(part) > 0 && named.Count() > transcript.MaxNamedImages {
@@ -792,13 +807,16 @@ func (c *Routes) handleImport(w http.ResponseWriter, r *http.Request) error {
 		if errors.As(err, &mbe) {
 			return &fault.Error{Code: fault.TooLarge, Message: fmt.Sprintf("an import part is at most %d bytes; send a large file in parts", api.MaxBody)}
 		}
+		if fe, ok := errors.AsType[*importfile.FormatError](err); ok {
+			return lineError(fe.Line, "", "%s", fe.What())
+		}
 		return api.BadRequest("", "the body must be an export or a pi session file (JSONL): %v", err)
 	}
 	res, err := c.Import(r.Context(), tenant, chat, items)
 	if err != nil {
 		return err
 	}
-	res.Skipped += skipped
+	res.Skip(skipped)
 	api.WriteJSON(w, http.StatusOK, res)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/color"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -478,6 +479,72 @@ func TestAZoomResultsImageOfOtherBytesIsNotTakenForTheNameItCarries(t *testing.T
 				if len(got.Messages) != 1 || !strings.Contains(string(got.Messages[0].Message), forged) {
 					t.Fatalf("held %v: read back %d messages (%.300s), want the bytes sent", held, len(got.Messages), fmt.Sprint(got.Messages))
 				}
+			}
+		})
+	}
+}
+
+// TestAPi1SessionImportsItsBranchAndCountsWhatItSkips: a pi 1.x session
+// as pi writes it (its system message first, a "!" command's bash
+// execution, a model change; entries of pi 1.6's SessionEntry union,
+// @earendil-works/pi-coding-agent's session-manager.d.ts) imports its
+// user, assistant and tool-result messages, and the answer counts the
+// rest by kind.
+func TestAPi1SessionImportsItsBranchAndCountsWhatItSkips(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testenv.Embedded(t), 0)
+	shot := pngB64(t, color.RGBA{9, 8, 7, 255})
+	entry := func(id, parent string, fields map[string]any) map[string]any {
+		fields["id"], fields["timestamp"] = id, "2026-12-01T10:00:00.000Z"
+		fields["parentId"] = nil
+		if parent != "" {
+			fields["parentId"] = parent
+		}
+		return fields
+	}
+	msg := func(id, parent string, m map[string]any) map[string]any {
+		return entry(id, parent, map[string]any{"type": "message", "message": m})
+	}
+	file := exportLines(t,
+		map[string]any{"type": "session", "version": 3, "id": "s1", "timestamp": "2026-12-01T10:00:00.000Z", "cwd": "/p"},
+		msg("1", "", map[string]any{"role": "system", "content": "You are pi.", "toolsAdded": []any{}, "timestamp": 1}),
+		entry("2", "1", map[string]any{"type": "model_change", "provider": "faux", "modelId": "faux-1"}),
+		msg("3", "2", map[string]any{"role": "bashExecution", "command": "ls", "output": "a.go", "exitCode": 0, "cancelled": false, "truncated": false, "timestamp": 2}),
+		msg("4", "3", user("take a screenshot")),
+		msg("5", "4", map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "toolCall", "id": "c1", "name": "screenshot", "arguments": map[string]any{}}}, "stopReason": "toolUse", "timestamp": 3}),
+		msg("6", "5", map[string]any{"role": "toolResult", "toolCallId": "c1", "toolName": "screenshot", "isError": false, "timestamp": 4,
+			"content": []any{map[string]any{"type": "image", "mimeType": "image/png", "data": shot}}}),
+		msg("7", "6", map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": "a gray square"}}, "stopReason": "stop", "timestamp": 5}),
+	)
+	r := e.importFile("alice", "pi1", file)
+	want := map[string]int{"message/system": 1, "model_change": 1, "message/bashExecution": 1}
+	if r.Messages != 4 || r.Entries != 4 || r.Skipped != 3 || !maps.Equal(r.SkippedByKind, want) {
+		t.Fatalf("import = %+v, want 4 messages, 4 entries, skipped %v", r, want)
+	}
+	if p := e.messages("alice", "pi1", ""); len(p.Messages) != 4 {
+		t.Fatalf("the chat holds %d messages, want 4", len(p.Messages))
+	}
+}
+
+// TestAFileOfAnotherFormatIsRefusedNamingIt: a Codex CLI rollout (its
+// RolloutLine, codex-rs/protocol) or a Claude Code session is a 400
+// naming the format found and its line, not an import of nothing.
+func TestAFileOfAnotherFormatIsRefusedNamingIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testenv.Embedded(t), 0)
+	for _, tc := range []struct{ name, file, found string }{
+		{"codex", `{"timestamp":"2026-12-01T10:00:00.000Z","type":"session_meta","payload":{"id":"x","cwd":"/w"}}` + "\n" +
+			`{"timestamp":"2026-12-01T10:00:01.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}`, "a Codex CLI rollout"},
+		{"claude", `{"parentUuid":null,"isSidechain":false,"sessionId":"s","type":"user","message":{"role":"user","content":"hi"},"uuid":"u1","timestamp":"2026-12-01T10:00:00.000Z"}`, "a Claude Code session"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := e.postImport("alice", tc.name, []byte(tc.file))
+			var answer struct {
+				Error struct{ Field, Message string }
+			}
+			_ = json.Unmarshal(body, &answer)
+			if code != http.StatusBadRequest || answer.Error.Field != "line 1" || !strings.Contains(answer.Error.Message, tc.found) {
+				t.Fatalf("import = %d %s, want a 400 at line 1 naming %s", code, body, tc.found)
 			}
 		})
 	}

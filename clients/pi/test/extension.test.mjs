@@ -1014,3 +1014,34 @@ test("a message whose append lost its answer is sent again and logged once", asy
     work.remove();
   }
 });
+
+test("a session file pi wrote, with its system entry and a ! command, imports with durachat import, the rest counted by kind", async () => {
+  const work = tempDir("durachat-pi-import-");
+  let server;
+  try {
+    const session = await openSession({ url: "http://127.0.0.1:1", sessionManager: SessionManager.create(work.dir, path.join(work.dir, "sessions")), cwd: work.dir, extension: false });
+    await session.executeBash("echo built");
+    faux.setResponses([
+      fauxAssistantMessage(fauxToolCall("screenshot", {}, { id: "call_shot" }), { stopReason: "toolUse" }),
+      fauxAssistantMessage(fauxText("A red page.")),
+    ]);
+    await run(session, "Take a screenshot.");
+    const file = session.sessionFile;
+    await close(session);
+    const roles = fileEntries(file).filter((e) => e.type === "message").map((e) => e.message.role);
+    assert.equal(roles.includes("system"), modern, "pi 1.x wrote its system entry");
+    assert.deepEqual(roles.filter((r) => r !== "system"), ["bashExecution", "user", "assistant", "toolResult", "assistant"], "pi wrote the ! command");
+
+    server = await startServer(bin, path.join(tmp.dir, "data-" + Date.now()));
+    const said = execFileSync(bin, ["import", "-chat", "imported", "-url", server.url, file], { encoding: "utf8" });
+    assert.match(said, /^imported 4 messages into imported as 4 entries \(\d+ lines skipped: /, said);
+    assert.match(said, /\b1 message\/bashExecution\b/, said);
+    if (modern) assert.match(said, /\b1 message\/system\b/, said);
+    const r = await fetch(`${server.url}/v1/chats/imported/messages`);
+    const { messages } = await r.json();
+    assert.deepEqual(messages.map((m) => m.message.role), ["user", "assistant", "toolResult", "assistant"]);
+  } finally {
+    await server?.stop();
+    work.remove();
+  }
+});

@@ -701,6 +701,10 @@ export class Chat {
     const text = typeof file === "string" ? file : new TextDecoder().decode(file);
     const parts = importParts(text);
     const total: ImportResult = { messages: 0, entries: 0, new: 0, skipped: parts.skipped };
+    const byKind = (kinds: Record<string, number> | undefined) => {
+      for (const [k, n] of Object.entries(kinds ?? {})) total.skippedByKind = { ...total.skippedByKind, [k]: (total.skippedByKind?.[k] ?? 0) + n };
+    };
+    byKind(parts.skippedByKind);
     for (const part of parts) {
       const body = await part.render(total.renamed ?? {});
       let got: ImportResult;
@@ -713,6 +717,7 @@ export class Chat {
       total.entries += got.entries;
       total.new += got.new;
       total.skipped += got.skipped;
+      byKind(got.skippedByKind);
       if (got.renamed) total.renamed = { ...total.renamed, ...got.renamed };
     }
     return total;

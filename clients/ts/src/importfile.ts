@@ -91,10 +91,65 @@ interface Entry {
   message?: string;
   image?: string;
   piece?: string;
+  /** The role of its message, "" when it names none. */
+  role: string;
+  /** What tells other hosts' files apart (detect). */
+  payload: boolean;
+  topRole: boolean;
+  uuid: boolean;
+  sessionId: boolean;
+  leafUuid: boolean;
 }
 
-/** The messages to log and the images an export carries, in order, and the lines skipped. */
-export function parse(file: string): { lines: Line[]; skipped: number } {
+/**
+ * The roles of pi's session messages durachat does not log: pi 1.x's
+ * system messages, and the coding agent's bash executions, custom
+ * messages, branch and compaction summaries.
+ */
+const unloggedRole = new Set(["system", "bashExecution", "custom", "branchSummary", "compactionSummary"]);
+
+// Lines of other hosts' session files (the Go client's importfile.detect):
+// a Codex CLI rollout line is {"timestamp", "type", "payload"} with one of
+// these types, or (older rollouts) a bare response item; a Claude Code
+// session line carries "uuid" and "sessionId", or is a summary naming its
+// "leafUuid", or a file-history snapshot.
+const codexLine = new Set(["session_meta", "response_item", "event_msg", "turn_context", "compacted"]);
+const codexItem = new Set(["function_call", "function_call_output", "local_shell_call", "reasoning", "custom_tool_call", "custom_tool_call_output", "web_search_call"]);
+const piEntry = new Set(["session", "message", "thinking_level_change", "model_change", "usage", "compaction", "branch_summary", "custom", "custom_message", "context_edit", "label", "session_info"]);
+
+/** The kind a skipped line is counted as: message/<role> for a message entry, else its type. */
+function kind(e: Entry): string {
+  if (e.type === "message" && e.message !== undefined) return `message/${e.role}`;
+  return e.type ?? "untyped";
+}
+
+/** Refuses a file of another host's format, or one none of whose lines is an export's or a pi session's. */
+function detect(entries: Entry[]): void {
+  const refuse = (e: Entry, found: string) => {
+    throw new Error(`line ${e.n}: the file is ${found}; durachat imports its own exports and pi session files`);
+  };
+  let known = false;
+  for (const e of entries) {
+    const t = e.type ?? "";
+    if ((e.payload && codexLine.has(t)) || (t === "message" && e.message === undefined && e.topRole) || (codexItem.has(t) && e.message === undefined)) {
+      refuse(e, `a Codex CLI rollout (a ${JSON.stringify(t)} line): not supported yet`);
+    }
+    if ((e.uuid && e.sessionId) || e.leafUuid || t === "file-history-snapshot") refuse(e, `a Claude Code session (a ${JSON.stringify(t)} line): not supported yet`);
+    if (e.seq || (e.type === undefined && (e.image !== undefined || e.piece !== undefined)) || piEntry.has(t)) known = true;
+  }
+  if (known || entries.length === 0) return;
+  const found = [...new Set(entries.map(kind))].slice(0, 3).map((k) => JSON.stringify(k));
+  refuse(entries[0], `in no format durachat reads (lines of type ${found.join(", ")})`);
+}
+
+/**
+ * The messages to log and the images an export carries, in order, and the
+ * lines skipped, by kind (the Go client's importfile.Parse): an entry of
+ * another branch is "off-branch", a message entry of a role durachat does
+ * not log "message/<role>", any other its type. A file of another host's
+ * format, or of none, is an error naming it and its line.
+ */
+export function parse(file: string): { lines: Line[]; skipped: number; skippedByKind: Record<string, number> } {
   const entries: Entry[] = [];
   let tree = false;
   file.split("\n").forEach((raw, idx) => {
@@ -106,20 +161,35 @@ export function parse(file: string): { lines: Line[]; skipped: number } {
       const v = m.get(k);
       return v === undefined || v === "null" ? undefined : v;
     };
-    const type = field("type") === undefined ? undefined : String(JSON.parse(m.get("type")!));
-    const id = field("id") === undefined ? undefined : String(JSON.parse(m.get("id")!));
+    const str = (k: string) => {
+      const v = field(k);
+      return v === undefined ? undefined : String(JSON.parse(v));
+    };
+    const type = str("type");
+    const id = str("id");
     const parent = field("parentId");
+    const message = field("message");
+    const role = message === undefined ? undefined : members(message)?.get("role");
     const e: Entry = {
       n: idx + 1, type, id, parentId: parent === undefined ? undefined : String(JSON.parse(parent)),
       hasParent: parent !== undefined, seq: field("seq") !== undefined,
-      message: field("message"), image: field("image"), piece: field("piece"),
+      message, image: field("image"), piece: field("piece"),
+      role: role === undefined ? "" : String(JSON.parse(role)),
+      payload: field("payload") !== undefined, topRole: field("role") !== undefined,
+      uuid: field("uuid") !== undefined, sessionId: field("sessionId") !== undefined, leafUuid: field("leafUuid") !== undefined,
     };
     if (e.hasParent || (e.id && e.type !== "session")) tree = true;
     entries.push(e);
   });
-  const keep = (e: Entry) => (e.seq || e.type === "message") && e.message !== undefined;
+  detect(entries);
+  const keep = (e: Entry) => e.message !== undefined && (e.seq || (e.type === "message" && !unloggedRole.has(e.role)));
   const messageLine = (e: Entry): Line => ({ text: `{"type":"message","message":${e.message}}`, line: e.n, message: true });
+  const skippedByKind: Record<string, number> = {};
   let skipped = 0;
+  const skip = (k: string) => {
+    skippedByKind[k] = (skippedByKind[k] ?? 0) + 1;
+    skipped++;
+  };
   const lines: Line[] = [];
   if (tree) {
     const byID = new Map<string, number>();
@@ -134,20 +204,21 @@ export function parse(file: string): { lines: Line[]; skipped: number } {
       i = p;
     }
     const on = new Set(path.map((e) => e.id));
-    for (const e of entries) if (!on.has(e.id) && e.type !== "session") skipped++; // another branch
+    for (const e of entries) if (!on.has(e.id) && e.type !== "session") skip("off-branch");
     for (const e of path.reverse()) {
       if (keep(e)) lines.push(messageLine(e));
-      else if (e.type !== "session") skipped++;
+      else if (e.type !== "session") skip(kind(e));
     }
-    return { lines, skipped };
+    return { lines, skipped, skippedByKind };
   }
   for (const e of entries) {
     if (keep(e)) lines.push(messageLine(e));
+    else if (e.type === "message" && e.message !== undefined) skip(kind(e));
     else if (e.image !== undefined && e.type === undefined && !e.seq) lines.push({ text: `{"image":${e.image}}`, line: e.n, message: false });
     else if (e.piece !== undefined && e.type === undefined && !e.seq) lines.push({ text: `{"piece":${e.piece}}`, line: e.n, message: false });
-    else if (e.type !== "session") skipped++;
+    else if (e.type !== "session") skip(kind(e));
   }
-  return { lines, skipped };
+  return { lines, skipped, skippedByKind };
 }
 
 /** Makes the refs in a message line to each renamed image refs to its new name (names are hex: a ref reads the same in JSON). */
@@ -176,7 +247,7 @@ export async function cut(line: string, size: number): Promise<string[]> {
  * importPart bytes, and a line larger than that in pieces, one a request.
  * Parse errors name the file's line.
  */
-export function importParts(file: string): Part[] & { skipped: number } {
+export function importParts(file: string): Part[] & { skipped: number; skippedByKind: Record<string, number> } {
   let parsed: ReturnType<typeof parse>;
   try {
     parsed = parse(file);
@@ -209,7 +280,7 @@ export function importParts(file: string): Part[] & { skipped: number } {
     size += n;
   }
   flush();
-  return Object.assign(parts, { skipped: parsed.skipped });
+  return Object.assign(parts, { skipped: parsed.skipped, skippedByKind: parsed.skippedByKind });
 }
 
 /**

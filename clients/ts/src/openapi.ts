@@ -426,7 +426,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Import an export or a pi session file, all or nothing. */
+        /**
+         * Import an export or a pi session file, all or nothing.
+         * @description A file in another host's format (a Codex CLI rollout, a Claude Code session) or in none is a 400 naming what it is and its line.
+         */
         post: operations["importChat"];
         delete?: never;
         options?: never;
@@ -1655,6 +1658,10 @@ export interface operations {
                         entries: number;
                         new: number;
                         skipped: number;
+                        /** @description The lines skipped, by kind: off-branch (an entry of another branch of a pi session), message/<role> (a pi message of a role durachat does not log: system, bashExecution, custom, branchSummary, compactionSummary), or the entry's type (model_change, thinking_level_change, custom, custom_message, compaction, branch_summary, label, session_info, usage, context_edit). Absent when none is. */
+                        skippedByKind?: {
+                            [key: string]: number;
+                        };
                         renamed?: {
                             [key: string]: string;
                         };

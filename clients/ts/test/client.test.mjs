@@ -167,6 +167,21 @@ describe("the routes", () => {
     const r = await chat.import(session);
     assert.deepEqual([r.messages, r.skipped], [2, 1]);
     assert.deepEqual((await chat.messages()).messages.map((m) => m.message.content[0].text), ["first", "kept"]);
+    // pi 1.x: a system message first, then a "!" command's bash execution
+    // (pi 1.6's SessionMessageEntry, @earendil-works/pi-coding-agent).
+    const pi1 = [
+      { type: "session", version: 3, id: "s", timestamp: "2026-01-01T00:00:00.000Z", cwd: "/w" },
+      { type: "message", id: "p", parentId: null, timestamp: "2026-01-01T00:00:00.100Z", message: { role: "system", content: "You are pi.", toolsAdded: [], timestamp: 1767225600100 } },
+      { type: "message", id: "x", parentId: "p", timestamp: "2026-01-01T00:00:00.200Z", message: { role: "bashExecution", command: "ls", output: "a", exitCode: 0, cancelled: false, truncated: false, timestamp: 1767225600200 } },
+      { type: "message", id: "a", parentId: "x", timestamp: "2026-01-01T00:00:01.000Z", message: user("first") },
+    ].map((l) => JSON.stringify(l)).join("\n");
+    const r1 = await new Client(server.url).chat("ts-import-pi1").import(pi1);
+    assert.deepEqual([r1.messages, r1.skipped, r1.skippedByKind], [1, 2, { "message/system": 1, "message/bashExecution": 1 }]);
+    // Another host's file is refused, naming it, before anything is sent.
+    const codex = JSON.stringify({ timestamp: "2026-01-01T00:00:00.000Z", type: "session_meta", payload: { id: "r", cwd: "/w" } });
+    await assert.rejects(new Client(server.url).chat("ts-import-codex").import(codex), /line 1: the file is a Codex CLI rollout/);
+    const claude = JSON.stringify({ parentUuid: null, isSidechain: false, sessionId: "c", type: "user", message: { role: "user", content: "hi" }, uuid: "u1" });
+    await assert.rejects(new Client(server.url).chat("ts-import-claude").import(claude), /line 1: the file is a Claude Code session/);
     // 3 lines of 2.5 MB (two parts) and one of 5 MB (pieces).
     const big = (n, bytes) => JSON.stringify({ seq: n, message: { role: "user", content: [{ type: "text", text: String(n).repeat(bytes) }], timestamp: 1767225600000 + n } });
     const file = [big(1, 2_500_000), big(2, 2_500_000), big(3, 5_000_000), big(4, 10)].join("\n");
