@@ -286,7 +286,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** A stored image's bytes. */
+        /**
+         * A stored image's bytes.
+         * @description Served only through a chat whose current incarnation names the image (an append logged it, or a hook stored or claimed it for the chat); through any other chat, a deleted one or the id's next chat the answer is 404, as for an image not stored. Cache-Control is `private, no-cache`: the bytes behind a name never change, but the chat may stop naming it, so a cache asks again before each use.
+         */
         get: operations["image"];
         put?: never;
         post?: never;
@@ -348,7 +351,7 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Turn the chat's search tool on or off. */
+        /** Turn the chat's opt-in tools (search, forget) on or off. */
         put: operations["memorySettings"];
         post?: never;
         delete?: never;
@@ -389,6 +392,47 @@ export interface paths {
         post?: never;
         /** Delete the chat and the images no other chat names; 202 while the rest goes on through the queue. */
         delete: operations["deleteChat"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/chats/{chat}/erase": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-128 characters of A-Z a-z 0-9 . _ -, but not . or .. */
+                chat: components["parameters"]["chat"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Erase messages (by seq, by literal match or by image): each becomes a tombstone in its place, the summary lines built from it are hidden at once and rebuilt, its images deleted unless a live message of the tenant names them. 200 when done within the call, 202 while the rebuild goes on. */
+        post: operations["eraseMessages"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/chats/{chat}/erasures/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-128 characters of A-Z a-z 0-9 . _ -, but not . or .. */
+                chat: components["parameters"]["chat"];
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** An erasure's receipt: what it erased, rebuilt and deleted, and whether it is done. */
+        get: operations["getErasure"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -525,6 +569,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/chats/{chat}/tools/forget": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-128 characters of A-Z a-z 0-9 . _ -, but not . or .. */
+                chat: components["parameters"]["chat"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Erase messages the model names, as POST .../erase does (opt-in per chat; a 404 tool result when off). */
+        post: operations["forget"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -595,12 +659,48 @@ export interface components {
         };
         LoggedMessage: {
             seq: number;
-            message: components["schemas"]["Message"];
-        };
+            message?: components["schemas"]["Message"];
+            /**
+             * Format: date-time
+             * @description When the message was erased: it then has no message.
+             */
+            erased?: string;
+        } & (unknown | unknown);
         /** @description A pi tool result. */
         ToolResult: {
             content: components["schemas"]["ContentBlock"][];
             isError?: boolean;
+        };
+        /** @description Exactly one of seqs, match or images. */
+        EraseRequest: {
+            /** @description The messages' seqs, as read back. */
+            seqs?: number[];
+            /** @description Every live message whose text or image description contains it, literally (case-sensitive). */
+            match?: string;
+            /** @description Every live message that shows one of these images. */
+            images?: string[];
+        };
+        Erasure: {
+            /** @description The erasure's id: the same request gets the same id. */
+            erasure: string;
+            chat: string;
+            /** @description Every step is finished, the summary lines rebuilt included. */
+            done: boolean;
+            /** Format: date-time */
+            started: string;
+            /** Format: date-time */
+            finished?: string;
+            messages: {
+                seq: number;
+                entries: number[];
+            }[];
+            /** @description The summary nodes taken back and rebuilt, as <start>+<count>. */
+            nodes: string[];
+            /** @description How many of nodes are built again. */
+            rebuilt: number;
+            imagesDeleted: string[];
+            /** @description Images the erased messages named that a live message (of this chat or another of the tenant) still names. */
+            imagesKept: number;
         };
     };
     responses: {
@@ -773,6 +873,15 @@ export interface components {
                     days: number;
                     inherited?: boolean;
                 };
+            };
+        };
+        /** @description The erasure's receipt. */
+        Erasure: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Erasure"];
             };
         };
     };
@@ -1234,7 +1343,7 @@ export interface operations {
                     "application/json": {
                         tools: {
                             /** @enum {unknown} */
-                            name: "zoom" | "date" | "search";
+                            name: "zoom" | "date" | "search" | "forget";
                             description: string;
                             parameters: Record<string, never>;
                         }[];
@@ -1506,19 +1615,21 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    search: boolean;
+                    search?: boolean;
+                    forget?: boolean;
                 };
             };
         };
         responses: {
-            /** @description The setting as it now reads. */
+            /** @description The settings given, as they now read. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        search: boolean;
+                        search?: boolean;
+                        forget?: boolean;
                     };
                 };
             };
@@ -1590,6 +1701,55 @@ export interface operations {
             202: components["responses"]["Deletion"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    eraseMessages: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-128 characters of A-Z a-z 0-9 . _ -, but not . or .. */
+                chat: components["parameters"]["chat"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EraseRequest"];
+            };
+        };
+        responses: {
+            200: components["responses"]["Erasure"];
+            202: components["responses"]["Erasure"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            409: components["responses"]["Deleting"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    getErasure: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-128 characters of A-Z a-z 0-9 . _ -, but not . or .. */
+                chat: components["parameters"]["chat"];
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["Erasure"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
             504: components["responses"]["GatewayTimeout"];
@@ -1959,6 +2119,44 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+        };
+    };
+    forget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-128 characters of A-Z a-z 0-9 . _ -, but not . or .. */
+                chat: components["parameters"]["chat"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    entries?: number[];
+                    match?: string;
+                };
+            };
+        };
+        responses: {
+            200: components["responses"]["ToolResult"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description Forget is off for this chat; the tool result says how to turn it on. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ToolResult"];
+                };
+            };
+            409: components["responses"]["Deleting"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
         };
     };
 }

@@ -90,6 +90,7 @@ export type ToolDef = Omit<Answer<"tools">["tools"][number], "parameters"> & { p
 export type ZoomArgs = RequestBody<"zoom">;
 export type DateArgs = RequestBody<"date">;
 export type SearchArgs = RequestBody<"search">;
+export type ForgetArgs = RequestBody<"forget">;
 export type MemorySettings = Answer<"memorySettings">;
 export type Tree = Answer<"tree">;
 
