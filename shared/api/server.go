@@ -290,22 +290,28 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(sw, r.Body, limit)
 	if !public {
-		t, err := s.o.Auth.Authenticate(r)
-		if err == nil {
-			// Whatever named it, a tenant follows the one rule that keeps
-			// its keys and links well-formed.
-			if terr := store.CheckTenant(t); terr != nil {
-				err = Unauthorized("this request's credentials name no valid tenant: %v", terr)
-			}
-		}
-		if err != nil {
+		var err error
+		if tenant, err = s.authenticate(r); err != nil {
 			WriteError(sw, r, err)
 			return
 		}
-		tenant = t
 		r = r.WithContext(WithLogger(WithTenant(r.Context(), tenant), logger.With("tenant", tenant)))
 	}
 	mux.ServeHTTP(sw, r)
+}
+
+// authenticate is the tenant r's credentials name.
+func (s *server) authenticate(r *http.Request) (string, error) {
+	t, err := s.o.Auth.Authenticate(r)
+	if err != nil {
+		return "", err
+	}
+	// Whatever named it, a tenant follows the one rule that keeps its keys
+	// and links well-formed.
+	if terr := store.CheckTenant(t); terr != nil {
+		return "", Unauthorized("this request's credentials name no valid tenant: %v", terr)
+	}
+	return t, nil
 }
 
 // slashedParameter is the 400 for a request that matches no route only

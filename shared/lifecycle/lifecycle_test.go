@@ -123,12 +123,15 @@ func newEnvBuilding(t *testing.T, b testenv.Backend, steps int, now func() time.
 	t.Cleanup(srv.Close)
 	tc := tasks.Config{Router: tasks.NewRouter(map[tasks.Kind]tasks.Handler{
 		tasks.Build: m.BuildTask, tasks.Delete: core.DeletionTask, tasks.Settle: core.SettleTask, tasks.Expire: core.SweepTask,
+		tasks.Erase: chats.EraseTask,
 	}), Queue: b.Queue, Visibility: m.ClaimLease(), Logger: logger}
 	if comp != nil {
 		tc.Retrier = b.Receiver
 	}
 	consumer := tasks.NewConsumer(tc)
-	return &env{t: t, b: b, chats: chats, uploads: uploads, memory: m, tasks: lifecycleTasks(core), consumer: consumer, url: srv.URL, tokens: tokens}
+	lt := lifecycleTasks(core)
+	lt.Handle(tasks.Erase, chats.EraseTask)
+	return &env{t: t, b: b, chats: chats, uploads: uploads, memory: m, tasks: lt, consumer: consumer, url: srv.URL, tokens: tokens}
 }
 
 // lifecycleTasks routes the lifecycle's queue tasks as the programs do.

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -27,13 +28,16 @@ type (
 const LinkTTL = 15 * time.Minute
 
 // Register adds GET /v1/chats, GET /v1/chats/{chat}/messages,
-// DELETE /v1/chats/{chat}, GET .../export and POST .../import, and the
+// DELETE /v1/chats/{chat}, POST .../erase and GET .../erasures/{id},
+// GET .../export and POST .../import, and the
 // retention settings: GET and PUT
 // /v1/retention (the tenant's default) and /v1/chats/{chat}/retention.
 func (c *Routes) Register(mux *http.ServeMux) {
 	api.Handle(mux, "GET /v1/chats", c.handleList)
 	api.Handle(mux, "GET /v1/chats/{chat}/messages", c.handleMessages)
 	api.Handle(mux, "DELETE /v1/chats/{chat}", c.handleDelete)
+	api.Handle(mux, "POST /v1/chats/{chat}/erase", c.handleErase)
+	api.Handle(mux, "GET /v1/chats/{chat}/erasures/{id}", c.handleErasure)
 	api.Handle(mux, "GET /v1/chats/{chat}/export", c.handleExport)
 	api.Handle(mux, "POST /v1/chats/{chat}/import", c.handleImport)
 	api.Handle(mux, "GET /v1/retention", c.handleGetTenantRetention)
@@ -272,7 +276,12 @@ func (c *Chats) SettleTask(ctx context.Context, msg tasks.Message) error {
 	if cur, recorded, err := c.ids.Current(ctx, ch.Tenant, ch.ID); err != nil || (recorded && cur == ch) {
 		return err
 	}
-	if more, err := c.sweep(ctx, ch, c.steps, &Progress{}); err != nil || !more {
+	var p Progress
+	more, err := c.sweep(ctx, ch, c.steps, &p)
+	if p.Removed > 0 {
+		err = errors.Join(err, c.Scrub(ctx))
+	}
+	if err != nil || !more {
 		return err
 	}
 	return c.queueRest(ctx, "the sweep after a deletion", tasks.For(tasks.Settle, ch).Body())
