@@ -117,10 +117,11 @@ const (
 	ToolZoom   = wire.ToolZoom
 	ToolDate   = wire.ToolDate
 	ToolSearch = wire.ToolSearch
+	ToolForget = wire.ToolForget
 )
 
 // Tools lists the memory tools to offer the model (zoom, date, and search
-// when it is on) with GET .../tools.
+// and forget when they are on) with GET .../tools.
 func (ch *Chat) Tools(ctx context.Context) ([]ToolDef, error) {
 	var out struct {
 		Tools []ToolDef `json:"tools"`

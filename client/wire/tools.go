@@ -113,6 +113,7 @@ const (
 	ToolZoom   = "zoom"
 	ToolDate   = "date"
 	ToolSearch = "search"
+	ToolForget = "forget"
 )
 
 // ZoomArgs are the zoom tool's arguments: the block of N entries starting
@@ -197,6 +198,14 @@ func (a *SearchArgs) UnmarshalJSON(b []byte) error {
 
 // Given is as ZoomArgs.Given.
 func (a SearchArgs) Given(field string) bool { return a.given.has(a, field) }
+
+// ForgetArgs are the forget tool's arguments: exactly one of Entries
+// (entry ids as the view and zoom show them; each erases the whole
+// message holding it) or Match (every message holding the text).
+type ForgetArgs struct {
+	Entries []int64 `json:"entries,omitempty" jsonschema:"ids of entries to forget, as zoom shows them (zoom id=<id> n=1); the whole message holding each is erased"`
+	Match   string  `json:"match,omitempty" jsonschema:"forget every message whose text holds this text literally (at least 4 characters)"`
+}
 
 // given is the set of fields, by JSON name, that the JSON a tool's
 // arguments were decoded from held; nil for arguments made in Go.

@@ -49,8 +49,8 @@ func mcpCmd(ctx context.Context, args []string, lookup func(string) (string, boo
 	}
 	// stdout is the protocol's: the logs go to stderr.
 	logger := cfg.Logger(stderr)
-	serve := func(mem mcp.Memory, search bool) error {
-		s, err := mcp.NewServer(mem, mcp.Options{Chat: *chat, Search: search})
+	serve := func(mem mcp.Memory, optIn bool) error {
+		s, err := mcp.NewServer(mem, mcp.Options{Chat: *chat, OptIn: optIn})
 		if err != nil {
 			return err
 		}

@@ -216,6 +216,32 @@ func (c *Routes) Erase(ctx context.Context, tenant, chat string, req EraseReques
 	return receipt(chat, id, rec), nil
 }
 
+// Forget is the forget tool's erasure (memory.Forgetter): the messages
+// holding a.Entries (entry ids, as the model sees them in the view and
+// zoom), or every message holding a.Match, erased as Erase erases them.
+func (c *Routes) Forget(ctx context.Context, ch chatid.Chat, a wire.ForgetArgs) (Erasure, error) {
+	switch {
+	case a.Entries == nil && a.Match == "":
+		return Erasure{}, api.BadRequest("entries", "name what to forget: entries (entry ids) or match (a text)")
+	case a.Entries != nil && a.Match != "":
+		return Erasure{}, api.BadRequest("entries", "name entries or match, not both")
+	case a.Entries != nil && (len(a.Entries) == 0 || len(a.Entries) > MaxErase):
+		return Erasure{}, api.BadRequest("entries", "entries holds 1 to %d entry ids, not %d", MaxErase, len(a.Entries))
+	}
+	req := EraseRequest{Match: a.Match}
+	for _, id := range a.Entries {
+		seq, err := c.log.MessageOf(ctx, ch, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return Erasure{}, api.BadRequest("entries", "entry %d is not in the chat's log", id)
+		}
+		if err != nil {
+			return Erasure{}, err
+		}
+		req.Seqs = append(req.Seqs, seq)
+	}
+	return c.Erase(ctx, ch.Tenant, ch.ID, req)
+}
+
 // requeueAfter is how long an erasure's images may wait for its queue
 // message before a request about it sends another (the first may have
 // been lost with a call cut off after its record was written).

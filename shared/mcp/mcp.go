@@ -44,7 +44,9 @@ type Memory interface {
 	// CallTool answers the memory tool name (one of memory.ToolTable)
 	// with its arguments as JSON, as POST .../tools/{name} does.
 	CallTool(ctx context.Context, chat, name string, args json.RawMessage) (wire.ToolResult, error)
-	SearchEnabled(ctx context.Context, chat string) (bool, error)
+	// Settings are the chat's opt-in settings: which opt-in memory tools
+	// it has on.
+	Settings(ctx context.Context, chat string) (memory.Settings, error)
 	// Log appends req's messages (pi messages, as POST .../messages
 	// takes them) under its receipt and returns their ids.
 	Log(ctx context.Context, chat string, req transcript.AppendRequest) ([]int64, error)
@@ -75,9 +77,9 @@ type Options struct {
 	// Chat, when set, is the one chat the server serves: the tools take no
 	// chat argument. Empty: each call names its chat.
 	Chat string
-	// Search offers the search tool. With Chat set, the tool is listed
-	// only while search is on for that chat.
-	Search bool
+	// OptIn offers the opt-in memory tools (search, forget). With Chat
+	// set, each is listed only while it is on for that chat.
+	OptIn bool
 	// Timeout bounds each call to the Memory but a log call's append; 0
 	// is CallTimeout.
 	Timeout time.Duration
@@ -136,8 +138,8 @@ func NewServer(mem Memory, o Options) (*Server, error) {
 	if o.Chat != "" {
 		s.srv.AddResource(&sdk.Resource{Name: "view", URI: ViewURI(o.Chat), MIMEType: "text/plain",
 			Description: "the memory view of chat " + o.Chat}, s.readView)
-		if o.Search {
-			s.srv.AddReceivingMiddleware(s.filterSearch)
+		if o.OptIn {
+			s.srv.AddReceivingMiddleware(s.filterOptIn)
 		}
 	}
 	return s, nil
@@ -224,14 +226,16 @@ func removeName(names []string, name string) []string {
 type tool struct {
 	name, desc string
 	schema     *jsonschema.Schema
-	h          func(ctx context.Context, chat string, raw json.RawMessage) (*sdk.CallToolResult, error)
+	// destructive: the tool erases (the MCP annotation destructiveHint).
+	destructive bool
+	h           func(ctx context.Context, chat string, raw json.RawMessage) (*sdk.CallToolResult, error)
 	// bounded: the handler bounds its calls itself (log), not by the
 	// call's timeout.
 	bounded bool
 }
 
 // tools are the server's tools: its own and, in the order the model is
-// given them, the memory tools (an opt-in one only when o.Search).
+// given them, the memory tools (an opt-in one only when o.OptIn).
 func (s *Server) tools() ([]tool, error) {
 	view, err := jsonschema.For[viewArgs](nil)
 	if err != nil {
@@ -246,16 +250,16 @@ func (s *Server) tools() ([]tool, error) {
 	log.Properties["messages"].Description = "the messages to log, in order"
 	tools := []tool{
 		{"view", "The chat's memory view: one line per block of entries, each starting <start>+<count>; zoom into a line to open it.",
-			view, s.callView, false},
+			view, false, s.callView, false},
 		{"log", "Log messages (pi-ai message shapes: role, content blocks of text or base64 images) to the chat's memory; answers their ids. " +
 			"A retry is safe: the same messages again under the same receipt (given, or made of the messages when none is) log nothing twice.",
-			log, s.callLog, true},
+			log, false, s.callLog, true},
 	}
 	for _, t := range memory.ToolTable() {
-		if t.OptIn && !s.o.Search {
+		if t.OptIn != "" && !s.o.OptIn {
 			continue
 		}
-		tools = append(tools, tool{t.Name, t.Description, t.Parameters, s.memoryTool(t.Name), false})
+		tools = append(tools, tool{t.Name, t.Description, t.Parameters, t.Destructive, s.memoryTool(t.Name), false})
 	}
 	return tools, nil
 }
@@ -267,7 +271,11 @@ func (s *Server) addTools() error {
 	}
 	for _, t := range tools {
 		h, bounded := t.h, t.bounded
-		s.srv.AddTool(&sdk.Tool{Name: t.name, Description: t.desc, InputSchema: s.withChat(t.schema)}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		st := &sdk.Tool{Name: t.name, Description: t.desc, InputSchema: s.withChat(t.schema)}
+		if t.destructive {
+			st.Annotations = &sdk.ToolAnnotations{DestructiveHint: &t.destructive}
+		}
+		s.srv.AddTool(st, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			raw := req.Params.Arguments
 			if len(raw) == 0 {
 				raw = json.RawMessage("{}")
@@ -553,9 +561,9 @@ func (s *Server) subscribe(_ context.Context, req *sdk.SubscribeRequest) error {
 	return nil
 }
 
-// filterSearch leaves the opt-in memory tools (search) out of the tool
-// list while search is off for the server's chat.
-func (s *Server) filterSearch(next sdk.MethodHandler) sdk.MethodHandler {
+// filterOptIn leaves the opt-in memory tools (search, forget) out of the
+// tool list while they are off for the server's chat.
+func (s *Server) filterOptIn(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		res, err := next(ctx, method, req)
 		lr, ok := res.(*sdk.ListToolsResult)
@@ -564,17 +572,17 @@ func (s *Server) filterSearch(next sdk.MethodHandler) sdk.MethodHandler {
 		}
 		cctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 		defer cancel()
-		on, err := s.mem.SearchEnabled(cctx, s.o.Chat)
-		if err != nil || on {
-			return res, nil // an outage lists it; a call then says why it fails
+		on, err := s.mem.Settings(cctx, s.o.Chat)
+		if err != nil {
+			return res, nil // an outage lists them; a call then says why it fails
 		}
-		optIn := map[string]bool{}
+		off := map[string]bool{}
 		for _, t := range memory.ToolTable() {
-			optIn[t.Name] = t.OptIn
+			off[t.Name] = !on.On(t.OptIn)
 		}
 		tools := lr.Tools[:0:0]
 		for _, t := range lr.Tools {
-			if !optIn[t.Name] {
+			if !off[t.Name] {
 				tools = append(tools, t)
 			}
 		}

@@ -50,7 +50,7 @@ func TestAHostOverHTTPZoomsDownToAnImageAndReceivesItsBytes(t *testing.T) {
 		names = append(names, tl.Name)
 	}
 	slices.Sort(names)
-	if want := []string{"date", "log", "search", "view", "zoom"}; !slices.Equal(names, want) {
+	if want := []string{"date", "forget", "log", "search", "view", "zoom"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/fault"
+	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/transcript"
 )
 
@@ -55,17 +56,23 @@ func (r remote) CallTool(ctx context.Context, chat, name string, args json.RawMe
 	return result(r.c.Chat(chat).CallTool(ctx, name, args))
 }
 
-func (r remote) SearchEnabled(ctx context.Context, chat string) (bool, error) {
+// Settings are read from the chat's tool list: an opt-in tool is listed
+// while it is on.
+func (r remote) Settings(ctx context.Context, chat string) (memory.Settings, error) {
 	tools, err := r.c.Chat(chat).Tools(ctx)
 	if err != nil {
-		return false, asFault(err)
+		return memory.Settings{}, asFault(err)
 	}
+	var s memory.Settings
 	for _, t := range tools {
-		if t.Name == client.ToolSearch {
-			return true, nil
+		switch t.Name {
+		case client.ToolSearch:
+			s.Search = true
+		case client.ToolForget:
+			s.Forget = true
 		}
 	}
-	return false, nil
+	return s, nil
 }
 
 func (r remote) Log(ctx context.Context, chat string, req transcript.AppendRequest) ([]int64, error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/hooks"
 	"github.com/durachat/durachat/shared/mcp/mcptest"
+	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/transcript"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,7 +34,9 @@ func (f fakeMemory) CallTool(ctx context.Context, chat, name string, args json.R
 	}
 	return wire.ToolResult{}, nil
 }
-func (f fakeMemory) SearchEnabled(ctx context.Context, chat string) (bool, error) { return true, nil }
+func (f fakeMemory) Settings(ctx context.Context, chat string) (memory.Settings, error) {
+	return memory.AllOn, nil
+}
 func (f fakeMemory) Log(ctx context.Context, chat string, req transcript.AppendRequest) ([]int64, error) {
 	return nil, nil
 }

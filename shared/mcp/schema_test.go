@@ -101,7 +101,7 @@ func TestTheLogToolsSchemaAcceptsPiMessages(t *testing.T) {
 // the MCP page (a JSON block {"name", "arguments"}) is valid against the
 // input schema tools/list serves for its tool, and every tool has one.
 func TestEveryToolsSchemaAcceptsItsDocumentedExamples(t *testing.T) {
-	schemas := inputSchemas(t, Options{Search: true})
+	schemas := inputSchemas(t, Options{OptIn: true})
 	doc, err := os.ReadFile("../../docs/integrate/mcp.md")
 	if err != nil {
 		t.Fatal(err)

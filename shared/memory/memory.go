@@ -96,6 +96,9 @@ type Config struct {
 	// status how far a chat's deletion came; without them memory opens
 	// the incarnation itself and shows no deletion.
 	Chats Chats
+	// Forget, when set, is the erasure the forget tool runs; without it
+	// the tool is off for every chat.
+	Forget Forgetter
 }
 
 // Chats is what memory needs of the chat lifecycle (lifecycle.Chats).
@@ -119,6 +122,7 @@ type Memory struct {
 	queue      store.Queue
 	compactor  Compactor
 	chats      Chats
+	forgetter  Forgetter
 	ids        *chatid.Registry
 	now        func() time.Time
 	search     bool
@@ -149,6 +153,7 @@ func New(cfg Config) (*Memory, error) {
 		queue:      cfg.Queue,
 		compactor:  cfg.Compactor,
 		chats:      cfg.Chats,
+		forgetter:  cfg.Forget,
 		ids:        chatid.New(cfg.Table),
 		now:        cfg.Now,
 		search:     cfg.Search,

@@ -101,7 +101,7 @@ func toolPaths(paths rawjson.Value) (rawjson.Value, error) {
 func toolOperation(v rawjson.Value, name string) (rawjson.Value, error) {
 	i := slices.IndexFunc(toolTable, func(t ToolSpec) bool { return t.Name == name })
 	t := toolTable[i]
-	type property map[string]string
+	type property map[string]any
 	props := map[string]property{}
 	for name, p := range t.Parameters.Properties {
 		switch p.Type {
@@ -109,6 +109,11 @@ func toolOperation(v rawjson.Value, name string) (rawjson.Value, error) {
 			props[name] = property{"$ref": "#/components/schemas/IntArg"}
 		case "string":
 			props[name] = property{"type": "string"}
+		case "array":
+			if p.Items == nil || p.Items.Type != "integer" {
+				return nil, fmt.Errorf("memory: the %s tool's argument %s is a list of what the OpenAPI document does not describe", t.Name, name)
+			}
+			props[name] = property{"type": "array", "items": map[string]string{"type": "integer"}}
 		default:
 			return nil, fmt.Errorf("memory: the %s tool's argument %s is of type %q, which the OpenAPI document does not describe", t.Name, name, p.Type)
 		}

@@ -54,7 +54,7 @@ func TestOpenAPIToolsFollowsTheTable(t *testing.T) {
 		{`"operationId":"recall","summary":"Recall a topic."`, true},
 		{`"properties":{"topic":{"type":"string"}}`, true},
 		{`"/v1/chats/{chat}/tools/zoom"`, false},
-		{`"enum":["recall","date","search"]`, true},
+		{`"enum":["recall","date","search","forget"]`, true},
 	} {
 		if got := bytes.Contains(compact.Bytes(), []byte(c.text)); got != c.want {
 			t.Errorf("%s: in the document %v, want %v", c.text, got, c.want)

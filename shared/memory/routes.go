@@ -61,16 +61,13 @@ func (m *Memory) handleView(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// SearchOffMessage says how to turn search on.
-const SearchOffMessage = "the search tool is off for this chat; turn it on with PUT /v1/chats/{chat}/memory/settings and the body {\"search\": true}, or for every chat in the server's configuration"
-
 func (m *Memory) handleTools(w http.ResponseWriter, r *http.Request) error {
 	c, err := m.requestChat(r)
 	if err != nil {
 		return err
 	}
 	m.pumpQuietly(r.Context(), c)
-	on, err := m.searchEnabled(r.Context(), c)
+	on, err := m.chatSettings(r.Context(), c)
 	if err != nil {
 		return err
 	}
@@ -99,21 +96,29 @@ func (m *Memory) handleSettings(w http.ResponseWriter, r *http.Request) error {
 	}
 	var body struct {
 		Search *bool `json:"search"`
+		Forget *bool `json:"forget"`
 	}
 	if err := api.DecodeJSON(r, &body); err != nil {
 		return err
 	}
-	if body.Search == nil {
-		return api.BadRequest("search", "search (true or false) is the setting to change, and it is missing")
+	if body.Search == nil && body.Forget == nil {
+		return api.BadRequest("search", "search or forget (true or false) is the setting to change, and both are missing")
 	}
 	c, err := m.opening(r.Context(), tenant, chat)
 	if err != nil {
 		return err
 	}
-	if err := m.setSearch(r.Context(), c, *body.Search); err != nil {
+	if err := m.setSettings(r.Context(), c, body.Search, body.Forget); err != nil {
 		return err
 	}
-	api.WriteJSON(w, http.StatusOK, map[string]any{"search": *body.Search})
+	out := map[string]any{}
+	if body.Search != nil {
+		out["search"] = *body.Search
+	}
+	if body.Forget != nil {
+		out["forget"] = *body.Forget
+	}
+	api.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 

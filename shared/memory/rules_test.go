@@ -305,8 +305,11 @@ func TestNodeLineReadsOneNodeAsTheViewShowsIt(t *testing.T) {
 // its properties, each property typed and described.
 func TestToolDefinitionsAreValidJSONSchemas(t *testing.T) {
 	name := regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-	for _, search := range []bool{false, true} {
-		b, err := json.Marshal(Tools(search))
+	for want, on := range []Settings{2: {}, 3: {Search: true}, 4: AllOn} {
+		if want < 2 {
+			continue
+		}
+		b, err := json.Marshal(Tools(on))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,9 +330,8 @@ func TestToolDefinitionsAreValidJSONSchemas(t *testing.T) {
 		if err := dec.Decode(&tools); err != nil {
 			t.Fatal(err)
 		}
-		want := map[bool]int{false: 2, true: 3}[search]
 		if len(tools) != want {
-			t.Fatalf("search %v: %d tools, want %d", search, len(tools), want)
+			t.Fatalf("%+v: %d tools, want %d", on, len(tools), want)
 		}
 		for _, tool := range tools {
 			p := tool.Parameters
@@ -343,7 +345,7 @@ func TestToolDefinitionsAreValidJSONSchemas(t *testing.T) {
 				}
 			}
 			for prop, s := range p.Properties {
-				if (s.Type != "integer" && s.Type != "string") || s.Description == "" {
+				if (s.Type != "integer" && s.Type != "string" && s.Type != "array") || s.Description == "" {
 					t.Errorf("tool %s: property %s is %+v", tool.Name, prop, s)
 				}
 			}

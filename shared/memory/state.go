@@ -99,6 +99,8 @@ type chatState struct {
 	ImageTotals imageTotals  `json:"it,omitempty"`
 	// Search is the chat's own search opt-in (nil: the configured default).
 	Search *bool `json:"se,omitempty"`
+	// Forget is the chat's forget opt-in (nil: off).
+	Forget *bool `json:"fo,omitempty"`
 	// Gen counts the chat's erasures. The line caches and the view
 	// snapshot are keyed by it, so after an erasure no process shows a
 	// line it read before.

@@ -279,24 +279,6 @@ const (
 	searchChunk = 50
 )
 
-// SearchEnabled reports whether a chat has the search tool.
-func (m *Memory) SearchEnabled(ctx context.Context, tenant, chat string) (bool, error) {
-	c, err := m.current(ctx, tenant, chat)
-	if err != nil {
-		return false, err
-	}
-	return m.searchEnabled(ctx, c)
-}
-
-// searchEnabled is SearchEnabled of the incarnation c.
-func (m *Memory) searchEnabled(ctx context.Context, c chatid.Chat) (bool, error) {
-	st, _, err := m.states.get(ctx, c)
-	if err != nil {
-		return false, err
-	}
-	return m.searchOn(st), nil
-}
-
 func (m *Memory) searchOn(st *chatState) bool {
 	if st.Search != nil {
 		return *st.Search
@@ -304,19 +286,15 @@ func (m *Memory) searchOn(st *chatState) bool {
 	return m.search
 }
 
-// SetSearch turns a chat's own search opt-in on or off.
-func (m *Memory) SetSearch(ctx context.Context, tenant, chat string, on bool) error {
-	c, err := m.current(ctx, tenant, chat)
-	if err != nil {
-		return err
-	}
-	return m.setSearch(ctx, c, on)
-}
-
-// setSearch is SetSearch of the incarnation c.
-func (m *Memory) setSearch(ctx context.Context, c chatid.Chat, on bool) error {
+// setSettings sets the chat's own opt-ins that are given (not nil).
+func (m *Memory) setSettings(ctx context.Context, c chatid.Chat, search, forget *bool) error {
 	_, err := m.states.update(ctx, c, func(st *chatState) error {
-		st.Search = &on
+		if search != nil {
+			st.Search = search
+		}
+		if forget != nil {
+			st.Forget = forget
+		}
 		return nil
 	})
 	if errors.Is(err, errRetired) {
@@ -324,9 +302,6 @@ func (m *Memory) setSearch(ctx context.Context, c chatid.Chat, on bool) error {
 	}
 	return err
 }
-
-// ErrSearchOff is returned by Search when the chat has no search tool.
-var ErrSearchOff = errors.New("search is off for this chat")
 
 // Search answers the search tool: a case-insensitive match over original
 // entries only (never summaries, never logged tool results of memory's

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 
 	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
@@ -24,16 +25,21 @@ type Tool[A any] struct {
 	Description string
 	// Summary is the line of the tool's route in the OpenAPI document.
 	Summary string
-	// OptIn tools are offered only while the chat's search is on.
-	OptIn bool
-	Call  func(m *Memory, ctx context.Context, c chatid.Chat, a A) (wire.ToolResult, error)
+	// OptIn, when set, is the chat setting (SettingSearch, SettingForget)
+	// that offers the tool: it is offered only while that is on.
+	OptIn string
+	// Destructive tools erase what they are called on (the MCP
+	// annotation destructiveHint).
+	Destructive bool
+	Call        func(m *Memory, ctx context.Context, c chatid.Chat, a A) (wire.ToolResult, error)
 }
 
 // ToolSpec is a memory tool with the type of its arguments erased, as the
 // surfaces read it.
 type ToolSpec struct {
 	Name, Description, Summary string
-	OptIn                      bool
+	OptIn                      string
+	Destructive                bool
 	// Parameters is the JSON schema of the tool's arguments.
 	Parameters *jsonschema.Schema
 	call       func(m *Memory, ctx context.Context, c chatid.Chat, raw []byte) (wire.ToolResult, error)
@@ -42,11 +48,11 @@ type ToolSpec struct {
 // spec is t with its arguments' type erased: they are decoded as every
 // request body is (api.Unmarshal), into A.
 func (t Tool[A]) spec() ToolSpec {
-	sch, err := jsonschema.For[A](nil)
+	sch, err := jsonschema.For[A](argSchemas)
 	if err != nil {
 		panic(fmt.Sprintf("memory: the %s tool's arguments have no JSON schema: %v", t.Name, err))
 	}
-	return ToolSpec{Name: t.Name, Description: t.Description, Summary: t.Summary, OptIn: t.OptIn, Parameters: sch,
+	return ToolSpec{Name: t.Name, Description: t.Description, Summary: t.Summary, OptIn: t.OptIn, Destructive: t.Destructive, Parameters: sch,
 		call: func(m *Memory, ctx context.Context, c chatid.Chat, raw []byte) (wire.ToolResult, error) {
 			var a A
 			if err := api.Unmarshal(raw, &a); err != nil {
@@ -56,6 +62,12 @@ func (t Tool[A]) spec() ToolSpec {
 			return t.Call(m, ctx, c, a)
 		}}
 }
+
+// argSchemas are the schemas of the tools' argument types the default
+// does not fit: a list of ids is never null (a nil one is left out).
+var argSchemas = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[[]int64](): {Type: "array", Items: &jsonschema.Schema{Type: "integer"}},
+}}
 
 // toolTable is every memory tool, in the order the model is given them.
 var toolTable = []ToolSpec{
@@ -80,12 +92,23 @@ var toolTable = []ToolSpec{
 			"Newest first, 20 per page, each with its id, date, a snippet and the summary line holding it; " +
 			"pass before=<id> for older hits.",
 		Summary: "Search the chat's log (opt-in per chat; a 404 tool result when off).",
-		OptIn:   true,
+		OptIn:   SettingSearch,
 		Call:    (*Memory).searchIn,
+	}.spec(),
+	Tool[wire.ForgetArgs]{
+		Name: wire.ToolForget,
+		Description: "Erase messages from the chat for good, when the user asks you to forget them: " +
+			"their words and images leave the log and every summary built from them is rebuilt without them; it cannot be undone. " +
+			"Name the messages by entries (ids as the view and zoom show them: zoom id=<id> n=1 opens one; the whole message holding each entry is erased) " +
+			"or by match (every message holding that text, at least 4 characters). Answers the erasure's receipt.",
+		Summary:     "Erase messages the model names, as POST .../erase does (opt-in per chat; a 404 tool result when off).",
+		OptIn:       SettingForget,
+		Destructive: true,
+		Call:        (*Memory).forget,
 	}.spec(),
 }
 
-// ToolTable is every memory tool, search included.
+// ToolTable is every memory tool, the opt-in ones included.
 func ToolTable() []ToolSpec { return toolTable }
 
 // ToolDef is a tool definition a host passes to its model.
@@ -95,11 +118,11 @@ type ToolDef struct {
 	Parameters  *jsonschema.Schema `json:"parameters"`
 }
 
-// Tools lists memory's tool definitions; search only when it is on.
-func Tools(search bool) []ToolDef {
+// Tools lists memory's tool definitions; the opt-in ones only when on.
+func Tools(on Settings) []ToolDef {
 	var defs []ToolDef
 	for _, t := range toolTable {
-		if !t.OptIn || search {
+		if on.On(t.OptIn) {
 			defs = append(defs, ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 		}
 	}
@@ -122,9 +145,9 @@ func (m *Memory) registerTools(mux *http.ServeMux) {
 				return err
 			}
 			res, err := t.call(m, r.Context(), c, raw)
-			if errors.Is(err, ErrSearchOff) {
+			if off := (*OffError)(nil); errors.As(err, &off) {
 				// A tool result a host can hand its model as it is, with a 404.
-				api.WriteJSON(w, http.StatusNotFound, toolError("%s", SearchOffMessage))
+				api.WriteJSON(w, http.StatusNotFound, toolError("%s", off.Message()))
 				return nil
 			}
 			if err != nil {

@@ -249,3 +249,27 @@ func (l *Log) MessageEntries(ctx context.Context, c chatid.Chat, seq int64) ([]i
 		from += queryPage
 	}
 }
+
+// MessageOf returns the seq of the message holding entry id: the entry
+// itself, or the nearest before it that a message starts at. It is a
+// store.ErrNotFound (wrapped) when the log holds no entry id.
+func (l *Log) MessageOf(ctx context.Context, c chatid.Chat, id int64) (int64, error) {
+	if id < 0 {
+		return 0, fmt.Errorf("transcript: no entry %d: %w", id, store.ErrNotFound)
+	}
+	for to := id + 1; to > 0; to -= queryPage {
+		lgs, err := l.Read(ctx, c, max(0, to-queryPage), to)
+		if err != nil {
+			return 0, err
+		}
+		if to == id+1 && (len(lgs) == 0 || lgs[len(lgs)-1].I != id) {
+			return 0, fmt.Errorf("transcript: no entry %d: %w", id, store.ErrNotFound)
+		}
+		for k := len(lgs) - 1; k >= 0; k-- {
+			if !lgs[k].Continues {
+				return lgs[k].I, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("transcript: entry %d continues no message: %w", id, store.ErrNotFound)
+}

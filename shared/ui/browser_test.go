@@ -731,3 +731,35 @@ func TestTheListAndTheMessagesFollowTheirContract(t *testing.T) {
 	}
 	console.check(t, s.missingRoutes(t))
 }
+
+// A message is erased from its chat page after a confirmation: cancelling
+// erases nothing; confirming erases it (the log reads it back as a
+// tombstone) and shows its tombstone in its place.
+func TestAMessageIsErasedFromItsPageAfterAConfirmation(t *testing.T) {
+	t.Parallel()
+	ctx, console, s := chatTab(t, "erase")
+	first := `document.querySelector("#messages li[data-seq]")`
+	waitFor(t, ctx, "the messages", first+` !== null && `+first+`.querySelector("button.erase-ask") !== null`)
+	do(t, ctx, "asking to erase the first message", chromedp.Click(chromedp.CSS(`#messages li[data-seq] button.erase-ask`)))
+	waitFor(t, ctx, "the confirmation", `document.querySelector("#messages [role=alertdialog] button.erase-confirm") !== null`)
+	do(t, ctx, "cancelling", chromedp.Click(chromedp.CSS(`#messages button.erase-cancel`)))
+	waitFor(t, ctx, "the erase button back", first+`.querySelector("button.erase-ask") !== null`)
+	if _, body := s.call(t, "GET", "/v1/chats/erase/messages", nil); strings.Contains(string(body), `"erased"`) {
+		t.Fatalf("a cancelled erasure erased: %s", body)
+	}
+	do(t, ctx, "asking again", chromedp.Click(chromedp.CSS(`#messages li[data-seq] button.erase-ask`)))
+	do(t, ctx, "confirming", chromedp.Click(chromedp.CSS(`#messages button.erase-confirm`)))
+	waitFor(t, ctx, "the tombstone", first+`.classList.contains("erased") && /\(erased .+\)/.test(`+first+`.innerText)`)
+	screenshot(t, ctx, "erased-message")
+	code, body := s.call(t, "GET", "/v1/chats/erase/messages", nil)
+	var page struct {
+		Messages []struct {
+			Erased string `json:"erased"`
+		} `json:"messages"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &page) != nil || len(page.Messages) != 4 || page.Messages[0].Erased == "" ||
+		strings.Contains(string(body), "chart of the quarter") {
+		t.Fatalf("the log after the erasure: %d %s", code, body)
+	}
+	console.check(t, s.missingRoutes(t))
+}

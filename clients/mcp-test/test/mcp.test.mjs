@@ -53,7 +53,7 @@ const sha = (b64) => createHash("sha256").update(Buffer.from(b64, "base64")).dig
 // content's bytes; it gives the image's stored name.
 async function zoomsToTheImage(client, chat) {
   const { tools } = await client.listTools();
-  assert.deepEqual(tools.map((t) => t.name).sort(), ["date", "log", "search", "view", "zoom"]);
+  assert.deepEqual(tools.map((t) => t.name).sort(), ["date", "forget", "log", "search", "view", "zoom"]);
   const image = png(24, 16, (x, y) => [x * 10, y * 15, 200]);
   const logged = await call(client, "log", {
     chat,

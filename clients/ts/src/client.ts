@@ -15,6 +15,8 @@ import type {
   Block,
   ChatList,
   Deletion,
+  EraseRequest,
+  Erasure,
   ImportResult,
   MemorySettings,
   Message,
@@ -665,6 +667,24 @@ export class Chat {
   async delete(opts?: CallOptions): Promise<Deletion> {
     const out = await this.client.call<Omit<Deletion, "accepted">>({ method: "DELETE", path: this.path(""), retry: true }, opts);
     return { ...out, accepted: !out.deleted };
+  }
+
+  /**
+   * Erases messages of the chat for good (POST .../erase): exactly one of
+   * seqs, match or images. Each message erased stays a tombstone
+   * ({seq, erased} when read back), the summary lines built from it are
+   * taken back and rebuilt, and the images only it showed are deleted.
+   * Answers the erasure's receipt; done is false while lines are being
+   * rebuilt (erasure(id) answers it again). The same request again answers
+   * the same erasure, so it is retried.
+   */
+  erase(req: EraseRequest, opts?: CallOptions): Promise<Erasure> {
+    return this.client.call({ method: "POST", path: this.path("/erase"), body: req, retry: true }, opts);
+  }
+
+  /** The receipt of erasure id of this chat (GET .../erasures/{id}). */
+  erasure(id: string, opts?: CallOptions): Promise<Erasure> {
+    return this.client.call({ method: "GET", path: this.path(`/erasures/${encodeURIComponent(id)}`), retry: true }, opts);
   }
 
   /**

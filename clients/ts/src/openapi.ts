@@ -351,7 +351,7 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Turn the chat's search tool on or off. */
+        /** Turn the chat's opt-in tools (search, forget) on or off. */
         put: operations["memorySettings"];
         post?: never;
         delete?: never;
@@ -569,6 +569,26 @@ export interface paths {
         put?: never;
         /** The memory tools (view, zoom, date, search, log) and resources (a chat's view and images) over MCP's streamable HTTP transport: one JSON-RPC message a request. The local server keeps sessions (Mcp-Session-Id); in Lambda each POST is answered alone, as JSON. See docs/integrate/mcp.md. */
         post: operations["mcpPost"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/chats/{chat}/tools/forget": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-128 characters of A-Z a-z 0-9 . _ -, but not . or .. */
+                chat: components["parameters"]["chat"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Erase messages the model names, as POST .../erase does (opt-in per chat; a 404 tool result when off). */
+        post: operations["forget"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1329,7 +1349,7 @@ export interface operations {
                     "application/json": {
                         tools: {
                             /** @enum {unknown} */
-                            name: "zoom" | "date" | "search";
+                            name: "zoom" | "date" | "search" | "forget";
                             description: string;
                             parameters: Record<string, never>;
                         }[];
@@ -1601,19 +1621,21 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    search: boolean;
+                    search?: boolean;
+                    forget?: boolean;
                 };
             };
         };
         responses: {
-            /** @description The setting as it now reads. */
+            /** @description The settings given, as they now read. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        search: boolean;
+                        search?: boolean;
+                        forget?: boolean;
                     };
                 };
             };
@@ -2110,6 +2132,44 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+        };
+    };
+    forget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-128 characters of A-Z a-z 0-9 . _ -, but not . or .. */
+                chat: components["parameters"]["chat"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    entries?: number[];
+                    match?: string;
+                };
+            };
+        };
+        responses: {
+            200: components["responses"]["ToolResult"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description Forget is off for this chat; the tool result says how to turn it on. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ToolResult"];
+                };
+            };
+            409: components["responses"]["Deleting"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
         };
     };
 }

@@ -90,6 +90,7 @@ export type ToolDef = Omit<Answer<"tools">["tools"][number], "parameters"> & { p
 export type ZoomArgs = RequestBody<"zoom">;
 export type DateArgs = RequestBody<"date">;
 export type SearchArgs = RequestBody<"search">;
+export type ForgetArgs = RequestBody<"forget">;
 export type MemorySettings = Answer<"memorySettings">;
 export type Tree = Answer<"tree">;
 
@@ -135,4 +136,8 @@ export type Deletion = Answer<"deleteChat", 200> & {
   accepted: boolean;
 };
 export type ImportResult = Answer<"importChat">;
+/** What to erase: exactly one of seqs (messages' seqs as read back), match (a text, at least 4 characters) or images (names). */
+export type EraseRequest = RequestBody<"eraseMessages">;
+/** An erasure's receipt: the messages erased, the summary lines taken back and rebuilt, the images deleted and kept. */
+export type Erasure = Answer<"getErasure">;
 export type Retention = Answer<"getChatRetention">;

@@ -156,6 +156,27 @@ describe("the routes", () => {
     assert.equal((await copy.messages()).messages.length, 1, "the copy keeps its image");
   });
 
+  test("erase leaves a tombstone and answers its receipt; erasure answers it again; a bad request is a 400 naming the field", async () => {
+    const chat = new Client(server.url).chat("ts-erase");
+    const ids = await chat.append("erase-1", [user("my locker code is 4711"), user("the weather is fine")]);
+    const rec = await chat.erase({ seqs: [ids[0]] });
+    assert.equal(rec.chat, "ts-erase");
+    assert.match(rec.erasure, /^[0-9a-f]{24}$/);
+    assert.deepEqual(rec.messages, [{ seq: ids[0], entries: [ids[0]] }]);
+    assert.equal((await chat.erase({ seqs: [ids[0]] })).erasure, rec.erasure, "the same request answers the same erasure");
+    const again = await chat.erasure(rec.erasure);
+    assert.equal(again.erasure, rec.erasure);
+    assert.deepEqual(again.messages, rec.messages);
+    const page = (await chat.messages()).messages;
+    assert.equal(page.length, 2);
+    assert.equal(page[0].seq, ids[0]);
+    assert.equal(typeof page[0].erased, "string", "the erased message reads back as a tombstone");
+    assert.equal(page[0].message, undefined);
+    assert.doesNotMatch(JSON.stringify(page), /4711/);
+    await assert.rejects(chat.erase({ match: "abc" }), (e) => e instanceof DurachatError && e.status === 400 && e.field === "match");
+    await assert.rejects(chat.erasure("0".repeat(24)), (e) => e instanceof DurachatError && e.status === 404);
+  });
+
   test("a pi session file imports its last branch; a large one goes in parts and pieces", async () => {
     const chat = new Client(server.url).chat("ts-import");
     const session = [

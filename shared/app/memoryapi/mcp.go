@@ -20,7 +20,7 @@ import (
 // reads it: a log call is an append.
 func (a *API) MCPRoutes(stateless bool) api.Routes {
 	return heldRoutes{routes: mcp.NewRoutes(func(tenant string) (mcp.Memory, mcp.Options) {
-		return a.MCP(tenant), mcp.Options{Search: true}
+		return a.MCP(tenant), mcp.Options{OptIn: true}
 	}, stateless), pattern: mcp.Pattern, held: a.appends.Copies(MCPCopies)}
 }
 
@@ -51,18 +51,18 @@ func (t *tenantMemory) View(ctx context.Context, chat string, wait bool) (wire.V
 	return t.a.Memory.ReadView(ctx, t.tenant, chat, wait)
 }
 
-// CallTool answers a memory tool as its route does, but search being off
-// is a not-found error, not a tool result.
+// CallTool answers a memory tool as its route does, but an opt-in tool
+// being off is a not-found error, not a tool result.
 func (t *tenantMemory) CallTool(ctx context.Context, chat, name string, args json.RawMessage) (wire.ToolResult, error) {
 	res, err := t.a.Memory.CallTool(ctx, t.tenant, chat, name, args)
-	if errors.Is(err, memory.ErrSearchOff) {
-		return wire.ToolResult{}, api.NotFound("%s", memory.SearchOffMessage)
+	if off := (*memory.OffError)(nil); errors.As(err, &off) {
+		return wire.ToolResult{}, api.NotFound("%s", off.Message())
 	}
 	return res, err
 }
 
-func (t *tenantMemory) SearchEnabled(ctx context.Context, chat string) (bool, error) {
-	return t.a.Memory.SearchEnabled(ctx, t.tenant, chat)
+func (t *tenantMemory) Settings(ctx context.Context, chat string) (memory.Settings, error) {
+	return t.a.Memory.Settings(ctx, t.tenant, chat)
 }
 
 func (t *tenantMemory) Log(ctx context.Context, chat string, req transcript.AppendRequest) ([]int64, error) {

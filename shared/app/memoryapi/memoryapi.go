@@ -6,17 +6,20 @@
 package memoryapi
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/app"
 	"github.com/durachat/durachat/shared/app/chatsapi"
 	"github.com/durachat/durachat/shared/app/lambdafn"
 	"github.com/durachat/durachat/shared/aws/sqsqueue"
+	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/images"
 	"github.com/durachat/durachat/shared/lifecycle"
@@ -66,6 +69,9 @@ func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logge
 	imgs := stores.Images()
 	chats := chatsapi.New(stores)
 	tl := transcript.New(transcript.Config{Table: stores.Table, Blobs: stores.Blobs, Images: imgs, Chats: chats})
+	// The lifecycle routes are made over the memory below; the forget tool
+	// runs their erasure once they are.
+	var routes *lifecycle.Routes
 	m, err := memory.New(memory.Config{
 		Table:        stores.Table,
 		Transcript:   tl,
@@ -74,16 +80,19 @@ func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logge
 		Queue:        stores.Queue,
 		Compactor:    compactor,
 		Chats:        chats,
-		Search:       cfg.Search,
-		Logger:       logger,
-		Metrics:      metrics,
+		Forget: memory.ForgetFunc(func(ctx context.Context, c chatid.Chat, a wire.ForgetArgs) (wire.Erasure, error) {
+			return routes.Forget(ctx, c, a)
+		}),
+		Search:  cfg.Search,
+		Logger:  logger,
+		Metrics: metrics,
 		// Lambda sets the function's name; the alarms watch it.
 		MetricsFunction: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
 	})
 	if err != nil {
 		return nil, err
 	}
-	routes := lifecycle.NewRoutes(chats, tl, m)
+	routes = lifecycle.NewRoutes(chats, tl, m)
 	return &API{Images: imgs, Transcript: tl, Memory: m, Chats: routes, appends: api.NewHeld(AppendsHeld, AppendsWait),
 		Tasks: tasks.NewConsumer(tasks.Config{
 			Router:     router(m, routes),

@@ -29,7 +29,7 @@ var mcpOnly = []string{"view", "log"}
 // argument type types.ts names by the tool's operation).
 func TestEveryMemoryToolIsOnEverySurface(t *testing.T) {
 	surfaces := map[string][]string{
-		"the model's tool list": names(memory.Tools(true), func(d memory.ToolDef) string { return d.Name }),
+		"the model's tool list": names(memory.Tools(memory.AllOn), func(d memory.ToolDef) string { return d.Name }),
 		"MCP tools/list":        mcpTools(t),
 	}
 	doc := string(api.OpenAPI)
@@ -62,7 +62,7 @@ func TestEveryMemoryToolIsOnEverySurface(t *testing.T) {
 
 // mcpTools are the memory tools the MCP server lists: all but its own.
 func mcpTools(t *testing.T) []string {
-	s, err := mcp.NewServer((&memoryapi.API{}).MCP("t"), mcp.Options{Search: true})
+	s, err := mcp.NewServer((&memoryapi.API{}).MCP("t"), mcp.Options{OptIn: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -451,8 +451,11 @@ function chatPage(chat) {
 }
 
 function messageItem(chat, m) {
+  if (m.erased) return el("li", { "data-seq": m.seq, class: "erased" }, el("span", { class: "role", text: "#" + m.seq }),
+    el("div", { class: "text muted", text: "(erased " + when(m.erased) + ")" }));
   const msg = m.message || {};
   const li = el("li", { "data-seq": m.seq }, el("span", { class: "role", text: "#" + m.seq + " " + (msg.role || "?") + (msg.toolName ? " (" + msg.toolName + ")" : "") }));
+  li.append(eraseControl(chat, m.seq, li));
   const content = typeof msg.content === "string" ? [{ type: "text", text: msg.content }] : (msg.content || []);
   const imgs = el("div", { class: "thumbs" });
   for (const b of content) {
@@ -467,6 +470,36 @@ function messageItem(chat, m) {
   }
   if (imgs.children.length) li.append(imgs);
   return li;
+}
+
+// eraseControl is a message's erase button: it asks first, then erases
+// the message (POST .../erase) and shows its tombstone in its place.
+function eraseControl(chat, seq, li) {
+  const box = el("span", { class: "erase" });
+  const ask = el("button", { type: "button", class: "erase-ask", "aria-label": "erase message #" + seq, text: "Erase…" });
+  ask.addEventListener("click", () => {
+    const yes = el("button", { type: "button", class: "erase-confirm", text: "Erase for good" });
+    const no = el("button", { type: "button", class: "erase-cancel", text: "Cancel" });
+    const question = el("span", { role: "alertdialog", "aria-label": "confirm the erasure",
+      text: "Erase message #" + seq + " for good? Its words and the summaries built from them cannot be brought back. " });
+    question.append(yes, " ", no);
+    box.replaceChildren(question);
+    no.addEventListener("click", () => box.replaceChildren(ask));
+    yes.addEventListener("click", async () => {
+      yes.disabled = true;
+      try {
+        const rec = await api(chatPath(chat) + "/erase", { method: "POST", body: { seqs: [seq] } });
+        li.replaceWith(messageItem(chat, { seq, erased: rec.started }));
+        showNote("Message #" + seq + " erased (erasure " + rec.erasure + ").", false);
+      } catch (e) {
+        yes.disabled = false;
+        failure("Erasing message #" + seq, e);
+      }
+    });
+    yes.focus();
+  });
+  box.append(ask);
+  return box;
 }
 
 route();
