@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -33,6 +34,8 @@ func TestAMessageNotUTF8IsRefusedHoweverItComesIn(t *testing.T) {
 	if err := os.WriteFile(file, []byte(session), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The bad message is the line after the session's.
+	badLine := fmt.Sprintf("line %d message.content: holds bytes that are not UTF-8", strings.Count(piSession, "\n")+1)
 	tests := []struct {
 		name string
 		// server tells whether send needs the server running; send
@@ -59,14 +62,14 @@ func TestAMessageNotUTF8IsRefusedHoweverItComesIn(t *testing.T) {
 				t.Fatal("the import succeeded")
 			}
 			return err.Error()
-		}, "line 4 message.content: holds bytes that are not UTF-8"},
+		}, badLine},
 		{"an import into the data directory", false, func(t *testing.T, env map[string]string, _ string) string {
 			err := run(t.Context(), []string{"import", "-chat", "c1", file}, lookup(env), io.Discard, nil)
 			if err == nil {
 				t.Fatal("the import succeeded")
 			}
 			return err.Error()
-		}, "line 4 message.content: holds bytes that are not UTF-8"},
+		}, badLine},
 		{"the MCP log tool", false, func(t *testing.T, env map[string]string, _ string) string {
 			return mcpLog(t, env, json.RawMessage(`{"messages":[{"role":"user","content":"fine"},`+badMessage+`]}`))
 		}, "messages[1].content: holds bytes that are not UTF-8"},
