@@ -256,3 +256,20 @@ func TestAnErasedEntryLeavesTheSearchIndex(t *testing.T) {
 		t.Fatalf("the erased word is still in the index: %v %d items", err, len(page.Items))
 	}
 }
+
+func TestALongQueryReadsTheIndexOfItsFirstWordsOnly(t *testing.T) {
+	f := newFixture(t)
+	f.m.search = true
+	f.append(t, "user", "alpha beta", "omega")
+	words := []string{"alpha"}
+	for i := range 5000 {
+		words = append(words, fmt.Sprintf("filler%d", i))
+	}
+	words = append(words, "omega")
+	var calls atomic.Int64
+	f.table.setFail(func(string, store.Key) error { calls.Add(1); return nil })
+	text := searchText(t, f, wire.SearchArgs{Text: strings.Join(words, " ")})
+	if calls := calls.Load(); !strings.Contains(text, "id 0 ") || calls > 100 {
+		t.Fatalf("a 5,002-word query made %d table calls, want at most 100:\n%.300s", calls, text)
+	}
+}

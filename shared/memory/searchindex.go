@@ -333,6 +333,24 @@ func (m *Memory) unindex(ctx context.Context, c chatid.Chat, ids []int64) error 
 	return nil
 }
 
+// maxQueryTerms bounds the distinct terms a query reads the postings of:
+// a sentence's worth; a longer query keeps its first ones.
+const maxQueryTerms = 32
+
+// firstDistinct is the first n distinct terms of ts.
+func firstDistinct(ts []string, n int) []string {
+	var out []string
+	for _, t := range ts {
+		if len(out) == n {
+			break
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // ranked is one scored entry.
 type ranked struct {
 	id    int64
@@ -362,6 +380,9 @@ func (m *Memory) rank(ctx context.Context, c chatid.Chat, qterms []string, all b
 	}
 	post := map[string][]posting{}
 	uniq := slices.Compact(slices.Sorted(slices.Values(qterms)))
+	if len(uniq) > maxQueryTerms {
+		uniq = firstDistinct(qterms, maxQueryTerms)
+	}
 	for _, t := range uniq {
 		q := store.Query{PK: c.PK(), Prefix: searchPostPrefix + t + "/"}
 		for {
