@@ -258,3 +258,11 @@ clean:
 .PHONY: eval-images
 eval-images:
 	$(GO) run ./eval/cmd/eval-images $(EVAL_FLAGS)
+
+# eval-locomo measures search's evidence recall on LoCoMo conversations
+# (evaluation data, kept outside the repository): make eval-locomo
+# LOCOMO=<file>. Needs no model; see docs/memory.md.
+.PHONY: eval-locomo
+eval-locomo:
+	@test -n "$(LOCOMO)" || { echo "usage: make eval-locomo LOCOMO=<locomo json file>"; exit 2; }
+	$(GO) run ./eval/cmd/eval-locomo -data "$(LOCOMO)"

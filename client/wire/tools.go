@@ -171,25 +171,27 @@ func (a *DateArgs) UnmarshalJSON(b []byte) error {
 // Given is as ZoomArgs.Given.
 func (a DateArgs) Given(field string) bool { return a.given.has(a, field) }
 
-// SearchArgs are the search tool's arguments: the text to find, and for
-// the next page of older hits the id to search before (left out: from the
-// newest).
+// SearchArgs are the search tool's arguments: the words to find, how many
+// ranked hits to skip (for the next page), and optionally the id to search
+// before (left out: the whole log).
 type SearchArgs struct {
-	Text   string `json:"text" jsonschema:"the text to find"`
-	Before int64  `json:"before,omitempty" jsonschema:"only entries with a smaller id (for the next page)"`
+	Text   string `json:"text" jsonschema:"words or a sentence to find; a phrase in double quotes must appear as written"`
+	Skip   int64  `json:"skip,omitempty" jsonschema:"the number of ranked hits already read (for the next page)"`
+	Before int64  `json:"before,omitempty" jsonschema:"only entries with a smaller id"`
 	given  given
 }
 
 func (a *SearchArgs) UnmarshalJSON(b []byte) error {
 	var v struct {
 		Text   *string `json:"text"`
+		Skip   *number `json:"skip"`
 		Before *number `json:"before"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
 	g := given{}
-	*a = SearchArgs{Before: v.Before.in(g, "before"), given: g}
+	*a = SearchArgs{Skip: v.Skip.in(g, "skip"), Before: v.Before.in(g, "before"), given: g}
 	if v.Text != nil {
 		a.Text, g["text"] = *v.Text, true
 	}

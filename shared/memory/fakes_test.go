@@ -126,6 +126,7 @@ type fakeLog struct {
 	mu      sync.Mutex
 	entries map[string][]transcript.Entry
 	fail    error
+	read    int // entries Entries returned
 }
 
 func newFakeLog() *fakeLog { return &fakeLog{entries: map[string][]transcript.Entry{}} }
@@ -168,6 +169,7 @@ func (l *fakeLog) Entries(_ context.Context, c chatid.Chat, from, to int64) ([]t
 	if from >= to {
 		return nil, nil
 	}
+	l.read += int(to - from)
 	return append([]transcript.Entry(nil), es[from:to]...), nil
 }
 

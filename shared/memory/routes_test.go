@@ -271,7 +271,7 @@ func TestSearchIsOptIn(t *testing.T) {
 	}
 }
 
-func TestSearchMatchesOriginalsOnlyNewestFirstTwentyAPage(t *testing.T) {
+func TestSearchMatchesOriginalsOnlyTwentyAPageDownTheRanking(t *testing.T) {
 	f := newFixture(t)
 	f.m.search = true
 	for i := 0; i < 30; i++ {
@@ -290,14 +290,14 @@ func TestSearchMatchesOriginalsOnlyNewestFirstTwentyAPage(t *testing.T) {
 		t.Fatalf("first page:\n%s", text)
 	}
 	if first := strings.Index(text, "id 29 "); first < 0 || first > strings.Index(text, "id 28 ") {
-		t.Errorf("hits are not newest first:\n%s", text)
+		t.Errorf("equal scores are not newest first:\n%s", text)
 	}
-	if !strings.Contains(text, "before=10") {
+	if !strings.Contains(text, "skip=20") {
 		t.Errorf("no pointer to the next page:\n%s", text)
 	}
-	_, out = f.serve(t, "POST", "/v1/chats/c1/tools/search", map[string]any{"text": "needle", "before": 10})
+	_, out = f.serve(t, "POST", "/v1/chats/c1/tools/search", map[string]any{"text": "needle", "skip": 20})
 	text, _ = resultText(t, out)
-	if strings.Count(text, "\nid ") != 10 || strings.Contains(text, "before=") {
+	if strings.Count(text, "\nid ") != 10 || strings.Contains(text, "skip=") || !strings.Contains(text, "id 0 ") {
 		t.Errorf("second page:\n%s", text)
 	}
 	_, out = f.serve(t, "POST", "/v1/chats/c1/tools/search", map[string]any{"text": " "})
@@ -366,24 +366,36 @@ func TestZoomReadsNoMoreImagesThanAProviderTakes(t *testing.T) {
 func TestSearchReadsABoundedAmountOfTextPerCall(t *testing.T) {
 	f := newFixture(t)
 	f.m.search = true
-	// 400 entries of 100 KB (25,000 four-byte characters) and no match:
-	// 40 MB of text, more than one call reads.
-	big := strings.Repeat("😀", 25_000)
-	for range 400 {
+	// 600 entries of 100 KB and no match: 60 MB of text, more than one
+	// call reads; the index catches up over a few calls.
+	big := strings.Repeat("x", 100_000) + " word"
+	for range 600 {
 		f.log.add(f.chat, "user", big)
 	}
-	if err := f.m.Appended(t.Context(), f.ch(), 400); err != nil {
+	if err := f.m.Appended(t.Context(), f.ch(), 600); err != nil {
 		t.Fatal(err)
 	}
-	_, out := f.serve(t, "POST", "/v1/chats/c1/tools/search", map[string]any{"text": "needle"})
-	text, isErr := resultText(t, out)
-	at := strings.Index(text, "before=")
-	if isErr || at < 0 {
-		t.Fatalf("a search over 40 MB read it all in one call, or failed:\n%.300s", text)
-	}
-	var before int
-	fmt.Sscanf(text[at:], "before=%d", &before)
-	if read := (400 - before) * len(big); read < searchBytes || read > searchBytes+searchChunk*len(big) {
-		t.Errorf("one call read %d MB of text, want about %d MB", read>>20, searchBytes>>20)
+	for call := 1; ; call++ {
+		_, out := f.serve(t, "POST", "/v1/chats/c1/tools/search", map[string]any{"text": "needle"})
+		text, isErr := resultText(t, out)
+		if isErr {
+			t.Fatalf("search failed:\n%.300s", text)
+		}
+		segs, err := f.m.markers(t.Context(), f.ch())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if read := int(indexedTo(segs)) * len(big); read > call*(searchBytes+segEntries*len(big)) {
+			t.Fatalf("after %d calls the index read %d MB of text, want at most about %d MB a call", call, read>>20, searchBytes>>20)
+		}
+		if call == 1 && !strings.Contains(text, "catching up") {
+			t.Fatalf("the first call read all 60 MB, or did not say it did not:\n%.300s", text)
+		}
+		if !strings.Contains(text, "catching up") {
+			break
+		}
+		if call > 10 {
+			t.Fatalf("the index did not catch up in %d calls", call)
+		}
 	}
 }

@@ -3,12 +3,15 @@ package memory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/durachat/durachat/client/wire"
+	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/transcript"
 )
 
 // naiveIndex is the character position of folded query in folded text,
@@ -90,7 +93,7 @@ func TestSearchStopsWhenTheRequestEnds(t *testing.T) {
 	f.m.search = true
 	f.append(t, "user", strings.Repeat("a", 9<<20))
 	ctx := &endsMidway{Context: t.Context(), n: 20}
-	_, err := f.m.Search(ctx, f.tenant, f.chat, wire.SearchArgs{Text: strings.Repeat("a", 20_000) + "b"})
+	_, err := f.m.Search(ctx, f.tenant, f.chat, wire.SearchArgs{Text: `"` + strings.Repeat("a", 20_000) + "b" + `"`})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("search after its request ended: %v, want it stopped with context.Canceled", err)
 	}
@@ -110,10 +113,10 @@ func TestSearchFindsALongQueryInALongText(t *testing.T) {
 		hit   string
 	}{
 		{long + "b", "id 1 "},
-		{"b" + long + "b", "id 1 "},
+		{"a" + long + "b", "id 1 "},
 		{long + "c", ""},
 	} {
-		res, err := f.m.Search(t.Context(), f.tenant, f.chat, wire.SearchArgs{Text: c.query})
+		res, err := f.m.Search(t.Context(), f.tenant, f.chat, wire.SearchArgs{Text: `"` + c.query + `"`})
 		if err != nil || res.IsError {
 			t.Fatalf("search: %v %+v", err, res)
 		}
@@ -138,10 +141,135 @@ func BenchmarkSearchAdversarial(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := f.m.Search(b.Context(), f.tenant, f.chat, wire.SearchArgs{Text: c.query}); err != nil {
+				if _, err := f.m.Search(b.Context(), f.tenant, f.chat, wire.SearchArgs{Text: `"` + c.query + `"`}); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
+	}
+}
+
+// searchText is the text of a search's answer, failing on an error.
+func searchText(t *testing.T, f *fixture, args wire.SearchArgs) string {
+	t.Helper()
+	res, err := f.m.Search(t.Context(), f.tenant, f.chat, args)
+	if err != nil || res.IsError {
+		t.Fatalf("search %+v: %v %+v", args, err, res)
+	}
+	return res.Content[0].Text
+}
+
+func TestSearchRanksASentenceByItsStemmedWords(t *testing.T) {
+	f := newFixture(t)
+	f.m.search = true
+	f.append(t, "user",
+		"We went hiking in the Mountains last summer",
+		"My sister runs a bakery downtown",
+		"The weather is nice today",
+		"Hiking boots are on sale",
+	)
+	text := searchText(t, f, wire.SearchArgs{Text: "When did they hike in the mountains?"})
+	first, second := strings.Index(text, "id 0 "), strings.Index(text, "id 3 ")
+	if first < 0 || second < 0 || first > second || strings.Contains(text, "id 2 ") || strings.Contains(text, "id 1 ") {
+		t.Fatalf("want entry 0 (hike, mountain) before entry 3 (hike) and no other:\n%s", text)
+	}
+	if !strings.Contains(text, "went hiking in the Mountains") {
+		t.Errorf("no snippet around the matched words:\n%s", text)
+	}
+	if text := searchText(t, f, wire.SearchArgs{Text: "RUNNING"}); !strings.Contains(text, "id 1 ") {
+		t.Errorf("running does not find runs:\n%s", text)
+	}
+}
+
+func TestAQuotedPhraseMatchesAsWritten(t *testing.T) {
+	f := newFixture(t)
+	f.m.search = true
+	f.append(t, "user", "a Red Car passed by", "the car was red")
+	text := searchText(t, f, wire.SearchArgs{Text: `"red car"`})
+	if !strings.Contains(text, "id 0 ") || strings.Contains(text, "id 1 ") {
+		t.Fatalf("a quoted phrase matched out of order:\n%s", text)
+	}
+	if text := searchText(t, f, wire.SearchArgs{Text: "red car"}); !strings.Contains(text, "id 0 ") || !strings.Contains(text, "id 1 ") {
+		t.Fatalf("words without quotes must match in any order:\n%s", text)
+	}
+}
+
+func TestSearchReadsTheIndexNotTheLog(t *testing.T) {
+	f := newFixture(t)
+	f.m.search = true
+	for i := range 1000 {
+		f.log.add(f.chat, "user", fmt.Sprintf("entry %d about topic%d", i, i%50))
+	}
+	f.log.add(f.chat, "user", "the only needle")
+	if err := f.m.Appended(t.Context(), f.ch(), 1001); err != nil {
+		t.Fatal(err)
+	}
+	searchText(t, f, wire.SearchArgs{Text: "warm up"}) // seals the index
+	f.log.mu.Lock()
+	f.log.read = 0
+	f.log.mu.Unlock()
+	text := searchText(t, f, wire.SearchArgs{Text: "needle"})
+	if !strings.Contains(text, "id 1000 ") {
+		t.Fatalf("no hit:\n%s", text)
+	}
+	f.log.mu.Lock()
+	read := f.log.read
+	f.log.mu.Unlock()
+	if read > segEntries+SearchHits {
+		t.Errorf("a search read %d entries of the log, want at most the unindexed tail and the hits (%d)", read, segEntries+SearchHits)
+	}
+}
+
+func TestAnErasedEntryLeavesTheSearchIndex(t *testing.T) {
+	f := newFixture(t)
+	f.m.search = true
+	for i := range 2 * segEntries {
+		text := fmt.Sprintf("entry %d", i)
+		if i == 5 || i == 7 {
+			text = "a trip to Zanzibar"
+		}
+		f.log.add(f.chat, "user", text)
+	}
+	if err := f.m.Appended(t.Context(), f.ch(), 2*segEntries); err != nil {
+		t.Fatal(err)
+	}
+	if text := searchText(t, f, wire.SearchArgs{Text: "zanzibar"}); !strings.Contains(text, "id 5 ") {
+		t.Fatalf("no hit before the erasure:\n%s", text)
+	}
+	erase := func(id int64) {
+		f.log.mu.Lock()
+		e := &f.log.entries[f.chat][id]
+		e.Erased = f.clock.Now()
+		e.Text = transcript.ErasedText(e.Erased)
+		f.log.mu.Unlock()
+		if _, err := f.m.Erased(t.Context(), f.ch(), []int64{id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	erase(5)
+	if text := searchText(t, f, wire.SearchArgs{Text: "zanzibar"}); strings.Contains(text, "id 5 ") || !strings.Contains(text, "id 7 ") {
+		t.Fatalf("after erasing entry 5:\n%s", text)
+	}
+	erase(7)
+	page, err := f.table.Query(t.Context(), store.Query{PK: f.ch().PK(), Prefix: searchPostPrefix + "zanzibar/"})
+	if err != nil || len(page.Items) != 0 {
+		t.Fatalf("the erased word is still in the index: %v %d items", err, len(page.Items))
+	}
+}
+
+func TestALongQueryReadsTheIndexOfItsFirstWordsOnly(t *testing.T) {
+	f := newFixture(t)
+	f.m.search = true
+	f.append(t, "user", "alpha beta", "omega")
+	words := []string{"alpha"}
+	for i := range 5000 {
+		words = append(words, fmt.Sprintf("filler%d", i))
+	}
+	words = append(words, "omega")
+	var calls atomic.Int64
+	f.table.setFail(func(string, store.Key) error { calls.Add(1); return nil })
+	text := searchText(t, f, wire.SearchArgs{Text: strings.Join(words, " ")})
+	if calls := calls.Load(); !strings.Contains(text, "id 0 ") || calls > 100 {
+		t.Fatalf("a 5,002-word query made %d table calls, want at most 100:\n%.300s", calls, text)
 	}
 }

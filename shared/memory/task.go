@@ -31,7 +31,18 @@ func (m *Memory) BuildTask(ctx context.Context, msg tasks.Message) (err error) {
 	// nothing: the chat its id names now is another one. build finds that
 	// out from the incarnation's state, which went with it, before it
 	// claims anything (no read of the identity of its own).
-	return m.build(ctx, msg.ChatID(), msg.L, msg.I)
+	if err := m.build(ctx, msg.ChatID(), msg.L, msg.I); err != nil {
+		return err
+	}
+	if msg.L == 0 {
+		// Each leaf built seals the search index's complete segments, so
+		// it follows the log as entries are logged; a search seals what
+		// is left.
+		if _, err := m.sealSearch(ctx, msg.ChatID()); err != nil {
+			m.logger.WarnContext(ctx, "memory: sealing the search index", "chat", msg.Chat, "err", err)
+		}
+	}
+	return nil
 }
 
 // checkBuild refuses a build message that names no node of a chat's

@@ -303,9 +303,10 @@ func (m *Memory) setSettings(ctx context.Context, c chatid.Chat, search, forget 
 	return err
 }
 
-// Search answers the search tool: a case-insensitive match over original
-// entries only (never summaries, never logged tool results of memory's
-// own tools), newest first, SearchHits a page.
+// Search answers the search tool: the original entries (never summaries,
+// never logged tool results of memory's own tools) holding the query's
+// words, ranked by BM25 over stemmed terms, SearchHits a page; a phrase in
+// double quotes must appear as written (case aside).
 func (m *Memory) Search(ctx context.Context, tenant, chat string, a wire.SearchArgs) (wire.ToolResult, error) {
 	c, err := m.current(ctx, tenant, chat)
 	if err != nil {
@@ -327,6 +328,9 @@ func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a wire.SearchArgs)
 	if query == "" {
 		return toolError("search needs text: the words to find in the original messages."), nil
 	}
+	if a.Skip < 0 {
+		return toolError("search: skip = %d is negative; it counts the hits already read.", a.Skip), nil
+	}
 	t, err := m.transcript.Len(ctx, c)
 	if err != nil {
 		return wire.ToolResult{}, err
@@ -338,19 +342,46 @@ func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a wire.SearchArgs)
 		}
 		before = a.Before
 	}
-	page := searchPage{query: query, before: before}
-	if err := m.scanSearch(ctx, c, &page); err != nil {
+	page := searchPage{query: query, skip: int(min(a.Skip, searchScan*SearchHits))}
+	phrases := quoted(query)
+	qterms := terms(query, false)
+	if len(qterms) == 0 {
+		qterms = terms(query, true)
+	}
+	if len(qterms) == 0 {
+		return toolError("search: %q holds no word to find.", query), nil
+	}
+	ranking, unread, err := m.rank(ctx, c, qterms, len(phrases) > 0, before)
+	page.unread = unread
+	if err != nil {
+		return wire.ToolResult{}, err
+	}
+	if err := m.pageOf(ctx, c, ranking, phrases, qterms, &page); err != nil {
 		return wire.ToolResult{}, err
 	}
 	return m.searchAnswer(ctx, c, st, page)
 }
 
-// searchPage is one page of search: the hits, newest first, in the entries
-// from id to up to before.
+// quoted returns the phrases in double quotes in q.
+func quoted(q string) []string {
+	parts := strings.Split(q, `"`)
+	var out []string
+	for k := 1; k < len(parts)-1; k += 2 {
+		if p := strings.TrimSpace(parts[k]); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// searchPage is one page of search: the hits, best first, from the
+// ranking's position skip; next is where the next page starts (0: none).
 type searchPage struct {
 	query      string
 	hits       []searchHit
-	to, before int64
+	skip, next int
+	// unread counts the entries not yet indexed that the call left unread.
+	unread int64
 }
 
 type searchHit struct {
@@ -358,47 +389,62 @@ type searchHit struct {
 	snippet string
 }
 
-// scanSearch reads the original entries back from p.before, a chunk at a
-// time, until it holds SearchHits hits or has read searchScan entries or
-// searchBytes bytes; p.to is where the next page starts.
-func (m *Memory) scanSearch(ctx context.Context, c chatid.Chat, p *searchPage) error {
-	match := newMatcher(foldString(p.query))
-	scanned, scannedBytes := int64(0), 0
-	p.to = p.before
-	for p.to > 0 && len(p.hits) < SearchHits && scanned < searchScan && scannedBytes < searchBytes {
-		from := max(0, p.to-searchChunk)
-		entries, err := m.transcript.Entries(ctx, c, from, p.to)
+// pageOf reads the entries of the ranking from p.skip until the page holds
+// SearchHits hits; with phrases, only entries holding each of them as
+// written count, and at most searchScan entries or searchBytes bytes are
+// read.
+func (m *Memory) pageOf(ctx context.Context, c chatid.Chat, ranking []ranked, phrases, qterms []string, p *searchPage) error {
+	matchers := make([]*matcher, len(phrases))
+	for k, ph := range phrases {
+		matchers[k] = newMatcher(foldString(ph))
+	}
+	read, readBytes := 0, 0
+	k := p.skip
+	for ; k < len(ranking) && len(p.hits) < SearchHits; k++ {
+		if read >= searchScan || readBytes >= searchBytes {
+			break
+		}
+		id := ranking[k].id
+		entries, err := m.transcript.Entries(ctx, c, id, id+1)
 		if err != nil {
 			return err
 		}
-		for k := len(entries) - 1; k >= 0 && len(p.hits) < SearchHits; k-- {
-			e := entries[k]
-			p.to = e.I
-			scannedBytes += len(e.Text)
-			if e.Tool != "" || !e.Erased.IsZero() {
-				continue // a logged memory tool result is not an original; an erased entry has no words
-			}
-			snip, ok, err := matchSnippet(ctx, e.Text, match)
+		read++
+		if len(entries) != 1 || !indexable(entries[0]) {
+			continue
+		}
+		e := entries[0]
+		readBytes += len(e.Text)
+		snip, ok := "", true
+		for _, mt := range matchers {
+			s, found, err := matchSnippet(ctx, e.Text, mt)
 			if err != nil {
 				return fmt.Errorf("memory: search: %w", err)
 			}
-			if ok {
-				p.hits = append(p.hits, searchHit{e: e, snippet: snip})
+			if !found {
+				ok = false
+				break
+			}
+			if snip == "" {
+				snip = s
 			}
 		}
-		if len(p.hits) < SearchHits {
-			p.to = from
+		if !ok {
+			continue
 		}
-		scanned += int64(len(entries))
-		if len(entries) == 0 {
-			break
+		if snip == "" {
+			snip = termSnippet(e.Text, qterms)
 		}
+		p.hits = append(p.hits, searchHit{e: e, snippet: snip})
+	}
+	if k < len(ranking) {
+		p.next = k
 	}
 	return nil
 }
 
 // searchAnswer writes the page's hits, each with the view line holding it
-// when that is a summary, and where older entries may be searched.
+// when that is a summary, and where the next page starts.
 func (m *Memory) searchAnswer(ctx context.Context, c chatid.Chat, st *chatState, p searchPage) (wire.ToolResult, error) {
 	holders := map[int64]Node{}
 	var want []Node
@@ -414,9 +460,12 @@ func (m *Memory) searchAnswer(ctx context.Context, c chatid.Chat, st *chatState,
 	}
 	var sb strings.Builder
 	if len(p.hits) == 0 {
-		fmt.Fprintf(&sb, "no original entry with an id from %d to %d matches %q", p.to, p.before-1, p.query)
+		fmt.Fprintf(&sb, "no original entry matches %q", p.query)
+		if p.skip > 0 {
+			fmt.Fprintf(&sb, " after the first %d hits", p.skip)
+		}
 	} else {
-		fmt.Fprintf(&sb, "%d entries match %q, newest first:\n", len(p.hits), p.query)
+		fmt.Fprintf(&sb, "%d entries match %q, best first:\n", len(p.hits), p.query)
 	}
 	for _, h := range p.hits {
 		fmt.Fprintf(&sb, "\nid %d (%s, %s): %s", h.e.I, h.e.Kind, h.e.Date.UTC().Format(time.RFC3339), h.snippet)
@@ -426,8 +475,11 @@ func (m *Memory) searchAnswer(ctx context.Context, c chatid.Chat, st *chatState,
 			}
 		}
 	}
-	if p.to > 0 {
-		fmt.Fprintf(&sb, "\n\n[older entries may match: call search with before=%d]", p.to)
+	if p.next > 0 {
+		fmt.Fprintf(&sb, "\n\n[more entries may match: call search with the same text and skip=%d]", p.next)
+	}
+	if p.unread > 0 {
+		fmt.Fprintf(&sb, "\n\n[the search index is catching up: %d older entries were not searched this time; search again]", p.unread)
 	}
 	return textResult(sb.String()), nil
 }

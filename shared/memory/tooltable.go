@@ -88,9 +88,11 @@ var toolTable = []ToolSpec{
 	}.spec(),
 	Tool[wire.SearchArgs]{
 		Name: wire.ToolSearch,
-		Description: "Find original chat entries containing a text (case-insensitive; summaries and logged results of the memory tools are not searched). " +
-			"Newest first, 20 per page, each with its id, date, a snippet and the summary line holding it; " +
-			"pass before=<id> for older hits.",
+		Description: "Find original chat entries by their words: pass words or a whole sentence (a question as you would ask it works); " +
+			"words match whatever their case and ending (run, runs, running), common words like 'the' are ignored, " +
+			"and entries holding more of the rarer words rank first; put a phrase in double quotes to require it word for word. " +
+			"Summaries and logged results of the memory tools are not searched; words are matched, not meanings, so try other words for the same thing when nothing fits. " +
+			"20 hits a page, best first, each with its id (for zoom), date, a snippet and the summary line holding it; pass skip=<n> as the answer says for the next page.",
 		Summary: "Search the chat's log (opt-in per chat; a 404 tool result when off).",
 		OptIn:   SettingSearch,
 		Call:    (*Memory).searchIn,

@@ -108,6 +108,10 @@ const ViewSK = "view"
 // NodePrefix begins the sort key of every memory node.
 const NodePrefix = "n/"
 
+// SearchPrefix begins the sort keys of a chat's search index, kept in the
+// incarnation's partition so the chat's deletion removes it.
+const SearchPrefix = "s/"
+
 // NodeSK is the sort key of the memory node at level, index; zero-padded
 // so rows sort by level, then index.
 func NodeSK(level int, index int64) string {

@@ -8,8 +8,9 @@ import (
 )
 
 // The search attack through the memory function: an entry of 5 MB of "a"
-// (as much as one Lambda request carries) and a query of 20,000 "a" and a
-// "b", which made a search compare 20,000 characters at every position.
+// (as much as one Lambda request carries) and a quoted phrase of 20,000 "a"
+// and a "b", which made a search compare 20,000 characters at every
+// position.
 func TestSearchOfALongQueryInALongEntryAnswers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("5 MB entries: not in -short")
@@ -25,8 +26,8 @@ func TestSearchOfALongQueryInALongEntryAnswers(t *testing.T) {
 		query string
 		hit   bool
 	}{
-		{strings.Repeat("a", 20_000) + "b", false},
-		{strings.Repeat("A", 20_000), true},
+		{`"` + strings.Repeat("a", 20_000) + "b" + `"`, false},
+		{`"` + strings.Repeat("A", 20_000) + `"`, true},
 	} {
 		status, out, _ := mem.call(t, "/v1/chats/c/tools/search", mustJSON(t, obj{"text": c.query}))
 		var res struct {
