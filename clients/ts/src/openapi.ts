@@ -1432,6 +1432,7 @@ export interface operations {
             content: {
                 "application/json": {
                     text?: string;
+                    skip?: components["schemas"]["IntArg"];
                     before?: components["schemas"]["IntArg"];
                 };
             };
