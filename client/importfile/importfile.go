@@ -160,17 +160,40 @@ func detect(lines []line) error {
 	known := false
 	for _, l := range lines {
 		switch {
-		case l.Payload != nil && codexLine[l.Type], l.Type == "message" && l.Message == nil && l.Role != "", codexItem[l.Type] && l.Message == nil:
+		case l.codex():
 			return &FormatError{Line: l.n, Found: fmt.Sprintf("a Codex CLI rollout (a %q line): not supported yet", l.Type)}
-		case l.UUID != "" && l.SessionID != "", l.LeafUUID != "", l.Type == "file-history-snapshot":
+		case l.claudeCode():
 			return &FormatError{Line: l.n, Found: fmt.Sprintf("a Claude Code session (a %q line): not supported yet", l.Type)}
-		case l.Seq != nil, l.Type == "" && (len(l.Image) > 0 || len(l.Piece) > 0), piEntry[l.Type]:
+		case l.readable():
 			known = true
 		}
 	}
 	if known || len(lines) == 0 {
 		return nil
 	}
+	return &FormatError{Line: lines[0].n, Found: "in no format durachat reads (lines of type " + kindsOf(lines) + ")"}
+}
+
+// codex reports whether the line is a Codex CLI rollout's: a
+// {timestamp, type, payload} line, or an older bare response item.
+func (l line) codex() bool {
+	return l.Payload != nil && codexLine[l.Type] ||
+		l.Type == "message" && l.Message == nil && l.Role != "" ||
+		codexItem[l.Type] && l.Message == nil
+}
+
+// claudeCode reports whether the line is a Claude Code session's.
+func (l line) claudeCode() bool {
+	return l.UUID != "" && l.SessionID != "" || l.LeafUUID != "" || l.Type == "file-history-snapshot"
+}
+
+// readable reports whether the line is an export's or a pi session's.
+func (l line) readable() bool {
+	return l.Seq != nil || l.Type == "" && (len(l.Image) > 0 || len(l.Piece) > 0) || piEntry[l.Type]
+}
+
+// kindsOf names the first three kinds of line the file holds, quoted.
+func kindsOf(lines []line) string {
 	var found []string
 	seen := map[string]bool{}
 	for _, l := range lines {
@@ -179,7 +202,7 @@ func detect(lines []line) error {
 			found = append(found, strconv.Quote(k))
 		}
 	}
-	return &FormatError{Line: lines[0].n, Found: "in no format durachat reads (lines of type " + strings.Join(found, ", ") + ")"}
+	return strings.Join(found, ", ")
 }
 
 // line is one line of an export or a session file.

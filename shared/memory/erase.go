@@ -29,34 +29,9 @@ func (m *Memory) Erased(ctx context.Context, c chatid.Chat, ids []int64) ([]Node
 		gen   int64
 	)
 	_, err := m.states.update(ctx, c, func(st *chatState) error {
-		taken, sends = nil, nil
 		st.Gen++
 		gen = st.Gen
-		seen := map[Node]bool{}
-		for _, id := range ids {
-			for l := 0; l < 63; l++ {
-				n := Node{L: l, I: id >> l}
-				if !n.Complete(st.T) {
-					break
-				}
-				if seen[n] {
-					continue
-				}
-				seen[n] = true
-				_, claimed := st.claimOf(n)
-				_, stale := st.staleOf(n)
-				if !st.everBuilt(n) && !claimed && !stale {
-					continue
-				}
-				taken = append(taken, n)
-				st.dropClaim(n)
-				if k, ok := st.staleOf(n); ok {
-					st.Stale[k].G = gen
-				} else {
-					st.Stale = append(st.Stale, staleNode{L: n.L, I: n.I, G: gen})
-				}
-			}
-		}
+		taken = st.takeBack(ids, gen)
 		sends, _ = st.schedule(m.now(), m.claimLease)
 		return nil
 	})
@@ -84,6 +59,39 @@ func (m *Memory) Erased(ctx context.Context, c chatid.Chat, ids []int64) ([]Node
 		m.logger.WarnContext(ctx, "memory: queueing rebuilds after an erasure", "chat", c.ID, "err", err)
 	}
 	return taken, nil
+}
+
+// takeBack marks stale, as of the erasure of generation gen, every node
+// built (or being built) from the entries ids, dropping their claims, and
+// returns them.
+func (st *chatState) takeBack(ids []int64, gen int64) []Node {
+	var taken []Node
+	seen := map[Node]bool{}
+	for _, id := range ids {
+		for l := 0; l < 63; l++ {
+			n := Node{L: l, I: id >> l}
+			if !n.Complete(st.T) {
+				break
+			}
+			if seen[n] {
+				continue
+			}
+			seen[n] = true
+			_, claimed := st.claimOf(n)
+			k, stale := st.staleOf(n)
+			if !st.everBuilt(n) && !claimed && !stale {
+				continue
+			}
+			taken = append(taken, n)
+			st.dropClaim(n)
+			if stale {
+				st.Stale[k].G = gen
+			} else {
+				st.Stale = append(st.Stale, staleNode{L: n.L, I: n.I, G: gen})
+			}
+		}
+	}
+	return taken
 }
 
 // dropStaleRow deletes the row of n when it was built before the

@@ -363,6 +363,13 @@ const (
 	bm25B  = 0.75
 )
 
+// corpus is what BM25 scores over: the postings of the query's terms and
+// the count and total length of the entries they come from.
+type corpus struct {
+	post         map[string][]posting
+	docs, length int64
+}
+
 // rank scores the entries holding any of qterms by BM25 over the index and
 // the entries after it, best first (newer first among equals). With all,
 // only the entries holding every term are kept (a quoted phrase's).
@@ -373,77 +380,98 @@ func (m *Memory) rank(ctx context.Context, c chatid.Chat, qterms []string, all b
 	if err != nil {
 		return nil, 0, err
 	}
-	var docs, length int64
+	cp := corpus{post: map[string][]posting{}}
 	for _, s := range segs {
-		docs += s.Docs
-		length += s.Terms
+		cp.docs += s.Docs
+		cp.length += s.Terms
 	}
-	post := map[string][]posting{}
 	uniq := slices.Compact(slices.Sorted(slices.Values(qterms)))
 	if len(uniq) > maxQueryTerms {
 		uniq = firstDistinct(qterms, maxQueryTerms)
 	}
 	for _, t := range uniq {
-		q := store.Query{PK: c.PK(), Prefix: searchPostPrefix + t + "/"}
-		for {
-			page, err := m.table.Query(ctx, q)
-			if err != nil {
-				return nil, 0, fmt.Errorf("memory: reading the search index of %s: %w", c.ID, err)
-			}
-			for _, it := range page.Items {
-				var ps []posting
-				if err := json.Unmarshal(it.Body, &ps); err != nil {
-					return nil, 0, fmt.Errorf("memory: search postings %s of %s: %w", it.SK, c.ID, err)
-				}
-				post[t] = append(post[t], ps...)
-			}
-			if page.Next == "" {
-				break
-			}
-			q.After = page.Next
+		if cp.post[t], err = m.postings(ctx, c, t); err != nil {
+			return nil, 0, err
 		}
 	}
-	// The tail after the index: fewer than segEntries entries (more only
-	// while a chat never indexed catches up).
-	t, err := m.transcript.Len(ctx, c)
-	if err != nil {
+	if unread, err = m.rankTail(ctx, c, indexedTo(segs), uniq, &cp); err != nil {
 		return nil, 0, err
 	}
-	read, to := 0, t
-	for ; to > indexedTo(segs) && read < searchBytes; to -= indexChunk {
-		entries, err := m.transcript.Entries(ctx, c, max(indexedTo(segs), to-indexChunk), to)
+	if cp.docs == 0 {
+		return nil, unread, nil
+	}
+	return cp.score(uniq, all, before), unread, nil
+}
+
+// postings reads the index's postings of term t in the chat c.
+func (m *Memory) postings(ctx context.Context, c chatid.Chat, t string) ([]posting, error) {
+	var out []posting
+	q := store.Query{PK: c.PK(), Prefix: searchPostPrefix + t + "/"}
+	for {
+		page, err := m.table.Query(ctx, q)
 		if err != nil {
-			return nil, 0, err
+			return nil, fmt.Errorf("memory: reading the search index of %s: %w", c.ID, err)
+		}
+		for _, it := range page.Items {
+			var ps []posting
+			if err := json.Unmarshal(it.Body, &ps); err != nil {
+				return nil, fmt.Errorf("memory: search postings %s of %s: %w", it.SK, c.ID, err)
+			}
+			out = append(out, ps...)
+		}
+		if page.Next == "" {
+			return out, nil
+		}
+		q.After = page.Next
+	}
+}
+
+// rankTail adds to cp the entries after the index (from indexed on), newest
+// first, at most searchBytes of their text: fewer than segEntries entries
+// (more only while a chat never indexed catches up). It returns how many
+// it left unread.
+func (m *Memory) rankTail(ctx context.Context, c chatid.Chat, indexed int64, uniq []string, cp *corpus) (int64, error) {
+	t, err := m.transcript.Len(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	read, to := 0, t
+	for ; to > indexed && read < searchBytes; to -= indexChunk {
+		entries, err := m.transcript.Entries(ctx, c, max(indexed, to-indexChunk), to)
+		if err != nil {
+			return 0, err
 		}
 		for _, e := range entries {
 			if err := ctx.Err(); err != nil {
-				return nil, 0, err
+				return 0, err
 			}
 			read += len(e.Text)
 			tf, n := docTerms(e)
 			if tf == nil {
 				continue
 			}
-			docs++
-			length += n
+			cp.docs++
+			cp.length += n
 			for _, q := range uniq {
 				if f := tf[q]; f > 0 {
-					post[q] = append(post[q], posting{e.I, f, n})
+					cp.post[q] = append(cp.post[q], posting{e.I, f, n})
 				}
 			}
 		}
 	}
-	unread = max(0, to-indexedTo(segs))
-	if docs == 0 {
-		return nil, unread, nil
-	}
-	avg := float64(length) / float64(docs)
+	return max(0, to-indexed), nil
+}
+
+// score is the BM25 ranking of the entries before before holding any of
+// uniq (every one, with all), best first, newer first among equals.
+func (cp corpus) score(uniq []string, all bool, before int64) []ranked {
+	avg := float64(cp.length) / float64(cp.docs)
 	score := map[int64]float64{}
 	held := map[int64]int{}
 	for _, q := range uniq {
-		ps := post[q]
+		ps := cp.post[q]
 		df := float64(len(ps))
-		idf := math.Log(1 + (float64(docs)-df+0.5)/(df+0.5))
+		idf := math.Log(1 + (float64(cp.docs)-df+0.5)/(df+0.5))
 		for _, p := range ps {
 			if p[0] >= before {
 				continue
@@ -453,7 +481,7 @@ func (m *Memory) rank(ctx context.Context, c chatid.Chat, qterms []string, all b
 			held[p[0]]++
 		}
 	}
-	out = make([]ranked, 0, len(score))
+	out := make([]ranked, 0, len(score))
 	for id, s := range score {
 		if all && held[id] < len(uniq) {
 			continue
@@ -466,7 +494,7 @@ func (m *Memory) rank(ctx context.Context, c chatid.Chat, qterms []string, all b
 		}
 		return cmp.Compare(b.id, a.id)
 	})
-	return out, unread, nil
+	return out
 }
 
 // termSnippet is about SnippetChars characters of text around its first

@@ -356,7 +356,7 @@ func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a wire.SearchArgs)
 	if err != nil {
 		return wire.ToolResult{}, err
 	}
-	if err := m.pageOf(ctx, c, ranking, phrases, qterms, &page); err != nil {
+	if err := m.pageOf(ctx, c, ranking, searchTerms{phrases, qterms}, &page); err != nil {
 		return wire.ToolResult{}, err
 	}
 	return m.searchAnswer(ctx, c, st, page)
@@ -389,13 +389,18 @@ type searchHit struct {
 	snippet string
 }
 
+// searchTerms are a query's quoted phrases and its terms.
+type searchTerms struct {
+	phrases, terms []string
+}
+
 // pageOf reads the entries of the ranking from p.skip until the page holds
 // SearchHits hits; with phrases, only entries holding each of them as
 // written count, and at most searchScan entries or searchBytes bytes are
 // read.
-func (m *Memory) pageOf(ctx context.Context, c chatid.Chat, ranking []ranked, phrases, qterms []string, p *searchPage) error {
-	matchers := make([]*matcher, len(phrases))
-	for k, ph := range phrases {
+func (m *Memory) pageOf(ctx context.Context, c chatid.Chat, ranking []ranked, q searchTerms, p *searchPage) error {
+	matchers := make([]*matcher, len(q.phrases))
+	for k, ph := range q.phrases {
 		matchers[k] = newMatcher(foldString(ph))
 	}
 	read, readBytes := 0, 0
@@ -415,25 +420,15 @@ func (m *Memory) pageOf(ctx context.Context, c chatid.Chat, ranking []ranked, ph
 		}
 		e := entries[0]
 		readBytes += len(e.Text)
-		snip, ok := "", true
-		for _, mt := range matchers {
-			s, found, err := matchSnippet(ctx, e.Text, mt)
-			if err != nil {
-				return fmt.Errorf("memory: search: %w", err)
-			}
-			if !found {
-				ok = false
-				break
-			}
-			if snip == "" {
-				snip = s
-			}
+		snip, ok, err := phraseSnippet(ctx, e.Text, matchers)
+		if err != nil {
+			return err
 		}
 		if !ok {
 			continue
 		}
 		if snip == "" {
-			snip = termSnippet(e.Text, qterms)
+			snip = termSnippet(e.Text, q.terms)
 		}
 		p.hits = append(p.hits, searchHit{e: e, snippet: snip})
 	}
@@ -441,6 +436,25 @@ func (m *Memory) pageOf(ctx context.Context, c chatid.Chat, ranking []ranked, ph
 		p.next = k
 	}
 	return nil
+}
+
+// phraseSnippet reports whether text holds every phrase of matchers, with
+// a snippet around the first ("" when there are none).
+func phraseSnippet(ctx context.Context, text string, matchers []*matcher) (string, bool, error) {
+	snip := ""
+	for _, mt := range matchers {
+		s, found, err := matchSnippet(ctx, text, mt)
+		if err != nil {
+			return "", false, fmt.Errorf("memory: search: %w", err)
+		}
+		if !found {
+			return "", false, nil
+		}
+		if snip == "" {
+			snip = s
+		}
+	}
+	return snip, true, nil
 }
 
 // searchAnswer writes the page's hits, each with the view line holding it
