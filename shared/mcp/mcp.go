@@ -226,12 +226,43 @@ func removeName(names []string, name string) []string {
 type tool struct {
 	name, desc string
 	schema     *jsonschema.Schema
-	// destructive: the tool erases (the MCP annotation destructiveHint).
-	destructive bool
+	// effect is what a call does to the memory (its MCP annotations).
+	effect effect
 	h           func(ctx context.Context, chat string, raw json.RawMessage) (*sdk.CallToolResult, error)
 	// bounded: the handler bounds its calls itself (log), not by the
 	// call's timeout.
 	bounded bool
+}
+
+// effect is what a tool's call does to the chat's memory.
+type effect int
+
+const (
+	// reads: the call changes nothing (view, zoom, date, search).
+	reads effect = iota
+	// appends: the call adds to the log, and a repeat under the same
+	// receipt adds nothing (log).
+	appends
+	// erases: the call erases for good; the same request again is the
+	// same erasure (forget).
+	erases
+)
+
+// annotations are the MCP hints of a tool of effect e. Every tool works on
+// the chat's memory alone: none reaches the world outside it.
+func (e effect) annotations() *sdk.ToolAnnotations {
+	closed := false
+	a := &sdk.ToolAnnotations{OpenWorldHint: &closed}
+	switch e {
+	case reads:
+		a.ReadOnlyHint = true
+	case appends:
+		a.IdempotentHint, a.DestructiveHint = true, &closed
+	case erases:
+		destructive := true
+		a.IdempotentHint, a.DestructiveHint = true, &destructive
+	}
+	return a
 }
 
 // tools are the server's tools: its own and, in the order the model is
@@ -250,16 +281,20 @@ func (s *Server) tools() ([]tool, error) {
 	log.Properties["messages"].Description = "the messages to log, in order"
 	tools := []tool{
 		{"view", "The chat's memory view: one line per block of entries, each starting <start>+<count>; zoom into a line to open it.",
-			view, false, s.callView, false},
+			view, reads, s.callView, false},
 		{"log", "Log messages (pi-ai message shapes: role, content blocks of text or base64 images) to the chat's memory; answers their ids. " +
 			"A retry is safe: the same messages again under the same receipt (given, or made of the messages when none is) log nothing twice.",
-			log, false, s.callLog, true},
+			log, appends, s.callLog, true},
 	}
 	for _, t := range memory.ToolTable() {
 		if t.OptIn != "" && !s.o.OptIn {
 			continue
 		}
-		tools = append(tools, tool{t.Name, t.Description, t.Parameters, t.Destructive, s.memoryTool(t.Name), false})
+		e := reads
+		if t.Destructive {
+			e = erases
+		}
+		tools = append(tools, tool{t.Name, t.Description, t.Parameters, e, s.memoryTool(t.Name), false})
 	}
 	return tools, nil
 }
@@ -272,9 +307,7 @@ func (s *Server) addTools() error {
 	for _, t := range tools {
 		h, bounded := t.h, t.bounded
 		st := &sdk.Tool{Name: t.name, Description: t.desc, InputSchema: s.withChat(t.schema)}
-		if t.destructive {
-			st.Annotations = &sdk.ToolAnnotations{DestructiveHint: &t.destructive}
-		}
+		st.Annotations = t.effect.annotations()
 		s.srv.AddTool(st, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			raw := req.Params.Arguments
 			if len(raw) == 0 {

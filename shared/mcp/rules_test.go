@@ -140,3 +140,53 @@ func TestALogsAppendOutlivesItsCallerButNotItsDeadline(t *testing.T) {
 		t.Fatalf("the append ends at %v, want at least %v before its caller's deadline %v", d, answerMargin, due)
 	}
 }
+
+// TestEachToolsAnnotationsSayWhatItDoesToTheMemory: view, zoom, date and
+// search only read; log writes and is idempotent under its receipt;
+// forget erases for good and is idempotent by request; none reaches the
+// world outside the chat's memory.
+func TestEachToolsAnnotationsSayWhatItDoesToTheMemory(t *testing.T) {
+	type hints struct{ readOnly, destructive, idempotent bool }
+	want := map[string]hints{
+		"view":          {readOnly: true},
+		wire.ToolZoom:   {readOnly: true},
+		wire.ToolDate:   {readOnly: true},
+		wire.ToolSearch: {readOnly: true},
+		"log":           {idempotent: true},
+		wire.ToolForget: {destructive: true, idempotent: true},
+	}
+	cs := session(t, fakeMemory{}, Options{Chat: "c", OptIn: true})
+	res, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, tl := range res.Tools {
+		w, ok := want[tl.Name]
+		if !ok {
+			t.Errorf("tool %s: no annotations expected of it; add it to this table", tl.Name)
+			continue
+		}
+		seen[tl.Name] = true
+		a := tl.Annotations
+		if a == nil {
+			t.Errorf("tool %s has no annotations", tl.Name)
+			continue
+		}
+		got := hints{readOnly: a.ReadOnlyHint, destructive: a.DestructiveHint != nil && *a.DestructiveHint, idempotent: a.IdempotentHint}
+		if !a.ReadOnlyHint && a.DestructiveHint == nil {
+			t.Errorf("tool %s writes but leaves destructiveHint to its default (true)", tl.Name)
+		}
+		if got != w {
+			t.Errorf("tool %s: hints %+v, want %+v", tl.Name, got, w)
+		}
+		if a.OpenWorldHint == nil || *a.OpenWorldHint {
+			t.Errorf("tool %s: openWorldHint is not false", tl.Name)
+		}
+	}
+	for name := range want {
+		if !seen[name] {
+			t.Errorf("tool %s is not listed", name)
+		}
+	}
+}
