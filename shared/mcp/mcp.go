@@ -228,7 +228,7 @@ type tool struct {
 	schema     *jsonschema.Schema
 	// effect is what a call does to the memory (its MCP annotations).
 	effect effect
-	h           func(ctx context.Context, chat string, raw json.RawMessage) (*sdk.CallToolResult, error)
+	h      func(ctx context.Context, chat string, raw json.RawMessage) (*sdk.CallToolResult, error)
 	// bounded: the handler bounds its calls itself (log), not by the
 	// call's timeout.
 	bounded bool
