@@ -45,10 +45,22 @@ func (s *Blobs) Put(ctx context.Context, key string, b store.Blob) error {
 	}
 	return s.db.update("put blob", func(tx *bolt.Tx) error {
 		bk := tx.Bucket(bucketBlobs)
-		if bk.Get([]byte(key)) != nil {
+		if bk.Get([]byte(key)) != nil || bk.Bucket([]byte(key)) != nil {
 			return nil
 		}
-		return bk.Put([]byte(key), encodeBlob(b))
+		// A blob is a bucket of its own: bbolt writes a leaf whole, with
+		// at least two of its keys, so a large blob stored as a value
+		// beside others was written again with each blob put next to it.
+		// In its own bucket it is written once, and its neighbours are
+		// bucket headers.
+		one, err := bk.CreateBucket([]byte(key))
+		if err != nil {
+			return err
+		}
+		if err := one.Put(blobTypeKey, []byte(b.ContentType)); err != nil {
+			return err
+		}
+		return one.Put(blobDataKey, b.Data)
 	})
 }
 
@@ -81,7 +93,16 @@ func (s *Blobs) read(ctx context.Context, op, key string, got func(contentType s
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return s.db.view(op, func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketBlobs).Get([]byte(key))
+		bk := tx.Bucket(bucketBlobs)
+		if one := bk.Bucket([]byte(key)); one != nil {
+			data := one.Get(blobDataKey)
+			if data == nil {
+				return fmt.Errorf("%w: blob %s: no data", errCorrupt, key)
+			}
+			got(string(one.Get(blobTypeKey)), data)
+			return nil
+		}
+		v := bk.Get([]byte(key))
 		if v == nil {
 			return fmt.Errorf("%s %s: %w", op, key, store.ErrNotFound)
 		}
@@ -106,8 +127,16 @@ func checkBlobKey(key string) error {
 	return nil
 }
 
-// encodeBlob is format byte, uvarint content type length, content type,
-// then the data.
+// A blob is stored as a bucket holding its content type and its data.
+// Files written before that hold it as one value, encodeBlob's.
+var (
+	blobTypeKey = []byte("t")
+	blobDataKey = []byte("d")
+)
+
+// encodeBlob is how files written before blobs had buckets of their own
+// hold one: format byte, uvarint content type length, content type, then
+// the data. Get, Head and Delete still read it.
 func encodeBlob(b store.Blob) []byte {
 	out := make([]byte, 0, 1+binary.MaxVarintLen64+len(b.ContentType)+len(b.Data))
 	out = append(out, blobFormat)
@@ -157,6 +186,10 @@ func (s *Blobs) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("delete blob: %w", err)
 	}
 	return s.db.update("delete blob", func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketBlobs).Delete([]byte(key))
+		bk := tx.Bucket(bucketBlobs)
+		if bk.Bucket([]byte(key)) != nil {
+			return bk.DeleteBucket([]byte(key))
+		}
+		return bk.Delete([]byte(key))
 	})
 }

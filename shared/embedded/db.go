@@ -7,7 +7,8 @@
 // Layout of the file (top-level buckets):
 //
 //	table   pk \x00 sk -> item (version, expires, body)
-//	blobs   key        -> blob (content type, data)
+//	blobs   key        -> bucket with "t" (content type) and "d" (data);
+//	                      files written before hold key -> encodeBlob's value
 //	queues  name       -> bucket with "m" (visible-at ‖ id -> message)
 //	                      and "i" (id -> visible-at ‖ id)
 //
@@ -82,7 +83,10 @@ func Open(dir string) (*DB, error) {
 		return nil, fmt.Errorf("embedded: open: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: LockTimeout})
+	// The free list is a map, rebuilt from the page map at open and never
+	// written: an array list is merged and written whole at every commit,
+	// which with the free pages large blobs leave cost more than the data.
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: LockTimeout, FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s (waited %s)", ErrLocked, path, LockTimeout)
 	}
@@ -210,8 +214,9 @@ func transact(op string, run func(func(*bolt.Tx) error) error, fn func(tx *bolt.
 	return unavailable(op, err)
 }
 
-// Keys lists every key of the file, in every bucket and nested bucket, as
-// its bucket path and key joined by "/" (a table key shows its partition
+// Keys lists every key of the file, in every bucket and nested bucket
+// (a blob, stored as a bucket of its own, is one key), as its bucket path
+// and key joined by "/" (a table key shows its partition
 // and sort key separated by NUL, as stored). It is how an operator, or a
 // test, sees everything a deletion should have removed: the whole file,
 // not what the stores' own reads choose to show.
@@ -221,7 +226,8 @@ func (db *DB) Keys() ([]string, error) {
 	walk = func(path string, b *bolt.Bucket) error {
 		return b.ForEach(func(k, v []byte) error {
 			key := path + "/" + string(k)
-			if v == nil { // a nested bucket
+			// A nested bucket, but a blob's bucket is one blob.
+			if v == nil && path != string(bucketBlobs) {
 				return walk(key, b.Bucket(k))
 			}
 			out = append(out, key)
