@@ -14,6 +14,15 @@ import (
 // the transport does not take.
 const Pattern = "/v1/mcp"
 
+// StatelessVersion is the first protocol revision without sessions
+// (2026-07-28): no initialize, each request carries its version and the
+// client's identity in its _meta and in the MCP-Protocol-Version header,
+// and server/discover tells a client what the server speaks.
+const StatelessVersion = "2026-07-28"
+
+// versionHeader names a request's protocol version.
+const versionHeader = "Mcp-Protocol-Version"
+
 // SessionIdle is how long a stateful endpoint keeps a session no request
 // has used.
 const SessionIdle = 30 * time.Minute
@@ -31,6 +40,11 @@ type Tenants func(tenant string) (Memory, Options)
 // sessions live in the process, a GET stream carries a session's
 // notifications (a view subscribed to), and a session is its tenant's
 // alone.
+//
+// Either way, a request at StatelessVersion or later (its
+// MCP-Protocol-Version header says so) is answered alone, as JSON: the
+// revisions from 2026-07-28 have no sessions, so a stateful endpoint
+// serves them beside the sessions of the revisions before.
 type Routes struct {
 	tenants   Tenants
 	stateless bool
@@ -38,12 +52,24 @@ type Routes struct {
 	mu      sync.Mutex
 	servers map[string]*Server
 	h       *sdk.StreamableHTTPHandler
+	// alone answers each request alone: rt.h itself when stateless.
+	alone *sdk.StreamableHTTPHandler
 }
 
 // NewRoutes returns the MCP routes over tenants.
 func NewRoutes(tenants Tenants, stateless bool) *Routes {
 	rt := &Routes{tenants: tenants, stateless: stateless, servers: map[string]*Server{}}
-	rt.h = sdk.NewStreamableHTTPHandler(rt.server, &sdk.StreamableHTTPOptions{
+	rt.h = rt.handler(stateless)
+	rt.alone = rt.h
+	if !stateless {
+		rt.alone = rt.handler(true)
+	}
+	return rt
+}
+
+// handler is the SDK's streamable HTTP handler over the tenants' servers.
+func (rt *Routes) handler(stateless bool) *sdk.StreamableHTTPHandler {
+	return sdk.NewStreamableHTTPHandler(rt.server, &sdk.StreamableHTTPOptions{
 		Stateless:    stateless,
 		JSONResponse: stateless,
 		// The API's server limits the body already (api.MaxBody).
@@ -51,7 +77,12 @@ func NewRoutes(tenants Tenants, stateless bool) *Routes {
 		// A stateful endpoint closes a session idle this long.
 		SessionTimeout: SessionIdle,
 	})
-	return rt
+}
+
+// sessionless reports whether r is at a protocol revision without
+// sessions. Versions are dates, so they order as strings do.
+func sessionless(r *http.Request) bool {
+	return r.Header.Get(versionHeader) >= StatelessVersion
 }
 
 // server is the MCP server of the request's tenant, made once per tenant.
@@ -81,6 +112,10 @@ func (rt *Routes) Register(mux *http.ServeMux) {
 		tenant := api.Tenant(r.Context())
 		if tenant == "" {
 			return api.Unauthorized("the request has no authenticated tenant")
+		}
+		if sessionless(r) {
+			rt.alone.ServeHTTP(w, r)
+			return nil
 		}
 		if id := r.Header.Get(sessionHeader); id != "" && !rt.stateless && !rt.owns(tenant, id) {
 			// A session is its tenant's alone: to another it does not exist.

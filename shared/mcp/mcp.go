@@ -127,6 +127,7 @@ func NewServer(mem Memory, o Options) (*Server, error) {
 			"each line starts with <start>+<count>: zoom into a line to see it one level down, down to the original messages and their images.",
 		SubscribeHandler:   s.subscribe,
 		UnsubscribeHandler: func(context.Context, *sdk.UnsubscribeRequest) error { return nil },
+		SetCacheable:       s.cacheHint,
 	})
 	if err := s.addTools(); err != nil {
 		return nil, err
@@ -143,6 +144,36 @@ func NewServer(mem Memory, o Options) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// How long a host may keep a result before it asks again (the cache
+// hints of server/discover, the lists and resources/read): what only a
+// new release changes (the server's description, the tool and resource
+// lists) for ListTTL; an image, named by its bytes, for ImageTTL; a view,
+// which each turn changes, not at all.
+const (
+	ListTTL  = 5 * time.Minute
+	ImageTTL = 10 * time.Minute
+)
+
+// cacheHint sets the cache hints of a result: private to the tenant that
+// asked, always; kept for as long as what it says holds. A one-chat
+// server that offers the opt-in tools lists them as the chat's settings
+// say, which a call may change: its tool list is not kept.
+func (s *Server) cacheHint(_ context.Context, req sdk.Request, c *sdk.Cacheable) {
+	c.CacheScope = "private"
+	c.TTLMs = int(ListTTL / time.Millisecond)
+	switch r := req.(type) {
+	case *sdk.ListToolsRequest:
+		if s.o.Chat != "" && s.o.OptIn {
+			c.TTLMs = 0
+		}
+	case *sdk.ReadResourceRequest:
+		c.TTLMs = 0
+		if _, rest, err := resourceChat(r.Params.URI); err == nil && strings.HasPrefix(rest, "images/") {
+			c.TTLMs = int(ImageTTL / time.Millisecond)
+		}
+	}
 }
 
 // SDK is the SDK's server, to run on a transport or serve over HTTP.

@@ -46,3 +46,32 @@ func TestTheMCPEndpointInLambdaAnswersEachPostAloneAsJSON(t *testing.T) {
 		t.Errorf("GET /v1/mcp: %d, want 405", resp.StatusCode)
 	}
 }
+
+// In Lambda the memory function answers a request at 2026-07-28 alone,
+// with no initialize before it: a tools/call carrying its version and the
+// client's identity in its _meta.
+func TestTheMCPEndpointInLambdaAnswersA20260728CallWithNoInitialize(t *testing.T) {
+	mem := functions(t)["memory"]
+	const meta = `{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+	ev := events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RawPath: "/v1/mcp",
+		Body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"view","arguments":{"chat":"modern"},"_meta":` + meta + `}}`,
+		Headers: map[string]string{"content-type": "application/json", "accept": "application/json, text/event-stream",
+			"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "view"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{RequestID: "r", HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: http.MethodPost, Path: "/v1/mcp"}},
+	}
+	resp, _ := mem.send(t, ev)
+	var out struct {
+		Result struct {
+			IsError bool
+			Content []struct{ Type string }
+		}
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(resp.Body), &out) != nil || out.Result.IsError || len(out.Result.Content) == 0 {
+		t.Fatalf("tools/call at 2026-07-28: %d %.300s", resp.StatusCode, resp.Body)
+	}
+	if resp.Headers["Mcp-Session-Id"] != "" {
+		t.Errorf("a 2026-07-28 answer named a session %q", resp.Headers["Mcp-Session-Id"])
+	}
+}

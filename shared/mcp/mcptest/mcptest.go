@@ -18,13 +18,25 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Connect opens a session with the MCP endpoint at endpoint (a server's
-// URL and the endpoint's path), sending token as a bearer token unless it
-// is empty. The SDK's client does not retry: a refusal is the answer.
+// SessionVersion is the newest protocol revision with sessions.
+const SessionVersion = "2025-11-25"
+
+// Connect opens a session (at SessionVersion) with the MCP endpoint at
+// endpoint (a server's URL and the endpoint's path), sending token as a
+// bearer token unless it is empty. The SDK's client does not retry: a
+// refusal is the answer.
 func Connect(ctx context.Context, endpoint, token string) (*sdk.ClientSession, error) {
+	return ConnectAt(ctx, endpoint, token, SessionVersion)
+}
+
+// ConnectAt is Connect asking for protocol version: from 2026-07-28 on,
+// the client discovers the server (server/discover) and sends each
+// request alone, with no session.
+func ConnectAt(ctx context.Context, endpoint, token, version string) (*sdk.ClientSession, error) {
 	c := sdk.NewClient(&sdk.Implementation{Name: "test-host", Version: "1"}, nil)
 	return c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint,
-		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1}, nil)
+		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1},
+		&sdk.ClientSessionOptions{ProtocolVersion: version})
 }
 
 // InMemory runs srv on the SDK's in-memory transport until the test ends
