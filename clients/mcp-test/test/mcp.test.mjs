@@ -1,8 +1,10 @@
-// durachat's MCP server driven by the official TypeScript SDK's client
+// durachat's MCP server driven by the official TypeScript SDK's clients
 // over both transports: POST /v1/mcp on `durachat serve` and `durachat mcp`
 // on stdio. The tools are listed, an image is logged and zoomed down to and
 // its bytes compared, and a host without a token or with another tenant's
-// is refused the chat's images.
+// is refused the chat's images. The v1 client opens a session (2025-11-25);
+// the v2 client, pinned to 2026-07-28 or negotiating, sends each request
+// alone.
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -11,6 +13,10 @@ import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import {
+  Client as ClientV2,
+  StreamableHTTPClientTransport as StreamableHTTPClientTransportV2,
+} from "@modelcontextprotocol/client";
 import { buildServer, png, startServer, tempDir } from "../../ts/test/server.mjs";
 
 const token = "ts-mcp-token-0123456789";
@@ -128,4 +134,37 @@ test("on stdio `durachat mcp` serves its own embedded stores to a host", async (
     await client.close();
     data.remove();
   }
+});
+
+// connectV2 connects the v2 client, negotiating as mode says ("auto", or
+// { pin: version }).
+async function connectV2(tok, mode) {
+  const client = new ClientV2({ name: "ts-test-host-v2", version: "1.0.0" }, { versionNegotiation: { mode } });
+  const transport = new StreamableHTTPClientTransportV2(new URL(url + "/v1/mcp"), {
+    requestInit: { headers: tok ? { Authorization: `Bearer ${tok}` } : {} },
+  });
+  await client.connect(transport);
+  return { client, transport };
+}
+
+for (const mode of [{ pin: "2026-07-28" }, "auto"]) {
+  test(`over HTTP the v2 client (${JSON.stringify(mode)}) speaks 2026-07-28 with no session and zooms down to a logged image`, async () => {
+    const { client, transport } = await connectV2(token, mode);
+    try {
+      assert.equal(client.getNegotiatedProtocolVersion(), "2026-07-28");
+      assert.equal(client.getProtocolEra(), "modern");
+      const chat = `ts-v2-${typeof mode === "string" ? mode : "pinned"}`;
+      const { name, image } = await zoomsToTheImage(client, chat);
+      const read = await client.readResource({ uri: `durachat://chats/${chat}/images/${name}` });
+      assert.equal(sha(read.contents[0].blob), sha(image));
+      assert.equal(read.cacheScope, "private", "a tenant's image is cached for it alone");
+      assert.equal(transport.sessionId, undefined, "2026-07-28 has no session");
+    } finally {
+      await client.close();
+    }
+  });
+}
+
+test("over HTTP the v2 client pinned to 2026-07-28 is refused without a token", async () => {
+  await assert.rejects(connectV2("", { pin: "2026-07-28" }));
 });
