@@ -94,6 +94,8 @@ type Server struct {
 	mem Memory
 	o   Options
 	srv *sdk.Server
+	// names are the tools' names.
+	names map[string]bool
 }
 
 // The resources: the view of a chat, and its images by name.
@@ -121,7 +123,7 @@ func NewServer(mem Memory, o Options) (*Server, error) {
 			return nil, fmt.Errorf("mcp: the server's chat: %w", err)
 		}
 	}
-	s := &Server{mem: mem, o: o}
+	s := &Server{mem: mem, o: o, names: map[string]bool{}}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "durachat", Version: o.Version}, &sdk.ServerOptions{
 		Instructions: "durachat is this conversation's long-term memory. Read the view (the tool or the resource) each turn; " +
 			"each line starts with <start>+<count>: zoom into a line to see it one level down, down to the original messages and their images.",
@@ -132,6 +134,7 @@ func NewServer(mem Memory, o Options) (*Server, error) {
 	if err := s.addTools(); err != nil {
 		return nil, err
 	}
+	s.srv.AddReceivingMiddleware(s.refusedToolCall)
 	s.srv.AddResourceTemplate(&sdk.ResourceTemplate{Name: "view", URITemplate: viewTemplate, MIMEType: "text/plain",
 		Description: "a chat's memory view: the text to put in the model's context each turn"}, s.readView)
 	s.srv.AddResourceTemplate(&sdk.ResourceTemplate{Name: "image", URITemplate: imageTemplate,
@@ -336,6 +339,7 @@ func (s *Server) addTools() error {
 		return fmt.Errorf("mcp: the tools' schemas: %w", err)
 	}
 	for _, t := range tools {
+		s.names[t.name] = true
 		h, bounded := t.h, t.bounded
 		st := &sdk.Tool{Name: t.name, Description: t.desc, InputSchema: s.withChat(t.schema)}
 		st.Annotations = t.effect.annotations()
@@ -489,7 +493,10 @@ func logError(err error, receipt string, cut bool, bound time.Duration) *sdk.Cal
 // image that does not fit. Every image the text names that is not inline
 // is a resource link the host can read.
 func toolResult(chat string, res wire.ToolResult) (*sdk.CallToolResult, error) {
-	out := &sdk.CallToolResult{IsError: res.IsError}
+	if res.IsError {
+		return refusedCall(res), nil
+	}
+	out := &sdk.CallToolResult{}
 	inline := make([]sdk.Content, len(res.Content))
 	budget := hooks.NewInlineBudget(hooks.DefaultBudget, hooks.MaxImagesPi)
 	for i := len(res.Content) - 1; i >= 0; i-- {
@@ -527,6 +534,19 @@ func toolResult(chat string, res wire.ToolResult) (*sdk.CallToolResult, error) {
 	return out, nil
 }
 
+// refusedCall is a memory tool's error result as an MCP tool error: the
+// memory tools answer a call whose arguments they cannot serve (an id
+// past the log, n not a power of two) with its reason, a bad request.
+func refusedCall(res wire.ToolResult) *sdk.CallToolResult {
+	var text []string
+	for _, b := range res.Content {
+		if b.Type == "text" {
+			text = append(text, b.Text)
+		}
+	}
+	return errorResult(&fault.Error{Code: fault.BadRequest, Message: strings.Join(text, "\n")})
+}
+
 // errorResult is err as an MCP tool error: its text, and durachat's error
 // (code, message, field; retryAfterSeconds for an outage or a deletion
 // under way) as the structured content, as the HTTP API answers it.
@@ -554,6 +574,26 @@ func errorResultWith(err error, extra map[string]any) *sdk.CallToolResult {
 	maps.Copy(body, extra)
 	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: text}},
 		StructuredContent: map[string]any{"error": body}}
+}
+
+// refusedToolCall gives a tool call the SDK refuses before any tool
+// answers it (a tool the server does not have, parameters that are not a
+// call's) durachat's error code, as its tools' errors carry it: not_found
+// for an unknown tool, bad_request for the rest.
+func (s *Server) refusedToolCall(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		res, err := next(ctx, method, req)
+		je, ok := errors.AsType[*jsonrpc.Error](err)
+		if method != "tools/call" || !ok || je.Data != nil {
+			return res, err
+		}
+		code := fault.BadRequest
+		if call, ok := req.(*sdk.CallToolRequest); ok && call.Params != nil && !s.names[call.Params.Name] {
+			code = fault.NotFound
+		}
+		data, _ := json.Marshal(map[string]any{"code": code})
+		return res, &jsonrpc.Error{Code: je.Code, Message: code + ": " + je.Message, Data: data}
+	}
 }
 
 // resourceChat is the chat of a durachat:// resource URI, and what follows
