@@ -1005,7 +1005,10 @@ var routes = map[string]routeAuth{
 	"UIFilesRoute":       {"GET /ui/{proxy+}", "MemoryIntegration", true},
 	"McpPostRoute":       {"POST /v1/mcp", "MemoryIntegration", false},
 	"McpGetRoute":        {"GET /v1/mcp", "MemoryIntegration", false},
-	"DefaultRoute":       {"$default", "MemoryIntegration", false},
+	// The Protected Resource Metadata: public, as discovery documents are.
+	"ResourceMetadataRoute":    {"GET /.well-known/oauth-protected-resource", "MemoryIntegration", true},
+	"McpResourceMetadataRoute": {"GET /.well-known/oauth-protected-resource/v1/mcp", "MemoryIntegration", true},
+	"DefaultRoute":             {"$default", "MemoryIntegration", false},
 }
 
 func TestJWTAuthorizerIsOptional(t *testing.T) {

@@ -6,12 +6,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/api/openapitest"
 	"github.com/durachat/durachat/shared/config"
 )
 
 // The other direction (a route the document lacks) fails every test that
-// calls it through start's checking proxy.
+// calls it through start's checking proxy. The Protected Resource
+// Metadata is served only where the API takes JWTs, which the local
+// server does not: there it is the 404 the document describes.
 func TestEveryOperationOfTheOpenAPIDocumentIsServed(t *testing.T) {
 	v, err := openapitest.New()
 	if err != nil {
@@ -40,6 +43,12 @@ func TestEveryOperationOfTheOpenAPIDocumentIsServed(t *testing.T) {
 		}
 		_ = json.NewDecoder(res.Body).Decode(&e)
 		res.Body.Close()
+		if strings.HasPrefix(path, api.ResourceMetadataPath) {
+			if res.StatusCode != http.StatusNotFound {
+				t.Errorf("%s: answered %d, want 404: the local server takes no JWTs", op, res.StatusCode)
+			}
+			continue
+		}
 		if res.StatusCode == http.StatusMethodNotAllowed || strings.HasPrefix(e.Error.Message, "no route for") {
 			t.Errorf("%s: answered %d %s: the server has no such route", op, res.StatusCode, e.Error.Message)
 		}

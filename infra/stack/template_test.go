@@ -2,6 +2,7 @@ package stack
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -14,7 +15,8 @@ func TestTheTemplateIsReadWithTheDeploymentsNamesAndParameters(t *testing.T) {
 	if len(tpl.Functions) != 5 || tpl.Functions["CompactFunction"].Timeout != 120 {
 		t.Fatalf("functions %+v", tpl.Functions)
 	}
-	if env := tpl.Functions["MemoryFunction"].Env; env["DURACHAT_BUCKET"] != "b" || env["DURACHAT_TABLE"] != "t" || env["DURACHAT_QUEUE_URL"] != "http://q/BuildQueue" {
+	if env := tpl.Functions["MemoryFunction"].Env; env["DURACHAT_BUCKET"] != "b" || env["DURACHAT_TABLE"] != "t" || env["DURACHAT_QUEUE_URL"] != "http://q/BuildQueue" ||
+		env["DURACHAT_JWT_ISSUER"] != "http://127.0.0.1:1/" {
 		t.Errorf("memory env %v", env)
 	}
 	a, ok := tpl.Authorizers["JwtAuthorizer"]
@@ -25,7 +27,8 @@ func TestTheTemplateIsReadWithTheDeploymentsNamesAndParameters(t *testing.T) {
 		if in := tpl.Integrations[r.Integration]; in.Function == "" || in.TimeoutMillis != 30000 {
 			t.Errorf("route %+v integration %+v", r, in)
 		}
-		public := r.Key == "GET /healthz" || r.Key == "GET /v1/openapi.json" || r.Key == "GET /ui" || r.Key == "GET /ui/{proxy+}"
+		public := r.Key == "GET /healthz" || r.Key == "GET /v1/openapi.json" || r.Key == "GET /ui" || r.Key == "GET /ui/{proxy+}" ||
+			strings.HasPrefix(r.Key, "GET /.well-known/oauth-protected-resource")
 		if (r.AuthType == "JWT") == public {
 			t.Errorf("route %+v", r)
 		}

@@ -138,7 +138,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	fe := AsError(err)
 	a := answerOf(fe.Code)
 	if a.status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="durachat"`)
+		w.Header().Set("WWW-Authenticate", bearerChallenge)
 	}
 	if a.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((a.retryAfter+time.Second-1)/time.Second)))

@@ -280,6 +280,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !public {
 		var err error
 		if tenant, err = s.authenticate(r); err != nil {
+			if c, ok := s.o.Auth.(Challenger); ok && AsError(err).Code == fault.Unauthorized {
+				sw.Header().Set("WWW-Authenticate", c.Challenge(r))
+			}
 			WriteError(sw, r, err)
 			return
 		}

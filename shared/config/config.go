@@ -45,6 +45,7 @@ const (
 	EnvTokens            = "DURACHAT_TOKENS"
 	EnvTokensSecret      = "DURACHAT_TOKENS_SECRET"
 	EnvTenantClaim       = "DURACHAT_TENANT_CLAIM"
+	EnvJWTIssuer         = "DURACHAT_JWT_ISSUER"
 	EnvTable             = "DURACHAT_TABLE"
 	EnvBucket            = "DURACHAT_BUCKET"
 	EnvQueueURL          = "DURACHAT_QUEUE_URL"
@@ -86,7 +87,7 @@ const (
 // authentication. In Lambda the bearer tokens come from a secret, never
 // from the environment (which anyone allowed GetFunctionConfiguration can
 // read).
-var httpCommon = []string{EnvLogLevel, EnvTenantClaim, EnvTokensSecret}
+var httpCommon = []string{EnvLogLevel, EnvTenantClaim, EnvJWTIssuer, EnvTokensSecret}
 
 var reads = map[Program][]string{
 	// restore reads images (and presigns links to them), and which images
@@ -173,6 +174,9 @@ type Config struct {
 	TokensSecret TokensSecret
 	// TenantClaim names the JWT claim that carries the tenant.
 	TenantClaim string
+	// JWTIssuer is the issuer of the JWTs the API's authorizer accepts,
+	// which its Protected Resource Metadata names. Empty: no JWTs.
+	JWTIssuer string
 
 	Table    string
 	Bucket   string
@@ -249,6 +253,7 @@ func (r *reader) listening(c *Config) {
 		}
 	}
 	c.TenantClaim = r.str(EnvTenantClaim, DefaultTenantClaim)
+	c.JWTIssuer = r.optionalURL(EnvJWTIssuer)
 }
 
 // modelSettings reads the model, its URL and its key (the provider's own

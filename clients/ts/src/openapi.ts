@@ -57,6 +57,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/.well-known/oauth-protected-resource": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The API's OAuth Protected Resource Metadata (RFC 9728); 404 where only bearer tokens exist. */
+        get: operations["protectedResource"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/.well-known/oauth-protected-resource/v1/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The MCP endpoint's OAuth Protected Resource Metadata (RFC 9728), which MCP clients read to sign in; 404 where only bearer tokens exist. */
+        get: operations["mcpProtectedResource"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -608,6 +642,17 @@ export interface components {
                 field?: string;
             };
         };
+        ProtectedResourceMetadata: {
+            /**
+             * Format: uri
+             * @description The protected resource: the origin the client reached, and the MCP endpoint's path for the path-suffixed form.
+             */
+            resource: string;
+            resource_name?: string;
+            /** @description The issuer of the JWTs the API accepts (a Cognito user pool, any OIDC provider). */
+            authorization_servers: string[];
+            bearer_methods_supported: "header"[];
+        };
         /** @description API Gateway's own answer, before or instead of durachat. */
         GatewayMessage: {
             message: string;
@@ -721,8 +766,11 @@ export interface components {
         };
         /**
          * @description No or wrong credentials. durachat's own check answers its error shape
-         *     with WWW-Authenticate: Bearer realm="durachat"; in AWS the JWT
-         *     authorizer answers {"message":"Unauthorized"} before durachat runs.
+         *     with WWW-Authenticate: where the API takes JWTs, Bearer realm="durachat",
+         *     resource_metadata="<origin>/.well-known/oauth-protected-resource[/v1/mcp]";
+         *     where only bearer tokens exist, Bearer realm="durachat", error_description="..."
+         *     saying how to send one. In AWS the JWT authorizer answers
+         *     {"message":"Unauthorized"} before durachat runs.
          */
         Unauthorized: {
             headers: {
@@ -985,6 +1033,48 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            404: components["responses"]["NotFound"];
+        };
+    };
+    protectedResource: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metadata, where the API takes JWTs (the template's JWT authorizer): the issuer of its tokens is the authorization server. The resource is the API's root. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProtectedResourceMetadata"];
+                };
+            };
+            404: components["responses"]["NotFound"];
+        };
+    };
+    mcpProtectedResource: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metadata, where the API takes JWTs (the template's JWT authorizer): the issuer of its tokens is the authorization server. The resource is the MCP endpoint, /v1/mcp. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProtectedResourceMetadata"];
+                };
             };
             404: components["responses"]["NotFound"];
         };

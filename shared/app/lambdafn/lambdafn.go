@@ -10,8 +10,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 
@@ -115,7 +117,7 @@ func memoryLimit(lookup func(string) (string, bool)) int64 {
 // StartHTTP serves routes (built by the function's main from f) as an API
 // Gateway HTTP API function. It does not return.
 func (f Function) StartHTTP(routes ...api.Routes) {
-	h, err := app.Handler(f.Log, Auth(f.Config, f.Tokens), f.Stores, routes, f.Public...)
+	h, err := f.Handler(routes...)
 	if err != nil {
 		fatal(f.Log, "handler", err)
 	}
@@ -130,9 +132,18 @@ func fatal(logger *slog.Logger, what string, err error) {
 	os.Exit(1)
 }
 
+// Handler is the handler StartHTTP serves: routes behind Auth, and the
+// public ones (f.Public, and the API's Protected Resource Metadata when
+// the API takes JWTs).
+func (f Function) Handler(routes ...api.Routes) (http.Handler, error) {
+	public := append(slices.Clone(f.Public), api.ProtectedResource{Issuer: f.Config.JWTIssuer})
+	return app.Handler(f.Log, Auth(f.Config, f.Tokens), f.Stores, routes, public...)
+}
+
 // Auth authenticates requests in Lambda: the tenant is the JWT authorizer's
 // configured claim; without an authorizer, bearer is asked (the tokens
-// secret's, which httpfn.Init reads; nil refuses such requests).
+// secret's, which httpfn.Init reads; nil refuses such requests). Where the
+// API takes JWTs its 401s name the Protected Resource Metadata.
 func Auth(cfg config.Config, bearer api.Authenticator) api.Authenticator {
-	return lambdahttp.ClaimTenant(cfg.TenantClaim, bearer)
+	return api.ProtectedResource{Issuer: cfg.JWTIssuer}.Authenticator(lambdahttp.ClaimTenant(cfg.TenantClaim, bearer))
 }

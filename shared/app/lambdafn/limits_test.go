@@ -37,6 +37,9 @@ type function struct {
 	stores  app.Stores
 }
 
+// testIssuer is the issuer of the JWTs the functions of a test take.
+const testIssuer = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_Test"
+
 func functions(t *testing.T) map[string]*function {
 	return functionsAuth(t, api.SingleTenant("t"))
 }
@@ -64,7 +67,8 @@ func functionsAuth(t *testing.T, auth api.Authenticator) map[string]*function {
 	}
 	out := map[string]*function{}
 	for name, rs := range routes {
-		h, err := app.Handler(slog.New(slog.DiscardHandler), auth, stores, rs)
+		// As lambdafn.Function.Handler serves them where the API takes JWTs.
+		h, err := app.Handler(slog.New(slog.DiscardHandler), auth, stores, rs, api.ProtectedResource{Issuer: testIssuer})
 		if err != nil {
 			t.Fatal(err)
 		}

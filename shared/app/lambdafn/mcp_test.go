@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/durachat/durachat/shared/app/lambdafn"
+	"github.com/durachat/durachat/shared/config"
 )
 
 // In Lambda the MCP endpoint is stateless: a POST is answered alone, as
@@ -73,5 +76,40 @@ func TestTheMCPEndpointInLambdaAnswersA20260728CallWithNoInitialize(t *testing.T
 	}
 	if resp.Headers["Mcp-Session-Id"] != "" {
 		t.Errorf("a 2026-07-28 answer named a session %q", resp.Headers["Mcp-Session-Id"])
+	}
+}
+
+// Where the API takes JWTs, the memory function tells an MCP client where
+// to sign in: the MCP endpoint's Protected Resource Metadata names the
+// issuer, at the API's domain, and a request the JWT authorizer did not
+// vouch for is a 401 naming that metadata.
+func TestTheMemoryFunctionTellsAnMCPClientWhereToSignIn(t *testing.T) {
+	mem := functionsAuth(t, lambdafn.Auth(config.Config{TenantClaim: "sub", JWTIssuer: testIssuer}, nil))["memory"]
+	const domain = "abc123.execute-api.eu-west-1.amazonaws.com"
+	get := func(method, path string) events.APIGatewayV2HTTPResponse {
+		ev := events.APIGatewayV2HTTPRequest{
+			Version: "2.0", RawPath: path, Headers: map[string]string{"content-type": "application/json", "accept": "application/json, text/event-stream"},
+			RequestContext: events.APIGatewayV2HTTPRequestContext{RequestID: "r", DomainName: domain,
+				HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path}},
+		}
+		if method == http.MethodPost {
+			ev.Body = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+		}
+		resp, _ := mem.send(t, ev)
+		return resp
+	}
+	resp := get(http.MethodGet, "/.well-known/oauth-protected-resource/v1/mcp")
+	var md struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(resp.Body), &md) != nil ||
+		md.Resource != "https://"+domain+"/v1/mcp" || len(md.AuthorizationServers) != 1 || md.AuthorizationServers[0] != testIssuer {
+		t.Fatalf("the MCP endpoint's metadata: %d %s", resp.StatusCode, resp.Body)
+	}
+	resp = get(http.MethodPost, "/v1/mcp")
+	want := `Bearer realm="durachat", resource_metadata="https://` + domain + `/.well-known/oauth-protected-resource/v1/mcp"`
+	if resp.StatusCode != http.StatusUnauthorized || resp.Headers["Www-Authenticate"] != want {
+		t.Fatalf("POST /v1/mcp without a JWT: %d %v, want 401 with %s", resp.StatusCode, resp.Headers, want)
 	}
 }
