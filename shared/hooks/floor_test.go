@@ -139,7 +139,7 @@ func inflatePNG(data []byte) {
 }
 
 // post sends body to h on path as tenant A and returns the answer.
-func post(b *testing.B, h http.Handler, path string, body []byte) *httptest.ResponseRecorder {
+func post(b testing.TB, h http.Handler, path string, body []byte) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
 	r = r.WithContext(api.WithTenant(r.Context(), tenantA))
 	w := httptest.NewRecorder()
