@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/durachat/durachat/shared/images"
+	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store/storefake"
 )
@@ -93,5 +96,38 @@ func TestRefsNamingAnImageAgainAnswerAsEachAlone(t *testing.T) {
 				t.Errorf("not all restored: %.300s", got)
 			}
 		})
+	}
+}
+
+// TestRefInReadsARefHoweverEscaped: a JSON string is read as a ref when its
+// text is exactly one, each of its bytes escaped or not; a string whose
+// text is longer is not, however it is written.
+func TestRefInReadsARefHoweverEscaped(t *testing.T) {
+	const name = "0123456789abcdef"
+	ref := refs.Ref(name)
+	escaped := func(s string) string {
+		var b strings.Builder
+		for _, c := range []byte(s) {
+			fmt.Fprintf(&b, `\u%04X`, c)
+		}
+		return b.String()
+	}
+	for _, tt := range []struct {
+		raw  string
+		want string
+	}{
+		{`"` + ref + `"`, name},
+		{` "` + ref + `" `, name},
+		{`"` + escaped(ref) + `"`, name},
+		{`"\u005bimage ` + name + `\u005d"`, name},
+		{`"` + escaped(ref) + ` "`, ""},
+		{`"` + escaped(ref+" ") + `"`, ""},
+		{`"` + ref + `\n"`, ""},
+		{`"as ` + ref + ` shows"`, ""},
+		{`"` + strings.Repeat("x", 1<<20) + `"`, ""},
+	} {
+		if got := refIn(rawjson.Value(tt.raw)); got != tt.want {
+			t.Errorf("%.80s: %q, want %q", tt.raw, got, tt.want)
+		}
 	}
 }
