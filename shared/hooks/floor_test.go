@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -302,9 +303,9 @@ var floorHeads = map[string]string{
 
 // beforeRequestInput stores pngs for tenant A and returns a before-request
 // body in format of n ref blocks naming them in turn (half in the user's
-// own content, half in a tool result where the format takes images there),
-// with the store.
-func beforeRequestInput(b *testing.B, format string, pngs [][]byte, n int) ([]byte, store.Blobs) {
+// own content, half in a tool result where the format takes images there)
+// after history turns of about 5 KB of text each, with the store.
+func beforeRequestInput(b *testing.B, format string, pngs [][]byte, n, history int) ([]byte, store.Blobs) {
 	blobs := storefake.NewBlobs()
 	imgs := images.New(blobs)
 	var names []string
@@ -315,17 +316,23 @@ func beforeRequestInput(b *testing.B, format string, pngs [][]byte, n int) ([]by
 		}
 		names = append(names, name)
 	}
+	block := textBlock
+	if format == FormatBedrock {
+		block = func(s string) obj { return obj{"text": s} }
+	}
 	var content list
 	for i := range n {
-		ref := refs.Ref(names[i%len(names)])
-		if format == FormatBedrock {
-			content = append(content, obj{"text": ref})
-		} else {
-			content = append(content, textBlock(ref))
-		}
+		content = append(content, block(refs.Ref(names[i%len(names)])))
 	}
 	half := (n + 1) / 2
-	body, err := json.Marshal(restoreBody(format, floorRequest(format, content[:half], content[half:])))
+	req := floorRequest(format, content[:half], content[half:])
+	var turns list
+	for i := range history {
+		said := fmt.Sprintf("turn %d: %s", i, strings.Repeat("a line of the chat, \"quoted\" and\n", 150))
+		turns = append(turns, obj{"role": "user", "content": list{block(said)}}, obj{"role": "assistant", "content": "ok"})
+	}
+	req["messages"] = append(turns, req["messages"].(list)...)
+	body, err := json.Marshal(restoreBody(format, req))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -350,27 +357,32 @@ func floorRequest(format string, own, inTool list) obj {
 }
 
 // BenchmarkBeforeRequestFloor times before-request against its floor,
-// from a store that answers at once, on 20 refs naming 5 images and on
-// one ref to a screenshot, in each format.
+// from a store that answers at once, in each format: on 20 refs naming 5
+// images, on one ref to a screenshot, and on that ref after a chat of
+// 1 MB of text (200 turns), which the hook walks and the floor only
+// searches for refs.
 func BenchmarkBeforeRequestFloor(b *testing.B) {
+	fiveImages := func(t testing.TB) [][]byte {
+		var pngs [][]byte
+		for i := range 5 {
+			pngs = append(pngs, pngBytes(t, 200+i, 160, 160, true))
+		}
+		return pngs
+	}
+	screenshot := func(t testing.TB) [][]byte { return [][]byte{screenshotPNG(t)} }
 	for _, in := range []struct {
-		name string
-		pngs func(testing.TB) [][]byte
-		refs int
+		name          string
+		pngs          func(testing.TB) [][]byte
+		refs, history int
 	}{
-		{"20refs-5images", func(t testing.TB) [][]byte {
-			var pngs [][]byte
-			for i := range 5 {
-				pngs = append(pngs, pngBytes(t, 200+i, 160, 160, true))
-			}
-			return pngs
-		}, 20},
-		{"screenshot", func(t testing.TB) [][]byte { return [][]byte{screenshotPNG(t)} }, 1},
+		{"20refs-5images", fiveImages, 20, 0},
+		{"screenshot", screenshot, 1, 0},
+		{"screenshot-1MBchat", screenshot, 1, 200},
 	} {
 		pngs := in.pngs(b)
 		for _, format := range []string{FormatAnthropic, FormatPi, FormatBedrock, FormatOpenAI} {
 			b.Run(in.name+"/"+format, func(b *testing.B) {
-				body, blobs := beforeRequestInput(b, format, pngs, in.refs)
+				body, blobs := beforeRequestInput(b, format, pngs, in.refs, in.history)
 				mux := http.NewServeMux()
 				imgs := images.New(blobs)
 				NewRestore(imgs, nil).Register(mux)
