@@ -5,6 +5,7 @@ import (
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/rawjson"
+	"github.com/durachat/durachat/shared/refs"
 )
 
 // block is one content block of a hook's request, as after-tool,
@@ -108,4 +109,33 @@ func (b block) object() *rawjson.Object {
 func isText(raw rawjson.Value) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) > 0 && t[0] == '"'
+}
+
+// maxRefJSON is the longest JSON string whose text can be one ref: every
+// byte of the ref escaped as \u00XX.
+const maxRefJSON = 2 + 6*refs.RefLen
+
+// refIn returns the image name when raw, a JSON string, is exactly one ref
+// (refs.RefName), else "". A string too long to be one is not unescaped:
+// the texts of a chat run to megabytes.
+func refIn(raw rawjson.Value) string {
+	if len(bytes.TrimSpace(raw)) > maxRefJSON {
+		return ""
+	}
+	s, _ := raw.Text()
+	return refs.RefName(s)
+}
+
+// ref returns the image name when the string field key of block j of the
+// list at path is exactly one ref: "" when it is not one, or absent or
+// null, and a 400 naming the field when it is not a string.
+func (b block) ref(key, path string, j int) (string, error) {
+	v, found := b.get(key)
+	if !found || v.IsNull() {
+		return "", nil
+	}
+	if !isText(v) {
+		return "", fieldError(index(path, j), key, true)
+	}
+	return refIn(v), nil
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -139,7 +140,7 @@ func inflatePNG(data []byte) {
 }
 
 // post sends body to h on path as tenant A and returns the answer.
-func post(b *testing.B, h http.Handler, path string, body []byte) *httptest.ResponseRecorder {
+func post(b testing.TB, h http.Handler, path string, body []byte) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
 	r = r.WithContext(api.WithTenant(r.Context(), tenantA))
 	w := httptest.NewRecorder()
@@ -150,20 +151,65 @@ func post(b *testing.B, h http.Handler, path string, body []byte) *httptest.Resp
 	return w
 }
 
-// benchFloor runs hook and floor alternately on the same body, and reports
-// each one's time per call and their ratio.
+// discard is a ResponseWriter that keeps only the status and how many
+// bytes were written: the timed calls pay for their answer, not for a
+// recorder copying it.
+type discard struct {
+	header http.Header
+	code   int
+	n      int
+}
+
+func (d *discard) Header() http.Header {
+	if d.header == nil {
+		d.header = http.Header{}
+	}
+	return d.header
+}
+
+func (d *discard) WriteHeader(code int) {
+	if d.code == 0 {
+		d.code = code
+	}
+}
+
+func (d *discard) Write(p []byte) (int, error) {
+	d.WriteHeader(http.StatusOK)
+	d.n += len(p)
+	return len(p), nil
+}
+
+// call sends body to h on path as tenant A, the answer discarded, and
+// returns how long the handler took.
+func call(b *testing.B, h http.Handler, path string, body []byte) time.Duration {
+	r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+	r = r.WithContext(api.WithTenant(r.Context(), tenantA))
+	w := &discard{}
+	start := time.Now()
+	h.ServeHTTP(w, r)
+	took := time.Since(start)
+	if w.code != http.StatusOK {
+		b.Fatalf("status %d", w.code)
+	}
+	return took
+}
+
+// benchFloor runs hook and floor alternately on the same body, each first
+// in every other iteration, and reports each one's time per call and their
+// ratio.
 func benchFloor(b *testing.B, path string, body []byte, hook, floor http.Handler) {
 	post(b, hook, path, body) // the images are stored from here on, as for a retried hook
 	post(b, floor, path, body)
 	var inHook, inFloor time.Duration
 	b.ResetTimer()
-	for b.Loop() {
-		start := time.Now()
-		post(b, hook, path, body)
-		mid := time.Now()
-		post(b, floor, path, body)
-		inHook += mid.Sub(start)
-		inFloor += time.Since(mid)
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			inHook += call(b, hook, path, body)
+			inFloor += call(b, floor, path, body)
+		} else {
+			inFloor += call(b, floor, path, body)
+			inHook += call(b, hook, path, body)
+		}
 	}
 	b.ReportMetric(float64(inHook.Microseconds())/1000/float64(b.N), "hook-ms")
 	b.ReportMetric(float64(inFloor.Microseconds())/1000/float64(b.N), "floor-ms")
@@ -191,11 +237,14 @@ func BenchmarkAfterToolFloor(b *testing.B) {
 	}
 }
 
-// beforeRequestFloor is the irreducible work of before-request: the body
-// read, each distinct image named by a ref read once from the store, and
-// the answer written once, each ref's image base64-encoded straight into a
-// buffer sized for it.
-func beforeRequestFloor(imgs *images.Store) http.HandlerFunc {
+// beforeRequestFloor is the irreducible work of before-request in format:
+// the body read, each distinct image named by a ref read once from the
+// store, and the answer written once into one buffer sized for it, each
+// ref giving way to its image's block head and base64; an image is
+// encoded once, straight into the answer where it is first named, and
+// copied from there where it is named again.
+func beforeRequestFloor(imgs *images.Store, format string) http.HandlerFunc {
+	head := floorHeads[format]
 	return func(w http.ResponseWriter, r *http.Request) {
 		body := readFloor(r)
 		type at struct{ start, end int }
@@ -217,16 +266,24 @@ func beforeRequestFloor(imgs *images.Store) http.HandlerFunc {
 				}
 				read[name] = img.Data
 			}
-			size += base64.StdEncoding.EncodedLen(len(read[name])) + 64
+			size += len(head) + base64.StdEncoding.EncodedLen(len(read[name]))
 			found = append(found, at{start, end})
 			i = end
 		}
 		answer := make([]byte, 0, size)
+		encoded := map[string]at{}
 		prev := 0
 		for _, f := range found {
 			answer = append(answer, body[prev:f.start]...)
-			answer = append(answer, `","type":"image","source":{"type":"base64","media_type":"image/png","data":"`...)
-			answer = base64.StdEncoding.AppendEncode(answer, read[string(body[f.start+len("[image "):f.end-1])])
+			answer = append(answer, head...)
+			name := string(body[f.start+len("[image ") : f.end-1])
+			if e, ok := encoded[name]; ok {
+				answer = append(answer, answer[e.start:e.end]...)
+			} else {
+				start := len(answer)
+				answer = base64.StdEncoding.AppendEncode(answer, read[name])
+				encoded[name] = at{start, len(answer)}
+			}
 			prev = f.end
 		}
 		answer = append(answer, body[prev:]...)
@@ -235,10 +292,20 @@ func beforeRequestFloor(imgs *images.Store) http.HandlerFunc {
 	}
 }
 
+// floorHeads is what each format writes before an image's base64, in the
+// place of a ref's text.
+var floorHeads = map[string]string{
+	FormatAnthropic: `","type":"image","source":{"type":"base64","media_type":"image/png","data":"`,
+	FormatPi:        `","type":"image","mimeType":"image/png","name":"0123456789abcdef","data":"`,
+	FormatBedrock:   `"},{"image":{"format":"png","source":{"bytes":"`,
+	FormatOpenAI:    `","type":"image_url","image_url":{"url":"data:image/png;base64,`,
+}
+
 // beforeRequestInput stores pngs for tenant A and returns a before-request
-// body of n ref blocks naming them in turn (half in a user message, half
-// in a tool_result), with the store.
-func beforeRequestInput(b *testing.B, pngs [][]byte, n int) ([]byte, store.Blobs) {
+// body in format of n ref blocks naming them in turn (half in the user's
+// own content, half in a tool result where the format takes images there)
+// after history turns of about 5 KB of text each, with the store.
+func beforeRequestInput(b *testing.B, format string, pngs [][]byte, n, history int) ([]byte, store.Blobs) {
 	blobs := storefake.NewBlobs()
 	imgs := images.New(blobs)
 	var names []string
@@ -249,50 +316,82 @@ func beforeRequestInput(b *testing.B, pngs [][]byte, n int) ([]byte, store.Blobs
 		}
 		names = append(names, name)
 	}
+	block := textBlock
+	if format == FormatBedrock {
+		block = func(s string) obj { return obj{"text": s} }
+	}
 	var content list
 	for i := range n {
-		content = append(content, textBlock(refs.Ref(names[i%len(names)])))
+		content = append(content, block(refs.Ref(names[i%len(names)])))
 	}
 	half := (n + 1) / 2
-	body, err := json.Marshal(restoreBody(FormatAnthropic, obj{"model": "m", "max_tokens": 100, "messages": list{
-		obj{"role": "user", "content": content[:half]},
-		obj{"role": "assistant", "content": "ok"},
-		obj{"role": "user", "content": list{obj{"type": "tool_result", "tool_use_id": "t", "content": content[half:]}}},
-	}}))
+	req := floorRequest(format, content[:half], content[half:])
+	var turns list
+	for i := range history {
+		said := fmt.Sprintf("turn %d: %s", i, strings.Repeat("a line of the chat, \"quoted\" and\n", 150))
+		turns = append(turns, obj{"role": "user", "content": list{block(said)}}, obj{"role": "assistant", "content": "ok"})
+	}
+	req["messages"] = append(turns, req["messages"].(list)...)
+	body, err := json.Marshal(restoreBody(format, req))
 	if err != nil {
 		b.Fatal(err)
 	}
 	return body, blobs
 }
 
+// floorRequest is a request in format of two turns: own in a user message,
+// inTool in a tool result (in a second user message for OpenAI, whose tool
+// messages take no images).
+func floorRequest(format string, own, inTool list) obj {
+	second := map[string]any{
+		FormatAnthropic: obj{"role": "user", "content": list{obj{"type": "tool_result", "tool_use_id": "t", "content": inTool}}},
+		FormatPi:        obj{"role": "toolResult", "toolCallId": "t", "toolName": "screenshot", "content": inTool},
+		FormatBedrock:   obj{"role": "user", "content": list{obj{"toolResult": obj{"toolUseId": "t", "content": inTool}}}},
+		FormatOpenAI:    obj{"role": "user", "content": inTool},
+	}[format]
+	return obj{"model": "m", "max_tokens": 100, "messages": list{
+		obj{"role": "user", "content": own},
+		obj{"role": "assistant", "content": "ok"},
+		second,
+	}}
+}
+
 // BenchmarkBeforeRequestFloor times before-request against its floor,
-// from a store that answers at once, on 20 refs naming 5 images and on
-// one ref to a screenshot.
+// from a store that answers at once, in each format: on 20 refs naming 5
+// images, on one ref to a screenshot, and on that ref after a chat of
+// 1 MB of text (200 turns), which the hook walks and the floor only
+// searches for refs.
 func BenchmarkBeforeRequestFloor(b *testing.B) {
+	fiveImages := func(t testing.TB) [][]byte {
+		var pngs [][]byte
+		for i := range 5 {
+			pngs = append(pngs, pngBytes(t, 200+i, 160, 160, true))
+		}
+		return pngs
+	}
+	screenshot := func(t testing.TB) [][]byte { return [][]byte{screenshotPNG(t)} }
 	for _, in := range []struct {
-		name string
-		pngs func(testing.TB) [][]byte
-		refs int
+		name          string
+		pngs          func(testing.TB) [][]byte
+		refs, history int
 	}{
-		{"20refs-5images", func(t testing.TB) [][]byte {
-			var pngs [][]byte
-			for i := range 5 {
-				pngs = append(pngs, pngBytes(t, 200+i, 160, 160, true))
-			}
-			return pngs
-		}, 20},
-		{"screenshot", func(t testing.TB) [][]byte { return [][]byte{screenshotPNG(t)} }, 1},
+		{"20refs-5images", fiveImages, 20, 0},
+		{"screenshot", screenshot, 1, 0},
+		{"screenshot-1MBchat", screenshot, 1, 200},
 	} {
-		b.Run(in.name, func(b *testing.B) {
-			body, blobs := beforeRequestInput(b, in.pngs(b), in.refs)
-			mux := http.NewServeMux()
-			imgs := images.New(blobs)
-			NewRestore(imgs, nil).Register(mux)
-			const path = "/v1/chats/c/hooks/before-request"
-			if w := post(b, mux, path, body); strings.Contains(w.Body.String(), `"unrestored":[{`) {
-				b.Fatalf("not all restored: %.300s", w.Body)
-			}
-			benchFloor(b, path, body, mux, beforeRequestFloor(imgs))
-		})
+		pngs := in.pngs(b)
+		for _, format := range []string{FormatAnthropic, FormatPi, FormatBedrock, FormatOpenAI} {
+			b.Run(in.name+"/"+format, func(b *testing.B) {
+				body, blobs := beforeRequestInput(b, format, pngs, in.refs, in.history)
+				mux := http.NewServeMux()
+				imgs := images.New(blobs)
+				NewRestore(imgs, nil).Register(mux)
+				const path = "/v1/chats/c/hooks/before-request"
+				if w := post(b, mux, path, body); strings.Contains(w.Body.String(), `"unrestored":[{`) {
+					b.Fatalf("not all restored: %.300s", w.Body)
+				}
+				benchFloor(b, path, body, mux, beforeRequestFloor(imgs, format))
+			})
+		}
 	}
 }

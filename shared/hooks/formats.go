@@ -5,7 +5,6 @@ import (
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/rawjson"
-	"github.com/durachat/durachat/shared/refs"
 )
 
 // Request formats before-request accepts.
@@ -89,7 +88,7 @@ func (piFormat) parse(req rawjson.Value) (*walk, func() rawjson.Node, error) {
 func piImage(p picture, ref block) rawjson.Node {
 	b := rawjson.NewObject(map[string]rawjson.Node{
 		"type":     rawjson.String("image"),
-		"data":     rawjson.Base64{Data: p.data},
+		"data":     p.base64(""),
 		"mimeType": rawjson.Quoted{p.mimeType},
 		"name":     rawjson.Quoted{p.name},
 	})
@@ -128,9 +127,11 @@ func (anthropicFormat) parse(req rawjson.Value) (*walk, func() rawjson.Node, err
 }
 
 func anthropicImage(p picture, ref block) rawjson.Node {
-	source := rawjson.NewObject(map[string]rawjson.Node{"type": rawjson.String("url"), "url": rawjson.String(p.url)})
+	var source *rawjson.Object
 	if p.url == "" {
-		source = rawjson.NewObject(map[string]rawjson.Node{"type": rawjson.String("base64"), "media_type": rawjson.Quoted{p.mimeType}, "data": rawjson.Base64{Data: p.data}})
+		source = rawjson.NewObject(map[string]rawjson.Node{"type": rawjson.String("base64"), "media_type": rawjson.Quoted{p.mimeType}, "data": p.base64("")})
+	} else {
+		source = rawjson.NewObject(map[string]rawjson.Node{"type": rawjson.String("url"), "url": rawjson.String(p.url)})
 	}
 	b := rawjson.NewObject(map[string]rawjson.Node{"type": rawjson.String("image"), "source": source})
 	if cc, ok := ref.get("cache_control"); ok {
@@ -171,7 +172,7 @@ func (openAIFormat) parse(req rawjson.Value) (*walk, func() rawjson.Node, error)
 func openAIImage(p picture, _ block) rawjson.Node {
 	var url rawjson.Node = rawjson.String(p.url)
 	if p.url == "" {
-		url = rawjson.Base64{Prefix: "data:" + p.mimeType + ";base64,", Data: p.data}
+		url = p.base64("data:" + p.mimeType + ";base64,")
 	}
 	return rawjson.NewObject(map[string]rawjson.Node{
 		"type":      rawjson.String("image_url"),
@@ -217,11 +218,10 @@ func (w *walk) bedrockContent(raw rawjson.Value, path string, put func(rawjson.N
 	}
 	err = eachBlock(l, path, func(j int, b block) error {
 		if t, ok := b.get("text"); ok {
-			text, ok := t.Text()
-			if !ok {
+			if !isText(t) {
 				return fieldError(index(path, j), "text", true)
 			}
-			if name := refs.RefName(text); name != "" {
+			if name := refIn(t); name != "" {
 				w.add(slot{name: name, canImage: true, list: l, index: j, image: bedrockImage}, !outer)
 			}
 			return nil
@@ -264,6 +264,6 @@ func (w *walk) bedrockToolResult(tr rawjson.Value, path string, b block, put fun
 func bedrockImage(p picture, _ block) rawjson.Node {
 	return rawjson.NewObject(map[string]rawjson.Node{"image": rawjson.NewObject(map[string]rawjson.Node{
 		"format": rawjson.Quoted{strings.TrimPrefix(p.mimeType, "image/")},
-		"source": rawjson.NewObject(map[string]rawjson.Node{"bytes": rawjson.Base64{Data: p.data}}),
+		"source": rawjson.NewObject(map[string]rawjson.Node{"bytes": p.base64("")}),
 	})})
 }

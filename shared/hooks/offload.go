@@ -353,36 +353,86 @@ func readHook(r *http.Request, v any) (tenant, chat string, err error) {
 
 // readHookHolding is readHook for a body whose field named big holds the
 // request's images (a 5 MB tool result): the body is checked once and
-// split without a second scan (rawjson.Fields), big's own fields are
+// split without a second scan (splitHookBody), big's own fields are
 // stored in *fields as slices of the body, and the other fields are
 // decoded into v as readHook would. A body that is not a JSON object, or
 // whose big is not one, is decoded by readHook's way whole, for the same
 // 400.
 func readHookHolding(r *http.Request, v any, big string, fields *map[string]rawjson.Value) (tenant, chat string, err error) {
+	tenant, chat, data, err := readHookBody(r)
+	if err != nil {
+		return "", "", err
+	}
+	var split map[string]rawjson.Value
+	// An object given twice for a map is merged into it.
+	rest, ok := splitHookBody(data, big, func(val rawjson.Value) bool {
+		return rawjson.Fields(val, func(k string, v rawjson.Value) {
+			if split == nil {
+				split = map[string]rawjson.Value{}
+			}
+			split[k] = v
+		})
+	})
+	if !ok || split == nil {
+		return tenant, chat, api.Unmarshal(data, v)
+	}
+	if err := api.Unmarshal(rest, v); err != nil {
+		return "", "", err
+	}
+	*fields = split
+	return tenant, chat, nil
+}
+
+// readHookRaw is readHook for a body whose field named big is a document
+// of its own, walked later (a provider request of megabytes): the body is
+// checked once and split without a second scan (splitHookBody), *raw is
+// big's value as a slice of the body (the last given, as encoding/json
+// takes it), and the other fields are decoded into v as readHook would.
+// A body that is not a JSON object is decoded by readHook's way whole,
+// for the same 400.
+func readHookRaw(r *http.Request, v any, big string, raw *rawjson.Value) (tenant, chat string, err error) {
+	tenant, chat, data, err := readHookBody(r)
+	if err != nil {
+		return "", "", err
+	}
+	var last rawjson.Value
+	rest, ok := splitHookBody(data, big, func(val rawjson.Value) bool {
+		last = val
+		return true
+	})
+	if !ok {
+		return tenant, chat, api.Unmarshal(data, v)
+	}
+	*raw = last
+	return tenant, chat, api.Unmarshal(rest, v)
+}
+
+// readHookBody checks a hook request's caller and chat, and reads its body
+// (api.ReadBody).
+func readHookBody(r *http.Request) (tenant, chat string, data []byte, err error) {
 	tenant, chat, err = api.TenantChat(r)
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
-	data, err := api.ReadBody(r)
-	if err != nil {
-		return "", "", err
-	}
+	data, err = api.ReadBody(r)
+	return tenant, chat, data, err
+}
+
+// splitHookBody checks data once (rawjson.Valid) and splits it
+// (rawjson.Fields): take is given the value of each field named big (in
+// any case, as encoding/json matches a field's name) as a slice of data,
+// and rest is the other fields as an object of their own. ok is false
+// when data is not a valid JSON object or take refused a value: decode
+// data whole then, for the same 400.
+func splitHookBody(data []byte, big string, take func(rawjson.Value) bool) (rest []byte, ok bool) {
 	if !rawjson.Valid(data) {
-		return "", "", api.Unmarshal(data, v)
+		return nil, false
 	}
-	rest := []byte{'{'}
-	var split map[string]rawjson.Value
-	whole := false // decode the whole body instead
+	rest = []byte{'{'}
+	took := true
 	isObject := rawjson.Fields(data, func(k string, val rawjson.Value) {
-		// encoding/json matches a field's name regardless of case, and
-		// an object given twice for a map is merged into it.
 		if strings.EqualFold(k, big) {
-			whole = whole || !rawjson.Fields(val, func(k string, v rawjson.Value) {
-				if split == nil {
-					split = map[string]rawjson.Value{}
-				}
-				split[k] = v
-			})
+			took = take(val) && took
 			return
 		}
 		if len(rest) > 1 {
@@ -391,14 +441,7 @@ func readHookHolding(r *http.Request, v any, big string, fields *map[string]rawj
 		rest = append(rawjson.AppendKey(rest, k), ':')
 		rest = append(rest, val...)
 	})
-	if !isObject || whole || split == nil {
-		return tenant, chat, api.Unmarshal(data, v)
-	}
-	if err := api.Unmarshal(append(rest, '}'), v); err != nil {
-		return "", "", err
-	}
-	*fields = split
-	return tenant, chat, nil
+	return append(rest, '}'), isObject && took
 }
 
 // piContent is the pi content of a hook's request (a tool result's, or a

@@ -499,3 +499,45 @@ func TestSplitBodyDecodesAsReadHook(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitBeforeRequestBodyDecodesAsReadHook: before-request's one-pass
+// decoding gives what decoding the whole body with encoding/json gives, the
+// same fields and request, byte for byte, or the same 400.
+func TestSplitBeforeRequestBodyDecodesAsReadHook(t *testing.T) {
+	for _, body := range []string{
+		`{"format":"anthropic","request":{"messages":[{"role":"user","content":"[image 0123456789abcdef]"}]}}`,
+		` { "Request" : {"messages":[]} , "format" : "pi", "mode":"url", "budgetBytes": 10 } `,
+		`{"request":{"a":1},"REQUEST":[2]}`,
+		`{"request":{"a":1},"request":null}`,
+		`{"request":"s","format":7}`,
+		`{"format":"pi","budgetBytes":"x","request":{}}`,
+		`{"format":"pi"}`,
+		`{"format":"p\u0069\"","nested":true,"r\u0065quest":{"messages":[]},"other":[1,{"x":"}"}]}`,
+		`null`, `[]`, `"x"`, `{"request":{"a":1}`, `{"request":{"a":1}} x`,
+	} {
+		decode := func(split bool) (beforeRequestBody, error) {
+			r := httptest.NewRequest(http.MethodPost, "/v1/chats/c/hooks/before-request", strings.NewReader(body))
+			r = r.WithContext(api.WithTenant(r.Context(), tenantA))
+			r.SetPathValue("chat", "c")
+			var req beforeRequestBody
+			var err error
+			if split {
+				_, _, err = readHookRaw(r, &req, "request", &req.Request)
+			} else {
+				_, _, err = readHook(r, &req)
+			}
+			return req, err
+		}
+		want, wantErr := decode(false)
+		got, err := decode(true)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Errorf("%s: error %v, want %v", body, err, wantErr)
+			continue
+		}
+		g, _ := json.Marshal(got)
+		w, _ := json.Marshal(want)
+		if string(g) != string(w) || string(got.Request) != string(want.Request) {
+			t.Errorf("%s: decoded %s (request %s), want %s (request %s)", body, g, got.Request, w, want.Request)
+		}
+	}
+}

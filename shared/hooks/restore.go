@@ -153,7 +153,7 @@ type beforeRequestAnswer struct {
 
 func (rs *Restore) beforeRequest(w http.ResponseWriter, r *http.Request) error {
 	var body beforeRequestBody
-	tenant, chat, err := readHook(r, &body)
+	tenant, chat, err := readHookRaw(r, &body, "request", &body.Request)
 	if err != nil {
 		return err
 	}
@@ -239,12 +239,13 @@ type restoration struct {
 // links, descriptions, the lists of names) fits in what the request leaves
 // of Lambda's response.
 func (rs *Restore) plan(ctx context.Context, tenant string, f format, body beforeRequestBody) (*restoration, error) {
-	inline := defaultBudget(body.Request)
+	size := answerSize(body.Request)
+	inline := defaultBudget(size)
 	if body.BudgetBytes != nil {
 		inline = *body.BudgetBytes
 	}
 	if rs.Bounded {
-		left := ResponseLimit - answerSize(body.Request)
+		left := ResponseLimit - size
 		if left < 0 {
 			return nil, &fault.Error{Code: fault.TooLarge, Field: "request",
 				Message: fmt.Sprintf("the request alone would make an answer over the %d bytes this deployment can send; send fewer messages, or upload images and send their refs", ResponseLimit)}
@@ -264,7 +265,7 @@ func (rs *Restore) plan(ctx context.Context, tenant string, f format, body befor
 		rt.first[w.slots[i].name] = i
 	}
 	if body.BudgetBytes == nil || rs.Bounded {
-		rt.answerLeft = canAdd(body.Request, w)
+		rt.answerLeft = canAdd(size, w)
 	}
 	if rt.mode == ModeDescribe {
 		rt.asText = newTextRefs(describableRefs(MaxDescribedRefs, rt.answerLeft))
@@ -388,10 +389,10 @@ func (rt *restoration) run() beforeRequestAnswer {
 	return rt.finish()
 }
 
-// canAdd is how many bytes restore may add to the answer to req and stay
-// within ResponseLimit: what the request leaves, less what the lists of
-// names the answer carries may take.
-func canAdd(req rawjson.Value, w *walk) int64 {
+// canAdd is how many bytes restore may add to the answer to a request of
+// size (answerSize) and stay within ResponseLimit: what the request
+// leaves, less what the lists of names the answer carries may take.
+func canAdd(size int64, w *walk) int64 {
 	names := map[string]bool{}
 	for _, s := range w.slots {
 		if len(names) == MaxUnrestored {
@@ -400,7 +401,7 @@ func canAdd(req rawjson.Value, w *walk) int64 {
 		names[s.name] = true
 	}
 	lists := int64(len(names))*unrestoredBytes + int64(MaxImagesOpenAI)*restoredBytes
-	return max(0, ResponseLimit-answerSize(req)-lists)
+	return max(0, ResponseLimit-size-lists)
 }
 
 // describableRefs is how many refs left as text may get a description:
@@ -421,8 +422,8 @@ func (a *beforeRequestAnswer) unrestored(u Unrestored) {
 // defaultBudget is the inline budget of a request that names none: at most
 // DefaultBudget, and never more than leaves the answer, request included,
 // under Lambda's response limit.
-func defaultBudget(req rawjson.Value) int64 {
-	return max(0, min(DefaultBudget, ResponseLimit-answerSize(req)))
+func defaultBudget(size int64) int64 {
+	return max(0, min(DefaultBudget, ResponseLimit-size))
 }
 
 // answerSize is what req takes of a Lambda response: the answer travels
@@ -430,18 +431,16 @@ func defaultBudget(req rawjson.Value) int64 {
 // where every quote and backslash of the request gains one byte; base64
 // gains nothing.
 func answerSize(req rawjson.Value) int64 {
-	n := int64(len(req))
-	for _, c := range req {
-		if c == '"' || c == '\\' {
-			n++
-		}
-	}
-	return n
+	return int64(len(req) + bytes.Count(req, []byte{'"'}) + bytes.Count(req, []byte{'\\'}))
 }
 
 // fetched is what restore learned about one image.
 type fetched struct {
-	data   []byte // read: the image's bytes, encoded as base64 into the answer
+	data []byte // read: the image's bytes, encoded as base64 into the answer
+	// uses counts the ref blocks naming the image where one can go; once,
+	// for an image inline at more than one, is its base64 encoded once.
+	uses   int
+	once   *rawjson.Encoded
 	mime   string
 	width  int
 	height int
@@ -460,6 +459,11 @@ func (rt *restoration) read() {
 	rt.fetched = make(map[string]*fetched, len(rt.names))
 	for _, n := range rt.names {
 		rt.fetched[n] = &fetched{}
+	}
+	for _, s := range rt.walk.slots {
+		if f := rt.fetched[s.name]; f != nil && s.canImage {
+			f.uses++
+		}
 	}
 	if rt.links && rt.mode == ModeURL {
 		parallel.Each(len(rt.names), rt.parallel(), func(k int) { rt.head(rt.names[k]) })
@@ -560,7 +564,10 @@ func (rt *restoration) place(s *slot) {
 	}
 	p := picture{name: s.name, mimeType: g.mime}
 	if rt.inlined(g) {
-		p.data = g.data
+		if g.once == nil && g.uses > 1 {
+			g.once = &rawjson.Encoded{}
+		}
+		p.data, p.once = g.data, g.once
 	} else {
 		url, reason := rt.link(s.name, g)
 		if reason != "" {

@@ -5,7 +5,6 @@ import (
 
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/rawjson"
-	"github.com/durachat/durachat/shared/refs"
 )
 
 // A provider request is walked as raw JSON (package rawjson), a slice of a
@@ -21,7 +20,15 @@ type picture struct {
 	name     string
 	mimeType string
 	data     []byte
-	url      string
+	// once, for an image more than one ref names, has its base64 encoded
+	// once for them all.
+	once *rawjson.Encoded
+	url  string
+}
+
+// base64 is the picture's bytes as a JSON string of base64 after prefix.
+func (p picture) base64(prefix string) rawjson.Base64 {
+	return rawjson.Base64{Prefix: prefix, Data: p.data, Once: p.once}
 }
 
 // imageMaker makes a format's image block of p, in the place of the ref
@@ -242,8 +249,7 @@ func (w *walk) typedContent(raw rawjson.Value, path string, rule contentRule, pu
 		return nil
 	}
 	if isText(raw) {
-		s, _ := raw.Text()
-		if name := refs.RefName(s); name != "" {
+		if name := refIn(raw); name != "" {
 			w.add(slot{name: name, canImage: rule.canImage, set: put, image: rule.image}, rule.inTool)
 		}
 		return nil
@@ -260,11 +266,11 @@ func (w *walk) typedContent(raw rawjson.Value, path string, rule contentRule, pu
 		}
 		switch {
 		case typ == "text":
-			text, err := b.field("text", path, j, false)
+			name, err := b.ref("text", path, j)
 			if err != nil {
 				return err
 			}
-			if name := refs.RefName(text); name != "" {
+			if name != "" {
 				w.add(slot{name: name, canImage: rule.canImage, list: l, index: j, image: rule.image}, rule.inTool)
 			}
 		case typ == rule.imageType:

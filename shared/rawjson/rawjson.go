@@ -235,10 +235,19 @@ func (q Quoted) AppendTo(dst []byte) []byte {
 // Base64 is a JSON string of Prefix (text that needs no escaping, such as
 // "data:image/png;base64,") and Data in standard base64, encoded straight
 // into the document as it is written: the base64 is never held apart.
+// Bytes the document holds at more than one place share one Once: they are
+// encoded once, where the first of them is written, and copied from there
+// to the others.
 type Base64 struct {
 	Prefix string
 	Data   []byte
+	Once   *Encoded
 }
+
+// Encoded is where the Base64 sharing it were first written: a slice of
+// that document, which must not be written over while the others are
+// written (the buffers of Encode and of an answer being written are not).
+type Encoded struct{ text []byte }
 
 // Len is the length of the string's JSON.
 func (b Base64) Len() int { return 2 + len(b.Prefix) + base64.StdEncoding.EncodedLen(len(b.Data)) }
@@ -246,7 +255,17 @@ func (b Base64) Len() int { return 2 + len(b.Prefix) + base64.StdEncoding.Encode
 // AppendTo appends the string to dst.
 func (b Base64) AppendTo(dst []byte) []byte {
 	dst = append(append(dst, '"'), b.Prefix...)
-	return append(base64.StdEncoding.AppendEncode(dst, b.Data), '"')
+	switch {
+	case b.Once == nil:
+		dst = base64.StdEncoding.AppendEncode(dst, b.Data)
+	case b.Once.text == nil:
+		start := len(dst)
+		dst = base64.StdEncoding.AppendEncode(dst, b.Data)
+		b.Once.text = dst[start:len(dst):len(dst)]
+	default:
+		dst = append(dst, b.Once.text...)
+	}
+	return append(dst, '"')
 }
 
 // Encode writes n out in one buffer of its size.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
@@ -144,6 +145,32 @@ func TestBase64IsTheStringItsLenSays(t *testing.T) {
 		}
 		if len(got) != n.Len() || cap(got) != n.Len() {
 			t.Errorf("%q: %d bytes written in a buffer of %d, Len %d", tt.data, len(got), cap(got), n.Len())
+		}
+	}
+}
+
+// TestBase64SharingOnceIsEncodedOnce: Base64 strings sharing a Once write
+// what each would alone, the base64 encoded at the first one written and
+// copied to the others (bytes changed after it are not read again).
+func TestBase64SharingOnceIsEncodedOnce(t *testing.T) {
+	for _, data := range [][]byte{nil, []byte("\x89PNG\r\n\x1a\n and more")} {
+		data = slices.Clone(data)
+		want := base64.StdEncoding.EncodeToString(data)
+		once := &Encoded{}
+		first, url := Base64{Data: data, Once: once}, Base64{Prefix: "data:image/png;base64,", Data: data, Once: once}
+		got := Encode(&List{Items: make([]Value, 2), edits: edits[int]{over: map[int]Node{0: first, 1: url}}})
+		var strs []string
+		if err := json.Unmarshal(got, &strs); err != nil {
+			t.Fatalf("%s: %v", got, err)
+		}
+		if strs[0] != want || strs[1] != url.Prefix+want {
+			t.Errorf("%q: wrote %q, want %q and its data URL", data, strs, want)
+		}
+		if len(data) > 0 {
+			data[0] = 'x'
+		}
+		if again := Encode(url); string(again) != `"`+url.Prefix+want+`"` {
+			t.Errorf("%q: written again as %s: encoded again, not copied", data, again)
 		}
 	}
 }

@@ -74,17 +74,33 @@ func FieldMap(raw Value) (fields map[string]Value, ok bool) {
 // ItemList is the array raw as a list of its items. raw must be valid
 // JSON; ok is false when it is not an array.
 func ItemList(raw Value) (items []Value, ok bool) {
-	// Counted first, so a list of a hundred thousand items is allocated
-	// once, not grown through garbage five times its size: a second pass
-	// over the same bytes costs less than that.
+	// A list of up to grownItems items is collected in one pass, grown as
+	// it goes (about 100 KB of garbage at most). A longer one is counted
+	// in that pass and collected in a second, allocated once, so a list of
+	// a hundred thousand items is not grown through garbage five times its
+	// size: a second pass over the same bytes costs less than that.
 	n := 0
-	if !Items(raw, func(Value) { n++ }) {
+	if !Items(raw, func(v Value) {
+		if n < grownItems {
+			items = append(items, v)
+		}
+		n++
+	}) {
 		return nil, false
+	}
+	if n <= grownItems {
+		if items == nil {
+			items = []Value{}
+		}
+		return items, true
 	}
 	items = make([]Value, 0, n)
 	Items(raw, func(v Value) { items = append(items, v) })
 	return items, true
 }
+
+// grownItems is the longest list ItemList collects in one pass.
+const grownItems = 1024
 
 func skipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {

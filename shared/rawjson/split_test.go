@@ -2,6 +2,7 @@ package rawjson
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -58,4 +59,29 @@ func FuzzFieldsSplitAsEncodingJSONDoes(f *testing.F) {
 		}
 		checkSplit(t, doc)
 	})
+}
+
+// TestItemListOfEveryLengthIsTheList: lists collected in one pass and lists
+// long enough to be counted first are the same items.
+func TestItemListOfEveryLengthIsTheList(t *testing.T) {
+	for _, n := range []int{0, 1, grownItems - 1, grownItems, grownItems + 1, 3 * grownItems} {
+		var doc []byte
+		doc = append(doc, '[')
+		for i := range n {
+			if i > 0 {
+				doc = append(doc, ',')
+			}
+			doc = append(doc, fmt.Sprintf(`{"i":%d,"s":"a\"b"}`, i)...)
+		}
+		doc = append(doc, ']')
+		items, ok := ItemList(doc)
+		if !ok || items == nil || len(items) != n {
+			t.Fatalf("%d items: ItemList gave %d (ok %v, nil %v)", n, len(items), ok, items == nil)
+		}
+		for i, it := range items {
+			if want := fmt.Sprintf(`{"i":%d,"s":"a\"b"}`, i); string(it) != want || cap(it) != len(it) {
+				t.Fatalf("%d items: item %d is %s (cap %d), want %s", n, i, it, cap(it), want)
+			}
+		}
+	}
 }
