@@ -62,7 +62,9 @@ const (
 	rrfK = 60
 )
 
-func embedMarkKey(c chatid.Chat) store.Key { return store.Key{PK: c.PK(), SK: store.SearchPrefix + "w"} }
+func embedMarkKey(c chatid.Chat) store.Key {
+	return store.Key{PK: c.PK(), SK: store.SearchPrefix + "w"}
+}
 
 func vectorKey(c chatid.Chat, id int64) store.Key {
 	return store.Key{PK: c.PK(), SK: fmt.Sprintf("%s%012d", vectorPrefix, id)}
