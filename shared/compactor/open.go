@@ -68,6 +68,40 @@ func OpenModel(ctx context.Context, m config.Model, url, key string) (model.Mode
 	return nil, fmt.Errorf("model %s: unknown provider %q", m, m.Provider)
 }
 
+// OpenEmbedder returns the embedding model of search by meaning that cfg
+// names (DURACHAT_EMBED_MODEL), or nil when it names none:
+//
+//	openai:<model>       an OpenAI-compatible /v1/embeddings endpoint (DURACHAT_EMBED_URL
+//	                     for a local server, which may need no key)
+//	bedrock:<model id>   Titan Text Embeddings through Bedrock InvokeModel, AWS
+//	                     credentials and Region from the environment, as the summarizer's
+func OpenEmbedder(ctx context.Context, cfg config.Config) (memory.Embedder, error) {
+	m, url := cfg.EmbedModel, cfg.EmbedURL
+	switch m.Provider {
+	case "":
+		return nil, nil
+	case config.ProviderBedrock:
+		ac, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithAPIOptions(sdkbody.APIOptions()))
+		if err != nil {
+			return nil, fmt.Errorf("embedding model %s: loading AWS configuration: %w", m, err)
+		}
+		client := bedrockruntime.NewFromConfig(ac, func(o *bedrockruntime.Options) {
+			if url != "" {
+				o.BaseEndpoint = &url
+			}
+		})
+		return bedrock.NewEmbedder(client, m.ID), nil
+	case config.ProviderOpenAI:
+		opts := []openaioption.RequestOption{openaioption.WithAPIKey(cfg.EmbedKey)}
+		if url != "" {
+			opts = append(opts, openaioption.WithBaseURL(url))
+		}
+		client := openaisdk.NewClient(opts...)
+		return openai.NewEmbedder(&client, m.ID), nil
+	}
+	return nil, fmt.Errorf("%s: %s serves no embedding model", config.EnvEmbedModel, m.Provider)
+}
+
 // bedrockCaches: the Bedrock model families that take cache points.
 func bedrockCaches(modelID string) bool {
 	return strings.Contains(modelID, "anthropic.claude") || strings.Contains(modelID, "amazon.nova")
