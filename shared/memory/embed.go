@@ -279,7 +279,7 @@ func (m *Memory) embedRange(ctx context.Context, c chatid.Chat, tag uint32, from
 	}
 	texts := make([]string, len(entries))
 	for k, e := range entries {
-		texts[k] = textcut.Head(e.Text, embedChars)
+		texts[k] = textcut.Head(m.describedText(ctx, c.Tenant, e.Text), embedChars)
 	}
 	vecs, err := m.embed(ctx, texts)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/durachat/durachat/client/wire"
+	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/tasks"
 	"github.com/durachat/durachat/shared/testenv"
@@ -237,5 +238,38 @@ func TestSettingsSayHowSearchRanks(t *testing.T) {
 		if err != nil || s.SearchMode != tt.mode || s.EmbedModel != tt.name {
 			t.Fatalf("status says %q %q, want %q %q: %v", s.SearchMode, s.EmbedModel, tt.mode, tt.name, err)
 		}
+	}
+}
+
+// descriptions are images' descriptions, by name.
+type descriptions map[string]string
+
+func (d descriptions) Description(_ context.Context, _, name string) (string, error) {
+	if s, ok := d[name]; ok {
+		return s, nil
+	}
+	return "", store.ErrNotFound
+}
+
+func (d descriptions) PutDescription(context.Context, string, string, string) error { return nil }
+
+func TestAnImageIsFoundByItsDescription(t *testing.T) {
+	f := newFixture(t)
+	name := strings.Repeat("ab", 8)
+	m, err := New(Config{Table: f.table, Transcript: f.log, Queue: f.queue, Compactor: f.comp, Now: f.clock.Now,
+		Logger: discardLogger(), Search: true, Descriptions: descriptions{name: "a red bicycle leaning on a fence"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.m = m
+	f.log.add(f.chat, "user", "look at this "+refs.Ref(name))
+	for i := range segEntries {
+		f.log.add(f.chat, "user", fmt.Sprintf("entry %d", i))
+	}
+	if err := m.Appended(t.Context(), f.ch(), segEntries+1); err != nil {
+		t.Fatal(err)
+	}
+	if text := searchText(t, f, wire.SearchArgs{Text: "bicycles"}); !strings.Contains(text, "id 0 ") {
+		t.Fatalf("the image's description is not searched:\n%s", text)
 	}
 }
