@@ -238,6 +238,21 @@ func (m *Memory) readMark(ctx context.Context, c chatid.Chat) (embedMark, int64,
 	return mk, it.Version, nil
 }
 
+// EmbedPending embeds up to limit entries of the chat not embedded yet, as
+// builds and searches do a few at a time, and returns how many are left:
+// for a program that logs a whole chat before it searches (an import, an
+// evaluation). Without an embedding model nothing is left.
+func (m *Memory) EmbedPending(ctx context.Context, tenant, chat string, limit int64) (int64, error) {
+	if m.embedder == nil {
+		return 0, nil
+	}
+	c, err := m.current(ctx, tenant, chat)
+	if err != nil {
+		return 0, err
+	}
+	return m.embedPending(ctx, c, limit)
+}
+
 // embedPending embeds up to limit entries of c after its mark, embedBatch
 // to a call, and moves the mark past them. It returns how many entries are
 // left to embed.
