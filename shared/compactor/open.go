@@ -39,15 +39,10 @@ func OpenModel(ctx context.Context, m config.Model, url, key string) (model.Mode
 	case config.ProviderOffline:
 		return offline.New(), nil
 	case config.ProviderBedrock:
-		cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithAPIOptions(sdkbody.APIOptions()))
+		client, err := bedrockClient(ctx, url)
 		if err != nil {
-			return nil, fmt.Errorf("model %s: loading AWS configuration: %w", m, err)
+			return nil, fmt.Errorf("model %s: %w", m, err)
 		}
-		client := bedrockruntime.NewFromConfig(cfg, func(o *bedrockruntime.Options) {
-			if url != "" {
-				o.BaseEndpoint = &url
-			}
-		})
 		return bedrock.New(client, m.ID, bedrock.Options{CachePoint: bedrockCaches(m.ID)}), nil
 	case config.ProviderAnthropic:
 		opts := []anthropicoption.RequestOption{anthropicoption.WithAPIKey(key)}
@@ -81,15 +76,10 @@ func OpenEmbedder(ctx context.Context, cfg config.Config) (memory.Embedder, erro
 	case "":
 		return nil, nil
 	case config.ProviderBedrock:
-		ac, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithAPIOptions(sdkbody.APIOptions()))
+		client, err := bedrockClient(ctx, url)
 		if err != nil {
-			return nil, fmt.Errorf("embedding model %s: loading AWS configuration: %w", m, err)
+			return nil, fmt.Errorf("embedding model %s: %w", m, err)
 		}
-		client := bedrockruntime.NewFromConfig(ac, func(o *bedrockruntime.Options) {
-			if url != "" {
-				o.BaseEndpoint = &url
-			}
-		})
 		return bedrock.NewEmbedder(client, m.ID), nil
 	case config.ProviderOpenAI:
 		opts := []openaioption.RequestOption{openaioption.WithAPIKey(cfg.EmbedKey)}
@@ -100,6 +90,20 @@ func OpenEmbedder(ctx context.Context, cfg config.Config) (memory.Embedder, erro
 		return openai.NewEmbedder(&client, m.ID), nil
 	}
 	return nil, fmt.Errorf("%s: %s serves no embedding model", config.EnvEmbedModel, m.Provider)
+}
+
+// bedrockClient is the Bedrock runtime client of the environment's AWS
+// configuration (credentials and Region), at url when set.
+func bedrockClient(ctx context.Context, url string) (*bedrockruntime.Client, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithAPIOptions(sdkbody.APIOptions()))
+	if err != nil {
+		return nil, fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	return bedrockruntime.NewFromConfig(cfg, func(o *bedrockruntime.Options) {
+		if url != "" {
+			o.BaseEndpoint = &url
+		}
+	}), nil
 }
 
 // bedrockCaches: the Bedrock model families that take cache points.
