@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/durachat/durachat/shared/chatid"
 	"github.com/durachat/durachat/shared/store"
@@ -60,6 +61,9 @@ const (
 	vectorHits = 100
 	// rrfK is reciprocal rank fusion's constant, the usual one.
 	rrfK = 60
+	// embedWait bounds one call of the model: a search answers by words
+	// rather than wait out a model that hangs.
+	embedWait = 10 * time.Second
 )
 
 func embedMarkKey(c chatid.Chat) store.Key {
@@ -147,6 +151,8 @@ func (e *EmbedError) Unwrap() error { return e.Err }
 // embed asks the model for one vector per text, each of 1 to maxDims
 // dimensions; any failure is an *EmbedError.
 func (m *Memory) embed(ctx context.Context, texts []string) ([][]float32, error) {
+	ctx, cancel := context.WithTimeout(ctx, embedWait)
+	defer cancel()
 	vecs, err := m.embedder.Embed(ctx, texts)
 	if err != nil {
 		return nil, &EmbedError{Err: err}

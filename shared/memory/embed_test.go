@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/refs"
@@ -272,4 +273,25 @@ func TestAnImageIsFoundByItsDescription(t *testing.T) {
 	if text := searchText(t, f, wire.SearchArgs{Text: "bicycles"}); !strings.Contains(text, "id 0 ") {
 		t.Fatalf("the image's description is not searched:\n%s", text)
 	}
+}
+
+// hanging is an embedding model that never answers.
+type hanging struct{}
+
+func (hanging) Name() string { return "test:hanging" }
+
+func (hanging) Embed(ctx context.Context, _ []string) ([][]float32, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func TestAHangingEmbeddingModelLeavesSearchByWords(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		f.m.search, f.m.embedder = true, hanging{}
+		f.append(t, "user", "my car broke down")
+		if text := searchText(t, f, wire.SearchArgs{Text: "car"}); !strings.Contains(text, "id 0 ") || !strings.Contains(text, "words only") {
+			t.Fatalf("with the model hanging, search must answer by words and say so:\n%s", text)
+		}
+	})
 }
