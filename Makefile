@@ -261,8 +261,9 @@ eval-images:
 
 # eval-locomo measures search's evidence recall on LoCoMo conversations
 # (evaluation data, kept outside the repository): make eval-locomo
-# LOCOMO=<file>. Needs no model; see docs/memory.md.
+# LOCOMO=<file>. Needs no model; EMBED_MODEL=openai:<model> EMBED_URL=<base
+# URL> ranks by meaning too; see docs/memory.md.
 .PHONY: eval-locomo
 eval-locomo:
 	@test -n "$(LOCOMO)" || { echo "usage: make eval-locomo LOCOMO=<locomo json file>"; exit 2; }
-	$(GO) run ./eval/cmd/eval-locomo -data "$(LOCOMO)"
+	$(GO) run ./eval/cmd/eval-locomo -data "$(LOCOMO)" $(if $(EMBED_MODEL),-embed-model "$(EMBED_MODEL)") $(if $(EMBED_URL),-embed-url "$(EMBED_URL)")

@@ -36,12 +36,13 @@ var modelSDKs = []string{anthropicSDK, openaiSDK, bedrockSDK, lambdaSDK}
 // the SDKs its routes call and no others, so it stays small and starts
 // fast. restore touches S3 and the table (which images the chat names);
 // offload S3 and the table (the references of the images it stores); memory serves and schedules but calls no
-// model; compaction serves no request, so it reads no bearer tokens.
+// model but Bedrock's embedding model (search by meaning embeds its
+// queries); compaction serves no request, so it reads no bearer tokens.
 func TestFunctionsLinkOnlyWhatTheirRoutesUse(t *testing.T) {
 	forbidden := map[config.Program][]string{
 		config.Restore: append([]string{sqsSDK}, modelSDKs...),
 		config.Offload: append([]string{sqsSDK}, modelSDKs...),
-		config.Memory:  modelSDKs,
+		config.Memory:  {anthropicSDK, openaiSDK, lambdaSDK},
 		config.Compact: {secretsSDK, ssmSDK},
 	}
 	for _, p := range config.Functions() {

@@ -53,6 +53,7 @@ var (
 		"TableDeletionProtection": "false",
 		"ApiTokensSecret":         tokensSecretARN,
 		"BackupRetentionDays":     "35",
+		"EmbedModel":              "amazon.titan-embed-text-v2:0",
 		// Reserved concurrency (none by default).
 		"RestoreConcurrency": "20",
 		"OffloadConcurrency": "20",
@@ -558,6 +559,10 @@ func strs(v any) []string {
 	return nil
 }
 
+// titanARN is the embedding model of search by meaning, in the stack's
+// Region.
+const titanARN = "arn:{AWS::Partition}:bedrock:{AWS::Region}::foundation-model/amazon.titan-embed-text-v2:0"
+
 // allowed lists, per function, every action it may have and the
 // resources each may name.
 var allowed = map[string]map[string][]string{
@@ -599,6 +604,8 @@ var allowed = map[string]map[string][]string{
 		"dynamodb:DeleteItem":           {"GetAtt:Table.Arn"},
 		"secretsmanager:GetSecretValue": {tokensSecretARN},
 		"ssm:GetParameter":              {tokensParameterARN},
+		// Search by meaning embeds its queries, when EmbedModel is set.
+		"bedrock:InvokeModel": {titanARN},
 	},
 	// The view: the chat's rows and state, and scheduling builds.
 	"ViewFunction": {
@@ -626,6 +633,8 @@ var allowed = map[string]map[string][]string{
 			"arn:{AWS::Partition}:bedrock:{AWS::Region}:{AWS::AccountId}:inference-profile/us.anthropic.claude-haiku-4-5-20251001-v1:0",
 			"arn:{AWS::Partition}:bedrock:{AWS::Region}:{AWS::AccountId}:inference-profile/global.anthropic.claude-haiku-4-5-20251001-v1:0",
 			"arn:{AWS::Partition}:bedrock:*::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0",
+			// Each searchable entry embedded once, when EmbedModel is set.
+			titanARN,
 		},
 		"lambda:InvokeFunction": {
 			"arn:{AWS::Partition}:lambda:{AWS::Region}:{AWS::AccountId}:function:my-compactor",

@@ -51,8 +51,30 @@ type Status struct {
 	CompactionView  ViewCounts       `json:"compactionView"`
 	Images          ImageCounts      `json:"images"`
 	Search          bool             `json:"search"`
+	// SearchMode is how search ranks (SearchLexical, SearchLexicalVector);
+	// EmbedModel names the embedding model of the second ("" without one).
+	SearchMode string `json:"searchMode"`
+	EmbedModel string `json:"embedModel,omitempty"`
 	// Deleting is set while the chat is being deleted: how far it came.
 	Deleting *StatusDeletion `json:"deleting,omitempty"`
+}
+
+// How search ranks, as status and the memory settings say.
+const (
+	// SearchLexical: by words alone (BM25 over stemmed terms).
+	SearchLexical = "lexical"
+	// SearchLexicalVector: by words and by meaning (the embedding model's
+	// nearest vectors), fused by reciprocal rank.
+	SearchLexicalVector = "lexical+vector"
+)
+
+// MemorySettings are a chat's memory settings, as GET .../memory/settings
+// answers them: its opt-in tools, and how search ranks.
+type MemorySettings struct {
+	Search     bool   `json:"search"`
+	Forget     bool   `json:"forget"`
+	SearchMode string `json:"searchMode"`
+	EmbedModel string `json:"embedModel,omitempty"`
 }
 
 // StatusDeletion is a chat deletion's progress: the chat's stored items

@@ -136,7 +136,7 @@ func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant
 	if err != nil {
 		return nil, fmt.Errorf("opening the data directory (is the server running? import through it with -url): %w", err)
 	}
-	mem, err := memoryapi.New(cfg, data.Stores, nil, cfg.Logger(io.Discard), nil)
+	mem, err := memoryapi.New(cfg, data.Stores, memoryapi.Models{}, cfg.Logger(io.Discard), nil)
 	if err != nil {
 		return nil, errors.Join(err, data.Close())
 	}

@@ -24,7 +24,11 @@ func main() {
 	if err != nil {
 		f.Fatal("compactor", err)
 	}
-	m, err := memoryapi.NewLambda(f, c, os.Stdout)
+	e, err := compactor.OpenEmbedder(context.Background(), f.Config)
+	if err != nil {
+		f.Fatal("embedding model", err)
+	}
+	m, err := memoryapi.NewLambda(f, memoryapi.Models{Compactor: c, Embedder: e}, os.Stdout)
 	if err != nil {
 		f.Fatal("memory", err)
 	}

@@ -2,21 +2,34 @@
 // appending messages, the view, the memory tools, images, status and the
 // tree, and the memory browser's pages (GET /ui/). It schedules builds on
 // the queue the compact function consumes; it builds nothing itself, and
-// links no model.
+// links no model but the embedding model of search by meaning (Bedrock's,
+// for its queries).
 package main
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 
 	"github.com/durachat/durachat/shared/app/httpfn"
 	"github.com/durachat/durachat/shared/app/memoryapi"
 	"github.com/durachat/durachat/shared/config"
+	"github.com/durachat/durachat/shared/model/bedrock"
 	"github.com/durachat/durachat/shared/ui"
 )
 
 func main() {
 	f := httpfn.Init(config.Memory)
-	m, err := memoryapi.NewLambda(f, nil, nil)
+	var models memoryapi.Models
+	switch em := f.Config.EmbedModel; em.Provider {
+	case "":
+	case config.ProviderBedrock:
+		models.Embedder = bedrock.NewEmbedder(bedrockruntime.NewFromConfig(f.AWS), em.ID)
+	default:
+		f.Fatal("embedding model", fmt.Errorf("%s: the memory function embeds through Bedrock, not %s", config.EnvEmbedModel, em.Provider))
+	}
+	m, err := memoryapi.NewLambda(f, models, nil)
 	if err != nil {
 		f.Fatal("memory", err)
 	}

@@ -39,15 +39,10 @@ func OpenModel(ctx context.Context, m config.Model, url, key string) (model.Mode
 	case config.ProviderOffline:
 		return offline.New(), nil
 	case config.ProviderBedrock:
-		cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithAPIOptions(sdkbody.APIOptions()))
+		client, err := bedrockClient(ctx, url)
 		if err != nil {
-			return nil, fmt.Errorf("model %s: loading AWS configuration: %w", m, err)
+			return nil, fmt.Errorf("model %s: %w", m, err)
 		}
-		client := bedrockruntime.NewFromConfig(cfg, func(o *bedrockruntime.Options) {
-			if url != "" {
-				o.BaseEndpoint = &url
-			}
-		})
 		return bedrock.New(client, m.ID, bedrock.Options{CachePoint: bedrockCaches(m.ID)}), nil
 	case config.ProviderAnthropic:
 		opts := []anthropicoption.RequestOption{anthropicoption.WithAPIKey(key)}
@@ -66,6 +61,49 @@ func OpenModel(ctx context.Context, m config.Model, url, key string) (model.Mode
 		return openai.New(&client, m.ID, openai.Options{LegacyMaxTokens: url != ""}), nil
 	}
 	return nil, fmt.Errorf("model %s: unknown provider %q", m, m.Provider)
+}
+
+// OpenEmbedder returns the embedding model of search by meaning that cfg
+// names (DURACHAT_EMBED_MODEL), or nil when it names none:
+//
+//	openai:<model>       an OpenAI-compatible /v1/embeddings endpoint (DURACHAT_EMBED_URL
+//	                     for a local server, which may need no key)
+//	bedrock:<model id>   Titan Text Embeddings through Bedrock InvokeModel, AWS
+//	                     credentials and Region from the environment, as the summarizer's
+func OpenEmbedder(ctx context.Context, cfg config.Config) (memory.Embedder, error) {
+	m, url := cfg.EmbedModel, cfg.EmbedURL
+	switch m.Provider {
+	case "":
+		return nil, nil
+	case config.ProviderBedrock:
+		client, err := bedrockClient(ctx, url)
+		if err != nil {
+			return nil, fmt.Errorf("embedding model %s: %w", m, err)
+		}
+		return bedrock.NewEmbedder(client, m.ID), nil
+	case config.ProviderOpenAI:
+		opts := []openaioption.RequestOption{openaioption.WithAPIKey(cfg.EmbedKey)}
+		if url != "" {
+			opts = append(opts, openaioption.WithBaseURL(url))
+		}
+		client := openaisdk.NewClient(opts...)
+		return openai.NewEmbedder(&client, m.ID), nil
+	}
+	return nil, fmt.Errorf("%s: %s serves no embedding model", config.EnvEmbedModel, m.Provider)
+}
+
+// bedrockClient is the Bedrock runtime client of the environment's AWS
+// configuration (credentials and Region), at url when set.
+func bedrockClient(ctx context.Context, url string) (*bedrockruntime.Client, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithAPIOptions(sdkbody.APIOptions()))
+	if err != nil {
+		return nil, fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	return bedrockruntime.NewFromConfig(cfg, func(o *bedrockruntime.Options) {
+		if url != "" {
+			o.BaseEndpoint = &url
+		}
+	}), nil
 }
 
 // bedrockCaches: the Bedrock model families that take cache points.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -445,5 +447,34 @@ func TestOpenWritesGroupsWithAModelAndOneNodeACallOffline(t *testing.T) {
 		if _, groups := c.(memory.GroupCompactor); groups != tt.groups {
 			t.Errorf("%s: group calls %v, want %v", tt.model.Provider, groups, tt.groups)
 		}
+	}
+}
+
+func TestOpenEmbedderReachesAKeylessLocalEndpoint(t *testing.T) {
+	ctx := context.Background()
+	if e, err := compactor.OpenEmbedder(ctx, config.Config{}); err != nil || e != nil {
+		t.Fatalf("no embedding model configured opened %v: %v", e, err)
+	}
+	var auth string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = r.Header.Get("Authorization")
+		if r.URL.Path != "/v1/embeddings" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.5,0.25]}]}`))
+	}))
+	t.Cleanup(srv.Close)
+	e, err := compactor.OpenEmbedder(ctx, config.Config{EmbedModel: config.Model{Provider: config.ProviderOpenAI, ID: "local"}, EmbedURL: srv.URL + "/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vecs, err := e.Embed(ctx, []string{"hello"})
+	if err != nil || len(vecs) != 1 || vecs[0][0] != 0.5 || e.Name() != "openai:local" {
+		t.Fatalf("%s: %v %v", e.Name(), vecs, err)
+	}
+	if strings.TrimSpace(strings.TrimPrefix(auth, "Bearer")) != "" {
+		t.Fatalf("a key was sent to a keyless endpoint: %q", auth)
 	}
 }

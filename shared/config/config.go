@@ -53,6 +53,8 @@ const (
 	EnvModelURL          = "DURACHAT_MODEL_URL"
 	EnvModelKey          = "DURACHAT_MODEL_KEY"
 	EnvSearch            = "DURACHAT_SEARCH"
+	EnvEmbedModel        = "DURACHAT_EMBED_MODEL"
+	EnvEmbedURL          = "DURACHAT_EMBED_URL"
 	EnvPublicURL         = "DURACHAT_PUBLIC_URL"
 	EnvLinkSecret        = "DURACHAT_LINK_SECRET"
 	EnvLogLevel          = "DURACHAT_LOG_LEVEL"
@@ -98,12 +100,14 @@ var reads = map[Program][]string{
 	// memory function's.
 	Offload: {EnvBucket, EnvTable},
 	// memory serves the transcript, view, tools and status, and schedules builds.
-	Memory: {EnvBucket, EnvTable, EnvQueueURL, EnvSearch},
+	// It embeds search queries (and entries not embedded yet) with the
+	// embedding model, when one is set.
+	Memory: {EnvBucket, EnvTable, EnvQueueURL, EnvSearch, EnvEmbedModel, EnvEmbedURL},
 	// compact builds nodes: rows, images, the retry queue and the model.
 	// and how many builds of one batch run at once.
-	Compact: {EnvBucket, EnvTable, EnvQueueURL, EnvSearch, EnvModel, EnvModelURL, EnvModelKey, EnvCompactorURL, EnvCompactorFunction, EnvLogLevel, EnvBatchBuilds},
+	Compact: {EnvBucket, EnvTable, EnvQueueURL, EnvSearch, EnvEmbedModel, EnvEmbedURL, EnvModel, EnvModelURL, EnvModelKey, EnvCompactorURL, EnvCompactorFunction, EnvLogLevel, EnvBatchBuilds},
 	// serve is every route on the embedded stores.
-	Serve: {EnvAddr, EnvData, EnvTokens, EnvSearch, EnvModel, EnvModelURL, EnvModelKey, EnvAnthropicKey, EnvOpenAIKey,
+	Serve: {EnvAddr, EnvData, EnvTokens, EnvSearch, EnvEmbedModel, EnvEmbedURL, EnvModel, EnvModelURL, EnvModelKey, EnvAnthropicKey, EnvOpenAIKey,
 		EnvPublicURL, EnvLinkSecret, EnvLogLevel, EnvCompactorURL, EnvCompactorFunction},
 }
 
@@ -190,6 +194,15 @@ type Config struct {
 	ModelKey string
 	// Search turns on the opt-in search tool.
 	Search bool
+	// EmbedModel is the embedding model of search by meaning
+	// ("openai:<model>" or "bedrock:<model id>"); its zero value (no
+	// Provider) is none: search ranks by words alone.
+	EmbedModel Model
+	// EmbedURL replaces the embedding provider's endpoint (a local
+	// OpenAI-compatible server); EmbedKey is the openai provider's key
+	// (OPENAI_API_KEY, or the summarizer's key when it is OpenAI's too).
+	EmbedURL string
+	EmbedKey string
 
 	// PublicURL is the base of local signed image links.
 	PublicURL string
@@ -225,6 +238,7 @@ func Load(p Program, lookup func(string) (string, bool)) (Config, error) {
 	c.QueueURL = r.optionalURL(EnvQueueURL)
 	r.modelSettings(&c)
 	c.Search = r.boolean(EnvSearch, false)
+	r.embedSettings(&c)
 	r.links(&c)
 	c.LogLevel = r.level(EnvLogLevel)
 	r.builds(&c)
@@ -268,6 +282,39 @@ func (r *reader) modelSettings(c *Config) {
 			c.ModelKey = r.str(EnvAnthropicKey, "")
 		case ProviderOpenAI:
 			c.ModelKey = r.str(EnvOpenAIKey, "")
+		}
+	}
+}
+
+// embedSettings reads the embedding model of search by meaning, its URL
+// and its key.
+func (r *reader) embedSettings(c *Config) {
+	c.EmbedURL = r.optionalURL(EnvEmbedURL)
+	v := r.str(EnvEmbedModel, "")
+	if v == "" {
+		if c.EmbedURL != "" {
+			r.fail(EnvEmbedURL, "is set but %s is not: name the model, as in openai:<model>", EnvEmbedModel)
+		}
+		return
+	}
+	m, err := ParseModel(v)
+	switch {
+	case err != nil:
+		r.fail(EnvEmbedModel, "%v", err)
+		return
+	case m.Provider != ProviderOpenAI && m.Provider != ProviderBedrock:
+		r.fail(EnvEmbedModel, "%q: an embedding model is openai:<model> or bedrock:<model id>", v)
+		return
+	}
+	c.EmbedModel = m
+	if m.Provider == ProviderOpenAI {
+		// The summarizer's key when it is OpenAI's too.
+		c.EmbedKey = r.str(EnvOpenAIKey, "")
+		if c.EmbedKey == "" && c.Model.Provider == ProviderOpenAI {
+			c.EmbedKey = c.ModelKey
+		}
+		if c.EmbedKey == "" && c.EmbedURL == "" {
+			r.fail(EnvEmbedModel, "the openai provider needs an API key (%s) or %s for a keyless compatible endpoint", EnvOpenAIKey, EnvEmbedURL)
 		}
 	}
 }

@@ -87,6 +87,10 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 		{"short link secret", map[string]string{EnvLinkSecret: "short"}, EnvLinkSecret},
 		{"public URL relative", map[string]string{EnvPublicURL: "/x"}, EnvPublicURL},
 		{"both compactors", map[string]string{EnvCompactorURL: "http://127.0.0.1:1/c", EnvCompactorFunction: "f"}, EnvCompactorFunction},
+		{"embedding model of an unknown provider", map[string]string{EnvEmbedModel: "llama:embed"}, EnvEmbedModel},
+		{"offline embedding model", map[string]string{EnvEmbedModel: "offline"}, EnvEmbedModel},
+		{"openai embedding model without key or URL", map[string]string{EnvEmbedModel: "openai:text-embedding-3-small"}, EnvEmbedModel},
+		{"embedding URL without a model", map[string]string{EnvEmbedURL: "http://127.0.0.1:11434/v1"}, EnvEmbedURL},
 		{"compactor URL under its old name", map[string]string{"DURACHAT_COMPRESSOR_URL": "http://127.0.0.1:1/c"}, "DURACHAT_COMPRESSOR_URL"},
 	}
 	for _, tt := range tests {
@@ -210,6 +214,21 @@ func TestParseModelRefusesMalformedSettings(t *testing.T) {
 func TestUnknownProgramIsAnError(t *testing.T) {
 	if _, err := Load("nope", env(nil)); err == nil {
 		t.Fatal("want an error")
+	}
+}
+
+func TestEmbeddingModelIsNoneUnlessSetAndAKeylessLocalEndpointServes(t *testing.T) {
+	c, err := Load(Serve, env(nil))
+	if err != nil || c.EmbedModel != (Model{}) {
+		t.Fatalf("embedding model %v by default, want none: %v", c.EmbedModel, err)
+	}
+	c, err = Load(Serve, env(map[string]string{EnvEmbedModel: "openai:nomic-embed-text", EnvEmbedURL: "http://127.0.0.1:11434/v1"}))
+	if err != nil || c.EmbedModel.String() != "openai:nomic-embed-text" || c.EmbedURL != "http://127.0.0.1:11434/v1" || c.EmbedKey != "" {
+		t.Fatalf("local endpoint: %+v %v", c, err)
+	}
+	c, err = Load(Memory, env(lambdaEnv(map[string]string{EnvEmbedModel: "bedrock:amazon.titan-embed-text-v2:0"})))
+	if err != nil || c.EmbedModel.ID != "amazon.titan-embed-text-v2:0" {
+		t.Fatalf("memory function: %+v %v", c.EmbedModel, err)
 	}
 }
 

@@ -44,6 +44,9 @@ func (m *Memory) Erased(ctx context.Context, c chatid.Chat, ids []int64) ([]Node
 	if err := m.unindex(ctx, c, ids); err != nil {
 		return nil, err
 	}
+	if err := m.unembed(ctx, c, ids); err != nil {
+		return nil, err
+	}
 	sortNodes(taken)
 	for _, n := range taken {
 		if err := m.dropStaleRow(ctx, c, n, gen); err != nil {

@@ -67,6 +67,10 @@ type Config struct {
 	// Search turns the search tool on for every chat; a chat can also opt
 	// in on its own (PUT .../memory/settings).
 	Search bool
+	// Embedder, when set, embeds each searchable entry once it is logged,
+	// and search ranks by meaning too, fused with the ranking by words;
+	// without it search is by words alone.
+	Embedder Embedder
 	// ClaimLease is how long a build's claim lasts: a claimed build may take
 	// this long before another builder may take it over (default 3
 	// minutes). A build is cancelled at its lease so it never outlives its
@@ -126,6 +130,7 @@ type Memory struct {
 	ids        *chatid.Registry
 	now        func() time.Time
 	search     bool
+	embedder   Embedder
 	claimLease time.Duration
 	retry      time.Duration
 	wait       time.Duration
@@ -157,6 +162,7 @@ func New(cfg Config) (*Memory, error) {
 		ids:        chatid.New(cfg.Table),
 		now:        cfg.Now,
 		search:     cfg.Search,
+		embedder:   cfg.Embedder,
 		claimLease: cfg.ClaimLease,
 		retry:      cfg.Retry,
 		wait:       cfg.Wait,

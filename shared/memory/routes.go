@@ -20,6 +20,7 @@ func (m *Memory) Register(mux *http.ServeMux) {
 	api.Handle(mux, "GET /v1/chats/{chat}/status", m.handleStatus)
 	api.Handle(mux, "GET /v1/chats/{chat}/tree", m.handleTree)
 	api.Handle(mux, "PUT /v1/chats/{chat}/memory/settings", m.handleSettings)
+	api.Handle(mux, "GET /v1/chats/{chat}/memory/settings", m.handleGetSettings)
 }
 
 // requestChat is the current incarnation of the request's chat: read once
@@ -122,6 +123,30 @@ func (m *Memory) handleSettings(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// handleGetSettings answers the chat's settings: its opt-in tools and how
+// search ranks (by words alone without an embedding model).
+func (m *Memory) handleGetSettings(w http.ResponseWriter, r *http.Request) error {
+	c, err := m.requestChat(r)
+	if err != nil {
+		return err
+	}
+	on, err := m.chatSettings(r.Context(), c)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, wire.MemorySettings{Search: on.Search, Forget: on.Forget, SearchMode: m.searchMode(), EmbedModel: m.EmbedModel()})
+	return nil
+}
+
+// searchMode is how search ranks: by words, and by meaning too when an
+// embedding model is set.
+func (m *Memory) searchMode() string {
+	if m.embedder == nil {
+		return wire.SearchLexical
+	}
+	return wire.SearchLexicalVector
+}
+
 // Status reads a chat's memory status.
 func (m *Memory) Status(ctx context.Context, tenant, chat string) (wire.Status, error) {
 	c, err := m.current(ctx, tenant, chat)
@@ -151,6 +176,8 @@ func (m *Memory) status(ctx context.Context, c chatid.Chat) (wire.Status, error)
 			Recent: []wire.LeafImages{}},
 		Mechanical: []wire.MechanicalNode{},
 		Search:     m.searchOn(st),
+		SearchMode: m.searchMode(),
+		EmbedModel: m.EmbedModel(),
 	}
 	if m.chats != nil {
 		if s.Deleting, err = m.chats.Deletion(ctx, c.Tenant, c.ID); err != nil {

@@ -14,7 +14,9 @@ import (
 	"github.com/kljensen/snowball/english"
 
 	"github.com/durachat/durachat/shared/chatid"
+	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/textcut"
 	"github.com/durachat/durachat/shared/transcript"
 )
 
@@ -208,6 +210,9 @@ func (m *Memory) writeSegment(ctx context.Context, c chatid.Chat, from int64, ol
 				return s, read, err
 			}
 			read += len(e.Text)
+			if indexable(e) {
+				e.Text = m.describedText(ctx, c.Tenant, e.Text)
+			}
 			tf, n := docTerms(e)
 			if tf == nil {
 				continue
@@ -331,6 +336,28 @@ func (m *Memory) unindex(ctx context.Context, c chatid.Chat, ids []int64) error 
 		}
 	}
 	return nil
+}
+
+// maxDescribed bounds the images of one entry whose descriptions are
+// indexed with it.
+const maxDescribed = 8
+
+// describedText is text with the descriptions of the first maxDescribed
+// images it names beside their refs, so that search finds an image by
+// what it shows. A sealed segment indexes the descriptions written by
+// then (a leaf's build writes its images'); the entries after the index
+// are searched by their own words.
+func (m *Memory) describedText(ctx context.Context, tenant, text string) string {
+	if m.descs == nil {
+		return text
+	}
+	for k, name := range refs.Names(textcut.Head(text, indexedBytes)) {
+		if k == maxDescribed {
+			break
+		}
+		text = m.withDescription(ctx, tenant, name, text)
+	}
+	return text
 }
 
 // maxQueryTerms bounds the distinct terms a query reads the postings of:

@@ -41,6 +41,7 @@ func (m *Memory) BuildTask(ctx context.Context, msg tasks.Message) (err error) {
 		if _, err := m.sealSearch(ctx, msg.ChatID()); err != nil {
 			m.logger.WarnContext(ctx, "memory: sealing the search index", "chat", msg.Chat, "err", err)
 		}
+		m.embedFollow(ctx, msg.ChatID())
 	}
 	return nil
 }

@@ -356,6 +356,11 @@ func (m *Memory) searchIn(ctx context.Context, c chatid.Chat, a wire.SearchArgs)
 	if err != nil {
 		return wire.ToolResult{}, err
 	}
+	if len(phrases) == 0 && m.embedder != nil {
+		if ranking, page.note, err = m.byMeaning(ctx, c, query, before, ranking); err != nil {
+			return wire.ToolResult{}, err
+		}
+	}
 	if err := m.pageOf(ctx, c, ranking, searchTerms{phrases, qterms}, &page); err != nil {
 		return wire.ToolResult{}, err
 	}
@@ -382,6 +387,8 @@ type searchPage struct {
 	skip, next int
 	// unread counts the entries not yet indexed that the call left unread.
 	unread int64
+	// note says what search by meaning could not do this time.
+	note string
 }
 
 type searchHit struct {
@@ -494,6 +501,9 @@ func (m *Memory) searchAnswer(ctx context.Context, c chatid.Chat, st *chatState,
 	}
 	if p.unread > 0 {
 		fmt.Fprintf(&sb, "\n\n[the search index is catching up: %d older entries were not searched this time; search again]", p.unread)
+	}
+	if p.note != "" {
+		sb.WriteString("\n\n" + p.note)
 	}
 	return textResult(sb.String()), nil
 }

@@ -384,7 +384,8 @@ export interface paths {
             };
             cookie?: never;
         };
-        get?: never;
+        /** The chat's opt-in tools and how search ranks. */
+        get: operations["getMemorySettings"];
         /** Turn the chat's opt-in tools (search, forget) on or off. */
         put: operations["memorySettings"];
         post?: never;
@@ -1690,6 +1691,39 @@ export interface operations {
                             next?: string;
                         }[];
                         next?: number;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getMemorySettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-128 characters of A-Z a-z 0-9 . _ -, but not . or .. */
+                chat: components["parameters"]["chat"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The settings: search and forget on or off for this chat; searchMode lexical (by words alone: no embedding model is set) or lexical+vector (by words and meaning, fused), with the embedding model's name. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        search: boolean;
+                        forget: boolean;
+                        /** @enum {string} */
+                        searchMode: "lexical" | "lexical+vector";
+                        embedModel?: string;
                     };
                 };
             };

@@ -8,7 +8,13 @@
 // (plain lower-cased words, no stems, no stop words) with the same number of
 // hits.
 //
-//	eval-locomo -data <locomo json>
+// With -embed-model, search ranks by meaning too (fused with the words),
+// through that embedding model: openai:<model> at -embed-url (a local
+// OpenAI-compatible server needs no key; OPENAI_API_KEY otherwise), or
+// bedrock:<model id> with AWS credentials from the environment. Each turn
+// is embedded once and each question once.
+//
+//	eval-locomo -data <locomo json> [-embed-model openai:<model> -embed-url <base URL>]
 package main
 
 import (
@@ -28,6 +34,8 @@ import (
 	"strings"
 
 	"github.com/durachat/durachat/client/wire"
+	"github.com/durachat/durachat/shared/compactor"
+	"github.com/durachat/durachat/shared/config"
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/pi"
 	"github.com/durachat/durachat/shared/store/storefake"
@@ -36,12 +44,20 @@ import (
 
 func main() {
 	data := flag.String("data", "", "the LoCoMo JSON file (a list of samples)")
+	embedModel := flag.String("embed-model", "", "the embedding model of search by meaning: openai:<model> or bedrock:<model id> (none: by words alone)")
+	embedURL := flag.String("embed-url", "", "the base URL of an OpenAI-compatible embeddings endpoint, as http://127.0.0.1:11434/v1")
 	flag.Parse()
 	if *data == "" {
 		fmt.Fprintln(os.Stderr, "eval-locomo: -data <file> is required")
 		os.Exit(2)
 	}
-	if err := run(context.Background(), *data, os.Stdout); err != nil {
+	ctx := context.Background()
+	embedder, err := openEmbedder(ctx, *embedModel, *embedURL)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "eval-locomo:", err)
+		os.Exit(2)
+	}
+	if err := run(ctx, *data, embedder, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "eval-locomo:", err)
 		os.Exit(1)
 	}
@@ -100,7 +116,20 @@ func newTally() tally {
 	return tally{map[int]int{}, map[int]int{}, map[int]int{}, map[int]int{}, map[int]int{}}
 }
 
-func run(ctx context.Context, path string, out io.Writer) error {
+// openEmbedder opens the embedding model named (nil for none), as the
+// programs do from DURACHAT_EMBED_MODEL and DURACHAT_EMBED_URL.
+func openEmbedder(ctx context.Context, name, url string) (memory.Embedder, error) {
+	if name == "" {
+		return nil, nil
+	}
+	m, err := config.ParseModel(name)
+	if err != nil {
+		return nil, fmt.Errorf("-embed-model: %w", err)
+	}
+	return compactor.OpenEmbedder(ctx, config.Config{EmbedModel: m, EmbedURL: url, EmbedKey: os.Getenv(config.EnvOpenAIKey)})
+}
+
+func run(ctx context.Context, path string, embedder memory.Embedder, out io.Writer) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -115,15 +144,19 @@ func run(ctx context.Context, path string, out io.Writer) error {
 	own, one := newTally(), newTally()
 	// Own chats: each conversation alone.
 	for _, s := range samples {
-		if err := evaluate(ctx, []sample{s}, own); err != nil {
+		if err := evaluate(ctx, []sample{s}, embedder, own); err != nil {
 			return err
 		}
 	}
 	// One long chat: all of them, one after another.
-	if err := evaluate(ctx, samples, one); err != nil {
+	if err := evaluate(ctx, samples, embedder, one); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "LoCoMo evidence recall, %d conversations, the question as written, one search a page (20 hits)\n\n", len(samples))
+	mode := "by words alone"
+	if embedder != nil {
+		mode = "by words and meaning (" + embedder.Name() + ")"
+	}
+	fmt.Fprintf(out, "LoCoMo evidence recall, %d conversations, the question as written, one search a page (20 hits), ranked %s\n\n", len(samples), mode)
 	fmt.Fprintln(out, "| category | questions | own: search p1 | own: search p1-5 | own: BM25 raw top 20 | own: BM25 raw top 100 | one chat: search p1 | one chat: search p1-5 | one chat: BM25 raw top 20 | one chat: BM25 raw top 100 |")
 	fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, c := range []int{1, 2, 3, 4, 0} {
@@ -144,10 +177,10 @@ var hitID = regexp.MustCompile(`(?m)^id (\d+) `)
 
 // evaluate logs the samples into one chat and asks each question of
 // categories 1-4 once, counting into t (category 0: all).
-func evaluate(ctx context.Context, samples []sample, t tally) error {
+func evaluate(ctx context.Context, samples []sample, embedder memory.Embedder, t tally) error {
 	table := storefake.NewTable()
 	log := transcript.New(transcript.Config{Table: table, Blobs: storefake.NewBlobs()})
-	mem, err := memory.New(memory.Config{Table: table, Transcript: log, Queue: storefake.NewQueue(), Search: true,
+	mem, err := memory.New(memory.Config{Table: table, Transcript: log, Queue: storefake.NewQueue(), Search: true, Embedder: embedder,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return err
@@ -180,6 +213,13 @@ func evaluate(ctx context.Context, samples []sample, t tally) error {
 			if err := mem.Appended(ctx, c, got[len(got)-1]+1); err != nil {
 				return err
 			}
+		}
+	}
+	// Every turn embedded before the first question, as a chat logged
+	// over days would be.
+	for left := int64(1); left > 0; {
+		if left, err = mem.EmbedPending(ctx, tenant, chat, 1024); err != nil {
+			return err
 		}
 	}
 	base := newBM25(docs)

@@ -55,7 +55,7 @@ func functionsAuth(t *testing.T, auth api.Authenticator) map[string]*function {
 	imgs := stores.Images()
 	restore := hooks.NewRestore(imgs, stores.Linker)
 	restore.Bounded = true
-	mem, err := memoryapi.New(config.Config{}, stores, nil, slog.New(slog.DiscardHandler), nil)
+	mem, err := memoryapi.New(config.Config{}, stores, memoryapi.Models{}, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,11 +106,11 @@ func listen(cfg *config.Config) (net.Listener, error) {
 // functions register them, and returns the memory they share.
 func handler(ctx context.Context, cfg config.Config, data *Data, logger *slog.Logger) (*memoryapi.API, http.Handler, error) {
 	stores := data.Stores
-	compactor, err := compactor.Open(ctx, cfg)
+	models, err := openModels(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	mem, err := memoryapi.New(cfg, stores, compactor, logger, nil)
+	mem, err := memoryapi.New(cfg, stores, models, logger, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -259,15 +259,28 @@ func WithMemory(ctx context.Context, cfg config.Config, logger *slog.Logger, fn 
 			logger.Error("closing the data directory", "err", err.Error())
 		}
 	}()
-	c, err := compactor.Open(ctx, cfg)
+	models, err := openModels(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	mem, err := memoryapi.New(cfg, data.Stores, c, logger, nil)
+	mem, err := memoryapi.New(cfg, data.Stores, models, logger, nil)
 	if err != nil {
 		return err
 	}
 	stop := startWork(data, mem, logger)
 	defer stop()
 	return fn(mem)
+}
+
+// openModels opens the compactor and the embedding model cfg names.
+func openModels(ctx context.Context, cfg config.Config) (memoryapi.Models, error) {
+	c, err := compactor.Open(ctx, cfg)
+	if err != nil {
+		return memoryapi.Models{}, err
+	}
+	e, err := compactor.OpenEmbedder(ctx, cfg)
+	if err != nil {
+		return memoryapi.Models{}, err
+	}
+	return memoryapi.Models{Compactor: c, Embedder: e}, nil
 }

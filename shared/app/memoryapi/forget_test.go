@@ -29,7 +29,7 @@ import (
 func TestTheForgetToolIsOffUntilTheChatTurnsItOnThenErasesWhatTheModelNames(t *testing.T) {
 	b := testenv.Embedded(t)
 	stores := app.Stores{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Receiver: b.Receiver}
-	a, err := memoryapi.New(config.Config{}, stores, nil, slog.New(slog.DiscardHandler), nil)
+	a, err := memoryapi.New(config.Config{}, stores, memoryapi.Models{}, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func logServer(t *testing.T, slow *slowCommit, o mcp.Options) (*sdk.ClientSessio
 	b := testenv.Embedded(t)
 	slow.Table, slow.entered = b.Table, make(chan struct{})
 	stores := app.Stores{Table: slow, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Receiver: b.Receiver}
-	a, err := memoryapi.New(config.Config{}, stores, nil, slog.New(slog.DiscardHandler), nil)
+	a, err := memoryapi.New(config.Config{}, stores, memoryapi.Models{}, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestAnImageResourceIsReadOnlyThroughAChatThatNamesIt(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := t.Context()
 			stores := app.Stores{Table: b.Table, Blobs: b.Blobs, Linker: b.Linker, Queue: b.Queue, Receiver: b.Receiver}
-			a, err := memoryapi.New(config.Config{}, stores, nil, slog.New(slog.DiscardHandler), nil)
+			a, err := memoryapi.New(config.Config{}, stores, memoryapi.Models{}, slog.New(slog.DiscardHandler), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -60,12 +60,21 @@ const (
 	MCPCopies    = 8
 )
 
+// Models are the models a program's memory calls: the compactor that
+// builds nodes (nil: a program that serves and schedules but does not
+// build) and the embedding model of search by meaning (nil: search ranks
+// by words alone).
+type Models struct {
+	Compactor memory.Compactor
+	Embedder  memory.Embedder
+}
+
 // New wires the transcript and memory over stores, in one order: the
 // chats (which admit appends and delete), the transcript, the memory, the
 // lifecycle routes over all three, and the router of the queue's tasks.
-// compactor may be nil for a program that serves and schedules but does
-// not build; metrics, when set, receives Embedded Metric Format lines.
-func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logger *slog.Logger, metrics io.Writer) (*API, error) {
+// models are the program's (Models); metrics, when set, receives Embedded
+// Metric Format lines.
+func New(cfg config.Config, stores app.Stores, models Models, logger *slog.Logger, metrics io.Writer) (*API, error) {
 	imgs := stores.Images()
 	chats := chatsapi.New(stores)
 	tl := transcript.New(transcript.Config{Table: stores.Table, Blobs: stores.Blobs, Images: imgs, Chats: chats})
@@ -78,14 +87,15 @@ func New(cfg config.Config, stores app.Stores, compactor memory.Compactor, logge
 		Images:       imgs,
 		Descriptions: imgs,
 		Queue:        stores.Queue,
-		Compactor:    compactor,
+		Compactor:    models.Compactor,
 		Chats:        chats,
 		Forget: memory.ForgetFunc(func(ctx context.Context, c chatid.Chat, a wire.ForgetArgs) (wire.Erasure, error) {
 			return routes.Forget(ctx, c, a)
 		}),
-		Search:  cfg.Search,
-		Logger:  logger,
-		Metrics: metrics,
+		Search:   cfg.Search,
+		Embedder: models.Embedder,
+		Logger:   logger,
+		Metrics:  metrics,
 		// Lambda sets the function's name; the alarms watch it.
 		MetricsFunction: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
 	})
@@ -118,12 +128,12 @@ func router(m *memory.Memory, chats *lifecycle.Routes) *tasks.Router {
 
 // NewLambda wires the transcript and memory of a Lambda function: f's
 // stores with the DynamoDB table and the SQS build queue of its
-// configuration. compactor and metrics are as for New.
-func NewLambda(f lambdafn.Function, compactor memory.Compactor, metrics io.Writer) (*API, error) {
+// configuration. models and metrics are as for New.
+func NewLambda(f lambdafn.Function, models Models, metrics io.Writer) (*API, error) {
 	chatsapi.WithTable(&f)
 	q := sqsqueue.New(sqs.NewFromConfig(f.AWS), f.Config.QueueURL)
 	f.Stores.Queue, f.Stores.Receiver = q, q
-	return New(f.Config, f.Stores, compactor, f.Log, metrics)
+	return New(f.Config, f.Stores, models, f.Log, metrics)
 }
 
 // Routes are the memory API's routes: messages, images, view, tools,

@@ -15,7 +15,7 @@ import (
 // the programs share: a kind without one would be dropped as malformed.
 func TestEveryKindOfTaskHasItsHandler(t *testing.T) {
 	q := storefake.NewQueue()
-	a, err := New(config.Config{}, app.Stores{Table: storefake.NewTable(), Blobs: storefake.NewBlobs(), Queue: q, Receiver: q}, nil, slog.New(slog.DiscardHandler), nil)
+	a, err := New(config.Config{}, app.Stores{Table: storefake.NewTable(), Blobs: storefake.NewBlobs(), Queue: q, Receiver: q}, Models{}, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
