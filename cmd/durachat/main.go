@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	case cmd == "serve" && len(args) <= 1:
 		return serve(ctx, lookup, stdout, ready)
 	case cmd == "import":
-		return importCmd(ctx, args[1:], lookup, stdout)
+		return importCmd(ctx, args[1:], lookup, stdout, os.Stderr)
 	case cmd == "erase":
 		return eraseCmd(ctx, args[1:], lookup, stdout)
 	case cmd == "mcp":
