@@ -22,9 +22,13 @@ import (
 const importUsage = `usage: durachat import -chat ID [-url URL [-token TOKEN] | -tenant TENANT] FILE
 
 Loads FILE ("-" for standard input) into the chat: a durachat export
-(GET /v1/chats/{chat}/export) or a pi coding-agent session file (the branch
-the session ended on; entries durachat does not log are counted by kind). Order and timestamps are kept, images are stored as
-they go, and importing the same file again logs nothing twice.
+(GET /v1/chats/{chat}/export), a pi coding-agent session file, a Codex CLI
+rollout or a Claude Code session (the branch a session ended on; lines
+durachat does not log are counted by kind). The file is read a line at a
+time, whatever its size, and sent in parts. Order and timestamps are kept,
+images are stored as they go, and importing the same file again (after an
+import was cut off, say) logs nothing twice. On a terminal, standard error
+shows the progress.
 
 With -url it imports through a server (-token, or DURACHAT_TOKEN, is its
 bearer token); without, into the data directory DURACHAT_DATA of a local
