@@ -235,14 +235,22 @@ func (r *piReader) line(l line) error {
 		return r.emit(l.item())
 	case l.Type == "message" && len(l.Message) > 0:
 		r.skipped.add("message/" + l.role())
-	case r.on == nil && len(l.Image) > 0 && l.Type == "" && l.Seq == nil:
-		return r.emit(Item{Line: l.n, Image: l.Image, End: l.end})
-	case r.on == nil && len(l.Piece) > 0 && l.Type == "" && l.Seq == nil:
-		return r.emit(Item{Line: l.n, Piece: l.Piece, End: l.end})
+	case r.on == nil && l.exportLine():
+		it := Item{Line: l.n, Image: l.Image, End: l.end}
+		if len(l.Image) == 0 {
+			it.Piece = l.Piece
+		}
+		return r.emit(it)
 	case l.Type != "session":
 		r.skipped.add(l.kind())
 	}
 	return nil
+}
+
+// exportLine reports whether the line is an export's image line or a
+// piece of a line too large for one request.
+func (l line) exportLine() bool {
+	return (len(l.Image) > 0 || len(l.Piece) > 0) && l.Type == "" && l.Seq == nil
 }
 
 func (r *piReader) end() error { return nil }

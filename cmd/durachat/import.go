@@ -109,7 +109,7 @@ type target struct{ url, token, tenant, chat string }
 // importTo imports the file open opens into the target, a line at a time.
 func importTo(ctx context.Context, lookup func(string) (string, bool), to target, open func() (io.ReadCloser, error), progress func(int64)) (*wire.ImportResult, error) {
 	if to.url == "" {
-		return importLocal(ctx, lookup, to.tenant, to.chat, open, progress)
+		return importLocal(ctx, lookup, to, open, progress)
 	}
 	tok := to.token
 	if tok == "" {
@@ -127,7 +127,7 @@ const localPart = 4 << 20
 
 // importLocal imports into the local server's data directory directly,
 // a part of the file at a time.
-func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant, chat string, open func() (io.ReadCloser, error), progress func(int64)) (*wire.ImportResult, error) {
+func importLocal(ctx context.Context, lookup func(string) (string, bool), to target, open func() (io.ReadCloser, error), progress func(int64)) (*wire.ImportResult, error) {
 	cfg, err := config.Load(config.Serve, lookup)
 	if err != nil {
 		return nil, err
@@ -147,7 +147,7 @@ func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant
 		if len(part) == 0 {
 			return nil
 		}
-		res, err := mem.Chats.Import(ctx, tenant, chat, part)
+		res, err := mem.Chats.Import(ctx, to.tenant, to.chat, part)
 		if err != nil {
 			return err
 		}
