@@ -156,34 +156,56 @@ func (ch *Chat) Export(ctx context.Context, w io.Writer) error {
 // importPart bounds the body of one import request, under Lambda's 6 MB.
 const importPart = 4 << 20
 
-// Import loads an export, or a pi coding-agent session file, into the
-// chat with POST .../import: the file is read here (a session's last
-// branch) and sent in parts of whole lines, each logged all or nothing.
-// Order and timestamps are kept, images are stored as they go, and
-// importing the same file again logs nothing twice, so an import that
-// fails midway (the error names the file's line and how far it got) is
-// completed by importing the file again once the cause is fixed.
+// Import loads an export, a pi coding-agent session file, a Codex CLI
+// rollout or a Claude Code session into the chat with POST .../import: r
+// is read whole here; ImportFile reads a file of any size a line at a
+// time.
 func (ch *Chat) Import(ctx context.Context, r io.Reader) (*wire.ImportResult, error) {
-	items, skipped, err := importfile.Parse(r)
+	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("durachat: import: %w", err)
 	}
-	im := &importer{ch: ch, total: &wire.ImportResult{}}
-	im.total.Skip(skipped)
-	for _, it := range items {
+	return ch.ImportFile(ctx, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }, nil)
+}
+
+// ImportFile loads a file into the chat with POST .../import, reading it
+// a line at a time (open opens it; it is read twice, importfile.Read), so
+// memory holds a part, whatever the file's size. The file is read here (a
+// session's last branch, another host's messages as pi messages) and sent
+// in parts of whole lines under Lambda's 6 MB, each logged all or
+// nothing. Order and timestamps are kept, images are stored as they go,
+// and importing the same file again logs nothing twice (each append's
+// receipt is the digest of its messages, and the parts are cut the same
+// way each time), so an import that fails or is killed midway (the error
+// names the file's line and how far it got) is completed by importing the
+// file again. progress, when set, is told after each part how many of
+// the file's bytes are imported.
+func (ch *Chat) ImportFile(ctx context.Context, open func() (io.ReadCloser, error), progress func(done int64)) (*wire.ImportResult, error) {
+	im := &importer{ch: ch, total: &wire.ImportResult{}, progress: progress}
+	skipped, err := importfile.Read(open, func(it importfile.Item) error {
 		if it.Message != nil {
 			// A part's refs follow the images earlier parts renamed.
 			it.Message, _ = importfile.RenameRefs(it.Message, im.total.Renamed)
 		}
 		line, err := importLine(it)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := im.add(ctx, line, it.Line); err != nil {
-			return im.total, err
+			return err
 		}
+		im.end = it.End
+		return nil
+	})
+	if err == nil {
+		err = im.send(ctx)
 	}
-	return im.total, im.send(ctx)
+	var apiErr *Error
+	if err != nil && !errors.As(err, &apiErr) {
+		err = fmt.Errorf("durachat: import: %w", err)
+	}
+	im.total.Skip(skipped)
+	return im.total, err
 }
 
 // importer sends an import's lines in parts of at most importPart bytes
@@ -193,6 +215,9 @@ type importer struct {
 	total *wire.ImportResult
 	part  bytes.Buffer
 	lines []int // the file's line of each line of the part
+	// end is how many of the file's bytes the part holds the lines of.
+	end      int64
+	progress func(done int64)
 }
 
 // add puts the line of the file's line fileLine in the part, sending the
@@ -257,21 +282,12 @@ func (im *importer) send(ctx context.Context) error {
 	if err != nil {
 		return partError(err, im.lines, im.total)
 	}
-	total := im.total
-	total.Messages += got.Messages
-	total.Entries += got.Entries
-	total.New += got.New
-	skipped := total.Skipped + got.Skipped
-	total.Skip(got.SkippedByKind)
-	total.Skipped = skipped
-	for from, to := range got.Renamed {
-		if total.Renamed == nil {
-			total.Renamed = map[string]string{}
-		}
-		total.Renamed[from] = to
-	}
+	im.total.Add(got)
 	im.part.Reset()
 	im.lines = im.lines[:0]
+	if im.progress != nil {
+		im.progress(im.end)
+	}
 	return nil
 }
 

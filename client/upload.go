@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/durachat/durachat/client/importfile"
 )
 
 // Body limits of the deployments (docs/api.md, "Limits"). A body that
@@ -47,9 +49,8 @@ type UploadInput struct {
 // SHA-256 of its standard base64) and the type is read from the bytes.
 func Describe(data []byte) UploadInput {
 	sum := sha256.Sum256(data)
-	named := sha256.Sum256([]byte(base64.StdEncoding.EncodeToString(data)))
 	return UploadInput{
-		Name:   hex.EncodeToString(named[:8]),
+		Name:   importfile.ImageNameBytes(data),
 		Size:   int64(len(data)),
 		Type:   http.DetectContentType(data),
 		SHA256: hex.EncodeToString(sum[:]),

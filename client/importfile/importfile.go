@@ -7,15 +7,12 @@
 package importfile
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 )
 
 // Item is one line of a file to import: a pi message to log, or an image
@@ -30,6 +27,9 @@ type Item struct {
 	Image json.RawMessage
 	// Piece is a Piece of a line too large for one request.
 	Piece json.RawMessage
+	// End is how many bytes of the file are read up to the end of its
+	// line: how far an import has got.
+	End int64
 }
 
 // Piece is one piece of a line too large for one import request, on a
@@ -65,49 +65,54 @@ func Cut(line []byte, size int) ([][]byte, error) {
 	return out, nil
 }
 
-// Parse reads an export, or a pi coding-agent session file (pi 0.73 and
-// 1.x), into the pi messages to log and the images an export carries, in
-// order. A session is a tree (v2 and later: each entry names its parent);
-// its messages are those on the path to its last entry, the branch the
-// session ended on. What it does not log is counted in skipped by kind:
-// an entry of another branch as "off-branch", a message entry whose role
-// durachat does not log as "message/<role>" (pi 1.x's system messages,
-// its bash executions, custom messages, branch and compaction
-// summaries), any other entry or line by its type (model and
-// thinking-level changes, custom entries and messages, compactions,
-// branch summaries, labels).
-//
-// A file in the format of another host (a Codex CLI rollout, a Claude
-// Code session) is a *FormatError, and so is a file no line of which is
-// an export's or a pi session's: never a file read as holding nothing.
+// Parse reads an export, a pi coding-agent session file (pi 0.73 and
+// 1.x), a Codex CLI rollout or a Claude Code session into the pi messages
+// to log and the images an export carries, in order: Read of a file held
+// in memory (an import request's body).
 func Parse(r io.Reader) (items []Item, skipped Skipped, err error) {
-	lines, tree, err := readLines(r)
+	data, err := io.ReadAll(r)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("reading the file: %w", err)
 	}
-	if err := detect(lines); err != nil {
-		return nil, nil, err
+	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	skipped, err = Read(open, func(it Item) error {
+		items = append(items, it)
+		return nil
+	})
+	return items, skipped, err
+}
+
+// Read reads a file to import and calls emit with its items in order:
+// the pi messages to log and the images an export carries. open opens
+// the file; Read opens it twice, once to learn its format and the branch
+// a session ended on, once for the items, so it holds one line at a
+// time (and the ids of a session's entries) whatever the file's size.
+//
+// A session is a tree (pi v2 and later: each entry names its parent; a
+// Claude Code session: each line its parentUuid); its messages are those
+// on the path to its last entry, the branch the session ended on. What it
+// does not log is counted in skipped by kind: an entry of another branch
+// as "off-branch", a message entry whose role durachat does not log as
+// "message/<role>" (pi 1.x's system messages, its bash executions, custom
+// messages, branch and compaction summaries), any other entry or line by
+// its type (model and thinking-level changes, custom entries and
+// messages, compactions, branch summaries, labels). Codex and Claude Code
+// files are read as hostFormats says.
+//
+// A file no line of which is in a format durachat reads is a
+// *FormatError: never a file read as holding nothing.
+func Read(open func() (io.ReadCloser, error), emit func(Item) error) (Skipped, error) {
+	s, err := surveyFile(open)
+	if err != nil {
+		return nil, err
 	}
-	skipped = Skipped{}
-	if tree {
-		items, err = sessionBranch(lines, skipped)
-		return items, skipped, err
+	skipped := Skipped{}
+	em := s.emitter(skipped, emit)
+	err = eachLine(open, func(l line) error { return em.line(l) })
+	if err == nil {
+		err = em.end()
 	}
-	for _, l := range lines {
-		switch {
-		case l.keep():
-			items = append(items, l.item())
-		case l.Type == "message" && len(l.Message) > 0:
-			skipped.add("message/" + l.role())
-		case len(l.Image) > 0 && l.Type == "" && l.Seq == nil:
-			items = append(items, Item{Line: l.n, Image: l.Image})
-		case len(l.Piece) > 0 && l.Type == "" && l.Seq == nil:
-			items = append(items, Item{Line: l.n, Piece: l.Piece})
-		case l.Type != "session":
-			skipped.add(l.kind())
-		}
-	}
-	return items, skipped, nil
+	return skipped, err
 }
 
 // Skipped counts the lines of a file an import does not log, by kind.
@@ -136,7 +141,7 @@ func (e *FormatError) Error() string { return fmt.Sprintf("line %d: %s", e.Line,
 
 // What says what the file is, without its line.
 func (e *FormatError) What() string {
-	return "the file is " + e.Found + "; durachat imports its own exports and pi session files"
+	return "the file is " + e.Found + "; durachat imports its own exports, pi session files, Codex CLI rollouts and Claude Code sessions"
 }
 
 // Lines of other hosts' session files, by what tells them apart: a Codex
@@ -146,40 +151,18 @@ func (e *FormatError) What() string {
 // carries "uuid" and "sessionId" (user, assistant and system lines) or is
 // a summary naming its "leafUuid" or a file-history snapshot.
 var (
-	codexLine = map[string]bool{"session_meta": true, "response_item": true, "event_msg": true, "turn_context": true, "compacted": true}
-	codexItem = map[string]bool{"function_call": true, "function_call_output": true, "local_shell_call": true, "reasoning": true,
+	codexLine     = map[string]bool{"session_meta": true, "response_item": true, "event_msg": true, "turn_context": true, "compacted": true}
+	codexItemType = map[string]bool{"function_call": true, "function_call_output": true, "local_shell_call": true, "reasoning": true,
 		"custom_tool_call": true, "custom_tool_call_output": true, "web_search_call": true}
 	// piEntry are the types of a pi session's lines (pi 0.73 and 1.x).
 	piEntry = map[string]bool{"session": true, "message": true, "thinking_level_change": true, "model_change": true, "usage": true,
 		"compaction": true, "branch_summary": true, "custom": true, "custom_message": true, "context_edit": true, "label": true, "session_info": true}
 )
 
-// detect refuses a file of another host's format, or one none of whose
-// lines is an export's or a pi session's.
-func detect(lines []line) error {
-	known := false
-	for _, l := range lines {
-		switch {
-		case l.codex():
-			return &FormatError{Line: l.n, Found: fmt.Sprintf("a Codex CLI rollout (a %q line): not supported yet", l.Type)}
-		case l.claudeCode():
-			return &FormatError{Line: l.n, Found: fmt.Sprintf("a Claude Code session (a %q line): not supported yet", l.Type)}
-		case l.readable():
-			known = true
-		}
-	}
-	if known || len(lines) == 0 {
-		return nil
-	}
-	return &FormatError{Line: lines[0].n, Found: "in no format durachat reads (lines of type " + kindsOf(lines) + ")"}
-}
-
 // codex reports whether the line is a Codex CLI rollout's: a
 // {timestamp, type, payload} line, or an older bare response item.
 func (l line) codex() bool {
-	return l.Payload != nil && codexLine[l.Type] ||
-		l.Type == "message" && l.Message == nil && l.Role != "" ||
-		codexItem[l.Type] && l.Message == nil
+	return l.Payload != nil && codexLine[l.Type] || codexBare(l)
 }
 
 // claudeCode reports whether the line is a Claude Code session's.
@@ -192,20 +175,12 @@ func (l line) readable() bool {
 	return l.Seq != nil || l.Type == "" && (len(l.Image) > 0 || len(l.Piece) > 0) || piEntry[l.Type]
 }
 
-// kindsOf names the first three kinds of line the file holds, quoted.
-func kindsOf(lines []line) string {
-	var found []string
-	seen := map[string]bool{}
-	for _, l := range lines {
-		if k := l.kind(); !seen[k] && len(found) < 3 {
-			seen[k] = true
-			found = append(found, strconv.Quote(k))
-		}
-	}
-	return strings.Join(found, ", ")
+// lineErr is a line of a file its format does not read.
+func lineErr(n int, what string, err error) error {
+	return fmt.Errorf("line %d is not %s: %w", n, what, err)
 }
 
-// line is one line of an export or a session file.
+// line is one line of an export or a session file, of any host.
 type line struct {
 	Type     string          `json:"type"`
 	ID       string          `json:"id"`
@@ -214,13 +189,23 @@ type line struct {
 	Message  json.RawMessage `json:"message"`
 	Image    json.RawMessage `json:"image"`
 	Piece    json.RawMessage `json:"piece"`
-	// What tells other hosts' files apart (detect).
-	Payload   *struct{} `json:"payload"`
-	Role      string    `json:"role"`
-	UUID      string    `json:"uuid"`
-	SessionID string    `json:"sessionId"`
-	LeafUUID  string    `json:"leafUuid"`
-	n         int
+	// A Codex CLI rollout's RolloutLine, and an older rollout's bare
+	// response item (its role, and the line itself as its payload).
+	Payload   json.RawMessage `json:"payload"`
+	Timestamp json.RawMessage `json:"timestamp"`
+	Role      string          `json:"role"`
+	// A Claude Code session's line.
+	UUID              string  `json:"uuid"`
+	ParentUUID        *string `json:"parentUuid"`
+	LogicalParentUUID string  `json:"logicalParentUuid"`
+	SessionID         string  `json:"sessionId"`
+	LeafUUID          string  `json:"leafUuid"`
+	IsSidechain       bool    `json:"isSidechain"`
+	IsMeta            bool    `json:"isMeta"`
+	IsCompactSummary  bool    `json:"isCompactSummary"`
+	n                 int
+	raw               []byte // the line as the file has it, until the next line is read
+	end               int64  // the file's bytes up to the end of the line
 }
 
 // keep reports whether the line is a message to log: an export's message
@@ -265,89 +250,7 @@ func (l line) kind() string {
 	return l.Type
 }
 
-func (l line) item() Item { return Item{Line: l.n, Message: l.Message} }
-
-// readLines reads the file's non-blank lines, each a JSON object, and
-// reports whether they form a session tree (entries naming their parents).
-func readLines(r io.Reader) (lines []line, tree bool, err error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
-	n := 0
-	for sc.Scan() {
-		n++
-		raw := bytes.TrimSpace(sc.Bytes())
-		if len(raw) == 0 {
-			continue
-		}
-		var l line
-		if err := json.Unmarshal(raw, &l); err != nil {
-			return nil, false, fmt.Errorf("line %d is not a JSON object: %w", n, err)
-		}
-		l.Message = append(json.RawMessage(nil), l.Message...)
-		l.Image = append(json.RawMessage(nil), l.Image...)
-		l.Piece = append(json.RawMessage(nil), l.Piece...)
-		l.n = n
-		if l.ParentID != nil || (l.ID != "" && l.Type != "session") {
-			tree = true
-		}
-		lines = append(lines, l)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, false, fmt.Errorf("reading line %d: %w", n+1, err)
-	}
-	return lines, tree, nil
-}
-
-// sessionBranch is Parse of a session tree: the messages on the path from
-// its root to its last entry, every entry off that path skipped.
-func sessionBranch(lines []line, skipped Skipped) (items []Item, err error) {
-	path, err := branchPath(lines)
-	if err != nil {
-		return nil, err
-	}
-	on := map[string]bool{}
-	for _, l := range path {
-		on[l.ID] = true
-	}
-	for _, l := range lines {
-		if !on[l.ID] && l.Type != "session" {
-			skipped.add("off-branch")
-		}
-	}
-	for i := len(path) - 1; i >= 0; i-- {
-		if path[i].keep() {
-			items = append(items, path[i].item())
-		} else if path[i].Type != "session" {
-			skipped.add(path[i].kind())
-		}
-	}
-	return items, nil
-}
-
-// branchPath follows the parents from the last entry back to the root:
-// the path it returns is last entry first.
-func branchPath(lines []line) ([]line, error) {
-	byID := map[string]int{}
-	for i, l := range lines {
-		if l.ID != "" {
-			byID[l.ID] = i
-		}
-	}
-	var path []line
-	for i := len(lines) - 1; i >= 0; {
-		l := lines[i]
-		path = append(path, l)
-		if l.ParentID == nil || *l.ParentID == "" {
-			break
-		}
-		p, ok := byID[*l.ParentID]
-		if !ok || p >= i {
-			return nil, fmt.Errorf("session entry %q names a parent %q that does not come before it", l.ID, *l.ParentID)
-		}
-		i = p
-	}
-	return path, nil
-}
+func (l line) item() Item { return Item{Line: l.n, Message: l.Message, End: l.end} }
 
 // RenameRefs makes the refs in a message to each renamed image refs to
 // its new name (an import's renamed images), reporting whether any was. A

@@ -65,6 +65,22 @@ func (r *ImportResult) Skip(kinds map[string]int) {
 	}
 }
 
+// Add adds what another part of an import logged.
+func (r *ImportResult) Add(o ImportResult) {
+	r.Messages += o.Messages
+	r.Entries += o.Entries
+	r.New += o.New
+	skipped := r.Skipped + o.Skipped
+	r.Skip(o.SkippedByKind)
+	r.Skipped = skipped
+	for from, to := range o.Renamed {
+		if r.Renamed == nil {
+			r.Renamed = map[string]string{}
+		}
+		r.Renamed[from] = to
+	}
+}
+
 // Retention is a retention setting: chats idle longer than Days days are
 // deleted (0 keeps them).
 type Retention struct {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -23,9 +22,13 @@ import (
 const importUsage = `usage: durachat import -chat ID [-url URL [-token TOKEN] | -tenant TENANT] FILE
 
 Loads FILE ("-" for standard input) into the chat: a durachat export
-(GET /v1/chats/{chat}/export) or a pi coding-agent session file (the branch
-the session ended on; entries durachat does not log are counted by kind). Order and timestamps are kept, images are stored as
-they go, and importing the same file again logs nothing twice.
+(GET /v1/chats/{chat}/export), a pi coding-agent session file, a Codex CLI
+rollout or a Claude Code session (the branch a session ended on; lines
+durachat does not log are counted by kind). The file is read a line at a
+time, whatever its size, and sent in parts. Order and timestamps are kept,
+images are stored as they go, and importing the same file again (after an
+import was cut off, say) logs nothing twice. On a terminal, standard error
+shows the progress.
 
 With -url it imports through a server (-token, or DURACHAT_TOKEN, is its
 bearer token); without, into the data directory DURACHAT_DATA of a local
@@ -33,7 +36,7 @@ server that is not running, as tenant -tenant (default "local").
 `
 
 // importCmd is `durachat import`.
-func importCmd(ctx context.Context, args []string, lookup func(string) (string, bool), stdout io.Writer) error {
+func importCmd(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	chat := fs.String("chat", "", "the chat to import into")
@@ -54,26 +57,15 @@ func importCmd(ctx context.Context, args []string, lookup func(string) (string, 
 	if err := api.CheckChat(*chat); err != nil {
 		return usageError("-chat: " + api.AsError(err).Message)
 	}
-	in, closeIn, err := openInput(fs.Arg(0))
+	src, err := openSource(fs.Arg(0))
 	if err != nil {
 		return err
 	}
-	defer closeIn()
-
-	var res *wire.ImportResult
-	if *url != "" {
-		tok := *token
-		if tok == "" {
-			tok, _ = lookup("DURACHAT_TOKEN")
-		}
-		c, err := client.New(*url, client.WithToken(tok))
-		if err != nil {
-			return err
-		}
-		if res, err = c.Chat(*chat).Import(ctx, in); err != nil {
-			return err
-		}
-	} else if res, err = importLocal(ctx, lookup, *tenant, *chat, in); err != nil {
+	defer src.close()
+	progress := newProgress(stderr, src.size)
+	res, err := importTo(ctx, lookup, target{url: *url, token: *token, tenant: *tenant, chat: *chat}, src.open, progress.report)
+	progress.done()
+	if err != nil {
 		return err
 	}
 	if _, err := fmt.Fprintln(stdout, importSummary(*chat, res)); err != nil {
@@ -111,24 +103,32 @@ func importSummary(chat string, res *wire.ImportResult) string {
 	return fmt.Sprintf("imported %d messages into %s as %d entries (%s)", res.Messages, chat, res.Entries, skipped)
 }
 
-func openInput(name string) (io.Reader, func(), error) {
-	if name == "-" {
-		return os.Stdin, func() {}, nil
-	}
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, nil, err
-	}
-	return f, func() { f.Close() }, nil
-}
+// target is where an import goes: a server (url) or the data directory.
+type target struct{ url, token, tenant, chat string }
 
-// importLocal imports into the local server's data directory directly.
-func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant, chat string, in io.Reader) (*wire.ImportResult, error) {
-	cfg, err := config.Load(config.Serve, lookup)
+// importTo imports the file open opens into the target, a line at a time.
+func importTo(ctx context.Context, lookup func(string) (string, bool), to target, open func() (io.ReadCloser, error), progress func(int64)) (*wire.ImportResult, error) {
+	if to.url == "" {
+		return importLocal(ctx, lookup, to, open, progress)
+	}
+	tok := to.token
+	if tok == "" {
+		tok, _ = lookup("DURACHAT_TOKEN")
+	}
+	c, err := client.New(to.url, client.WithToken(tok))
 	if err != nil {
 		return nil, err
 	}
-	items, skipped, err := importfile.Parse(in)
+	return c.Chat(to.chat).ImportFile(ctx, open, progress)
+}
+
+// localPart bounds the messages and images one local import call holds.
+const localPart = 4 << 20
+
+// importLocal imports into the local server's data directory directly,
+// a part of the file at a time.
+func importLocal(ctx context.Context, lookup func(string) (string, bool), to target, open func() (io.ReadCloser, error), progress func(int64)) (*wire.ImportResult, error) {
+	cfg, err := config.Load(config.Serve, lookup)
 	if err != nil {
 		return nil, err
 	}
@@ -140,13 +140,45 @@ func importLocal(ctx context.Context, lookup func(string) (string, bool), tenant
 	if err != nil {
 		return nil, errors.Join(err, data.Close())
 	}
-	res, err := mem.Chats.Import(ctx, tenant, chat, items)
+	total := &wire.ImportResult{}
+	var part []importfile.Item
+	size, end := 0, int64(0)
+	flush := func() error {
+		if len(part) == 0 {
+			return nil
+		}
+		res, err := mem.Chats.Import(ctx, to.tenant, to.chat, part)
+		if err != nil {
+			return err
+		}
+		total.Add(res)
+		part, size = part[:0], 0
+		if progress != nil {
+			progress(end)
+		}
+		return nil
+	}
+	skipped, err := importfile.Read(open, func(it importfile.Item) error {
+		if it.Message != nil {
+			it.Message, _ = importfile.RenameRefs(it.Message, total.Renamed)
+		}
+		if size > 0 && size+len(it.Message)+len(it.Image) > localPart {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		part, size, end = append(part, it), size+len(it.Message)+len(it.Image), it.End
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
 	if cerr := data.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return nil, err
 	}
-	res.Skip(skipped)
-	return &res, nil
+	total.Skip(skipped)
+	return total, nil
 }

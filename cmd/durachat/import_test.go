@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -149,40 +150,62 @@ func TestImportHelpPrintsUsageAndSucceeds(t *testing.T) {
 	}
 }
 
-// TestImportRefusesAFileOfAnotherHostNamingIt: a Codex CLI rollout (its
-// RolloutLine, codex-rs/protocol) or a Claude Code session is an error
-// naming the format and its line, into a data directory and through a
-// server alike, and nothing is logged: never "imported 0 messages".
-func TestImportRefusesAFileOfAnotherHostNamingIt(t *testing.T) {
-	files := map[string]string{
-		"a Codex CLI rollout": `{"timestamp":"2026-01-01T00:00:00.000Z","type":"session_meta","payload":{"id":"r","cwd":"/w","originator":"codex_cli_rs"}}
+// TestImportLoadsACodexRolloutAndAClaudeCodeSession: a Codex CLI rollout
+// (its RolloutLines, codex-rs/protocol) and a Claude Code session (its
+// user and assistant lines) import as the pi messages they hold, tool
+// calls and results with their ids, into a data directory and through a
+// server alike, the lines of no chat meaning counted.
+func TestImportLoadsACodexRolloutAndAClaudeCodeSession(t *testing.T) {
+	files := map[string]struct{ file, said string }{
+		"codex": {`{"timestamp":"2026-01-01T00:00:00.000Z","type":"session_meta","payload":{"id":"r","cwd":"/w","originator":"codex_cli_rs"}}
 {"timestamp":"2026-01-01T00:00:01.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"fix the login"}]}}
-`,
-		"a Claude Code session": `{"parentUuid":null,"isSidechain":false,"userType":"external","cwd":"/w","sessionId":"c","version":"2.0.0","type":"user","message":{"role":"user","content":"fix the login"},"uuid":"u1","timestamp":"2026-01-01T00:00:01.000Z"}
-`,
+{"timestamp":"2026-01-01T00:00:02.000Z","type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{\"command\":[\"ls\"]}","call_id":"call_1"}}
+{"timestamp":"2026-01-01T00:00:03.000Z","type":"response_item","payload":{"type":"function_call_output","call_id":"call_1","output":"login.go"}}
+`, "imported 3 messages into %s as 3 entries (1 line skipped: 1 session_meta)\n"},
+		"claude": {`{"parentUuid":null,"isSidechain":false,"userType":"external","cwd":"/w","sessionId":"c","version":"2.0.0","type":"user","message":{"role":"user","content":"fix the login"},"uuid":"u1","timestamp":"2026-01-01T00:00:01.000Z"}
+{"parentUuid":"u1","isSidechain":false,"sessionId":"c","type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls"}}]},"uuid":"a1","timestamp":"2026-01-01T00:00:02.000Z"}
+{"parentUuid":"a1","isSidechain":false,"sessionId":"c","type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"login.go"}]},"uuid":"u2","timestamp":"2026-01-01T00:00:03.000Z","toolUseResult":{"stdout":"login.go"}}
+{"type":"summary","summary":"login","leafUuid":"u2"}
+`, "imported 3 messages into %s as 3 entries (1 line skipped: 1 summary)\n"},
 	}
 	dir := t.TempDir()
 	env := map[string]string{config.EnvData: dir, config.EnvAddr: "127.0.0.1:0"}
+	for host, f := range files {
+		file := filepath.Join(t.TempDir(), "session.jsonl")
+		if err := os.WriteFile(file, []byte(f.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := run(t.Context(), []string{"import", "-chat", host + "-dir", file}, lookup(env), &out, nil); err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf(f.said, host+"-dir"); out.String() != want {
+			t.Fatalf("%s into the data directory said %q, want %q", host, out.String(), want)
+		}
+	}
 	base, stop := start(t, env)
 	defer func() {
 		if err := stop(); err != nil {
 			t.Error(err)
 		}
 	}()
-	for found, content := range files {
+	for host, f := range files {
 		file := filepath.Join(t.TempDir(), "session.jsonl")
-		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+		if err := os.WriteFile(file, []byte(f.file), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		for _, args := range [][]string{{"import", "-chat", "other", file}, {"import", "-chat", "other", "-url", base, file}} {
-			var out bytes.Buffer
-			err := run(t.Context(), args, lookup(env), &out, nil)
-			if err == nil || !strings.Contains(err.Error(), "line 1") || !strings.Contains(err.Error(), found) {
-				t.Fatalf("%q of %s = %v (said %q), want an error naming %s at line 1", args, found, err, out.String(), found)
+		var out bytes.Buffer
+		if err := run(t.Context(), []string{"import", "-chat", host, "-url", base, file}, lookup(env), &out, nil); err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf(f.said, host); out.String() != want {
+			t.Fatalf("%s through the server said %q, want %q", host, out.String(), want)
+		}
+		for _, chat := range []string{host, host + "-dir"} {
+			got := messagesOf(t, base, chat)
+			if len(got) != 3 || !strings.Contains(got[1], `"toolCall"`) || !strings.Contains(got[2], `"toolCallId":`) {
+				t.Fatalf("%s holds %q, want the user message, the call and its result", chat, got)
 			}
 		}
-	}
-	if got := messagesOf(t, base, "other"); len(got) != 0 {
-		t.Fatalf("a refused file logged %d messages", len(got))
 	}
 }

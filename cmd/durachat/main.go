@@ -4,6 +4,7 @@
 //
 //	durachat [serve]   serve the API (the default)
 //	durachat import    load an export or a pi session file into a chat
+//	durachat shrink    import a session file and write it again with its images as refs
 //	durachat erase     erase messages of a chat through a server, with a receipt
 //	durachat mcp       serve the memory to an MCP host on stdio
 //	durachat help      print usage and the configuration variables
@@ -48,11 +49,13 @@ type usageError string
 
 func (e usageError) Error() string { return string(e) }
 
-const usageText = `usage: durachat [serve | import | erase | mcp | help]
+const usageText = `usage: durachat [serve | import | shrink | erase | mcp | help]
 
 serve (the default) runs the whole API locally on embedded stores.
-import loads an export or a pi session file into a chat ("durachat import
--h" tells how).
+import loads an export, a pi session file, a Codex CLI rollout or a Claude
+Code session into a chat ("durachat import -h" tells how).
+shrink imports a session file and writes it again with its images as refs
+("durachat shrink -h" tells how).
 erase erases messages of a chat through a server, with a receipt
 ("durachat erase -h" tells how).
 mcp serves the memory to an MCP host on stdio ("durachat mcp -h" tells how).
@@ -82,7 +85,9 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	case cmd == "serve" && len(args) <= 1:
 		return serve(ctx, lookup, stdout, ready)
 	case cmd == "import":
-		return importCmd(ctx, args[1:], lookup, stdout)
+		return importCmd(ctx, args[1:], lookup, stdout, os.Stderr)
+	case cmd == "shrink":
+		return shrinkCmd(ctx, args[1:], lookup, stdout, os.Stderr)
 	case cmd == "erase":
 		return eraseCmd(ctx, args[1:], lookup, stdout)
 	case cmd == "mcp":

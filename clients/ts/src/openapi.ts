@@ -506,8 +506,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Import an export or a pi session file, all or nothing.
-         * @description A file in another host's format (a Codex CLI rollout, a Claude Code session) or in none is a 400 naming what it is and its line.
+         * Import an export, a pi session file, a Codex CLI rollout or a Claude Code session, all or nothing.
+         * @description Another host's session is read into pi messages with its tool-call ids; lines of no chat meaning are skipped and counted by kind. A file in no format durachat reads is a 400 naming what its lines are and the first.
          */
         post: operations["importChat"];
         delete?: never;
