@@ -62,10 +62,12 @@ func writeScreenshotSession(t *testing.T, path string, shots, distinct int) (siz
 	return fi.Size(), messages
 }
 
-// maxImportRSS bounds the import process's peak RSS: about the file's
-// 148 MiB, which a reader of the whole file holds three times over (the
-// import of the whole file at once peaked at 524 MiB).
-const maxImportRSS = 160 << 20
+// maxImportRSS bounds the import process's peak RSS well below what a
+// reader of the whole 148 MiB file reaches (it held it three times over:
+// 524 MiB). A streaming import peaked at 133-136 MiB on a quiet machine
+// and at 255 MiB with other tests' processes beside it: the collector
+// runs later when it gets less of the CPU, so the bound leaves that room.
+const maxImportRSS = 320 << 20
 
 // TestImportOfALargeFileHasBoundedMemoryAndSurvivesAKill: a 148 MiB pi
 // session of 200 screenshots (about 0.75 MiB each, 40 distinct) imports into a data
