@@ -222,6 +222,12 @@ func event(r *http.Request, route *gatewayRoute, params map[string]string, body 
 		headers[lk] = strings.Join(vs, ",")
 	}
 	headers["host"] = r.Host
+	// API Gateway names the scheme the client reached it at (https
+	// there); the function's request URL says https whatever it is.
+	headers["x-forwarded-proto"] = "http"
+	if r.TLS != nil {
+		headers["x-forwarded-proto"] = "https"
+	}
 	headers["content-length"] = strconv.Itoa(len(body))
 	if len(body) == 0 {
 		delete(headers, "content-length")

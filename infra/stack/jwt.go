@@ -21,6 +21,11 @@ import (
 
 // Issuer is a local OpenID issuer: an RSA key made at start, its JWKS and
 // discovery document served over HTTP, and RS256 tokens signed with it.
+// The discovery document names an authorization endpoint (code flow with
+// PKCE, S256) and a token endpoint, as an MCP client's sign-in needs to
+// find them, but the issuer serves neither: a client's discovery goes as
+// far as sending the user to sign in, and Token mints what a sign-in
+// would give.
 type Issuer struct {
 	URL string // the issuer, "http://127.0.0.1:port/"
 	key *rsa.PrivateKey
@@ -43,7 +48,12 @@ func StartIssuer() (*Issuer, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"issuer": is.URL, "jwks_uri": is.URL + ".well-known/jwks.json",
-			"id_token_signing_alg_values_supported": []string{"RS256"}})
+			"id_token_signing_alg_values_supported": []string{"RS256"},
+			"authorization_endpoint":                is.URL + "oauth2/authorize",
+			"token_endpoint":                        is.URL + "oauth2/token",
+			"response_types_supported":              []string{"code"},
+			"subject_types_supported":               []string{"public"},
+			"code_challenge_methods_supported":      []string{"S256"}})
 	})
 	mux.HandleFunc("GET /.well-known/jwks.json", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"keys": []map[string]string{{

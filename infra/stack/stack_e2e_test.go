@@ -655,6 +655,10 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 		mcpThroughTheGateway(t, s)
 	})
 
+	t.Run("AnMCPHostFindsWhereToSignInAndTheIssuersTokenLetsItIn", func(t *testing.T) {
+		mcpSignInThroughTheGateway(t, s)
+	})
+
 	t.Run("TheGatewayKeepsAPIGatewaysAndLambdasLimits", func(t *testing.T) {
 		host := host
 		host.t = t

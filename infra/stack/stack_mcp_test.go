@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"net/http"
-	"strings"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -68,7 +70,45 @@ func mcpThroughTheGateway(t *testing.T, s *stack.Stack) {
 		AuthorizationServers []string `json:"authorization_servers"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&md); err != nil || resp.StatusCode != http.StatusOK ||
-		len(md.AuthorizationServers) != 1 || md.AuthorizationServers[0] != s.Issuer.URL || !strings.HasSuffix(md.Resource, mcp.Pattern) {
+		len(md.AuthorizationServers) != 1 || md.AuthorizationServers[0] != s.Issuer.URL || md.Resource != s.URL+mcp.Pattern {
 		t.Fatalf("the MCP endpoint's metadata: %d %+v %v, want the issuer %s", resp.StatusCode, md, err, s.Issuer.URL)
 	}
+}
+
+// mcpSignInThroughTheGateway is the sign-in of an MCP host that speaks
+// MCP's authorization, with the official TypeScript SDK's OAuth client
+// (clients/mcp-test/stack/sign-in.mjs): refused, it finds the endpoint's
+// Protected Resource Metadata through the gateway (at the well-known path
+// behind the authorizer's bare 401; by the resource_metadata of
+// durachat's own 401 to a token without the tenant claim), the stack's
+// issuer there, the issuer's metadata, and sends the user to its
+// authorization endpoint; a token the issuer minted then lets it in. It
+// skips without Node or the SDK installed, except in CI.
+func mcpSignInThroughTheGateway(t *testing.T, s *stack.Stack) {
+	dir := filepath.Join("..", "..", "clients", "mcp-test")
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk"))
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("Node and the TypeScript SDK (make tools-mcp-ts): %v", err)
+		}
+		t.Skipf("Node and the TypeScript SDK (make tools-mcp-ts): %v", err)
+	}
+	noTenant, err := s.Issuer.Token(map[string]any{"aud": stack.Audience}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("stack", "sign-in.mjs"))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "MCP_URL="+s.URL+mcp.Pattern, "ISSUER="+s.Issuer.URL, "CLIENT_ID="+stack.Audience,
+		"TOKEN="+s.DevToken, "NO_TENANT="+noTenant)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the TypeScript SDK's sign-in through the gateway: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
 }

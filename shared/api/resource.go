@@ -76,15 +76,18 @@ func (challenging) Challenge(r *http.Request) string {
 	return `Bearer realm="durachat", resource_metadata="` + url + `"`
 }
 
-// Origin is the scheme and host the client reached the API at: https
-// behind API Gateway (the request's URL names it) or a TLS listener, or
-// as a proxy in front says (X-Forwarded-Proto); http otherwise.
+// Origin is the scheme and host the client reached the API at: as
+// API Gateway or a proxy in front says (X-Forwarded-Proto), else https
+// behind a gateway that does not say (the request's URL names it) or a
+// TLS listener; http otherwise. The header comes first: a Lambda
+// request's URL says https even behind a local gateway serving http.
 func Origin(r *http.Request) string {
-	scheme := r.URL.Scheme
+	var scheme string
 	switch p := r.Header.Get("X-Forwarded-Proto"); {
-	case scheme != "":
 	case p == "http" || p == "https":
 		scheme = p
+	case r.URL.Scheme != "":
+		scheme = r.URL.Scheme
 	case r.TLS != nil:
 		scheme = "https"
 	default:

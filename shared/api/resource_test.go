@@ -64,3 +64,27 @@ func TestTheAPITellsAClientWhereToSignInOrHowToSendAToken(t *testing.T) {
 		})
 	}
 }
+
+// The origin in the metadata is the one the client reached: the scheme a
+// gateway or proxy names in X-Forwarded-Proto comes before the https of a
+// Lambda request's URL (which says https whatever the gateway serves),
+// and without either a plain listener is http, a TLS one https.
+func TestTheOriginIsTheSchemeTheGatewayNames(t *testing.T) {
+	for _, c := range []struct {
+		name, url, forwarded, want string
+	}{
+		{"a local gateway serving http", "https://127.0.0.1:8080/v1/mcp", "http", "http://127.0.0.1:8080"},
+		{"API Gateway", "https://abc.execute-api.eu-west-1.amazonaws.com/v1/mcp", "https", "https://abc.execute-api.eu-west-1.amazonaws.com"},
+		{"a Lambda request without the header", "https://abc.example.com/v1/mcp", "", "https://abc.example.com"},
+		{"a plain listener", "/v1/mcp", "", "http://example.com"},
+		{"an unknown scheme named", "/v1/mcp", "gopher", "http://example.com"},
+	} {
+		req := httptest.NewRequest(http.MethodGet, c.url, nil)
+		if c.forwarded != "" {
+			req.Header.Set("X-Forwarded-Proto", c.forwarded)
+		}
+		if got := Origin(req); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}
