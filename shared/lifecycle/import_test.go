@@ -526,25 +526,29 @@ func TestAPi1SessionImportsItsBranchAndCountsWhatItSkips(t *testing.T) {
 	}
 }
 
-// TestAFileOfAnotherFormatIsRefusedNamingIt: a Codex CLI rollout (its
-// RolloutLine, codex-rs/protocol) or a Claude Code session is a 400
-// naming the format found and its line, not an import of nothing.
-func TestAFileOfAnotherFormatIsRefusedNamingIt(t *testing.T) {
+// A Codex CLI rollout and a Claude Code session import through the route
+// as the CLI imports them, what has no chat meaning counted by kind; a
+// file no format reads is a 400 at its first line naming what was found,
+// never "imported 0 messages".
+func TestAHostsSessionFileImportsAndAnUnknownFileIsRefusedNamingIt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, testenv.Embedded(t), 0)
-	for _, tc := range []struct{ name, file, found string }{
+	for _, tc := range []struct {
+		name, file string
+		status     int
+		want       string // in the answer
+	}{
 		{"codex", `{"timestamp":"2026-12-01T10:00:00.000Z","type":"session_meta","payload":{"id":"x","cwd":"/w"}}` + "\n" +
-			`{"timestamp":"2026-12-01T10:00:01.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}`, "a Codex CLI rollout"},
-		{"claude", `{"parentUuid":null,"isSidechain":false,"sessionId":"s","type":"user","message":{"role":"user","content":"hi"},"uuid":"u1","timestamp":"2026-12-01T10:00:00.000Z"}`, "a Claude Code session"},
+			`{"timestamp":"2026-12-01T10:00:01.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}`,
+			http.StatusOK, `"skippedByKind":{"session_meta":1}`},
+		{"claude", `{"parentUuid":null,"isSidechain":false,"sessionId":"s","type":"user","message":{"role":"user","content":"hi"},"uuid":"u1","timestamp":"2026-12-01T10:00:00.000Z"}`,
+			http.StatusOK, `"messages":1`},
+		{"unknown", `{"event":"started","at":1}`, http.StatusBadRequest, `"field":"line 1"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := e.postImport("alice", tc.name, []byte(tc.file))
-			var answer struct {
-				Error struct{ Field, Message string }
-			}
-			_ = json.Unmarshal(body, &answer)
-			if code != http.StatusBadRequest || answer.Error.Field != "line 1" || !strings.Contains(answer.Error.Message, tc.found) {
-				t.Fatalf("import = %d %s, want a 400 at line 1 naming %s", code, body, tc.found)
+			if code != tc.status || !strings.Contains(string(body), tc.want) {
+				t.Fatalf("import = %d %s, want %d with %s", code, body, tc.status, tc.want)
 			}
 		})
 	}
