@@ -536,10 +536,22 @@ func (c *Routes) rereadOn(ctx context.Context, at erasureAt, err error) (erasure
 
 // releaseErased releases each image the erased messages named that no
 // live message of the chat names any more: the chat's references to it
-// go, and the image is deleted when no other chat of the tenant names it
-// (under its deletion lease, as a chat deletion does).
+// go, and the image is deleted when no other chat of the tenant names it.
+//
+// It is the image-reference protocol's other side (Chats.Hold): each
+// image is released under its deletion lease, taken before anything
+// else, and the chat's side of the reference is removed before the chat
+// is scanned for the messages naming it. A writer that held the image
+// before the lease and logs it after the scan finds its reference gone or
+// the lease live once it has stored the image (stillNamed), and names it
+// again; one that comes later waits out the lease.
 func (c *Routes) releaseErased(ctx context.Context, at erasureAt, rec erasureRecord, version int64) (erasureRecord, int64, error) {
 	ch := at.ch
+	held, err := c.leaseErased(ctx, at, rec.Images)
+	defer held.release(context.WithoutCancel(ctx), c.table)
+	if err != nil {
+		return rec, version, err
+	}
 	live := map[string]bool{}
 	if len(rec.Images) > 0 {
 		if err := c.liveNames(ctx, ch, live); err != nil {
@@ -548,28 +560,9 @@ func (c *Routes) releaseErased(ctx context.Context, at erasureAt, rec erasureRec
 	}
 	rec.Deleted, rec.Kept = []string{}, 0
 	for _, name := range rec.Images {
-		if live[name] {
-			rec.Kept++
-			continue
-		}
-		gone, err := c.releaseImage(ctx, ch, name)
+		gone, err := c.releaseOne(ctx, ch, name, live[name], held[name])
 		if err != nil {
 			return rec, version, err
-		}
-		if err := c.table.Delete(ctx, store.Key{PK: ch.PK(), SK: store.ChatImageSK(name)}, 0); err != nil {
-			return rec, version, fmt.Errorf("lifecycle: deleting the reference to image %s: %w", name, err)
-		}
-		if !gone {
-			// Kept, or deleted by a twin of this step (a queue message
-			// delivered twice) or another chat's deletion: what is stored
-			// now tells.
-			_, err := c.images.Head(ctx, ch.Tenant, name)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				gone = true
-			case err != nil:
-				return rec, version, fmt.Errorf("lifecycle: looking for image %s: %w", name, err)
-			}
 		}
 		if gone {
 			rec.Deleted = append(rec.Deleted, name)
@@ -578,12 +571,105 @@ func (c *Routes) releaseErased(ctx context.Context, at erasureAt, rec erasureRec
 		}
 	}
 	rec.Released = true
-	version, err := c.writeErasure(ctx, at, rec, version)
+	version, err = c.writeErasure(ctx, at, rec, version)
 	if err != nil {
 		rec, err = c.rereadOn(ctx, at, err)
 		return rec, version, err
 	}
 	return rec, version, nil
+}
+
+// leases are the deletion leases an erasure holds, by image name: the
+// until of each, and the version it wrote.
+type leases map[string]heldLease
+
+type heldLease struct {
+	key     store.Key
+	until   int64
+	version int64
+}
+
+// release gives the leases up.
+func (l leases) release(ctx context.Context, table store.Table) {
+	for _, h := range l {
+		_ = table.Delete(ctx, h.key, h.version)
+	}
+}
+
+// leaseErased takes the deletion lease of each of names for erasure at
+// (waiting out another holder's), then removes the chat's side of its
+// reference to it.
+func (c *Routes) leaseErased(ctx context.Context, at erasureAt, names []string) (leases, error) {
+	held := leases{}
+	holder := refName(at.ch) + "/erasure/" + at.id
+	for _, name := range names {
+		lk := lockKey(at.ch.Tenant, name)
+		until := c.now().Add(ImageLease).UnixMilli()
+		body, _ := json.Marshal(lease{Until: until, Chat: holder})
+		for try := 0; ; try++ {
+			version, err := c.takeLease(ctx, lk, body, holder)
+			if err == nil {
+				held[name] = heldLease{key: lk, until: until, version: version}
+				break
+			}
+			if !errors.Is(err, errLeased) || try == dropTries {
+				return held, fmt.Errorf("lifecycle: taking the lease of image %s: %w", name, err)
+			}
+			if err := c.awaitLeases(ctx, at.ch.Tenant, []string{name}); err != nil {
+				return held, err
+			}
+		}
+		if err := c.table.Delete(ctx, store.Key{PK: at.ch.PK(), SK: store.ChatImageSK(name)}, 0); err != nil {
+			return held, fmt.Errorf("lifecycle: deleting the reference to image %s: %w", name, err)
+		}
+	}
+	return held, nil
+}
+
+// keepNamed writes again both sides of the chat's reference to image
+// name, which a live message of it names, and reports whether the chat
+// keeps it: not when the chat is being deleted (its deletion may have
+// released the reference before it was written again).
+func (c *Routes) keepNamed(ctx context.Context, ch chatid.Chat, name string) (bool, error) {
+	if err := c.reference(ctx, ch, []string{name}); err != nil {
+		return false, err
+	}
+	r, err := c.load(ctx, ch.Tenant, ch.ID)
+	if err != nil {
+		return false, err
+	}
+	return r.live(ch), nil
+}
+
+// releaseOne ends the chat's reference to image name under the erasure's
+// lease h: when a live message of the chat names it (live) both sides of
+// the reference are written again (keepNamed); otherwise, or when the
+// chat is being deleted, both sides go, and the image when no other chat
+// names it. It reports whether the image is
+// gone.
+func (c *Routes) releaseOne(ctx context.Context, ch chatid.Chat, name string, live bool, h heldLease) (bool, error) {
+	if live {
+		kept, err := c.keepNamed(ctx, ch, name)
+		if err != nil || kept {
+			return false, err
+		}
+	}
+	if err := c.table.Delete(ctx, store.Key{PK: ch.PK(), SK: store.ChatImageSK(name)}, 0); err != nil {
+		return false, fmt.Errorf("lifecycle: deleting the reference to image %s: %w", name, err)
+	}
+	if err := c.table.Delete(ctx, store.Key{PK: store.RefPK(ch.Tenant, name), SK: store.RefChatSK(refName(ch))}, 0); err != nil {
+		return false, fmt.Errorf("lifecycle: removing the reference to image %s: %w", name, err)
+	}
+	named, err := c.named(ctx, ch.Tenant, name)
+	if err != nil || named {
+		return false, err
+	}
+	dctx, cancel := context.WithDeadline(ctx, time.UnixMilli(h.until).Add(-5*time.Second))
+	defer cancel()
+	if err := c.images.Delete(dctx, ch.Tenant, name); err != nil {
+		return false, fmt.Errorf("lifecycle: %w", err)
+	}
+	return true, nil
 }
 
 // liveNames adds to live the images the chat's live entries name.
