@@ -16,6 +16,7 @@ import (
 	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/chatid"
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
@@ -71,6 +72,13 @@ type erasureRecord struct {
 	Deleted  []string `json:"d,omitempty"`
 	Kept     int      `json:"k,omitempty"`
 	Rebuilt  int      `json:"b,omitempty"`
+	// Scan is a request by match or images whose messages are not looked
+	// for yet: the chat is too large to scan in the request, and the erase
+	// task does it (scanErasure). It is the one place a match text is
+	// kept, until that scan.
+	Scan *EraseRequest `json:"q,omitempty"`
+	// Refused says why the scan found the request bad; nothing is erased.
+	Refused string `json:"x,omitempty"`
 }
 
 // erasureID is the id of an erasure request on the incarnation ch: the
@@ -163,7 +171,9 @@ func erasureKey(ch chatid.Chat, id string) store.Key {
 // again answers the same erasure (finishing its steps when a call before
 // was cut off). A bad request is a 400 naming the field, with nothing
 // erased. With a queue, the release of the images is handed to it (an
-// "erase" task; see EraseTask); without one it runs in the call.
+// "erase" task; see EraseTask), and so is the scan for the messages of an
+// erasure by match or images of a chat larger than scanInCall (the
+// request reads the chat's length only); without one they run in the call.
 func (c *Routes) Erase(ctx context.Context, tenant, chat string, req EraseRequest) (Erasure, error) {
 	req, err := checkErase(req)
 	if err != nil {
@@ -266,35 +276,53 @@ func (c *Routes) queueErasure(ctx context.Context, ch chatid.Chat, id string, re
 }
 
 // planErasure finds the messages req names: it refuses a seq that starts
-// no message, and an image no message names.
+// no message, and an image no message names. A request by match or images
+// of a chat larger than scanInCall, with a queue, is planned with its
+// scan left to the erase task.
 func (c *Routes) planErasure(ctx context.Context, ch chatid.Chat, req EraseRequest) (erasureRecord, error) {
 	rec := erasureRecord{Started: c.now().UnixMilli(), Messages: []ErasedMessage{}}
+	if req.Seqs == nil && c.queue != nil {
+		n, err := c.log.Len(ctx, ch)
+		if err != nil {
+			return rec, err
+		}
+		if n > c.scanInCall {
+			rec.Scan = &req
+			return rec, nil
+		}
+	}
+	return rec, c.plan(ctx, ch, req, &rec)
+}
+
+// plan records in rec the messages req names and the images they name,
+// refusing a seq that starts no message and an image no message names.
+func (c *Routes) plan(ctx context.Context, ch chatid.Chat, req EraseRequest, rec *erasureRecord) error {
 	if req.Seqs != nil {
 		for _, seq := range req.Seqs {
 			ids, err := c.log.MessageEntries(ctx, ch, seq)
 			if errors.Is(err, store.ErrNotFound) {
-				return rec, api.BadRequest("seqs", "seq %d is not the seq of a message of chat %s", seq, ch.ID)
+				return api.BadRequest("seqs", "seq %d is not the seq of a message of chat %s", seq, ch.ID)
 			}
 			if err != nil {
-				return rec, err
+				return err
 			}
 			rec.Messages = append(rec.Messages, ErasedMessage{Seq: seq, Entries: ids})
 		}
 	} else {
 		var err error
 		if rec.Messages, err = c.findMessages(ctx, ch, req); err != nil {
-			return rec, err
+			return err
 		}
 	}
-	if err := c.namedBy(ctx, ch, &rec); err != nil {
-		return rec, err
+	if err := c.namedBy(ctx, ch, rec); err != nil {
+		return err
 	}
 	for _, n := range req.Images {
 		if !slices.Contains(rec.Images, n) {
-			return rec, api.BadRequest("images", "no message of chat %s shows image %s", ch.ID, n)
+			return api.BadRequest("images", "no message of chat %s shows image %s", ch.ID, n)
 		}
 	}
-	return rec, nil
+	return nil
 }
 
 // namedBy records in rec the images its messages name.
@@ -452,6 +480,14 @@ type erasureAt struct {
 // the next. A step a twin recorded first is read back and not run again.
 func (c *Routes) eraseSteps(ctx context.Context, at erasureAt, rec erasureRecord, version int64, release bool) (erasureRecord, error) {
 	var err error
+	if rec.Scan != nil {
+		if !release {
+			return rec, nil // the erase task scans
+		}
+		if rec, version, err = c.scanErasure(ctx, at, rec, version); err != nil || rec.Finished != 0 {
+			return rec, err
+		}
+	}
 	if !rec.Erased {
 		if err := c.eraseEntries(ctx, at.ch, &rec); err != nil {
 			return rec, err
@@ -490,6 +526,28 @@ func (c *Routes) eraseSteps(ctx context.Context, at erasureAt, rec erasureRecord
 		return rec, c.Scrub(ctx)
 	}
 	return rec, nil
+}
+
+// scanErasure is the erase task's first step of an erasure planned with
+// its scan left to it: it finds the messages and images to erase, as the
+// request would have, and records them in place of the request. A request
+// the scan finds bad erases nothing: the erasure is done, and Refused
+// says why.
+func (c *Routes) scanErasure(ctx context.Context, at erasureAt, rec erasureRecord, version int64) (erasureRecord, int64, error) {
+	err := c.plan(ctx, at.ch, *rec.Scan, &rec)
+	var bad *fault.Error
+	if errors.As(err, &bad) && bad.Code == fault.BadRequest {
+		rec.Messages, rec.Images, rec.Nodes, rec.Deleted = []ErasedMessage{}, nil, []string{}, []string{}
+		rec.Refused, rec.Erased, rec.Released, rec.Finished = bad.Message, true, true, c.now().UnixMilli()
+	} else if err != nil {
+		return rec, version, err
+	}
+	rec.Scan = nil
+	if version, err = c.writeErasure(ctx, at, rec, version); err != nil {
+		rec, err = c.rereadOn(ctx, at, err)
+		return rec, version, err
+	}
+	return rec, version, nil
 }
 
 // eraseEntries makes the entries of rec's messages tombstones and takes
@@ -695,7 +753,7 @@ func (c *Routes) liveNames(ctx context.Context, ch chatid.Chat, live map[string]
 // receipt is the answer telling of erasure id of chat.
 func receipt(chat, id string, rec erasureRecord) Erasure {
 	e := Erasure{Erasure: id, Chat: chat, Started: time.UnixMilli(rec.Started).UTC(), Messages: rec.Messages,
-		Nodes: rec.Nodes, Rebuilt: rec.Rebuilt, ImagesDeleted: rec.Deleted, ImagesKept: rec.Kept, Done: rec.Finished != 0}
+		Nodes: rec.Nodes, Rebuilt: rec.Rebuilt, ImagesDeleted: rec.Deleted, ImagesKept: rec.Kept, Done: rec.Finished != 0, Refused: rec.Refused}
 	if e.Messages == nil {
 		e.Messages = []ErasedMessage{}
 	}
