@@ -79,6 +79,9 @@ type erasureRecord struct {
 	Scan *EraseRequest `json:"q,omitempty"`
 	// Refused says why the scan found the request bad; nothing is erased.
 	Refused string `json:"x,omitempty"`
+	// Described are the images of an erasure by match whose descriptions
+	// hold the match: a description goes even when its image is kept.
+	Described []string `json:"dd,omitempty"`
 }
 
 // erasureID is the id of an erasure request on the incarnation ch: the
@@ -310,7 +313,7 @@ func (c *Routes) plan(ctx context.Context, ch chatid.Chat, req EraseRequest, rec
 		}
 	} else {
 		var err error
-		if rec.Messages, err = c.findMessages(ctx, ch, req); err != nil {
+		if rec.Messages, rec.Described, err = c.findMessages(ctx, ch, req); err != nil {
 			return err
 		}
 	}
@@ -345,24 +348,25 @@ func (c *Routes) namedBy(ctx context.Context, ch chatid.Chat, rec *erasureRecord
 
 // findMessages scans the chat for the live messages whose text (or the
 // description of an image they name) holds req.Match literally, or that
-// name one of req.Images; at most MaxErase.
-func (c *Routes) findMessages(ctx context.Context, ch chatid.Chat, req EraseRequest) ([]ErasedMessage, error) {
+// name one of req.Images; at most MaxErase. It returns them, and the
+// images whose descriptions hold the match.
+func (c *Routes) findMessages(ctx context.Context, ch chatid.Chat, req EraseRequest) ([]ErasedMessage, []string, error) {
 	f := &finder{c: c, ch: ch, req: req, descs: map[string]bool{}}
 	for from := int64(0); len(f.out) <= MaxErase; from += scanChunk {
 		lgs, err := c.log.Read(ctx, ch, from, from+scanChunk)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		es, err := c.log.Entries(ctx, ch, from, from+scanChunk)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(lgs) != len(es) {
-			return nil, fmt.Errorf("lifecycle: chat %s: the log read %d and %d entries from %d", ch.ID, len(lgs), len(es), from)
+			return nil, nil, fmt.Errorf("lifecycle: chat %s: the log read %d and %d entries from %d", ch.ID, len(lgs), len(es), from)
 		}
 		for k, lg := range lgs {
 			if err := f.entry(ctx, es[k], !lg.Continues); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		if len(lgs) < scanChunk {
@@ -371,9 +375,15 @@ func (c *Routes) findMessages(ctx context.Context, ch chatid.Chat, req EraseRequ
 		}
 	}
 	if len(f.out) > MaxErase {
-		return nil, api.BadRequest("match", "over %d messages match; erase them in smaller requests", MaxErase)
+		return nil, nil, api.BadRequest("match", "over %d messages match; erase them in smaller requests", MaxErase)
 	}
-	return f.out, nil
+	var described []string
+	for n, holds := range f.descs {
+		if holds {
+			described = append(described, n)
+		}
+	}
+	return f.out, uniq(described), nil
 }
 
 // finder is the scan of findMessages: the messages found, the one being
@@ -619,6 +629,11 @@ func (c *Routes) releaseErased(ctx context.Context, at erasureAt, rec erasureRec
 	rec.Deleted, rec.Kept = []string{}, 0
 	for _, name := range rec.Images {
 		gone, err := c.releaseOne(ctx, ch, name, live[name], held[name])
+		if err == nil && !gone && slices.Contains(rec.Described, name) {
+			// Kept, its description holding the erased words: it goes,
+			// and is made again from the image when next needed.
+			err = c.blobs.Delete(ctx, store.DescriptionKey(ch.Tenant, name))
+		}
 		if err != nil {
 			return rec, version, err
 		}

@@ -175,7 +175,8 @@ func TestAChatDeletedWhileAnErasureRunsIsGoneWhole(t *testing.T) {
 				<-fire // the erasure holds the image's lease
 				odd <- e.deleteUntilGone("alice", "gone")
 			}()
-			e.drain() // the erasure's release, racing the deletion
+			e.drain()                       // the erasure's release, racing the deletion
+			once.Do(func() { close(fire) }) // (or after it, when it took no lease)
 			if a := <-odd; len(a) > 0 {
 				t.Errorf("the deletion racing the erasure answered %+v", a)
 			}

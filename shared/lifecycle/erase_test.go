@@ -281,3 +281,36 @@ func TestALargeChatsErasureByMatchScansInTheQueue(t *testing.T) {
 		t.Errorf("after the tasks: %+v", page.Messages)
 	}
 }
+
+// An erasure by match erases a message whose image's description holds
+// the match; when the image is kept (another chat names it) its
+// description goes, so no description holds the erased words.
+func TestAnErasureByMatchTakesTheMatchOutOfAKeptImagesDescription(t *testing.T) {
+	t.Parallel()
+	b := backends(t)[0]
+	e := newEnv(t, b, 0)
+	const secret = "PASSPORT-D55443322"
+	shot := pngFor(t, color.RGBA{5, 55, 155, 255})
+	name := images.Name(shot)
+	e.append("alice", "keeper", withImage("kept here", shot))
+	e.append("alice", "c", user("nothing here"), withImage("look at this", shot))
+	imgs := images.New(b.Blobs)
+	if err := imgs.PutDescription(t.Context(), "alice", name, "a passport numbered "+secret); err != nil {
+		t.Fatal(err)
+	}
+	code, rec, body := e.erase("alice", "c", map[string]any{"match": secret})
+	if code != http.StatusOK && code != http.StatusAccepted {
+		t.Fatalf("erase: %d %s", code, body)
+	}
+	e.drain()
+	rec = e.erasure("alice", "c", rec.Erasure)
+	if len(rec.Messages) != 1 || rec.Messages[0].Seq != 1 || rec.ImagesKept != 1 {
+		t.Fatalf("receipt: %+v", rec)
+	}
+	if !e.imageStored("alice", shot) {
+		t.Fatal("the image another chat names was deleted")
+	}
+	if d, err := imgs.Description(t.Context(), "alice", name); err == nil || strings.Contains(d, secret) {
+		t.Errorf("the kept image's description is still %q (%v)", d, err)
+	}
+}
