@@ -93,14 +93,18 @@ const namedTries = 4
 // scan found no live message naming them: the writer's entries are not
 // written yet), left them named by the chat and stored. An erasure
 // releases an image under its lease, and removes the chat's side of the
-// reference before it looks for the messages naming it (releaseErased):
-// so a writer that finds both sides of its references and no lease
-// after store either came before that removal (and the erasure's scan
-// finds its entries, written after this, or the erasure has not begun),
-// or the erasure kept the image. Otherwise it waits out the lease and
-// writes the references again; an image the erasure deleted after it was
-// stored here is an outage the writer's retry mends (it stores the image
-// again): the writer has logged nothing yet.
+// reference before it looks for the messages naming it (releaseErased);
+// a writer that finds either side of a reference gone, or the lease live,
+// once it has stored the images waits out the lease and writes the
+// references again. An image the erasure deleted after it was stored here
+// is an outage the writer's retry mends (it stores the image again): the
+// writer has logged nothing yet.
+//
+// One window stays: a writer that finds its references whole here, before
+// an erasure takes the lease, and logs its entries only after that
+// erasure's scan, names an image the erasure deletes. It is as long as the
+// writer's step from here to its rows, against an erasure that must begin
+// and scan the whole chat within it.
 func (c *Chats) stillNamed(ctx context.Context, ch chatid.Chat, names []string) error {
 	for range namedTries {
 		missing, err := c.unnamed(ctx, ch, names)
