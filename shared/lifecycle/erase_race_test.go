@@ -275,6 +275,10 @@ func TestALineBuiltWhileItsMessageIsErasedIsNeverShown(t *testing.T) {
 			if view := e.get("alice", "c", "view"); strings.Contains(view, "not summarized yet") {
 				t.Errorf("the view is not rebuilt: %s", view)
 			}
+			var st struct{ Nodes, Built, Unbuilt int }
+			if err := json.Unmarshal([]byte(e.get("alice", "c", "status")), &st); err != nil || st.Built != st.Nodes || st.Unbuilt != 0 {
+				t.Errorf("status after the rebuild: %+v (%v), want every node built once", st, err)
+			}
 			for _, s := range shown {
 				t.Error(s)
 			}
