@@ -119,6 +119,10 @@ type Erasure struct {
 	// because a live message (of this chat or another) still names them.
 	ImagesDeleted []string `json:"imagesDeleted"`
 	ImagesKept    int      `json:"imagesKept"`
+	// Refused says why an erasure whose messages were looked for after
+	// the request answered (a large chat's, by match or images) erased
+	// nothing: the request named no message, or too many.
+	Refused string `json:"refused,omitempty"`
 }
 
 // ErasedMessage is one erased message: its seq and its entries' ids.

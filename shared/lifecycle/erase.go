@@ -16,6 +16,7 @@ import (
 	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/api"
 	"github.com/durachat/durachat/shared/chatid"
+	"github.com/durachat/durachat/shared/fault"
 	"github.com/durachat/durachat/shared/rawjson"
 	"github.com/durachat/durachat/shared/refs"
 	"github.com/durachat/durachat/shared/store"
@@ -71,6 +72,16 @@ type erasureRecord struct {
 	Deleted  []string `json:"d,omitempty"`
 	Kept     int      `json:"k,omitempty"`
 	Rebuilt  int      `json:"b,omitempty"`
+	// Scan is a request by match or images whose messages are not looked
+	// for yet: the chat is too large to scan in the request, and the erase
+	// task does it (scanErasure). It is the one place a match text is
+	// kept, until that scan.
+	Scan *EraseRequest `json:"q,omitempty"`
+	// Refused says why the scan found the request bad; nothing is erased.
+	Refused string `json:"x,omitempty"`
+	// Described are the images of an erasure by match whose descriptions
+	// hold the match: a description goes even when its image is kept.
+	Described []string `json:"dd,omitempty"`
 }
 
 // erasureID is the id of an erasure request on the incarnation ch: the
@@ -163,7 +174,9 @@ func erasureKey(ch chatid.Chat, id string) store.Key {
 // again answers the same erasure (finishing its steps when a call before
 // was cut off). A bad request is a 400 naming the field, with nothing
 // erased. With a queue, the release of the images is handed to it (an
-// "erase" task; see EraseTask); without one it runs in the call.
+// "erase" task; see EraseTask), and so is the scan for the messages of an
+// erasure by match or images of a chat larger than scanInCall (the
+// request reads the chat's length only); without one they run in the call.
 func (c *Routes) Erase(ctx context.Context, tenant, chat string, req EraseRequest) (Erasure, error) {
 	req, err := checkErase(req)
 	if err != nil {
@@ -266,35 +279,53 @@ func (c *Routes) queueErasure(ctx context.Context, ch chatid.Chat, id string, re
 }
 
 // planErasure finds the messages req names: it refuses a seq that starts
-// no message, and an image no message names.
+// no message, and an image no message names. A request by match or images
+// of a chat larger than scanInCall, with a queue, is planned with its
+// scan left to the erase task.
 func (c *Routes) planErasure(ctx context.Context, ch chatid.Chat, req EraseRequest) (erasureRecord, error) {
 	rec := erasureRecord{Started: c.now().UnixMilli(), Messages: []ErasedMessage{}}
+	if req.Seqs == nil && c.queue != nil {
+		n, err := c.log.Len(ctx, ch)
+		if err != nil {
+			return rec, err
+		}
+		if n > c.scanInCall {
+			rec.Scan = &req
+			return rec, nil
+		}
+	}
+	return rec, c.plan(ctx, ch, req, &rec)
+}
+
+// plan records in rec the messages req names and the images they name,
+// refusing a seq that starts no message and an image no message names.
+func (c *Routes) plan(ctx context.Context, ch chatid.Chat, req EraseRequest, rec *erasureRecord) error {
 	if req.Seqs != nil {
 		for _, seq := range req.Seqs {
 			ids, err := c.log.MessageEntries(ctx, ch, seq)
 			if errors.Is(err, store.ErrNotFound) {
-				return rec, api.BadRequest("seqs", "seq %d is not the seq of a message of chat %s", seq, ch.ID)
+				return api.BadRequest("seqs", "seq %d is not the seq of a message of chat %s", seq, ch.ID)
 			}
 			if err != nil {
-				return rec, err
+				return err
 			}
 			rec.Messages = append(rec.Messages, ErasedMessage{Seq: seq, Entries: ids})
 		}
 	} else {
 		var err error
-		if rec.Messages, err = c.findMessages(ctx, ch, req); err != nil {
-			return rec, err
+		if rec.Messages, rec.Described, err = c.findMessages(ctx, ch, req); err != nil {
+			return err
 		}
 	}
-	if err := c.namedBy(ctx, ch, &rec); err != nil {
-		return rec, err
+	if err := c.namedBy(ctx, ch, rec); err != nil {
+		return err
 	}
 	for _, n := range req.Images {
 		if !slices.Contains(rec.Images, n) {
-			return rec, api.BadRequest("images", "no message of chat %s shows image %s", ch.ID, n)
+			return api.BadRequest("images", "no message of chat %s shows image %s", ch.ID, n)
 		}
 	}
-	return rec, nil
+	return nil
 }
 
 // namedBy records in rec the images its messages name.
@@ -317,24 +348,25 @@ func (c *Routes) namedBy(ctx context.Context, ch chatid.Chat, rec *erasureRecord
 
 // findMessages scans the chat for the live messages whose text (or the
 // description of an image they name) holds req.Match literally, or that
-// name one of req.Images; at most MaxErase.
-func (c *Routes) findMessages(ctx context.Context, ch chatid.Chat, req EraseRequest) ([]ErasedMessage, error) {
+// name one of req.Images; at most MaxErase. It returns them, and the
+// images whose descriptions hold the match.
+func (c *Routes) findMessages(ctx context.Context, ch chatid.Chat, req EraseRequest) ([]ErasedMessage, []string, error) {
 	f := &finder{c: c, ch: ch, req: req, descs: map[string]bool{}}
 	for from := int64(0); len(f.out) <= MaxErase; from += scanChunk {
 		lgs, err := c.log.Read(ctx, ch, from, from+scanChunk)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		es, err := c.log.Entries(ctx, ch, from, from+scanChunk)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(lgs) != len(es) {
-			return nil, fmt.Errorf("lifecycle: chat %s: the log read %d and %d entries from %d", ch.ID, len(lgs), len(es), from)
+			return nil, nil, fmt.Errorf("lifecycle: chat %s: the log read %d and %d entries from %d", ch.ID, len(lgs), len(es), from)
 		}
 		for k, lg := range lgs {
 			if err := f.entry(ctx, es[k], !lg.Continues); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		if len(lgs) < scanChunk {
@@ -343,9 +375,15 @@ func (c *Routes) findMessages(ctx context.Context, ch chatid.Chat, req EraseRequ
 		}
 	}
 	if len(f.out) > MaxErase {
-		return nil, api.BadRequest("match", "over %d messages match; erase them in smaller requests", MaxErase)
+		return nil, nil, api.BadRequest("match", "over %d messages match; erase them in smaller requests", MaxErase)
 	}
-	return f.out, nil
+	var described []string
+	for n, holds := range f.descs {
+		if holds {
+			described = append(described, n)
+		}
+	}
+	return f.out, uniq(described), nil
 }
 
 // finder is the scan of findMessages: the messages found, the one being
@@ -452,6 +490,14 @@ type erasureAt struct {
 // the next. A step a twin recorded first is read back and not run again.
 func (c *Routes) eraseSteps(ctx context.Context, at erasureAt, rec erasureRecord, version int64, release bool) (erasureRecord, error) {
 	var err error
+	if rec.Scan != nil {
+		if !release {
+			return rec, nil // the erase task scans
+		}
+		if rec, version, err = c.scanErasure(ctx, at, rec, version); err != nil || rec.Finished != 0 {
+			return rec, err
+		}
+	}
 	if !rec.Erased {
 		if err := c.eraseEntries(ctx, at.ch, &rec); err != nil {
 			return rec, err
@@ -490,6 +536,28 @@ func (c *Routes) eraseSteps(ctx context.Context, at erasureAt, rec erasureRecord
 		return rec, c.Scrub(ctx)
 	}
 	return rec, nil
+}
+
+// scanErasure is the erase task's first step of an erasure planned with
+// its scan left to it: it finds the messages and images to erase, as the
+// request would have, and records them in place of the request. A request
+// the scan finds bad erases nothing: the erasure is done, and Refused
+// says why.
+func (c *Routes) scanErasure(ctx context.Context, at erasureAt, rec erasureRecord, version int64) (erasureRecord, int64, error) {
+	err := c.plan(ctx, at.ch, *rec.Scan, &rec)
+	var bad *fault.Error
+	if errors.As(err, &bad) && bad.Code == fault.BadRequest {
+		rec.Messages, rec.Images, rec.Nodes, rec.Deleted = []ErasedMessage{}, nil, []string{}, []string{}
+		rec.Refused, rec.Erased, rec.Released, rec.Finished = bad.Message, true, true, c.now().UnixMilli()
+	} else if err != nil {
+		return rec, version, err
+	}
+	rec.Scan = nil
+	if version, err = c.writeErasure(ctx, at, rec, version); err != nil {
+		rec, err = c.rereadOn(ctx, at, err)
+		return rec, version, err
+	}
+	return rec, version, nil
 }
 
 // eraseEntries makes the entries of rec's messages tombstones and takes
@@ -536,10 +604,22 @@ func (c *Routes) rereadOn(ctx context.Context, at erasureAt, err error) (erasure
 
 // releaseErased releases each image the erased messages named that no
 // live message of the chat names any more: the chat's references to it
-// go, and the image is deleted when no other chat of the tenant names it
-// (under its deletion lease, as a chat deletion does).
+// go, and the image is deleted when no other chat of the tenant names it.
+//
+// It is the image-reference protocol's other side (Chats.Hold): each
+// image is released under its deletion lease, taken before anything
+// else, and the chat's side of the reference is removed before the chat
+// is scanned for the messages naming it. A writer that held the image
+// before the lease and logs it after the scan finds its reference gone or
+// the lease live once it has stored the image (stillNamed), and names it
+// again; one that comes later waits out the lease.
 func (c *Routes) releaseErased(ctx context.Context, at erasureAt, rec erasureRecord, version int64) (erasureRecord, int64, error) {
 	ch := at.ch
+	held, err := c.leaseErased(ctx, at, rec.Images)
+	defer held.release(context.WithoutCancel(ctx), c.table)
+	if err != nil {
+		return rec, version, err
+	}
 	live := map[string]bool{}
 	if len(rec.Images) > 0 {
 		if err := c.liveNames(ctx, ch, live); err != nil {
@@ -548,28 +628,14 @@ func (c *Routes) releaseErased(ctx context.Context, at erasureAt, rec erasureRec
 	}
 	rec.Deleted, rec.Kept = []string{}, 0
 	for _, name := range rec.Images {
-		if live[name] {
-			rec.Kept++
-			continue
+		gone, err := c.releaseOne(ctx, ch, name, live[name], held[name])
+		if err == nil && !gone && slices.Contains(rec.Described, name) {
+			// Kept, its description holding the erased words: it goes,
+			// and is made again from the image when next needed.
+			err = c.blobs.Delete(ctx, store.DescriptionKey(ch.Tenant, name))
 		}
-		gone, err := c.releaseImage(ctx, ch, name)
 		if err != nil {
 			return rec, version, err
-		}
-		if err := c.table.Delete(ctx, store.Key{PK: ch.PK(), SK: store.ChatImageSK(name)}, 0); err != nil {
-			return rec, version, fmt.Errorf("lifecycle: deleting the reference to image %s: %w", name, err)
-		}
-		if !gone {
-			// Kept, or deleted by a twin of this step (a queue message
-			// delivered twice) or another chat's deletion: what is stored
-			// now tells.
-			_, err := c.images.Head(ctx, ch.Tenant, name)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				gone = true
-			case err != nil:
-				return rec, version, fmt.Errorf("lifecycle: looking for image %s: %w", name, err)
-			}
 		}
 		if gone {
 			rec.Deleted = append(rec.Deleted, name)
@@ -578,12 +644,105 @@ func (c *Routes) releaseErased(ctx context.Context, at erasureAt, rec erasureRec
 		}
 	}
 	rec.Released = true
-	version, err := c.writeErasure(ctx, at, rec, version)
+	version, err = c.writeErasure(ctx, at, rec, version)
 	if err != nil {
 		rec, err = c.rereadOn(ctx, at, err)
 		return rec, version, err
 	}
 	return rec, version, nil
+}
+
+// leases are the deletion leases an erasure holds, by image name: the
+// until of each, and the version it wrote.
+type leases map[string]heldLease
+
+type heldLease struct {
+	key     store.Key
+	until   int64
+	version int64
+}
+
+// release gives the leases up.
+func (l leases) release(ctx context.Context, table store.Table) {
+	for _, h := range l {
+		_ = table.Delete(ctx, h.key, h.version)
+	}
+}
+
+// leaseErased takes the deletion lease of each of names for erasure at
+// (waiting out another holder's), then removes the chat's side of its
+// reference to it.
+func (c *Routes) leaseErased(ctx context.Context, at erasureAt, names []string) (leases, error) {
+	held := leases{}
+	holder := refName(at.ch) + "/erasure/" + at.id
+	for _, name := range names {
+		lk := lockKey(at.ch.Tenant, name)
+		until := c.now().Add(ImageLease).UnixMilli()
+		body, _ := json.Marshal(lease{Until: until, Chat: holder})
+		for try := 0; ; try++ {
+			version, err := c.takeLease(ctx, lk, body, holder)
+			if err == nil {
+				held[name] = heldLease{key: lk, until: until, version: version}
+				break
+			}
+			if !errors.Is(err, errLeased) || try == dropTries {
+				return held, fmt.Errorf("lifecycle: taking the lease of image %s: %w", name, err)
+			}
+			if err := c.awaitLeases(ctx, at.ch.Tenant, []string{name}); err != nil {
+				return held, err
+			}
+		}
+		if err := c.table.Delete(ctx, store.Key{PK: at.ch.PK(), SK: store.ChatImageSK(name)}, 0); err != nil {
+			return held, fmt.Errorf("lifecycle: deleting the reference to image %s: %w", name, err)
+		}
+	}
+	return held, nil
+}
+
+// keepNamed writes again both sides of the chat's reference to image
+// name, which a live message of it names, and reports whether the chat
+// keeps it: not when the chat is being deleted (its deletion may have
+// released the reference before it was written again).
+func (c *Routes) keepNamed(ctx context.Context, ch chatid.Chat, name string) (bool, error) {
+	if err := c.reference(ctx, ch, []string{name}); err != nil {
+		return false, err
+	}
+	r, err := c.load(ctx, ch.Tenant, ch.ID)
+	if err != nil {
+		return false, err
+	}
+	return r.live(ch), nil
+}
+
+// releaseOne ends the chat's reference to image name under the erasure's
+// lease h: when a live message of the chat names it (live) both sides of
+// the reference are written again (keepNamed); otherwise, or when the
+// chat is being deleted, both sides go, and the image when no other chat
+// names it. It reports whether the image is
+// gone.
+func (c *Routes) releaseOne(ctx context.Context, ch chatid.Chat, name string, live bool, h heldLease) (bool, error) {
+	if live {
+		kept, err := c.keepNamed(ctx, ch, name)
+		if err != nil || kept {
+			return false, err
+		}
+	}
+	if err := c.table.Delete(ctx, store.Key{PK: ch.PK(), SK: store.ChatImageSK(name)}, 0); err != nil {
+		return false, fmt.Errorf("lifecycle: deleting the reference to image %s: %w", name, err)
+	}
+	if err := c.table.Delete(ctx, store.Key{PK: store.RefPK(ch.Tenant, name), SK: store.RefChatSK(refName(ch))}, 0); err != nil {
+		return false, fmt.Errorf("lifecycle: removing the reference to image %s: %w", name, err)
+	}
+	named, err := c.named(ctx, ch.Tenant, name)
+	if err != nil || named {
+		return false, err
+	}
+	dctx, cancel := context.WithDeadline(ctx, time.UnixMilli(h.until).Add(-5*time.Second))
+	defer cancel()
+	if err := c.images.Delete(dctx, ch.Tenant, name); err != nil {
+		return false, fmt.Errorf("lifecycle: %w", err)
+	}
+	return true, nil
 }
 
 // liveNames adds to live the images the chat's live entries name.
@@ -609,7 +768,7 @@ func (c *Routes) liveNames(ctx context.Context, ch chatid.Chat, live map[string]
 // receipt is the answer telling of erasure id of chat.
 func receipt(chat, id string, rec erasureRecord) Erasure {
 	e := Erasure{Erasure: id, Chat: chat, Started: time.UnixMilli(rec.Started).UTC(), Messages: rec.Messages,
-		Nodes: rec.Nodes, Rebuilt: rec.Rebuilt, ImagesDeleted: rec.Deleted, ImagesKept: rec.Kept, Done: rec.Finished != 0}
+		Nodes: rec.Nodes, Rebuilt: rec.Rebuilt, ImagesDeleted: rec.Deleted, ImagesKept: rec.Kept, Done: rec.Finished != 0, Refused: rec.Refused}
 	if e.Messages == nil {
 		e.Messages = []ErasedMessage{}
 	}

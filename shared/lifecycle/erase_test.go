@@ -233,3 +233,84 @@ func TestAnErasureByMatchKeepsAnImageAnotherChatNames(t *testing.T) {
 		t.Fatal("the image another chat names was deleted")
 	}
 }
+
+// An erasure by match or by images of a chat larger than ScanInCall
+// answers 202 before it looks for its messages: the request reads no more
+// of the log than its length, and the erase task scans the chat and
+// erases what it finds; a request the scan finds bad erases nothing and
+// says why.
+func TestALargeChatsErasureByMatchScansInTheQueue(t *testing.T) {
+	t.Parallel()
+	b := backends(t)[0]
+	e := newEnvBuilding(t, b, 0, nil, nil, func(c *lifecycle.Config) { c.ScanInCall = 4 })
+	photo := pngFor(t, color.RGBA{4, 44, 144, 255})
+	var msgs []map[string]any
+	for i := range 8 {
+		msgs = append(msgs, user(fmt.Sprint("message ", i)))
+	}
+	msgs[5] = withImage("the secret words", photo)
+	e.append("alice", "c", msgs...)
+	for _, tc := range []struct {
+		name    string
+		req     map[string]any
+		erased  []int64
+		refused string
+	}{
+		{"a match", map[string]any{"match": "secret words"}, []int64{5}, ""},
+		{"a match naming nothing", map[string]any{"match": "no such words"}, nil, ""},
+		{"an image no message shows", map[string]any{"images": []string{strings.Repeat("cd", 8)}}, nil, "no message of chat c shows image"},
+	} {
+		code, rec, body := e.erase("alice", "c", tc.req)
+		if code != http.StatusAccepted || rec.Done || len(rec.Messages) != 0 {
+			t.Fatalf("%s: %d %s, want a 202 with no message found yet", tc.name, code, body)
+		}
+		if page := e.messages("alice", "c", ""); len(tc.erased) > 0 && page.Messages[5].Erased != nil {
+			t.Fatalf("%s: the request erased a message before its scan", tc.name)
+		}
+		e.drain()
+		rec = e.erasure("alice", "c", rec.Erasure)
+		var got []int64
+		for _, m := range rec.Messages {
+			got = append(got, m.Seq)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.erased) || !strings.Contains(rec.Refused, tc.refused) || (tc.refused == "") != (rec.Refused == "") {
+			t.Errorf("%s: receipt after the task %+v, want %v erased, refused %q", tc.name, rec, tc.erased, tc.refused)
+		}
+	}
+	if page := e.messages("alice", "c", ""); page.Messages[5].Erased == nil || page.Messages[4].Erased != nil {
+		t.Errorf("after the tasks: %+v", page.Messages)
+	}
+}
+
+// An erasure by match erases a message whose image's description holds
+// the match; when the image is kept (another chat names it) its
+// description goes, so no description holds the erased words.
+func TestAnErasureByMatchTakesTheMatchOutOfAKeptImagesDescription(t *testing.T) {
+	t.Parallel()
+	b := backends(t)[0]
+	e := newEnv(t, b, 0)
+	const secret = "PASSPORT-D55443322"
+	shot := pngFor(t, color.RGBA{5, 55, 155, 255})
+	name := images.Name(shot)
+	e.append("alice", "keeper", withImage("kept here", shot))
+	e.append("alice", "c", user("nothing here"), withImage("look at this", shot))
+	imgs := images.New(b.Blobs)
+	if err := imgs.PutDescription(t.Context(), "alice", name, "a passport numbered "+secret); err != nil {
+		t.Fatal(err)
+	}
+	code, rec, body := e.erase("alice", "c", map[string]any{"match": secret})
+	if code != http.StatusOK && code != http.StatusAccepted {
+		t.Fatalf("erase: %d %s", code, body)
+	}
+	e.drain()
+	rec = e.erasure("alice", "c", rec.Erasure)
+	if len(rec.Messages) != 1 || rec.Messages[0].Seq != 1 || rec.ImagesKept != 1 {
+		t.Fatalf("receipt: %+v", rec)
+	}
+	if !e.imageStored("alice", shot) {
+		t.Fatal("the image another chat names was deleted")
+	}
+	if d, err := imgs.Description(t.Context(), "alice", name); err == nil || strings.Contains(d, secret) {
+		t.Errorf("the kept image's description is still %q (%v)", d, err)
+	}
+}

@@ -88,6 +88,8 @@ const (
 	// function's timeout (compact's 120 s is the longest), and within the
 	// queue's longest delay (15 minutes).
 	SettleAfter = 5 * time.Minute
+	// ScanInCall is Config.ScanInCall's default: ten reads of the log.
+	ScanInCall = 10 * scanChunk
 	// concurrency bounds the store calls one deletion step, or one append's
 	// image tracking, makes at once.
 	concurrency = 8
@@ -132,6 +134,11 @@ type Config struct {
 	SettleAfter time.Duration
 	// Steps bounds the deletion steps of one call (StepsPerCall when 0).
 	Steps int
+	// ScanInCall is the most entries a chat may hold for an erasure by
+	// match or by images to look for its messages in the request
+	// (ScanInCall when 0); in a larger chat, with a queue, the erase task
+	// looks for them.
+	ScanInCall int64
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Scrubber clears the bytes removed items leave in the store's file
@@ -157,19 +164,24 @@ type Chats struct {
 	linker store.Linker
 	queue  store.Queue
 	steps  int
-	settle time.Duration
-	now    func() time.Time
-	scrub  Scrubber
+	// scanInCall: Config.ScanInCall.
+	scanInCall int64
+	settle     time.Duration
+	now        func() time.Time
+	scrub      Scrubber
 }
 
 // New returns Chats over cfg; Table and Blobs are required.
 func New(cfg Config) *Chats {
-	c := &Chats{table: cfg.Table, blobs: cfg.Blobs, ids: chatid.New(cfg.Table), images: cfg.Images, linker: cfg.Linker, queue: cfg.Queue, steps: cfg.Steps, settle: cfg.SettleAfter, now: cfg.Now, scrub: cfg.Scrubber}
+	c := &Chats{table: cfg.Table, blobs: cfg.Blobs, ids: chatid.New(cfg.Table), images: cfg.Images, linker: cfg.Linker, queue: cfg.Queue, steps: cfg.Steps, scanInCall: cfg.ScanInCall, settle: cfg.SettleAfter, now: cfg.Now, scrub: cfg.Scrubber}
 	if c.now == nil {
 		c.now = time.Now
 	}
 	if c.images == nil {
 		c.images = images.New(cfg.Blobs)
+	}
+	if c.scanInCall <= 0 {
+		c.scanInCall = ScanInCall
 	}
 	if c.steps <= 0 {
 		c.steps = StepsPerCall

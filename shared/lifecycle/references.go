@@ -45,10 +45,14 @@ func refName(ch chatid.Chat) string {
 // images before they were there (and deleted nothing): Hold looks at the
 // chat once more after store (stillHeld).
 //
+// An erasure of another message of the chat may release the images while
+// store runs: Hold then makes sure they are still named and stored
+// (stillNamed).
+//
 // On the hot path, images the chat names already, it is a read of the
 // chat's identity item and one batch read of the chat's references and
 // the images' leases, before store; and one more read of the identity
-// item after it.
+// item and one more batch read of the references and leases after it.
 func (c *Chats) Hold(ctx context.Context, tenant, chat string, names []string, store func(context.Context) error) (chatid.Chat, error) {
 	// The incarnation and the deletion's mark are one item: a deletion
 	// marks the item naming the incarnation it deletes, so it never misses
@@ -67,13 +71,105 @@ func (c *Chats) Hold(ctx context.Context, tenant, chat string, names []string, s
 	}
 	err = store(ctx)
 	// Also when store failed midway: what it stored is the chat's.
-	if serr := c.stillHeld(ctx, ch, names); err == nil {
+	live, serr := c.stillHeld(ctx, ch, names)
+	if err == nil {
 		err = serr
+	}
+	if err == nil && live {
+		err = c.stillNamed(ctx, ch, names)
 	}
 	if err != nil {
 		return chatid.Chat{}, err
 	}
 	return ch, nil
+}
+
+// namedTries bounds stillNamed's repairs: each follows a release of the
+// chat's references by an erasure.
+const namedTries = 4
+
+// stillNamed makes sure that an erasure of another message of the
+// incarnation ch, releasing images while they were stored for it (its
+// scan found no live message naming them: the writer's entries are not
+// written yet), left them named by the chat and stored. An erasure
+// releases an image under its lease, and removes the chat's side of the
+// reference before it looks for the messages naming it (releaseErased);
+// a writer that finds either side of a reference gone, or the lease live,
+// once it has stored the images waits out the lease and writes the
+// references again. An image the erasure deleted after it was stored here
+// is an outage the writer's retry mends (it stores the image again): the
+// writer has logged nothing yet.
+//
+// One window stays: a writer that finds its references whole here, before
+// an erasure takes the lease, and logs its entries only after that
+// erasure's scan, names an image the erasure deletes. It is as long as the
+// writer's step from here to its rows, against an erasure that must begin
+// and scan the whole chat within it.
+func (c *Chats) stillNamed(ctx context.Context, ch chatid.Chat, names []string) error {
+	for range namedTries {
+		missing, err := c.unnamed(ctx, ch, names)
+		if err != nil || len(missing) == 0 {
+			return err
+		}
+		if err := c.awaitLeases(ctx, ch.Tenant, missing); err != nil {
+			return err
+		}
+		if err := c.reference(ctx, ch, missing); err != nil {
+			return err
+		}
+		for _, name := range missing {
+			_, err := c.images.Head(ctx, ch.Tenant, name)
+			if errors.Is(err, store.ErrNotFound) {
+				return store.Unavailable("lifecycle references", fmt.Errorf("image %s was erased while it was stored; send it again", name))
+			}
+			if err != nil {
+				return fmt.Errorf("lifecycle: looking for image %s: %w", name, err)
+			}
+		}
+	}
+	return store.Unavailable("lifecycle references", fmt.Errorf("the references of chat %s keep being released", ch.ID))
+}
+
+// unnamed returns the names of which the incarnation ch lacks either side
+// of its reference, or whose lease is live.
+func (c *Chats) unnamed(ctx context.Context, ch chatid.Chat, names []string) ([]string, error) {
+	keys := make([]store.Key, 0, 3*len(names))
+	for _, name := range names {
+		keys = append(keys, store.Key{PK: ch.PK(), SK: store.ChatImageSK(name)},
+			store.Key{PK: store.RefPK(ch.Tenant, name), SK: store.RefChatSK(refName(ch))}, lockKey(ch.Tenant, name))
+	}
+	items, err := c.table.BatchGet(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("lifecycle: reading the references of chat %s: %w", ch.ID, err)
+	}
+	found := make(map[store.Key]store.Item, len(items))
+	for _, it := range items {
+		found[it.Key] = it
+	}
+	now := c.now().UnixMilli()
+	var missing []string
+	for k, name := range names {
+		_, chatSide := found[keys[3*k]]
+		_, imageSide := found[keys[3*k+1]]
+		lk, leased := found[keys[3*k+2]]
+		if !chatSide || !imageSide || leased && liveLease(lk, now) {
+			missing = append(missing, name)
+		}
+	}
+	return missing, nil
+}
+
+// reference writes both sides of the references of the incarnation ch to
+// names, the image's side first; a side there already stays.
+func (c *Chats) reference(ctx context.Context, ch chatid.Chat, names []string) error {
+	return inParallel(ctx, names, func(ctx context.Context, name string) error {
+		for _, k := range []store.Key{{PK: store.RefPK(ch.Tenant, name), SK: store.RefChatSK(refName(ch))}, {PK: ch.PK(), SK: store.ChatImageSK(name)}} {
+			if err := c.table.Create(ctx, store.Item{Key: k, Body: []byte("{}")}); err != nil && !errors.Is(err, store.ErrConditionFailed) {
+				return fmt.Errorf("lifecycle: recording image %s: %w", name, err)
+			}
+		}
+		return nil
+	})
 }
 
 // Uploaded admits the bytes of a direct upload that arrive with no
@@ -118,19 +214,20 @@ func uploadOrphaned(name string) error {
 // nothing was stored yet): each that no chat names now is deleted
 // (dropUnnamed). Those still named stay, for the chats that name them:
 // the deletion of ch releases its own reference after this store, so it
-// deletes the image when that was the last.
-func (c *Chats) stillHeld(ctx context.Context, ch chatid.Chat, names []string) error {
+// deletes the image when that was the last. It reports whether ch is
+// live (and names images).
+func (c *Chats) stillHeld(ctx context.Context, ch chatid.Chat, names []string) (bool, error) {
 	if len(names) == 0 {
-		return nil
+		return false, nil
 	}
 	r, err := c.load(ctx, ch.Tenant, ch.ID)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if r.live(ch) {
-		return nil
+		return true, nil
 	}
-	return inParallel(ctx, names, func(ctx context.Context, name string) error {
+	return false, inParallel(ctx, names, func(ctx context.Context, name string) error {
 		_, err := c.dropUnnamed(ctx, ch.Tenant, name, refName(ch))
 		return err
 	})
@@ -196,15 +293,7 @@ func (c *Chats) hold(ctx context.Context, ch chatid.Chat, names []string) error 
 			wait = append(wait, name)
 		}
 	}
-	err = inParallel(ctx, fresh, func(ctx context.Context, name string) error {
-		for _, k := range []store.Key{{PK: store.RefPK(tenant, name), SK: store.RefChatSK(refName(ch))}, {PK: pk, SK: store.ChatImageSK(name)}} {
-			if err := c.table.Create(ctx, store.Item{Key: k, Body: []byte("{}")}); err != nil && !errors.Is(err, store.ErrConditionFailed) {
-				return fmt.Errorf("lifecycle: recording image %s: %w", name, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := c.reference(ctx, ch, fresh); err != nil {
 		return err
 	}
 	return c.awaitLeases(ctx, tenant, append(wait, fresh...))
@@ -283,9 +372,10 @@ func (c *Chats) releaseImage(ctx context.Context, ch chatid.Chat, name string) (
 	}
 	gone, err := c.deleteUnnamed(ctx, tenant, name, chat)
 	if errors.Is(err, errLeased) {
-		// Another chat's deletion holds it; it finds no reference
-		// either, and deletes the image (or its resumption does).
-		return false, nil
+		// Another chat's deletion holds it, or an erasure, which may
+		// keep it for its chat: once the lease is gone, what names it
+		// then tells.
+		return c.dropUnnamed(ctx, tenant, name, chat)
 	}
 	return gone, err
 }

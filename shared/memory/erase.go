@@ -91,6 +91,9 @@ func (st *chatState) takeBack(ids []int64, gen int64) []Node {
 				st.Stale[k].G = gen
 			} else {
 				st.Stale = append(st.Stale, staleNode{L: n.L, I: n.I, G: gen})
+				if st.everBuilt(n) {
+					st.Built-- // a placeholder until built again (markBuilt)
+				}
 			}
 		}
 	}

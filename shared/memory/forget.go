@@ -120,6 +120,12 @@ func (m *Memory) forget(ctx context.Context, c chatid.Chat, a wire.ForgetArgs) (
 
 // forgetReceipt is an erasure's receipt in words.
 func forgetReceipt(e wire.Erasure) string {
+	switch {
+	case e.Refused != "":
+		return fmt.Sprintf("erasure %s: forgot nothing: %s", e.Erasure, e.Refused)
+	case !e.Done && len(e.Messages) == 0:
+		return fmt.Sprintf("erasure %s: the chat is large, so the messages holding the text are being looked for in the background; they are forgotten once found", e.Erasure)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "erasure %s: forgot %d message(s)", e.Erasure, len(e.Messages))
 	for k, msg := range e.Messages {

@@ -215,10 +215,13 @@ func (st *chatState) markBuilt(n Node) bool {
 		if len(st.Stale) == 0 {
 			st.Stale = nil
 		}
-		st.Built++
-		return true
-	}
-	if st.built(n) {
+		if st.everBuilt(n) {
+			// Built again: takeBack stopped counting it.
+			st.Built++
+			return true
+		}
+		// Taken back while it was being built for the first time.
+	} else if st.built(n) {
 		return false
 	}
 	lv := st.level(n.L)

@@ -12,7 +12,8 @@
 //   - each model request goes through before-request (pi format), so the
 //     model sees the images again;
 //   - the memory view goes into the system prompt;
-//   - zoom, date and search are pi tools that durachat answers;
+//   - zoom, date, search and forget are pi tools that durachat answers
+//     (search and forget when the chat turned them on);
 //   - every message is logged with a receipt, and a marker in the session
 //     says which ones durachat has, so a resume logs the ones it has not;
 //   - past the body limit (AWS takes about 6 MB a request), images are
@@ -79,8 +80,8 @@ export interface DurachatOptions {
   fetch?: typeof fetch;
 }
 
-/** The memory tools durachat answers. */
-export const memoryTools = ["zoom", "date", "search"] as const;
+/** The memory tools durachat answers (search and forget only in a chat that turned them on). */
+export const memoryTools = ["zoom", "date", "search", "forget"] as const;
 
 /** The system prompt's memory section, before the view. */
 export const viewHeader =

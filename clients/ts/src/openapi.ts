@@ -444,7 +444,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Erase messages (by seq, by literal match or by image): each becomes a tombstone in its place, the summary lines built from it are hidden at once and rebuilt, its images deleted unless a live message of the tenant names them. 200 when done within the call, 202 while the rebuild goes on. */
+        /** Erase messages (by seq, by literal match or by image): each becomes a tombstone in its place, the summary lines built from it are hidden at once and rebuilt, its images deleted unless a live message of the tenant names them. 200 when done within the call, 202 while the rebuild goes on; in a large chat an erasure by match or by images answers 202 before it looks for its messages (the receipt then lists none until it has). */
         post: operations["eraseMessages"];
         delete?: never;
         options?: never;
@@ -753,6 +753,8 @@ export interface components {
             imagesDeleted: string[];
             /** @description Images the erased messages named that a live message (of this chat or another of the tenant) still names. */
             imagesKept: number;
+            /** @description Why the erasure erased nothing: in a large chat an erasure by match or by images looks for its messages after answering 202 (in the queue), and a request naming no message, or too many, is refused there. The erasure is then done. */
+            refused?: string;
         };
     };
     responses: {

@@ -129,8 +129,12 @@ export interface ViewCounts {
 export type ChatList = Answer<"listChats">;
 export type ChatInfo = ChatList["chats"][number];
 export type MessagePage = Omit<Answer<"readMessages">, "messages"> & { messages: StoredMessage[] };
-/** One logged message read back as the host logged it; seq is the id of its first entry. */
-export type StoredMessage = { seq: number; message: Message };
+/**
+ * One logged message read back as the host logged it; seq is the id of its
+ * first entry. An erased message keeps its seq and has no message: erased
+ * says when it was erased.
+ */
+export type StoredMessage = { seq: number; message: Message; erased?: undefined } | { seq: number; erased: string; message?: undefined };
 export type Deletion = Answer<"deleteChat", 200> & {
   /** Set when the server answered 202: the deletion goes on in the background; calling delete again resumes it. */
   accepted: boolean;

@@ -24,9 +24,10 @@ var mcpOnly = []string{"view", "log"}
 
 // TestEveryMemoryToolIsOnEverySurface: a memory tool is reachable through
 // each surface or through none: its HTTP route, the model's tool list, the
-// MCP server's tools/list, the OpenAPI document's paths and tool list, and
-// the TypeScript client's types (generated from that document, and the
-// argument type types.ts names by the tool's operation).
+// MCP server's tools/list, the OpenAPI document's paths and tool list, the
+// TypeScript client's types (generated from that document, and the
+// argument type types.ts names by the tool's operation), and the pi
+// extension's list of the tools durachat answers.
 func TestEveryMemoryToolIsOnEverySurface(t *testing.T) {
 	surfaces := map[string][]string{
 		"the model's tool list": names(memory.Tools(memory.AllOn), func(d memory.ToolDef) string { return d.Name }),
@@ -39,6 +40,8 @@ func TestEveryMemoryToolIsOnEverySurface(t *testing.T) {
 	surfaces["OpenAPI tool list"] = matches(regexp.MustCompile(`(?s)"operationId": "tools".*?"enum": \[(.*?)\]`).FindStringSubmatch(doc)[1], `"([a-z]+)"`)
 	surfaces["TypeScript paths"] = matches(ts, `"/v1/chats/\{chat\}/tools/([a-z]+)"`)
 	surfaces["TypeScript argument types"] = matches(types, `RequestBody<"([a-z]+)">`)
+	pi := readFile(t, "../../../clients/pi/src/index.ts")
+	surfaces["the pi extension's memoryTools"] = matches(regexp.MustCompile(`memoryTools = \[(.*?)\]`).FindStringSubmatch(pi)[1], `"([a-z]+)"`)
 	all := map[string]bool{}
 	for _, names := range surfaces {
 		for _, n := range names {
