@@ -134,28 +134,43 @@ func valueEnd(b []byte, i int) int {
 	case '"':
 		return stringEnd(b, i)
 	case '{', '[':
-		depth := 0
-		for {
-			switch b[i] {
-			case '"':
-				i = stringEnd(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
+		return containerEnd(b, i)
 	default: // a number, true, false or null
-		for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+		for i < len(b) && !endsLiteral(b[i]) {
 			i++
 		}
 		return i
 	}
+}
+
+// containerEnd returns the index just past the object or array that
+// starts at b[i].
+func containerEnd(b []byte, i int) int {
+	depth := 0
+	for {
+		switch b[i] {
+		case '"':
+			i = stringEnd(b, i)
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+		i++
+	}
+}
+
+// endsLiteral reports whether c ends a number, true, false or null.
+func endsLiteral(c byte) bool {
+	switch c {
+	case ',', '}', ']', ' ', '\t', '\n', '\r':
+		return true
+	}
+	return false
 }
 
 // unquoteKey unescapes a key as encoding/json does (invalid UTF-8 becomes
