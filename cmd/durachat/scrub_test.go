@@ -152,7 +152,8 @@ func TestADeletedChatLeavesNoBytesInTheDataDirectory(t *testing.T) {
 // image's bytes, and the other messages read back as logged.
 func TestAnErasedMessageLeavesNoBytesInTheDataDirectory(t *testing.T) {
 	dir := t.TempDir()
-	env := map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: dir}
+	// The image's bytes go once the erasure settles, SettleAfter after it.
+	env := map[string]string{config.EnvAddr: "127.0.0.1:0", config.EnvData: dir, config.EnvSettleAfter: "1s"}
 	// A text and an image of many pages each, more than the erasure's own
 	// writes take again from the pages it frees.
 	secret := "passport number " + strings.Repeat(rand.Text(), 2000)

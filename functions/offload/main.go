@@ -15,6 +15,6 @@ import (
 func main() {
 	f := httpfn.Init(config.Offload)
 	chatsapi.WithTable(&f)
-	imgs, chats := f.Stores.Images(), chatsapi.New(f.Stores)
+	imgs, chats := f.Stores.Images(), chatsapi.New(f.Stores, f.Config.SettleAfter)
 	f.StartHTTP(hooks.NewOffload(imgs, chats), hooks.NewUploads(imgs, f.Stores.Uploader, chats))
 }

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/durachat/durachat/shared/store"
@@ -61,6 +62,7 @@ const (
 	EnvCompactorURL      = "DURACHAT_COMPACTOR_URL"
 	EnvCompactorFunction = "DURACHAT_COMPACTOR_FUNCTION"
 	EnvBatchBuilds       = "DURACHAT_BATCH_BUILDS"
+	EnvSettleAfter       = "DURACHAT_SETTLE_AFTER"
 
 	// The providers' conventional key variables: the local server falls
 	// back to them when DURACHAT_MODEL_KEY is unset.
@@ -108,7 +110,7 @@ var reads = map[Program][]string{
 	Compact: {EnvBucket, EnvTable, EnvQueueURL, EnvSearch, EnvEmbedModel, EnvEmbedURL, EnvModel, EnvModelURL, EnvModelKey, EnvCompactorURL, EnvCompactorFunction, EnvLogLevel, EnvBatchBuilds},
 	// serve is every route on the embedded stores.
 	Serve: {EnvAddr, EnvData, EnvTokens, EnvSearch, EnvEmbedModel, EnvEmbedURL, EnvModel, EnvModelURL, EnvModelKey, EnvAnthropicKey, EnvOpenAIKey,
-		EnvPublicURL, EnvLinkSecret, EnvLogLevel, EnvCompactorURL, EnvCompactorFunction},
+		EnvPublicURL, EnvLinkSecret, EnvLogLevel, EnvCompactorURL, EnvCompactorFunction, EnvSettleAfter},
 }
 
 // Vars lists the environment variables p reads, sorted.
@@ -217,7 +219,21 @@ type Config struct {
 	// BatchBuilds bounds the builds one batch of the build queue runs at
 	// once (1 to MaxBatchBuilds); 0 leaves memory's default.
 	BatchBuilds int
+
+	// SettleAfter is the local server's wait before a chat's deletion is
+	// swept once more and an erasure deletes its images' bytes (from
+	// MinSettleAfter to MaxSettleAfter); 0 leaves the lifecycle's default.
+	SettleAfter time.Duration
 }
+
+// Bounds of SettleAfter: the lifecycle's default is well over twice the
+// longest request; a shorter wait is for tests (a request still running
+// when it ends may lose an image an erasure released). The longest is
+// the queue's longest delay.
+const (
+	MinSettleAfter = time.Second
+	MaxSettleAfter = 15 * time.Minute
+)
 
 // MaxBatchBuilds is the most builds one compact invocation runs at once:
 // each holds a model call and a few rows, and the function's memory bounds
@@ -349,6 +365,13 @@ func (r *reader) builds(c *Config) {
 			r.fail(EnvBatchBuilds, "%q must be a whole number from 1 to %d", v, MaxBatchBuilds)
 		}
 		c.BatchBuilds = n
+	}
+	if v := r.str(EnvSettleAfter, ""); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < MinSettleAfter || d > MaxSettleAfter {
+			r.fail(EnvSettleAfter, "%q must be a duration from %s to %s", v, MinSettleAfter, MaxSettleAfter)
+		}
+		c.SettleAfter = d
 	}
 }
 

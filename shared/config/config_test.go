@@ -91,6 +91,8 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 		{"offline embedding model", map[string]string{EnvEmbedModel: "offline"}, EnvEmbedModel},
 		{"openai embedding model without key or URL", map[string]string{EnvEmbedModel: "openai:text-embedding-3-small"}, EnvEmbedModel},
 		{"embedding URL without a model", map[string]string{EnvEmbedURL: "http://127.0.0.1:11434/v1"}, EnvEmbedURL},
+		{"settle wait not a duration", map[string]string{EnvSettleAfter: "5"}, EnvSettleAfter},
+		{"settle wait past the queue's longest delay", map[string]string{EnvSettleAfter: "16m"}, EnvSettleAfter},
 		{"compactor URL under its old name", map[string]string{"DURACHAT_COMPRESSOR_URL": "http://127.0.0.1:1/c"}, "DURACHAT_COMPRESSOR_URL"},
 	}
 	for _, tt := range tests {

@@ -148,6 +148,12 @@ func (c *Chats) step(ctx context.Context, ch chatid.Chat) (removed, images int64
 	case len(own) > 0:
 		own = own[:min(len(own), StepItems)]
 		err := inParallel(ctx, own, func(ctx context.Context, it store.Item) error {
+			if strings.HasPrefix(it.SK, store.ErasurePrefix) {
+				// An erasure's pending images go with it (dropErasure).
+				if err := c.dropErasure(ctx, ch, it); err != nil {
+					return err
+				}
+			}
 			if err := c.table.Delete(ctx, it.Key, 0); err != nil {
 				return fmt.Errorf("lifecycle: deleting %s of chat %s: %w", it.SK, ch.ID, err)
 			}

@@ -67,11 +67,18 @@ type erasureRecord struct {
 	// Erased: the entries are tombstones and the lines taken back.
 	Erased bool     `json:"e,omitempty"`
 	Nodes  []string `json:"n,omitempty"`
-	// Released: the images are released; Deleted and Kept say how.
-	Released bool     `json:"r,omitempty"`
-	Deleted  []string `json:"d,omitempty"`
-	Kept     int      `json:"k,omitempty"`
-	Rebuilt  int      `json:"b,omitempty"`
+	// Released: the chat's references to the images are released (at
+	// ReleasedAt, Unix ms); those no live message of the chat named then
+	// are Pending, their bytes left to the settle step (settleErased).
+	Released   bool     `json:"r,omitempty"`
+	ReleasedAt int64    `json:"ra,omitempty"`
+	Pending    []string `json:"p,omitempty"`
+	// Settled: the pending images are deleted or kept; Deleted and Kept
+	// say how, for every image of the erasure.
+	Settled bool     `json:"t,omitempty"`
+	Deleted []string `json:"d,omitempty"`
+	Kept    int      `json:"k,omitempty"`
+	Rebuilt int      `json:"b,omitempty"`
 	// Scan is a request by match or images whose messages are not looked
 	// for yet: the chat is too large to scan in the request, and the erase
 	// task does it (scanErasure). It is the one place a match text is
@@ -261,15 +268,20 @@ func (c *Routes) Forget(ctx context.Context, ch chatid.Chat, a wire.ForgetArgs) 
 const requeueAfter = time.Minute
 
 // stuck reports whether the erasure's images have waited for its queue
-// message longer than requeueAfter.
+// message longer than requeueAfter: to be released, or to be settled
+// once due.
 func (c *Routes) stuck(rec erasureRecord) bool {
-	return !rec.Released && c.now().UnixMilli()-rec.Started > requeueAfter.Milliseconds()
+	now := c.now().UnixMilli()
+	if !rec.Released {
+		return now-rec.Started > requeueAfter.Milliseconds()
+	}
+	return !rec.Settled && now-rec.ReleasedAt > (c.settle+requeueAfter).Milliseconds()
 }
 
-// queueErasure hands the release of the erasure's images to the queue,
-// when there is one and they are not released yet.
+// queueErasure hands the release of the erasure's images (or their
+// settling) to the queue, when there is one and they are not settled yet.
 func (c *Routes) queueErasure(ctx context.Context, ch chatid.Chat, id string, rec erasureRecord) error {
-	if rec.Released || c.queue == nil {
+	if rec.Settled || c.queue == nil {
 		return nil
 	}
 	if err := c.queue.Send(ctx, eraseBody(ch, id), 0); err != nil {
@@ -485,9 +497,9 @@ type erasureAt struct {
 
 // eraseSteps runs the steps of erasure at not done yet (rec as read at
 // version): the tombstones and the lines taken back (always, in the call:
-// nothing erased is shown once it answers), the images released when
-// release, and the count of the lines rebuilt; each step recorded before
-// the next. A step a twin recorded first is read back and not run again.
+// nothing erased is shown once it answers), the images released and, once
+// due, settled when release, and the count of the lines rebuilt; each step
+// recorded before the next. A step a twin recorded first is read back and not run again.
 func (c *Routes) eraseSteps(ctx context.Context, at erasureAt, rec erasureRecord, version int64, release bool) (erasureRecord, error) {
 	var err error
 	if rec.Scan != nil {
@@ -511,21 +523,45 @@ func (c *Routes) eraseSteps(ctx context.Context, at erasureAt, rec erasureRecord
 			return rec, err
 		}
 	}
-	if !rec.Released && release {
-		if rec, version, err = c.releaseErased(ctx, at, rec, version); err != nil {
+	if release {
+		if rec, version, err = c.imageSteps(ctx, at, rec, version); err != nil {
 			return rec, err
 		}
 	}
 	if !rec.Released || rec.Finished != 0 {
 		return rec, nil
 	}
-	before := rec.Rebuilt
+	return c.countRebuilt(ctx, at, rec, version)
+}
+
+// imageSteps runs the erasure's steps on its images not done yet: their
+// release, and once due their settling.
+func (c *Routes) imageSteps(ctx context.Context, at erasureAt, rec erasureRecord, version int64) (erasureRecord, int64, error) {
+	var err error
+	if !rec.Released {
+		if rec, version, err = c.releaseErased(ctx, at, rec, version); err != nil {
+			return rec, version, err
+		}
+	}
+	if rec.Released && !rec.Settled && c.settleDue(rec) {
+		return c.settleErased(ctx, at, rec, version)
+	}
+	return rec, version, nil
+}
+
+// countRebuilt records how many of the erasure's lines are built again;
+// the erasure is done (Finished) once they all are and its images are
+// settled.
+func (c *Routes) countRebuilt(ctx context.Context, at erasureAt, rec erasureRecord, version int64) (erasureRecord, error) {
+	before, done := rec.Rebuilt, rec.Finished
+	var err error
 	if rec.Rebuilt, err = c.linesRebuilt(ctx, at.ch, rec.Nodes); err != nil {
 		return rec, err
 	}
-	if rec.Rebuilt == len(rec.Nodes) {
+	if rec.Rebuilt == len(rec.Nodes) && rec.Settled {
 		rec.Finished = c.now().UnixMilli()
-	} else if rec.Rebuilt == before {
+	}
+	if rec.Rebuilt == before && rec.Finished == done {
 		return rec, nil
 	}
 	if _, err = c.writeErasure(ctx, at, rec, version); err != nil {
@@ -548,7 +584,7 @@ func (c *Routes) scanErasure(ctx context.Context, at erasureAt, rec erasureRecor
 	var bad *fault.Error
 	if errors.As(err, &bad) && bad.Code == fault.BadRequest {
 		rec.Messages, rec.Images, rec.Nodes, rec.Deleted = []ErasedMessage{}, nil, []string{}, []string{}
-		rec.Refused, rec.Erased, rec.Released, rec.Finished = bad.Message, true, true, c.now().UnixMilli()
+		rec.Refused, rec.Erased, rec.Released, rec.Settled, rec.Finished = bad.Message, true, true, true, c.now().UnixMilli()
 	} else if err != nil {
 		return rec, version, err
 	}
@@ -602,54 +638,197 @@ func (c *Routes) rereadOn(ctx context.Context, at erasureAt, err error) (erasure
 	return rec, rerr
 }
 
-// releaseErased releases each image the erased messages named that no
-// live message of the chat names any more: the chat's references to it
-// go, and the image is deleted when no other chat of the tenant names it.
+// releaseErased releases the chat's references to each image the erased
+// messages named: it is kept for the chat when a live message of the
+// chat names it, else both sides of the chat's reference go and the
+// image is left Pending, for the settle step (settleErased) to delete
+// once no append that found the old references can still be running.
 //
 // It is the image-reference protocol's other side (Chats.Hold): each
 // image is released under its deletion lease, taken before anything
 // else, and the chat's side of the reference is removed before the chat
 // is scanned for the messages naming it. A writer that held the image
-// before the lease and logs it after the scan finds its reference gone or
-// the lease live once it has stored the image (stillNamed), and names it
-// again; one that comes later waits out the lease.
+// before the lease and logs it after the scan either finds its reference
+// gone or the lease live once it has stored the image (stillNamed), and
+// names it again; or found it whole before the lease, and its messages
+// are logged before the settle step scans the chat again. One that comes
+// later waits out the lease, or finds the reference gone and writes it.
 func (c *Routes) releaseErased(ctx context.Context, at erasureAt, rec erasureRecord, version int64) (erasureRecord, int64, error) {
 	ch := at.ch
-	held, err := c.leaseErased(ctx, at, rec.Images)
-	defer held.release(context.WithoutCancel(ctx), c.table)
+	rec.Deleted, rec.Kept, rec.Pending = []string{}, 0, nil
+	err := c.underLeases(ctx, at, rec.Images, true, func(ctx context.Context, live map[string]bool, _ leases) error {
+		for _, name := range rec.Images {
+			kept := false
+			if live[name] {
+				var err error
+				if kept, err = c.keepNamed(ctx, ch, name); err != nil {
+					return err
+				}
+			}
+			if !kept {
+				if err := c.unreference(ctx, ch, name); err != nil {
+					return err
+				}
+				rec.Pending = append(rec.Pending, name)
+			} else {
+				rec.Kept++
+			}
+			// Its description holding the erased words goes at once
+			// (made again from the image when next needed).
+			if err := c.forgetDescription(ctx, ch, rec, name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return rec, version, err
 	}
-	live := map[string]bool{}
-	if len(rec.Images) > 0 {
-		if err := c.liveNames(ctx, ch, live); err != nil {
-			return rec, version, err
-		}
-	}
-	rec.Deleted, rec.Kept = []string{}, 0
-	for _, name := range rec.Images {
-		gone, err := c.releaseOne(ctx, ch, name, live[name], held[name])
-		if err == nil && !gone && slices.Contains(rec.Described, name) {
-			// Kept, its description holding the erased words: it goes,
-			// and is made again from the image when next needed.
-			err = c.blobs.Delete(ctx, store.DescriptionKey(ch.Tenant, name))
-		}
-		if err != nil {
-			return rec, version, err
-		}
-		if gone {
-			rec.Deleted = append(rec.Deleted, name)
-		} else {
-			rec.Kept++
-		}
-	}
-	rec.Released = true
+	// With none pending there is nothing to settle.
+	rec.Released, rec.ReleasedAt, rec.Settled = true, c.now().UnixMilli(), len(rec.Pending) == 0
+	pending := rec.Pending
 	version, err = c.writeErasure(ctx, at, rec, version)
 	if err != nil {
 		rec, err = c.rereadOn(ctx, at, err)
+	}
+	if err == nil {
+		err = c.dropIfDeleted(ctx, ch, pending)
+	}
+	if err == nil && rec.Released && !rec.Settled && !c.settleDue(rec) {
+		err = c.queueSettle(ctx, at, rec)
+	}
+	return rec, version, err
+}
+
+// forgetDescription deletes the description of image name when the
+// erasure is by a match its description holds.
+func (c *Routes) forgetDescription(ctx context.Context, ch chatid.Chat, rec erasureRecord, name string) error {
+	if !slices.Contains(rec.Described, name) {
+		return nil
+	}
+	return c.blobs.Delete(ctx, store.DescriptionKey(ch.Tenant, name))
+}
+
+// underLeases takes the deletion lease of each of names for erasure at
+// (removing the chat's side of its reference when unref), reads which of
+// them the chat's live messages name, runs fn, and gives the leases up.
+func (c *Routes) underLeases(ctx context.Context, at erasureAt, names []string, unref bool, fn func(context.Context, map[string]bool, leases) error) error {
+	held, err := c.leaseErased(ctx, at, names, unref)
+	defer held.release(context.WithoutCancel(ctx), c.table)
+	if err != nil {
+		return err
+	}
+	live := map[string]bool{}
+	if len(names) > 0 {
+		if err := c.liveNames(ctx, at.ch, live); err != nil {
+			return err
+		}
+	}
+	return fn(ctx, live, held)
+}
+
+// settleDue reports whether the settle step of an erasure whose images
+// are released may run: once every append that may have found the
+// chat's old references has ended (SettleAfter), or at once when no
+// image is pending.
+func (c *Routes) settleDue(rec erasureRecord) bool {
+	return len(rec.Pending) == 0 || c.now().UnixMilli() >= rec.ReleasedAt+c.settle.Milliseconds()
+}
+
+// queueSettle sends the erase task that settles the erasure's pending
+// images when they are due (without a queue, a request about the
+// erasure settles them once due).
+func (c *Routes) queueSettle(ctx context.Context, at erasureAt, rec erasureRecord) error {
+	if c.queue == nil {
+		return nil
+	}
+	delay := time.Duration(rec.ReleasedAt+c.settle.Milliseconds()-c.now().UnixMilli()) * time.Millisecond
+	if err := c.queue.Send(ctx, eraseBody(at.ch, at.id), max(delay, 0)); err != nil {
+		return fmt.Errorf("lifecycle: queueing the settling of erasure %s of %s: %w", at.id, at.ch.ID, err)
+	}
+	return nil
+}
+
+// settleErased is the erasure's last step on its images, SettleAfter
+// after their release: under its leases again, each pending image that a
+// live message of the chat names now (an append that found the old
+// references logged it after the release), or that the chat names again
+// (an append since), is kept for the chat, its references written again;
+// the others are deleted unless another chat names them.
+func (c *Routes) settleErased(ctx context.Context, at erasureAt, rec erasureRecord, version int64) (erasureRecord, int64, error) {
+	err := c.underLeases(ctx, at, rec.Pending, false, func(ctx context.Context, live map[string]bool, held leases) error {
+		for _, name := range rec.Pending {
+			again, err := c.chatNames(ctx, at.ch, name)
+			if err != nil {
+				return err
+			}
+			gone, err := c.releaseOne(ctx, at.ch, name, live[name] || again, held[name])
+			if err != nil {
+				return err
+			}
+			if gone {
+				rec.Deleted = append(rec.Deleted, name)
+			} else {
+				rec.Kept++
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return rec, version, err
 	}
-	return rec, version, nil
+	rec.Pending, rec.Settled = nil, true
+	if version, err = c.writeErasure(ctx, at, rec, version); err != nil {
+		rec, err = c.rereadOn(ctx, at, err)
+	}
+	return rec, version, err
+}
+
+// chatNames reports whether the chat's side of its reference to image
+// name is there.
+func (c *Routes) chatNames(ctx context.Context, ch chatid.Chat, name string) (bool, error) {
+	_, err := c.table.Get(ctx, store.Key{PK: ch.PK(), SK: store.ChatImageSK(name)})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lifecycle: reading the reference to image %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// dropIfDeleted deletes each of the pending images no chat names when
+// the chat is being deleted (or gone): its deletion may have read the
+// erasure before they were pending in it (dropPending).
+func (c *Routes) dropIfDeleted(ctx context.Context, ch chatid.Chat, pending []string) error {
+	if len(pending) == 0 {
+		return nil
+	}
+	r, err := c.load(ctx, ch.Tenant, ch.ID)
+	if err != nil || r.live(ch) {
+		return err
+	}
+	return c.dropPending(ctx, ch, pending)
+}
+
+// dropPending deletes each of the images an erasure of the incarnation
+// ch left pending, when no chat names it: the chat is being deleted, so
+// no message of it will name them.
+func (c *Chats) dropPending(ctx context.Context, ch chatid.Chat, pending []string) error {
+	return inParallel(ctx, pending, func(ctx context.Context, name string) error {
+		_, err := c.dropUnnamed(ctx, ch.Tenant, name, refName(ch))
+		return err
+	})
+}
+
+// dropErasure is dropPending for an erasure record the chat's deletion
+// removes.
+func (c *Chats) dropErasure(ctx context.Context, ch chatid.Chat, it store.Item) error {
+	var rec erasureRecord
+	if err := json.Unmarshal(it.Body, &rec); err != nil || len(rec.Pending) == 0 {
+		return nil // a corrupt record names nothing to drop
+	}
+	return c.dropPending(ctx, ch, rec.Pending)
 }
 
 // leases are the deletion leases an erasure holds, by image name: the
@@ -670,9 +849,9 @@ func (l leases) release(ctx context.Context, table store.Table) {
 }
 
 // leaseErased takes the deletion lease of each of names for erasure at
-// (waiting out another holder's), then removes the chat's side of its
-// reference to it.
-func (c *Routes) leaseErased(ctx context.Context, at erasureAt, names []string) (leases, error) {
+// (waiting out another holder's), then, when unref, removes the chat's
+// side of its reference to it.
+func (c *Routes) leaseErased(ctx context.Context, at erasureAt, names []string, unref bool) (leases, error) {
 	held := leases{}
 	holder := refName(at.ch) + "/erasure/" + at.id
 	for _, name := range names {
@@ -691,6 +870,9 @@ func (c *Routes) leaseErased(ctx context.Context, at erasureAt, names []string) 
 			if err := c.awaitLeases(ctx, at.ch.Tenant, []string{name}); err != nil {
 				return held, err
 			}
+		}
+		if !unref {
+			continue
 		}
 		if err := c.table.Delete(ctx, store.Key{PK: at.ch.PK(), SK: store.ChatImageSK(name)}, 0); err != nil {
 			return held, fmt.Errorf("lifecycle: deleting the reference to image %s: %w", name, err)
@@ -727,11 +909,8 @@ func (c *Routes) releaseOne(ctx context.Context, ch chatid.Chat, name string, li
 			return false, err
 		}
 	}
-	if err := c.table.Delete(ctx, store.Key{PK: ch.PK(), SK: store.ChatImageSK(name)}, 0); err != nil {
-		return false, fmt.Errorf("lifecycle: deleting the reference to image %s: %w", name, err)
-	}
-	if err := c.table.Delete(ctx, store.Key{PK: store.RefPK(ch.Tenant, name), SK: store.RefChatSK(refName(ch))}, 0); err != nil {
-		return false, fmt.Errorf("lifecycle: removing the reference to image %s: %w", name, err)
+	if err := c.unreference(ctx, ch, name); err != nil {
+		return false, err
 	}
 	named, err := c.named(ctx, ch.Tenant, name)
 	if err != nil || named {
@@ -743,6 +922,18 @@ func (c *Routes) releaseOne(ctx context.Context, ch chatid.Chat, name string, li
 		return false, fmt.Errorf("lifecycle: %w", err)
 	}
 	return true, nil
+}
+
+// unreference removes both sides of the chat's reference to image name,
+// the chat's first.
+func (c *Routes) unreference(ctx context.Context, ch chatid.Chat, name string) error {
+	if err := c.table.Delete(ctx, store.Key{PK: ch.PK(), SK: store.ChatImageSK(name)}, 0); err != nil {
+		return fmt.Errorf("lifecycle: deleting the reference to image %s: %w", name, err)
+	}
+	if err := c.table.Delete(ctx, store.Key{PK: store.RefPK(ch.Tenant, name), SK: store.RefChatSK(refName(ch))}, 0); err != nil {
+		return fmt.Errorf("lifecycle: removing the reference to image %s: %w", name, err)
+	}
+	return nil
 }
 
 // liveNames adds to live the images the chat's live entries name.
@@ -821,7 +1012,8 @@ func eraseBody(ch chatid.Chat, id string) string {
 }
 
 // EraseTask is the handler of tasks.Erase: it runs the rest of the
-// erasure msg names (releasing the erased messages' images). A message of
+// erasure msg names (releasing the erased messages' images, and, sent
+// again SettleAfter later, settling them). A message of
 // an incarnation deleted since, or of an erasure done, does nothing.
 func (c *Routes) EraseTask(ctx context.Context, msg tasks.Message) error {
 	if msg.Chat == "" || msg.Run == "" || !chatid.ValidInc(msg.Inc) {
@@ -829,7 +1021,7 @@ func (c *Routes) EraseTask(ctx context.Context, msg tasks.Message) error {
 	}
 	ch := msg.ChatID()
 	rec, version, found, err := c.readErasure(ctx, ch, msg.Run)
-	if err != nil || !found || rec.Released {
+	if err != nil || !found || rec.Settled {
 		return err
 	}
 	_, err = c.eraseSteps(ctx, erasureAt{ch, msg.Run}, rec, version, true)

@@ -16,42 +16,56 @@ import (
 	"github.com/durachat/durachat/shared/lifecycle"
 	"github.com/durachat/durachat/shared/memory"
 	"github.com/durachat/durachat/shared/store"
+	"github.com/durachat/durachat/shared/tasks"
 )
 
-// gatedImagePut holds the next put of one image key, once armed, until
-// that key is deleted (or a bound only a hang reaches): the window in
-// which an append has passed its references and stores its image while
-// an erasure releases it.
-type gatedImagePut struct {
-	store.Blobs
-	key     string
+// armedGate holds, once armed, the first call that matches until release
+// is closed (or a bound only a hang reaches).
+type armedGate struct {
 	mu      sync.Mutex
 	armed   bool
-	putting chan struct{} // closed when the held put starts
-	deleted chan struct{} // closed when the key is deleted
+	started chan struct{} // closed when the held call starts
 }
 
-func newGatedImagePut(b store.Blobs, key string) *gatedImagePut {
-	return &gatedImagePut{Blobs: b, key: key, putting: make(chan struct{}), deleted: make(chan struct{})}
-}
+func newArmedGate() armedGate { return armedGate{started: make(chan struct{})} }
 
-func (g *gatedImagePut) arm() { g.mu.Lock(); g.armed = true; g.mu.Unlock() }
+func (g *armedGate) arm() { g.mu.Lock(); g.armed = true; g.mu.Unlock() }
 
-func (g *gatedImagePut) Put(ctx context.Context, key string, b store.Blob) error {
+// hold holds the call when the gate is armed and match, until release.
+func (g *armedGate) hold(ctx context.Context, match bool, release <-chan struct{}) {
 	g.mu.Lock()
-	hold := g.armed && key == g.key
+	hold := g.armed && match
 	if hold {
 		g.armed = false
 	}
 	g.mu.Unlock()
-	if hold {
-		close(g.putting)
-		select {
-		case <-g.deleted:
-		case <-time.After(20 * time.Second):
-		case <-ctx.Done():
-		}
+	if !hold {
+		return
 	}
+	close(g.started)
+	select {
+	case <-release:
+	case <-time.After(20 * time.Second):
+	case <-ctx.Done():
+	}
+}
+
+// gatedImagePut holds the next put of one image key, once armed, until
+// that key is deleted: the window in which an append has passed its
+// references and stores its image while an erasure releases it.
+type gatedImagePut struct {
+	store.Blobs
+	armedGate
+	key     string
+	deleted chan struct{} // closed when the key is deleted
+}
+
+func newGatedImagePut(b store.Blobs, key string) *gatedImagePut {
+	return &gatedImagePut{Blobs: b, armedGate: newArmedGate(), key: key, deleted: make(chan struct{})}
+}
+
+func (g *gatedImagePut) Put(ctx context.Context, key string, b store.Blob) error {
+	g.hold(ctx, key == g.key, g.deleted)
 	return g.Blobs.Put(ctx, key, b)
 }
 
@@ -76,6 +90,34 @@ func (e *env) getImage(tenant, chat, name string) int {
 	return code
 }
 
+// appendAsync appends msg in a goroutine and answers its answer.
+func (e *env) appendAsync(tenant, chat string, msg map[string]any) <-chan answer {
+	answered := make(chan answer, 1)
+	go func() {
+		a, err := e.send(tenant, "POST", "/v1/chats/"+chat+"/messages", map[string]any{"messages": []map[string]any{msg}})
+		if err != nil {
+			a = answer{code: -1, body: err.Error()}
+		}
+		answered <- a
+	}()
+	return answered
+}
+
+// servedTillItsChatGoes checks that the image b64, which a live message
+// of the chat names, is stored and served through the chat, and that
+// deleting the chat, the only one naming it, deletes it.
+func (e *env) servedTillItsChatGoes(tenant, chat, b64 string, rec lifecycle.Erasure) {
+	e.t.Helper()
+	if code := e.getImage(tenant, chat, images.Name(b64)); code != http.StatusOK || !e.imageStored(tenant, b64) {
+		e.t.Fatalf("a live message names the image, and it is served %d (stored %v); receipt %+v", code, e.imageStored(tenant, b64), rec)
+	}
+	e.deleteAll(tenant, chat)
+	e.drain()
+	if e.imageStored(tenant, b64) {
+		e.t.Fatal("the image outlived the only chat that named it")
+	}
+}
+
 // An append naming an image while the erasure of another message naming
 // it releases the image: the append answers 200 and the image survives,
 // served through the chat, as a live message names it; and deleting the
@@ -98,29 +140,15 @@ func TestAnAppendNamingAnImageWhileItIsReleasedByAnErasureKeepsIt(t *testing.T) 
 				t.Fatalf("erase: %d %s", code, body)
 			}
 			gate.arm()
-			answered := make(chan answer, 1)
-			go func() {
-				a, err := e.send("alice", "POST", "/v1/chats/c/messages", map[string]any{"messages": []map[string]any{withImage("the photo again", shot)}})
-				if err != nil {
-					a = answer{code: -1, body: err.Error()}
-				}
-				answered <- a
-			}()
-			<-gate.putting
+			answered := e.appendAsync("alice", "c", withImage("the photo again", shot))
+			<-gate.started
 			e.drain() // the erasure's release, in its task
 			if a := <-answered; a.code != http.StatusOK {
 				t.Fatalf("the append racing the erasure answered %d %s", a.code, a.body)
 			}
 			e.drain()
 			rec = e.erasure("alice", "c", rec.Erasure)
-			if code := e.getImage("alice", "c", name); code != http.StatusOK || !e.imageStored("alice", shot) {
-				t.Fatalf("a live message names the image, and it is served %d (stored %v); receipt %+v", code, e.imageStored("alice", shot), rec)
-			}
-			e.deleteAll("alice", "c")
-			e.drain()
-			if e.imageStored("alice", shot) {
-				t.Fatal("the image outlived the only chat that named it")
-			}
+			e.servedTillItsChatGoes("alice", "c", shot, rec)
 		})
 	}
 }
@@ -282,6 +310,98 @@ func TestALineBuiltWhileItsMessageIsErasedIsNeverShown(t *testing.T) {
 			for _, s := range shown {
 				t.Error(s)
 			}
+		})
+	}
+}
+
+// gatedRows holds, once armed, the first entry row an append writes
+// until let is closed: the append has passed its references and not yet
+// logged the message naming its image.
+type gatedRows struct {
+	store.Table
+	armedGate
+	let chan struct{}
+}
+
+func (g *gatedRows) Create(ctx context.Context, it store.Item) error {
+	g.hold(ctx, strings.HasPrefix(it.SK, store.EntryPrefix), g.let)
+	return g.Table.Create(ctx, it)
+}
+
+// heldDelays keeps every erase task sent with a delay until the test
+// sends them on (flush): the delay outlasts whatever the test runs
+// before.
+type heldDelays struct {
+	store.Queue
+	mu   sync.Mutex
+	held []string
+}
+
+func (h *heldDelays) Send(ctx context.Context, body string, delay time.Duration) error {
+	if m, err := tasks.Decode(body); err == nil && m.Kind == tasks.Erase && delay > 0 {
+		h.mu.Lock()
+		h.held = append(h.held, body)
+		h.mu.Unlock()
+		return nil
+	}
+	return h.Queue.Send(ctx, body, delay)
+}
+
+func (h *heldDelays) flush(ctx context.Context) error {
+	h.mu.Lock()
+	held := h.held
+	h.held = nil
+	h.mu.Unlock()
+	for _, body := range held {
+		if err := h.Queue.Send(ctx, body, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// An append that found its image's references whole before an erasure
+// of another message naming the image released them, and logs its
+// message only after the erasure scanned the chat, keeps the image: the
+// erasure deletes no image's bytes until SettleAfter has passed (longer
+// than any append), then scans again, finds the message and names the
+// image for the chat again. Until then its receipt is not done.
+func TestAnAppendLoggedAfterAnErasuresScanKeepsItsImage(t *testing.T) {
+	t.Parallel()
+	for _, kb := range keyedBackends(t) {
+		t.Run(kb.Name, func(t *testing.T) {
+			shot := pngB64(t, color.RGBA{71, 17, 171, 255})
+			rows := &gatedRows{Table: kb.Table, armedGate: newArmedGate(), let: make(chan struct{})}
+			delays := &heldDelays{Queue: kb.Queue}
+			b := kb.Backend
+			b.Table, b.Queue = rows, delays
+			e := newEnvBuilding(t, b, 0, nil, quoting{}, settleSoon)
+			ids := e.append("alice", "c", user("first"), withImage("the photo", shot))
+			e.build()
+			rows.arm()
+			answered := e.appendAsync("alice", "c", withImage("the photo again", shot))
+			<-rows.started // the append's references were whole
+			code, rec, body := e.erase("alice", "c", map[string]any{"seqs": []int64{ids[1]}})
+			if code != http.StatusOK && code != http.StatusAccepted {
+				t.Fatalf("erase: %d %s", code, body)
+			}
+			e.build() // the erasure's release, its scan missing the held message, and its rebuild
+			if got := e.erasure("alice", "c", rec.Erasure); got.Done || got.Rebuilt != len(got.Nodes) {
+				t.Errorf("want the lines rebuilt and the erasure not done before its images are settled: %+v", got)
+			}
+			close(rows.let)
+			if a := <-answered; a.code != http.StatusOK {
+				t.Fatalf("the append racing the erasure answered %d %s", a.code, a.body)
+			}
+			if err := delays.flush(t.Context()); err != nil { // SettleAfter has passed
+				t.Fatal(err)
+			}
+			e.drainUntil(func() bool { return e.erasure("alice", "c", rec.Erasure).Done })
+			rec = e.erasure("alice", "c", rec.Erasure)
+			if !rec.Done || rec.ImagesKept != 1 || len(rec.ImagesDeleted) != 0 {
+				t.Errorf("receipt: %+v, want done with the image kept", rec)
+			}
+			e.servedTillItsChatGoes("alice", "c", shot, rec)
 		})
 	}
 }

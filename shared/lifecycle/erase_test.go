@@ -89,7 +89,7 @@ func TestAnErasedMessageLeavesNoWordOrImageBytesBehind(t *testing.T) {
 	t.Parallel()
 	for _, kb := range keyedBackends(t) {
 		t.Run(kb.Name, func(t *testing.T) {
-			e := newEnvBuilding(t, kb.Backend, 0, nil, quoting{})
+			e := newEnvBuilding(t, kb.Backend, 0, nil, quoting{}, settleSoon)
 			other := newEnvBuilding(t, kb.Backend, 0, nil, quoting{}) // a second process, its caches warm
 			const secret = "PASSPORT-X12345678"
 			photo := pngFor(t, color.RGBA{200, 10, 10, 255})
@@ -136,6 +136,7 @@ func TestAnErasedMessageLeavesNoWordOrImageBytesBehind(t *testing.T) {
 				}
 			}
 			e.build()
+			e.drainUntil(func() bool { return e.erasure("alice", "c", rec.Erasure).Done }) // the image settled
 			rec = e.erasure("alice", "c", rec.Erasure)
 			if !rec.Done || rec.Finished == nil || len(rec.Messages) != 1 || rec.Messages[0].Seq != ids[3] ||
 				strings.Join(rec.Nodes, " ") != "3+1 2+2 0+4 0+8" || rec.Rebuilt != 4 ||
@@ -216,7 +217,7 @@ func TestABadEraseRequestIsA400NamingTheFieldAndErasesNothing(t *testing.T) {
 func TestAnErasureByMatchKeepsAnImageAnotherChatNames(t *testing.T) {
 	t.Parallel()
 	b := backends(t)[0]
-	e := newEnv(t, b, 0)
+	e := newEnvBuilding(t, b, 0, nil, nil, settleSoon)
 	shared := pngFor(t, color.RGBA{1, 2, 3, 255})
 	e.append("alice", "keeper", withImage("kept here", shared))
 	e.append("alice", "c", user("nothing here"), withImage("secret words", shared), user("more secret words"))
@@ -224,7 +225,7 @@ func TestAnErasureByMatchKeepsAnImageAnotherChatNames(t *testing.T) {
 	if code != http.StatusOK && code != http.StatusAccepted {
 		t.Fatalf("erase: %d %s", code, body)
 	}
-	e.drain()
+	e.drainUntil(func() bool { return e.erasure("alice", "c", rec.Erasure).Done }) // the image settled
 	rec = e.erasure("alice", "c", rec.Erasure)
 	if len(rec.Messages) != 2 || rec.Messages[0].Seq != 1 || rec.Messages[1].Seq != 2 || rec.ImagesKept != 1 || len(rec.ImagesDeleted) != 0 {
 		t.Fatalf("receipt: %+v", rec)
@@ -288,7 +289,7 @@ func TestALargeChatsErasureByMatchScansInTheQueue(t *testing.T) {
 func TestAnErasureByMatchTakesTheMatchOutOfAKeptImagesDescription(t *testing.T) {
 	t.Parallel()
 	b := backends(t)[0]
-	e := newEnv(t, b, 0)
+	e := newEnvBuilding(t, b, 0, nil, nil, settleSoon)
 	const secret = "PASSPORT-D55443322"
 	shot := pngFor(t, color.RGBA{5, 55, 155, 255})
 	name := images.Name(shot)
@@ -302,7 +303,7 @@ func TestAnErasureByMatchTakesTheMatchOutOfAKeptImagesDescription(t *testing.T) 
 	if code != http.StatusOK && code != http.StatusAccepted {
 		t.Fatalf("erase: %d %s", code, body)
 	}
-	e.drain()
+	e.drainUntil(func() bool { return e.erasure("alice", "c", rec.Erasure).Done }) // the image settled
 	rec = e.erasure("alice", "c", rec.Erasure)
 	if len(rec.Messages) != 1 || rec.Messages[0].Seq != 1 || rec.ImagesKept != 1 {
 		t.Fatalf("receipt: %+v", rec)

@@ -100,11 +100,11 @@ const namedTries = 4
 // is an outage the writer's retry mends (it stores the image again): the
 // writer has logged nothing yet.
 //
-// One window stays: a writer that finds its references whole here, before
-// an erasure takes the lease, and logs its entries only after that
-// erasure's scan, names an image the erasure deletes. It is as long as the
-// writer's step from here to its rows, against an erasure that must begin
-// and scan the whole chat within it.
+// A writer that finds its references whole here, before an erasure takes
+// the lease, and logs its entries only after that erasure's scan, is not
+// seen by it: the erasure deletes no image then, but leaves it pending,
+// and settles it SettleAfter later (settleErased), when the writer's
+// entries are logged and name it.
 func (c *Chats) stillNamed(ctx context.Context, ch chatid.Chat, names []string) error {
 	for range namedTries {
 		missing, err := c.unnamed(ctx, ch, names)

@@ -15,7 +15,6 @@ import (
 	"github.com/durachat/durachat/shared/store"
 	"github.com/durachat/durachat/shared/tasks"
 	"github.com/durachat/durachat/shared/testenv"
-	"github.com/durachat/durachat/shared/transcript"
 )
 
 // synonyms is an embedding model for tests: each word is a dimension of
@@ -203,14 +202,7 @@ func TestAnErasedEntryLeavesTheVectors(t *testing.T) {
 	if text := searchText(t, f, wire.SearchArgs{Text: "relax"}); !strings.Contains(text, "id 0 ") {
 		t.Fatalf("no hit before the erasure:\n%s", text)
 	}
-	f.log.mu.Lock()
-	e := &f.log.entries[f.chat][0]
-	e.Erased = f.clock.Now()
-	e.Text = transcript.ErasedText(e.Erased)
-	f.log.mu.Unlock()
-	if _, err := f.m.Erased(t.Context(), f.ch(), []int64{0}); err != nil {
-		t.Fatal(err)
-	}
+	f.erase(t, 0)
 	if _, err := f.m.table.Get(t.Context(), vectorKey(f.ch(), 0)); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the erased entry's vector is still stored: %v", err)
 	}

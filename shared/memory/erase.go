@@ -28,10 +28,14 @@ func (m *Memory) Erased(ctx context.Context, c chatid.Chat, ids []int64) ([]Node
 		sends []Node
 		gen   int64
 	)
-	_, err := m.states.update(ctx, c, func(st *chatState) error {
+	lines, err := m.leafLines(ctx, c, ids)
+	if err != nil {
+		return nil, err
+	}
+	_, err = m.states.update(ctx, c, func(st *chatState) error {
 		st.Gen++
 		gen = st.Gen
-		taken = st.takeBack(ids, gen)
+		taken = st.takeBack(ids, gen, lines)
 		sends, _ = st.schedule(m.now(), m.claimLease)
 		return nil
 	})
@@ -49,7 +53,7 @@ func (m *Memory) Erased(ctx context.Context, c chatid.Chat, ids []int64) ([]Node
 	}
 	sortNodes(taken)
 	for _, n := range taken {
-		if err := m.dropStaleRow(ctx, c, n, gen); err != nil {
+		if err := m.dropTaken(ctx, c, n, gen, lines); err != nil {
 			return nil, err
 		}
 	}
@@ -64,10 +68,38 @@ func (m *Memory) Erased(ctx context.Context, c chatid.Chat, ids []int64) ([]Node
 	return taken, nil
 }
 
+// leafRow is a built leaf's row as an erasure read it before taking it
+// back: its line's length and its version.
+type leafRow struct {
+	line    int
+	version int64
+}
+
+// leafLines reads the rows of the leaves of the entries ids that are
+// built, by node: what their taking back takes out of the views' sizes,
+// and the version Erased deletes.
+func (m *Memory) leafLines(ctx context.Context, c chatid.Chat, ids []int64) (map[Node]leafRow, error) {
+	lines := map[Node]leafRow{}
+	for _, id := range ids {
+		n := Node{L: 0, I: id}
+		row, version, err := m.readRowVersion(ctx, c, n)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("memory: reading node %s of %s: %w", n.Label(), c.ID, err)
+		}
+		lines[n] = leafRow{line: len(Line(row.Text)), version: version}
+	}
+	return lines, nil
+}
+
 // takeBack marks stale, as of the erasure of generation gen, every node
 // built (or being built) from the entries ids, dropping their claims, and
-// returns them.
-func (st *chatState) takeBack(ids []int64, gen int64) []Node {
+// returns them. lines are the lengths of the built leaves' lines
+// (leafLines): a leaf built until now is its placeholder in the views'
+// sizes from now until it is built again (countBuilt).
+func (st *chatState) takeBack(ids []int64, gen int64, lines map[Node]leafRow) []Node {
 	var taken []Node
 	seen := map[Node]bool{}
 	for _, id := range ids {
@@ -92,12 +124,35 @@ func (st *chatState) takeBack(ids []int64, gen int64) []Node {
 			} else {
 				st.Stale = append(st.Stale, staleNode{L: n.L, I: n.I, G: gen})
 				if st.everBuilt(n) {
-					st.Built-- // a placeholder until built again (markBuilt)
+					st.unbuilt(n, lines)
 				}
 			}
 		}
 	}
 	return taken
+}
+
+// unbuilt counts the built node n as a placeholder until it is built
+// again (markBuilt), in the views' sizes too when it is a leaf whose line
+// is in lines.
+func (st *chatState) unbuilt(n Node, lines map[Node]leafRow) {
+	st.Built--
+	if lr, ok := lines[n]; ok && n.L == 0 {
+		delta := lineSize(n, lr.line) - placeholderSize(n)
+		st.View.Size -= delta
+		st.Compact.Size -= delta
+	}
+}
+
+// dropTaken deletes the row of n, taken back by the erasure of
+// generation gen, unless built since: a leaf's row as leafLines read it
+// (before gen was counted, so built before it), any other as
+// dropStaleRow finds it.
+func (m *Memory) dropTaken(ctx context.Context, c chatid.Chat, n Node, gen int64, lines map[Node]leafRow) error {
+	if lr, ok := lines[n]; ok {
+		return m.dropRow(ctx, c, n, lr.version)
+	}
+	return m.dropStaleRow(ctx, c, n, gen)
 }
 
 // dropStaleRow deletes the row of n when it was built before the

@@ -11,7 +11,6 @@ import (
 
 	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/store"
-	"github.com/durachat/durachat/shared/transcript"
 )
 
 // naiveIndex is the character position of folded query in folded text,
@@ -236,16 +235,7 @@ func TestAnErasedEntryLeavesTheSearchIndex(t *testing.T) {
 	if text := searchText(t, f, wire.SearchArgs{Text: "zanzibar"}); !strings.Contains(text, "id 5 ") {
 		t.Fatalf("no hit before the erasure:\n%s", text)
 	}
-	erase := func(id int64) {
-		f.log.mu.Lock()
-		e := &f.log.entries[f.chat][id]
-		e.Erased = f.clock.Now()
-		e.Text = transcript.ErasedText(e.Erased)
-		f.log.mu.Unlock()
-		if _, err := f.m.Erased(t.Context(), f.ch(), []int64{id}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	erase := func(id int64) { f.erase(t, id) }
 	erase(5)
 	if text := searchText(t, f, wire.SearchArgs{Text: "zanzibar"}); strings.Contains(text, "id 5 ") || !strings.Contains(text, "id 7 ") {
 		t.Fatalf("after erasing entry 5:\n%s", text)

@@ -42,7 +42,8 @@ const (
 	Settle Kind = "settle"
 	Expire Kind = "expire"
 	// Erase continues an erasure (Run names it): it releases the erased
-	// messages' images and records the rebuild.
+	// messages' images and records the rebuild; sent again with a delay,
+	// it settles the images released.
 	Erase Kind = "erase"
 )
 

@@ -444,7 +444,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Erase messages (by seq, by literal match or by image): each becomes a tombstone in its place, the summary lines built from it are hidden at once and rebuilt, its images deleted unless a live message of the tenant names them. 200 when done within the call, 202 while the rebuild goes on; in a large chat an erasure by match or by images answers 202 before it looks for its messages (the receipt then lists none until it has). */
+        /** Erase messages (by seq, by literal match or by image): each becomes a tombstone in its place, the summary lines built from it are hidden at once and rebuilt, its images deleted (5 minutes after their release) unless a live message of the tenant names them. 200 when done within the call, 202 while the rebuild or the images' settling goes on; in a large chat an erasure by match or by images answers 202 before it looks for its messages (the receipt then lists none until it has). */
         post: operations["eraseMessages"];
         delete?: never;
         options?: never;
@@ -736,7 +736,7 @@ export interface components {
             /** @description The erasure's id: the same request gets the same id. */
             erasure: string;
             chat: string;
-            /** @description Every step is finished, the summary lines rebuilt included. */
+            /** @description Every step is finished, the summary lines rebuilt included, and the images released settled: an image no live message named when it was released is deleted, or kept for a message logged meanwhile, 5 minutes after its release (longer than any request), so the erasure of a message naming one is done about 5 minutes after the request. */
             done: boolean;
             /** Format: date-time */
             started: string;

@@ -6,6 +6,8 @@
 package chatsapi
 
 import (
+	"time"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/durachat/durachat/shared/app"
@@ -16,9 +18,9 @@ import (
 
 // New is the chat lifecycle over stores: their table, blobs, linker,
 // queue and scrubber (a program without a queue runs each deletion to
-// its end in the call).
-func New(stores app.Stores) *lifecycle.Chats {
-	return lifecycle.New(lifecycle.Config{Table: stores.Table, Blobs: stores.Blobs, Images: stores.Images(), Linker: stores.Linker, Queue: stores.Queue, Scrubber: stores.Scrubber})
+// its end in the call), settling after settle (0: lifecycle.SettleAfter).
+func New(stores app.Stores, settle time.Duration) *lifecycle.Chats {
+	return lifecycle.New(lifecycle.Config{Table: stores.Table, Blobs: stores.Blobs, Images: stores.Images(), Linker: stores.Linker, Queue: stores.Queue, Scrubber: stores.Scrubber, SettleAfter: settle})
 }
 
 // WithTable gives a Lambda function's stores the DynamoDB table of its

@@ -76,7 +76,7 @@ type Models struct {
 // Metric Format lines.
 func New(cfg config.Config, stores app.Stores, models Models, logger *slog.Logger, metrics io.Writer) (*API, error) {
 	imgs := stores.Images()
-	chats := chatsapi.New(stores)
+	chats := chatsapi.New(stores, cfg.SettleAfter)
 	tl := transcript.New(transcript.Config{Table: stores.Table, Blobs: stores.Blobs, Images: imgs, Chats: chats})
 	// The lifecycle routes are made over the memory below; the forget tool
 	// runs their erasure once they are.
