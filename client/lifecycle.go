@@ -175,8 +175,8 @@ func (ch *Chat) Import(ctx context.Context, r io.Reader) (*wire.ImportResult, er
 // in parts of whole lines under Lambda's 6 MB, each logged all or
 // nothing. Order and timestamps are kept, images are stored as they go,
 // and importing the same file again logs nothing twice (each append's
-// receipt is the digest of its messages, and the parts are cut the same
-// way each time), so an import that fails or is killed midway (the error
+// receipt is the digest of its messages and of its first message's place
+// in the file, each line sent naming its place), so an import that fails or is killed midway (the error
 // names the file's line and how far it got) is completed by importing the
 // file again. progress, when set, is told after each part how many of
 // the file's bytes are imported.
@@ -265,10 +265,13 @@ func importLine(it importfile.Item) ([]byte, error) {
 			Piece json.RawMessage `json:"piece"`
 		}{it.Piece})
 	}
+	// The message's place in the file: the server's place of a part's
+	// line would be its line in the part.
 	return json.Marshal(struct {
-		Type    string          `json:"type"`
-		Message json.RawMessage `json:"message"`
-	}{"message", it.Message})
+		Type    string           `json:"type"`
+		Message json.RawMessage  `json:"message"`
+		At      importfile.Place `json:"at"`
+	}{"message", it.Message, it.Place})
 }
 
 // send imports the part, if it holds any line, and adds what it imported

@@ -17,8 +17,10 @@ import (
 // message or tool output are one assistant message (thinking, text and
 // toolCall blocks keeping each call_id); a function_call_output or
 // custom_tool_call_output is a toolResult naming the call's tool, its
-// text and images as blocks. Developer and system messages (instructions
-// Codex sends each turn), encrypted reasoning, web searches, compactions,
+// text and images as blocks. The user messages Codex writes itself
+// (codexContextTags) are skipped and counted by kind, as
+// "response_item/message/user/<kind>". Developer and system messages
+// (instructions Codex sends each turn), encrypted reasoning, web searches, compactions,
 // turn contexts, the session's metadata and events (a copy of what the
 // response items hold, for the UI) are skipped and counted: a line by its
 // type, a response item as "response_item/<type>" (a message as
@@ -132,6 +134,10 @@ func (r *codexReader) message(l line, it codexItem, ts int64) error {
 		r.skipped.add("response_item/message/" + it.Role)
 		return nil
 	}
+	if kind := codexContext(content); kind != "" {
+		r.skipped.add("response_item/message/user/" + kind)
+		return nil
+	}
 	if err := r.asst.flush(r.emit); err != nil {
 		return err
 	}
@@ -139,6 +145,39 @@ func (r *codexReader) message(l line, it codexItem, ts int64) error {
 }
 
 func (r *codexReader) end() error { return r.asst.flush(r.emit) }
+
+// codexContextTags are the tags that open a user message Codex writes
+// itself, by the kind an import counts it as: the session's environment
+// (working directory, shell, sandbox), the user's and the project's
+// instructions (AGENTS.md), a skill's, a turn's interruption, a
+// subagent's notification, a context update, and a "!" shell command of
+// the user with its output. Codex itself does not take them for the
+// user's turns (codex-rs core's contextual user messages); they are
+// skipped as pi's system messages and bash executions are.
+var codexContextTags = []struct{ open, kind string }{
+	{"<environment_context>", "environment_context"},
+	{"<user_instructions>", "user_instructions"},
+	{"# AGENTS.md instructions for ", "agents_md"},
+	{"<skill>", "skill"},
+	{"<turn_aborted>", "turn_aborted"},
+	{"<subagent_notification>", "subagent_notification"},
+	{"<context_update>", "context_update"},
+	{"<user_shell_command>", "user_shell_command"},
+}
+
+// codexContext is the kind of a user message Codex writes itself (one
+// of its texts opens with a codexContextTags tag), "" for the user's own.
+func codexContext(content []codexText) string {
+	for _, c := range content {
+		text := strings.TrimLeft(c.Text, " \t\r\n")
+		for _, t := range codexContextTags {
+			if len(text) >= len(t.open) && strings.EqualFold(text[:len(t.open)], t.open) {
+				return t.kind
+			}
+		}
+	}
+	return ""
+}
 
 // codexBlocks are content items as pi blocks; empty text is dropped.
 func codexBlocks(content []codexText) []piBlock {

@@ -88,6 +88,16 @@ func TestCodexRolloutReadsEachItemKind(t *testing.T) {
 			codexLine("response_item", `{"type":"web_search_call","status":"completed","action":{"type":"search","query":"go"}}`) + user,
 			want:    []string{`{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}],"timestamp":1767225601000}`},
 			skipped: importfile.Skipped{"session_meta": 1, "turn_context": 1, "event_msg": 1, "compacted": 1, "response_item/message/developer": 1, "response_item/reasoning": 1, "response_item/web_search_call": 1}},
+		{name: "the user messages Codex writes itself are skipped by kind", file: codexMeta +
+			codexLine("response_item", `{"type":"message","role":"user","content":[{"type":"input_text","text":"<user_instructions>\n\nAlways run the tests.\n\n</user_instructions>"}]}`) +
+			codexLine("response_item", `{"type":"message","role":"user","content":[{"type":"input_text","text":"# AGENTS.md instructions for /w\n\n<INSTRUCTIONS>\nUse gofmt.\n</INSTRUCTIONS>"}]}`) +
+			codexLine("response_item", `{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>\n  <cwd>/w</cwd>\n  <shell>bash</shell>\n</environment_context>"}]}`) +
+			codexLine("response_item", `{"type":"message","role":"user","content":[{"type":"input_text","text":"  <ENVIRONMENT_CONTEXT><cwd>/w</cwd></ENVIRONMENT_CONTEXT>"}]}`) +
+			codexLine("response_item", `{"type":"message","role":"user","content":[{"type":"input_text","text":"<turn_aborted>\nThe user interrupted.\n</turn_aborted>"}]}`) +
+			codexLine("response_item", `{"type":"message","role":"user","content":[{"type":"input_text","text":"<user_shell_command>\n<command>ls</command>\n</user_shell_command>"}]}`) + user,
+			want: []string{`{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}],"timestamp":1767225601000}`},
+			skipped: importfile.Skipped{"session_meta": 1, "response_item/message/user/user_instructions": 1, "response_item/message/user/agents_md": 1,
+				"response_item/message/user/environment_context": 2, "response_item/message/user/turn_aborted": 1, "response_item/message/user/user_shell_command": 1}},
 		{name: "an older rollout of bare response items", file: `{"id":"0196","timestamp":"2025-05-01T10:00:00Z","instructions":null}
 {"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}
 {"type":"function_call","name":"shell","arguments":"{}","call_id":"c"}`,

@@ -30,6 +30,22 @@ type Item struct {
 	// End is how many bytes of the file are read up to the end of its
 	// line: how far an import has got.
 	End int64
+	// Place is where a message is in the file it was read from, for the
+	// receipt of the append that logs it.
+	Place Place
+}
+
+// Place is where a message is in the file it comes from. An import
+// append's receipt names the place of its first message as well as its
+// messages: the same file imported again logs nothing twice, and the same
+// messages at two places of a file (a run of calls repeated with their
+// results) are both logged.
+type Place struct {
+	// File names the file: the digest of its first line (a session's
+	// header, an export's first message).
+	File string `json:"file"`
+	// Line is the message's line in that file.
+	Line int `json:"line"`
 }
 
 // Piece is one piece of a line too large for one import request, on a
@@ -107,7 +123,12 @@ func Read(open func() (io.ReadCloser, error), emit func(Item) error) (Skipped, e
 		return nil, err
 	}
 	skipped := Skipped{}
-	em := s.emitter(skipped, emit)
+	em := s.emitter(skipped, func(it Item) error {
+		if it.Message != nil && it.Place.File == "" {
+			it.Place = Place{File: s.file, Line: it.Line}
+		}
+		return emit(it)
+	})
 	err = eachLine(open, func(l line) error { return em.line(l) })
 	if err == nil {
 		err = em.end()
@@ -189,6 +210,9 @@ type line struct {
 	Message  json.RawMessage `json:"message"`
 	Image    json.RawMessage `json:"image"`
 	Piece    json.RawMessage `json:"piece"`
+	// At is the place in its file of a message sent in a part of it
+	// (Item.Place): a line's own place when absent or not a place.
+	At json.RawMessage `json:"at"`
 	// A Codex CLI rollout's RolloutLine, and an older rollout's bare
 	// response item (its role, and the line itself as its payload).
 	Payload   json.RawMessage `json:"payload"`
@@ -250,7 +274,14 @@ func (l line) kind() string {
 	return l.Type
 }
 
-func (l line) item() Item { return Item{Line: l.n, Message: l.Message, End: l.end} }
+func (l line) item() Item {
+	it := Item{Line: l.n, Message: l.Message, End: l.end}
+	var at Place
+	if json.Unmarshal(l.At, &at) == nil {
+		it.Place = at
+	}
+	return it
+}
 
 // RenameRefs makes the refs in a message to each renamed image refs to
 // its new name (an import's renamed images), reporting whether any was. A

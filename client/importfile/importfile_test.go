@@ -158,3 +158,38 @@ func TestParseNamesAFileOfAnotherFormat(t *testing.T) {
 		})
 	}
 }
+
+// TestAMessagesPlaceIsItsFileAndLine: the same message on two lines of a
+// file has two places, the same each time the file is read; files of
+// other first lines are other files; a line sent in a part of its file
+// keeps the place it names ("at").
+func TestAMessagesPlaceIsItsFileAndLine(t *testing.T) {
+	msg := `{"type":"message","message":{"role":"user","content":"again"}}`
+	places := func(file string) []importfile.Place {
+		t.Helper()
+		items, _, err := importfile.Parse(strings.NewReader(file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []importfile.Place
+		for _, it := range items {
+			out = append(out, it.Place)
+		}
+		return out
+	}
+	file := `{"type":"session","version":1,"id":"a"}` + "\n" + msg + "\n" + msg + "\n"
+	got := places(file)
+	if len(got) != 2 || got[0].File == "" || got[0].File != got[1].File || got[0].Line != 2 || got[1].Line != 3 {
+		t.Fatalf("places = %+v, want lines 2 and 3 of one file", got)
+	}
+	if again := places(file); !slices.Equal(again, got) {
+		t.Errorf("read again: %+v, want %+v", again, got)
+	}
+	if other := places(`{"type":"session","version":1,"id":"b"}` + "\n" + msg + "\n"); other[0].File == got[0].File {
+		t.Errorf("a file of another first line has the same name %q", other[0].File)
+	}
+	sent := `{"type":"message","message":{"role":"user","content":"again"},"at":{"file":"f","line":40}}`
+	if p := places(sent); len(p) != 1 || p[0] != (importfile.Place{File: "f", Line: 40}) {
+		t.Errorf("a sent line's place = %+v, want the one it names", p)
+	}
+}

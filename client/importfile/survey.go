@@ -3,6 +3,8 @@ package importfile
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,6 +30,8 @@ type survey struct {
 	// on holds the lines on the branch (a tree's); nil for a file read
 	// whole.
 	on map[int]bool
+	// file names the file: Place.File.
+	file string
 }
 
 // entries are a tree's entries by line: each one's id and parent.
@@ -61,6 +65,8 @@ func surveyFile(open func() (io.ReadCloser, error)) (*survey, error) {
 		n++
 		if first == 0 {
 			first = l.n
+			sum := sha256.Sum256(l.raw)
+			s.file = hex.EncodeToString(sum[:16])
 		}
 		if k := l.kind(); !seen[k] && len(kinds) < 3 {
 			seen[k] = true

@@ -209,3 +209,61 @@ func TestImportLoadsACodexRolloutAndAClaudeCodeSession(t *testing.T) {
 		}
 	}
 }
+
+// repeatedRollout is a Codex CLI rollout whose two halves are the same
+// 50 messages: 25 calls of a tool, each with its output, with no
+// timestamps (as a rollout repeats a call and its result).
+func repeatedRollout() string {
+	var b strings.Builder
+	b.WriteString(`{"type":"session_meta","payload":{"id":"twice","cwd":"/w","originator":"codex_cli_rs"}}` + "\n")
+	for range 2 * 25 {
+		b.WriteString(`{"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{\"command\":[\"make\"]}","call_id":"call_1"}}` + "\n")
+		b.WriteString(`{"type":"response_item","payload":{"type":"function_call_output","call_id":"call_1","output":"ok"}}` + "\n")
+	}
+	return b.String()
+}
+
+// TestImportLogsTheSameMessagesAtTwoPlacesOfAFileBoth: an append's
+// receipt names its place in the file as well as its messages, so a file
+// whose two halves are the same logs every message, into a data
+// directory and through a server alike, and importing it again logs
+// nothing twice.
+func TestImportLogsTheSameMessagesAtTwoPlacesOfAFileBoth(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "rollout.jsonl")
+	if err := os.WriteFile(file, []byte(repeatedRollout()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	said := func(chat string) []string {
+		return []string{
+			"imported 100 messages into " + chat + " as 100 entries (1 line skipped: 1 session_meta)\n",
+			"nothing new: " + chat + " holds the file's 100 messages already, as 100 entries (1 line skipped: 1 session_meta)\n",
+		}
+	}
+	env := map[string]string{config.EnvData: t.TempDir(), config.EnvAddr: "127.0.0.1:0"}
+	imports := func(chat string, url ...string) {
+		t.Helper()
+		for i := range 2 {
+			var out bytes.Buffer
+			args := append(append([]string{"import", "-chat", chat}, url...), file)
+			if err := run(t.Context(), args, lookup(env), &out, nil); err != nil {
+				t.Fatal(err)
+			}
+			if want := said(chat)[i]; out.String() != want {
+				t.Fatalf("import %d into %s said %q, want %q", i+1, chat, out.String(), want)
+			}
+		}
+	}
+	imports("dir")
+	base, stop := start(t, env)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	imports("server", "-url", base)
+	for _, chat := range []string{"dir", "server"} {
+		if n := len(messagesOf(t, base, chat)); n != 100 {
+			t.Errorf("%s holds %d messages, want the file's 100", chat, n)
+		}
+	}
+}

@@ -43,7 +43,7 @@ type ScrubStats struct {
 // reader can be looking at a page it overwrites. Its cost is reading the
 // free pages (and writing those that are not zero already), a few
 // milliseconds per MiB free; a file with no free pages costs a walk of its
-// page map. It is safe to call any number of times; Open calls it, so a
+// page map, reading the first page of each item (not its overflow). It is safe to call any number of times; Open calls it, so a
 // file left unscrubbed by a crash is scrubbed at the next start.
 func (db *DB) Scrub(ctx context.Context) error {
 	_, err := db.scrub(ctx)
@@ -114,36 +114,68 @@ func scrubFree(ctx context.Context, tx *bolt.Tx, f *os.File) (ScrubStats, error)
 		}
 		return nil
 	}
-	// Pages 0 and 1 are the meta pages; runs of free pages are zeroed
-	// together.
-	run := int64(-1)
-	for id := int64(2); id <= inUse; id++ {
-		free := false
-		if id < inUse {
-			info, err := tx.Page(int(id))
-			if err != nil {
-				return st, fmt.Errorf("embedded: scrub: page %d: %w", id, err)
-			}
-			free = info != nil && info.Type == "free"
-		}
-		switch {
-		case free:
-			st.FreePages++
-			if run < 0 {
-				run = id
-			}
-		case run >= 0:
-			if err := zero(run*pageSize, id*pageSize); err != nil {
-				return st, err
-			}
-			run = -1
-		}
+	if err := freeRuns(inUse, txPages(tx), func(from, to int64) error {
+		st.FreePages += int(to - from)
+		return zero(from*pageSize, to*pageSize)
+	}); err != nil {
+		return st, err
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		return st, fmt.Errorf("embedded: scrub: %w", err)
 	}
 	return st, zero(inUse*pageSize, fi.Size())
+}
+
+// pageAt reads what the walk of the file's pages needs of one: whether it
+// is free, and how many pages after it hold the rest of it.
+type pageAt func(id int64) (free bool, overflow int64, err error)
+
+func txPages(tx *bolt.Tx) pageAt {
+	return func(id int64) (bool, int64, error) {
+		info, err := tx.Page(int(id))
+		if err != nil || info == nil {
+			return false, 0, err
+		}
+		if info.Type == "free" {
+			return true, 0, nil
+		}
+		return false, int64(info.OverflowCount), nil
+	}
+}
+
+// freeRuns calls run with each run [from, to) of free pages among pages
+// 2 to inUse-1 (0 and 1 are the meta pages), in order. A page in use is
+// read once and the pages of its overflow are skipped unread: they are
+// its own, never free, and reading each page's header (a blob is
+// overflow pages almost all) brought the whole file into memory at every
+// open.
+func freeRuns(inUse int64, page pageAt, run func(from, to int64) error) error {
+	start := int64(-1)
+	for id := int64(2); id < inUse; {
+		free, overflow, err := page(id)
+		if err != nil {
+			return fmt.Errorf("embedded: scrub: page %d: %w", id, err)
+		}
+		if free {
+			if start < 0 {
+				start = id
+			}
+			id++
+			continue
+		}
+		if start >= 0 {
+			if err := run(start, id); err != nil {
+				return err
+			}
+			start = -1
+		}
+		id += 1 + overflow
+	}
+	if start >= 0 {
+		return run(start, inUse)
+	}
+	return nil
 }
 
 func isZero(b []byte) bool {

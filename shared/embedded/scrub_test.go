@@ -353,3 +353,62 @@ func benchScrub(b *testing.B, mib int, deleteEach bool) {
 	}
 	b.ReportMetric(float64(zeroed)/float64(b.N)/(1<<20), "MiB-zeroed/op")
 }
+
+// TestTheScrubReadsTheFirstPageOfEachItemOnly: the walk of the file's
+// pages (at every open) finds the free runs a walk of every page finds,
+// while reading only the first page of each item in use (and each free
+// page, which it zeroes): a blob's
+// overflow pages are skipped unread, so opening a file of large images
+// does not bring them all into memory.
+func TestTheScrubReadsTheFirstPageOfEachItemOnly(t *testing.T) {
+	ctx := t.Context()
+	db, err := Open(t.TempDir())
+	must(t, err)
+	defer db.Close()
+	img := make([]byte, 1<<20)
+	for i := range 4 {
+		rand.Read(img)
+		must(t, db.Blobs().Put(ctx, fmt.Sprintf("images/t/%016d", i), store.Blob{ContentType: "image/png", Data: img}))
+	}
+	must(t, db.Blobs().Delete(ctx, fmt.Sprintf("images/t/%016d", 1))) // a free run between blobs
+
+	type run struct{ from, to int64 }
+	must(t, db.bolt.View(func(tx *bolt.Tx) error {
+		inUse := tx.Size() / int64(tx.DB().Info().PageSize)
+		var want []run
+		start := int64(-1)
+		for id := int64(2); id <= inUse; id++ { // every page, one at a time
+			free := false
+			if id < inUse {
+				f, _, err := txPages(tx)(id)
+				must(t, err)
+				free = f
+			}
+			switch {
+			case free && start < 0:
+				start = id
+			case !free && start >= 0:
+				want, start = append(want, run{start, id}), -1
+			}
+		}
+		var got []run
+		read := int64(0)
+		page := txPages(tx)
+		must(t, freeRuns(inUse, func(id int64) (bool, int64, error) { read++; return page(id) }, func(from, to int64) error {
+			got = append(got, run{from, to})
+			return nil
+		}))
+		if fmt.Sprint(got) != fmt.Sprint(want) || len(want) == 0 {
+			t.Errorf("free runs %v, want %v (a walk of every page)", got, want)
+		}
+		free := int64(0)
+		for _, r := range want {
+			free += r.to - r.from
+		}
+		// Each free page is read (and zeroed) on its own.
+		if live := inUse - free; read-free > live/10 {
+			t.Errorf("the walk read %d of the %d pages in use, want at most a tenth: the first page of each item", read-free, live)
+		}
+		return nil
+	}))
+}

@@ -257,9 +257,10 @@ func (c *Routes) handleExport(w http.ResponseWriter, r *http.Request) error {
 
 // importMessage is one message of an import file.
 type importMessage struct {
-	line int
-	raw  json.RawMessage
-	msg  pi.Message
+	line  int
+	raw   json.RawMessage
+	msg   pi.Message
+	place importfile.Place // where the file has it: its append's receipt names it
 }
 
 // importPlan is an import file checked whole: its image lines in chunks,
@@ -290,7 +291,8 @@ const (
 // its bytes) and a bad one is a 400 naming the file's line, with nothing
 // written. Then the file's images are stored and its messages logged in
 // order, keeping their timestamps, in appends of ImportAppendMessages
-// messages whose receipts are digests of their messages: running the same import
+// messages whose receipts are digests of their messages and of the place
+// in the file of the first (importfile.Place): running the same import
 // again logs nothing twice (within the receipt window), so an import cut
 // off by an outage (a 503 saying how far it got) is completed by running
 // it again. Messages of pi's roles that durachat does not log (system
@@ -389,11 +391,14 @@ func (c *Routes) storeImportImages(ctx context.Context, tenant string, chunks []
 }
 
 // importAppend is an append's messages, their refs to renamed images
-// renamed, and its receipt: the digest of the messages as the file has
-// them after renaming, so importing the file again repeats it.
+// renamed, and its receipt: the digest of its first message's place in
+// the file and of the messages as the file has them after renaming, so
+// importing the file again repeats it, and the same messages at another
+// place of the file are another append.
 func importAppend(part []importMessage, renamed map[string]string) (msgs []pi.Message, receipt string, err error) {
 	msgs = make([]pi.Message, len(part))
 	h := sha256.New()
+	fmt.Fprintf(h, "%q %d\n", part[0].place.File, part[0].place.Line)
 	for i, m := range part {
 		if raw, ok := importfile.RenameRefs(m.raw, renamed); ok {
 			if err := json.Unmarshal(raw, &m.msg); err != nil {
@@ -639,7 +644,10 @@ func (p *importPlan) planAppends(items []importfile.Item) error {
 			continue
 		}
 		p.res.Messages++
-		m := importMessage{line: it.Line, raw: it.Message}
+		m := importMessage{line: it.Line, raw: it.Message, place: it.Place}
+		if m.place == (importfile.Place{}) {
+			m.place.Line = it.Line // items read by the caller, its lines
+		}
 		if err := json.Unmarshal(it.Message, &m.msg); err != nil {
 			if fe, ok := errors.AsType[*fault.Error](err); ok {
 				return lineError(it.Line, "message."+fe.Field, "%s", fe.Message)

@@ -46,7 +46,7 @@ function hex(buf: ArrayBuffer): string {
   return Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-async function sha256(data: Uint8Array): Promise<string> {
+export async function sha256(data: Uint8Array): Promise<string> {
   return hex(await crypto.subtle.digest("SHA-256", data as Uint8Array<ArrayBuffer>));
 }
 

@@ -4,7 +4,7 @@
 // Lambda's 6 MB, and a line too large for one request cut into pieces.
 // The same rules as the Go client's importfile package.
 
-import { toBase64 } from "./images.js";
+import { sha256, toBase64 } from "./images.js";
 
 /** Bounds the body of one import request, under Lambda's 6 MB. */
 export const importPart = 4 * 1024 * 1024;
@@ -149,12 +149,14 @@ function detect(entries: Entry[]): void {
  * not log "message/<role>", any other its type. A file of another host's
  * format, or of none, is an error naming it and its line.
  */
-export function parse(file: string): { lines: Line[]; skipped: number; skippedByKind: Record<string, number> } {
+export function parse(file: string): { lines: Line[]; skipped: number; skippedByKind: Record<string, number>; first: string } {
   const entries: Entry[] = [];
+  let first: string | undefined;
   let tree = false;
   file.split("\n").forEach((raw, idx) => {
     const text = raw.trim();
     if (text === "") return;
+    first ??= text;
     const m = members(text);
     if (!m) throw new Error(`line ${idx + 1} is not a JSON object`);
     const field = (k: string) => {
@@ -209,7 +211,7 @@ export function parse(file: string): { lines: Line[]; skipped: number; skippedBy
       if (keep(e)) lines.push(messageLine(e));
       else if (e.type !== "session") skip(kind(e));
     }
-    return { lines, skipped, skippedByKind };
+    return { lines, skipped, skippedByKind, first: first ?? "" };
   }
   for (const e of entries) {
     if (keep(e)) lines.push(messageLine(e));
@@ -218,7 +220,7 @@ export function parse(file: string): { lines: Line[]; skipped: number; skippedBy
     else if (e.piece !== undefined && e.type === undefined && !e.seq) lines.push({ text: `{"piece":${e.piece}}`, line: e.n, message: false });
     else if (e.type !== "session") skip(kind(e));
   }
-  return { lines, skipped, skippedByKind };
+  return { lines, skipped, skippedByKind, first: first ?? "" };
 }
 
 /** Makes the refs in a message line to each renamed image refs to its new name (names are hex: a ref reads the same in JSON). */
@@ -232,7 +234,7 @@ const utf8 = new TextEncoder();
 /** Cuts a line into the lines of its pieces, each carrying at most size bytes of it. */
 export async function cut(line: string, size: number): Promise<string[]> {
   const data = utf8.encode(line);
-  const sum = Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", data)), (b) => b.toString(16).padStart(2, "0")).join("");
+  const sum = await sha256(data);
   const count = Math.ceil(data.length / size);
   const out: string[] = [];
   for (let i = 0; i < count; i++) {
@@ -254,6 +256,12 @@ export function importParts(file: string): Part[] & { skipped: number; skippedBy
   } catch (err) {
     throw new Error(`durachat: import: ${(err as Error).message}`);
   }
+  // Each message line names its place in the file (the digest of the
+  // file's first line, and its line), which its append's receipt names:
+  // the server would take its line in the part for it.
+  const named = sha256(utf8.encode(parsed.first)).then((h) => h.slice(0, 32));
+  const text = async (l: Line, renamed: Record<string, string>) =>
+    l.message ? `${renameRefs(l.text, renamed).slice(0, -1)},"at":{"file":"${await named}","line":${l.line}}}` : l.text;
   const parts: Part[] = [];
   let cur: Line[] = [];
   let size = 0;
@@ -262,7 +270,7 @@ export function importParts(file: string): Part[] & { skipped: number; skippedBy
     const lines = cur;
     parts.push({
       lines: lines.map((l) => l.line),
-      render: async (renamed) => lines.map((l) => (l.message ? renameRefs(l.text, renamed) : l.text) + "\n").join(""),
+      render: async (renamed) => (await Promise.all(lines.map((l) => text(l, renamed)))).map((t) => t + "\n").join(""),
     });
     cur = [];
     size = 0;
@@ -273,7 +281,7 @@ export function importParts(file: string): Part[] & { skipped: number; skippedBy
     if (n > importPart) {
       // Too large for one request: its pieces go one a request, in order,
       // and the last imports the line.
-      parts.push(...piecesOf(l));
+      parts.push(...piecesOf(l, text));
       continue;
     }
     cur.push(l);
@@ -288,13 +296,13 @@ export function importParts(file: string): Part[] & { skipped: number; skippedBy
  * line's refs follow the renames of the parts before it, known only when
  * its first piece is sent, so the line is cut then, once.
  */
-function piecesOf(l: Line): Part[] {
+function piecesOf(l: Line, text: (l: Line, renamed: Record<string, string>) => Promise<string>): Part[] {
   const count = Math.ceil(utf8.encode(l.text).length / importPiece);
   let pieces: Promise<string[]> | undefined;
   return Array.from({ length: count }, (_, i) => ({
     lines: [l.line],
     render: async (renamed: Record<string, string>) => {
-      pieces ??= cut(l.message ? renameRefs(l.text, renamed) : l.text, importPiece);
+      pieces ??= text(l, renamed).then((t) => cut(t, importPiece));
       return (await pieces)[i] + "\n";
     },
   }));

@@ -214,6 +214,16 @@ describe("the routes", () => {
     assert.deepEqual(read.map((m) => m.message.content[0].text.length), [2_500_000, 2_500_000, 5_000_000, 10]);
     assert.equal((await large.import(file)).new, 0);
   });
+
+  test("a file whose two halves are the same parts logs every message, once", async () => {
+    // 50 lines of 83 kB make a part; the second part is the first again.
+    const line = JSON.stringify({ type: "message", message: { role: "toolResult", toolCallId: "call_1", toolName: "shell", isError: false, content: [{ type: "text", text: "x".repeat(83_000) }], timestamp: 0 } });
+    const file = [JSON.stringify({ type: "session", version: 3, id: "twice", timestamp: "2026-01-01T00:00:00.000Z", cwd: "/w" }), ...Array(100).fill(line)].join("\n");
+    const chat = new Client(server.url).chat("ts-import-twice");
+    assert.deepEqual([(await chat.import(file)).messages, (await all(chat)).length], [100, 100]);
+    assert.equal((await chat.import(file)).new, 0, "importing it again logs nothing new");
+    assert.equal((await all(chat)).length, 100);
+  });
 });
 
 describe("errors", () => {
