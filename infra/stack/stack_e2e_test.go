@@ -28,10 +28,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/infra/stack"
 	"github.com/durachat/durachat/shared/aws/dynamo"
 	"github.com/durachat/durachat/shared/aws/sqsqueue"
@@ -492,6 +495,12 @@ func TestTheDeployedShapeServesTheAPIEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("AnErasedMessageIsGoneFromEveryRouteAndTheTable", func(t *testing.T) {
+		host := host
+		host.t = t
+		eraseThroughTheGateway(t, s, host)
+	})
+
 	// The offload function records what it stores in the table the memory
 	// function deletes chats from: the image is the hook's chat's.
 	t.Run("AnImageTheOffloadFunctionStoredIsItsChatsAndGoesWithIt", func(t *testing.T) {
@@ -923,5 +932,94 @@ func TestWithTokensTheStackDeploysTheTemplatesBearerTokenFallback(t *testing.T) 
 			t.Fatalf("the added token: %d %s", status, raw)
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// eraseThroughTheGateway logs three messages, the middle one holding a
+// number no other message holds, builds the chat's tree, erases that
+// message through the memory function and waits for the receipt to say
+// done (its ancestors rebuilt by the compact function through the queue).
+// Then no route shows the number and no item of the table holds it: the
+// text, its record, the search index and every summary line rebuilt.
+func eraseThroughTheGateway(t *testing.T, s *stack.Stack, host api) {
+	const secret = "QZ7734219"
+	say := []string{"the weather is mild", "my passport number is " + secret, "the train leaves at nine"}
+	for i, text := range say {
+		host.ok(http.MethodPost, "/v1/chats/forgets/messages", map[string]any{"receipt": fmt.Sprintf("forgets-%d", i),
+			"messages": []any{map[string]any{"role": "user", "content": text}}}, nil)
+	}
+	host.built("forgets", int64(len(say)), 3*time.Minute)
+	var page struct {
+		Messages []struct {
+			Seq    int64           `json:"seq"`
+			Erased string          `json:"erased"`
+			Msg    json.RawMessage `json:"message"`
+		} `json:"messages"`
+	}
+	host.ok(http.MethodGet, "/v1/chats/forgets/messages", nil, &page)
+	if len(page.Messages) != len(say) {
+		t.Fatalf("read back %d messages, want %d", len(page.Messages), len(say))
+	}
+	var receipt wire.Erasure
+	status, raw := host.do(http.MethodPost, "/v1/chats/forgets/erase", wire.EraseRequest{Seqs: []int64{page.Messages[1].Seq}})
+	if status != http.StatusOK && status != http.StatusAccepted {
+		t.Fatalf("erase: %d %s", status, raw)
+	}
+	if err := json.Unmarshal(raw, &receipt); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(3 * time.Minute); !receipt.Done; time.Sleep(500 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the erasure is not done after 3 minutes: %+v", receipt)
+		}
+		host.ok(http.MethodGet, "/v1/chats/forgets/erasures/"+receipt.Erasure, nil, &receipt)
+	}
+	if len(receipt.Messages) != 1 || receipt.Messages[0].Seq != page.Messages[1].Seq {
+		t.Fatalf("the receipt erased %+v, want message %d", receipt.Messages, page.Messages[1].Seq)
+	}
+	page.Messages = nil // decoded afresh: a field the answer leaves out must read as absent
+	host.ok(http.MethodGet, "/v1/chats/forgets/messages", nil, &page)
+	if len(page.Messages) != len(say) || page.Messages[1].Erased == "" || len(page.Messages[1].Msg) != 0 {
+		t.Fatalf("read back after the erasure: %+v, want message 1 a tombstone", page.Messages)
+	}
+	host.ok(http.MethodPut, "/v1/chats/forgets/memory/settings", map[string]any{"search": true}, nil)
+	for _, call := range []struct {
+		method, path string
+		body         any
+	}{
+		{http.MethodGet, "/v1/chats/forgets/messages", nil},
+		{http.MethodGet, "/v1/chats/forgets/view", nil},
+		{http.MethodGet, "/v1/chats/forgets/export", nil},
+		{http.MethodPost, "/v1/chats/forgets/tools/search", map[string]any{"text": secret}},
+		{http.MethodPost, "/v1/chats/forgets/tools/search", map[string]any{"text": "passport number"}},
+	} {
+		// A search's answer repeats its query: what it must not show is
+		// the erased sentence.
+		if raw := host.ok(call.method, call.path, call.body, nil); bytes.Contains(raw, []byte("number is "+secret)) {
+			t.Errorf("%s %s still shows the erased number: %.300s", call.method, call.path, raw)
+		}
+	}
+	p := dynamodb.NewScanPaginator(s.DynamoDBClient, &dynamodb.ScanInput{TableName: aws.String(s.Table), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		out, err := p.NextPage(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range out.Items {
+			// Keys and the search index's terms are strings, bodies are
+			// binary: each is searched as the bytes stored.
+			var data []byte
+			for _, v := range it {
+				switch v := v.(type) {
+				case *dynamotypes.AttributeValueMemberS:
+					data = append(append(data, v.Value...), 0)
+				case *dynamotypes.AttributeValueMemberB:
+					data = append(append(data, v.Value...), 0)
+				}
+			}
+			if bytes.Contains(bytes.ToLower(data), bytes.ToLower([]byte(secret))) {
+				t.Errorf("an item of the table still holds the erased number: %.300q", data)
+			}
+		}
 	}
 }
