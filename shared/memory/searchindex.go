@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -508,6 +507,9 @@ func (cp corpus) score(uniq []string, all bool, before int64) []ranked {
 			held[p[0]]++
 		}
 	}
+	if !all {
+		score = withNeighbours(score, before)
+	}
 	out := make([]ranked, 0, len(score))
 	for id, s := range score {
 		if all && held[id] < len(uniq) {
@@ -515,12 +517,29 @@ func (cp corpus) score(uniq []string, all bool, before int64) []ranked {
 		}
 		out = append(out, ranked{id, s})
 	}
-	slices.SortFunc(out, func(a, b ranked) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
+	return bestOf(out, len(out))
+}
+
+// neighbourShare is the part of its better neighbour's score an entry
+// gains. In a conversation a question's words and its answer's are often
+// in neighbouring messages ("what did the book teach you?" and "that hard
+// times pass"), so an entry beside a hit ranks higher, and one holding
+// none of the query's words is still found beside it.
+const neighbourShare = 0.5
+
+// withNeighbours is each entry's score plus neighbourShare of its better
+// neighbour's (the entry before it or after it, before before): the
+// entries scored and those beside them.
+func withNeighbours(score map[int64]float64, before int64) map[int64]float64 {
+	out := make(map[int64]float64, 3*len(score))
+	for id := range score {
+		for _, n := range [3]int64{id - 1, id, id + 1} {
+			if _, done := out[n]; done || n < 0 || n >= before {
+				continue
+			}
+			out[n] = score[n] + neighbourShare*max(score[n-1], score[n+1])
 		}
-		return cmp.Compare(b.id, a.id)
-	})
+	}
 	return out
 }
 

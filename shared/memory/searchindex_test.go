@@ -3,6 +3,8 @@ package memory
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -178,4 +180,49 @@ func (c *countingTable) Create(ctx context.Context, it store.Item) error {
 func (c *countingTable) Update(ctx context.Context, it store.Item) error {
 	c.writes++
 	return c.Table.Update(ctx, it)
+}
+
+// TestAnEntryRanksByItsNeighboursToo checks the neighbour rule: an entry
+// scores its own BM25 plus neighbourShare of its better neighbour's, so an
+// answer beside its question's words is found, and a phrase search (every
+// term required) lists only the entries holding them.
+func TestAnEntryRanksByItsNeighboursToo(t *testing.T) {
+	// Entries holding "boat" once, all of the same length: each scores
+	// one unit by its own words.
+	boat := func(ids ...int64) corpus {
+		cp := corpus{post: map[string][]posting{}, docs: 20, length: 20 * 4}
+		for _, id := range ids {
+			cp.post["boat"] = append(cp.post["boat"], posting{id, 1, 4})
+		}
+		return cp
+	}
+	const h = neighbourShare
+	for _, tc := range []struct {
+		name   string
+		hits   []int64
+		all    bool
+		before int64
+		want   map[int64]float64 // id: score in units
+	}{
+		{"the entries on either side of a hit are found at a share of its score", []int64{5}, false, 20,
+			map[int64]float64{5: 1, 4: h, 6: h}},
+		{"hits side by side rank above a lone one", []int64{2, 3, 9}, false, 20,
+			map[int64]float64{2: 1 + h, 3: 1 + h, 1: h, 4: h, 9: 1, 8: h, 10: h}},
+		{"no neighbour before the first entry or from before on", []int64{0, 7}, false, 8,
+			map[int64]float64{0: 1, 1: h, 7: 1, 6: h}},
+		{"every term required: only the entries holding them", []int64{5, 6}, true, 20,
+			map[int64]float64{5: 1, 6: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp := boat(tc.hits...)
+			idf := math.Log(1 + (20-float64(len(tc.hits))+0.5)/(float64(len(tc.hits))+0.5))
+			got := map[int64]float64{}
+			for _, r := range cp.score([]string{"boat"}, tc.all, tc.before) {
+				got[r.id] = math.Round(r.score/idf*1000) / 1000
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Fatalf("scores in units of a lone hit: got %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

@@ -90,7 +90,7 @@ var toolTable = []ToolSpec{
 		Name: wire.ToolSearch,
 		Description: "Find original chat entries by their words: pass words or a whole sentence (a question as you would ask it works); " +
 			"words match whatever their case and ending (run, runs, running), common words like 'the' are ignored, " +
-			"and entries holding more of the rarer words rank first; put a phrase in double quotes to require it word for word. " +
+			"and entries holding more of the rarer words rank first, the entries just before and after a hit with it (an answer often sits beside its question's words); put a phrase in double quotes to require it word for word. " +
 			"Summaries and logged results of the memory tools are not searched. Where the server has an embedding model, entries near the query in meaning rank too; " +
 			"otherwise only words match, so try other words for the same thing when nothing fits. " +
 			"20 hits a page, best first, each with its id (for zoom), date, a snippet and the summary line holding it; pass skip=<n> as the answer says for the next page.",

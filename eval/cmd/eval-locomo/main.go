@@ -4,7 +4,10 @@
 // an append is, each in its own chat and then all in one chat; each
 // question of categories 1-4 is asked once, as written, and counts when
 // every turn its evidence names is among the hits of the first page, or of
-// the first five pages. Beside it, in the same run, BM25 over the raw turns
+// the first five pages; then its content words (less the common ones) are
+// searched one a call, the rarest in the chat first, ten calls in all, and
+// it counts when every evidence turn is among their hits. Beside it, in the
+// same run, BM25 over the raw turns
 // (plain lower-cased words, no stems, no stop words) with the same number of
 // hits.
 //
@@ -32,6 +35,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/kljensen/snowball/english"
 
 	"github.com/durachat/durachat/client/wire"
 	"github.com/durachat/durachat/shared/compactor"
@@ -109,11 +114,35 @@ func (t turn) text() string {
 
 const pages = 5
 
-// tally counts questions answered, per category and in all.
-type tally struct{ asked, first, five, base20, base100 map[int]int }
+// tally counts questions answered, per category and in all, and per
+// conversation (by sample id).
+type tally struct {
+	asked, first, five, words, base20, base100 map[int]int
+	conv                                       map[string]*[4]int // asked, first, five, words
+}
 
 func newTally() tally {
-	return tally{map[int]int{}, map[int]int{}, map[int]int{}, map[int]int{}, map[int]int{}}
+	return tally{map[int]int{}, map[int]int{}, map[int]int{}, map[int]int{}, map[int]int{}, map[int]int{}, map[string]*[4]int{}}
+}
+
+// add counts one question of the conversation conv and category cat.
+func (t tally) add(conv string, cat int, r answered) {
+	for _, c := range []int{cat, 0} {
+		t.asked[c]++
+		t.first[c] += b2i(r.first)
+		t.five[c] += b2i(r.five)
+		t.words[c] += b2i(r.words)
+		t.base20[c] += b2i(r.base20)
+		t.base100[c] += b2i(r.base100)
+	}
+	if t.conv[conv] == nil {
+		t.conv[conv] = &[4]int{}
+	}
+	n := t.conv[conv]
+	n[0]++
+	n[1] += b2i(r.first)
+	n[2] += b2i(r.five)
+	n[3] += b2i(r.words)
 }
 
 // openEmbedder opens the embedding model named (nil for none), as the
@@ -156,8 +185,8 @@ func run(ctx context.Context, path string, embedder memory.Embedder, out io.Writ
 	if embedder != nil {
 		mode = "by words and meaning (" + embedder.Name() + ")"
 	}
-	fmt.Fprintf(out, "LoCoMo evidence recall, %d conversations, the question as written, one search a page (20 hits), ranked %s\n\n", len(samples), mode)
-	fmt.Fprintln(out, "| category | questions | own: search p1 | own: search p1-5 | own: BM25 raw top 20 | own: BM25 raw top 100 | one chat: search p1 | one chat: search p1-5 | one chat: BM25 raw top 20 | one chat: BM25 raw top 100 |")
+	fmt.Fprintf(out, "LoCoMo evidence recall, %d conversations, one search a page (%d hits), ranked %s: the question as written (first page; %d pages), its content words one a call, rarest first (%d calls), and BM25 over the raw turns\n\n", len(samples), memory.SearchHits, mode, pages, wordCalls)
+	fmt.Fprintln(out, "| category | questions | own: p1 | own: p1-5 | own: words, 10 calls | own: BM25 raw top 20 / 100 | one chat: p1 | one chat: p1-5 | one chat: words, 10 calls | one chat: BM25 raw top 20 / 100 |")
 	fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, c := range []int{1, 2, 3, 4, 0} {
 		name := strconv.Itoa(c)
@@ -166,9 +195,19 @@ func run(ctx context.Context, path string, embedder memory.Embedder, out io.Writ
 		}
 		a := own.asked[c]
 		r := func(n int) string { return fmt.Sprintf("%.3f", float64(n)/float64(max(a, 1))) }
-		fmt.Fprintf(out, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, a,
-			r(own.first[c]), r(own.five[c]), r(own.base20[c]), r(own.base100[c]),
-			r(one.first[c]), r(one.five[c]), r(one.base20[c]), r(one.base100[c]))
+		fmt.Fprintf(out, "| %s | %d | %s | %s | %s | %s / %s | %s | %s | %s | %s / %s |\n", name, a,
+			r(own.first[c]), r(own.five[c]), r(own.words[c]), r(own.base20[c]), r(own.base100[c]),
+			r(one.first[c]), r(one.five[c]), r(one.words[c]), r(one.base20[c]), r(one.base100[c]))
+	}
+	fmt.Fprintln(out, "\n| conversation | questions | own: p1 | own: p1-5 | own: words, 10 calls | one chat: p1 | one chat: p1-5 | one chat: words, 10 calls |")
+	fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, s := range samples {
+		o, l := own.conv[s.ID], one.conv[s.ID]
+		if o == nil || l == nil {
+			continue
+		}
+		r := func(n int) string { return fmt.Sprintf("%.3f", float64(n)/float64(max(o[0], 1))) }
+		fmt.Fprintf(out, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", s.ID, o[0], r(o[1]), r(o[2]), r(o[3]), r(l[1]), r(l[2]), r(l[3]))
 	}
 	return nil
 }
@@ -185,35 +224,9 @@ func evaluate(ctx context.Context, samples []sample, embedder memory.Embedder, t
 	if err != nil {
 		return err
 	}
-	const tenant, chat = "eval", "locomo"
-	var docs []string
-	ids := map[string]int64{} // sample/dia_id -> entry id
-	for _, s := range samples {
-		turns, err := s.turns()
-		if err != nil {
-			return err
-		}
-		for k := 0; k < len(turns); k += 50 {
-			batch := turns[k:min(len(turns), k+50)]
-			msgs := make([]pi.Message, len(batch))
-			for j, tn := range batch {
-				msgs[j] = pi.Message{Role: "user", Content: pi.Content{Blocks: []pi.Block{pi.TextBlock(tn.text())}}}
-			}
-			c, got, err := log.AppendChat(ctx, tenant, chat, msgs, fmt.Sprintf("%s-%d", s.ID, k))
-			if err != nil {
-				return err
-			}
-			for j, tn := range batch {
-				ids[s.ID+"/"+tn.DiaID] = got[j]
-				for int64(len(docs)) <= got[j] {
-					docs = append(docs, "")
-				}
-				docs[got[j]] = tn.text()
-			}
-			if err := mem.Appended(ctx, c, got[len(got)-1]+1); err != nil {
-				return err
-			}
-		}
+	docs, ids, err := ingest(ctx, log, mem, samples)
+	if err != nil {
+		return err
 	}
 	// Every turn embedded before the first question, as a chat logged
 	// over days would be.
@@ -237,39 +250,139 @@ func evaluate(ctx context.Context, samples []sample, embedder memory.Embedder, t
 			if len(want) == 0 {
 				continue
 			}
-			hits := map[int64]bool{}
-			first := false
-			for p := range pages {
-				res, err := mem.Search(ctx, tenant, chat, wire.SearchArgs{Text: q.Question, Skip: int64(p * memory.SearchHits)})
-				if err != nil {
-					return err
-				}
-				text := ""
-				if len(res.Content) > 0 {
-					text = res.Content[0].Text
-				}
-				for _, m := range hitID.FindAllStringSubmatch(text, -1) {
-					id, _ := strconv.ParseInt(m[1], 10, 64)
-					hits[id] = true
-				}
-				if p == 0 {
-					first = all(want, hits)
-				}
-				if !strings.Contains(text, "skip=") {
-					break
-				}
+			r, err := ask(ctx, mem, base, q.Question, want)
+			if err != nil {
+				return err
 			}
-			top := base.top(q.Question, 100)
-			for _, c := range []int{q.Category, 0} {
-				t.asked[c]++
-				t.first[c] += b2i(first)
-				t.five[c] += b2i(all(want, hits))
-				t.base20[c] += b2i(all(want, set(top[:min(20, len(top))])))
-				t.base100[c] += b2i(all(want, set(top)))
-			}
+			t.add(s.ID, q.Category, r)
 		}
 	}
 	return nil
+}
+
+// ingest logs the samples' turns into the chat, 50 a call, as appends
+// do: it returns each entry's text by id and the entry id of each turn
+// (by sample/dia_id).
+func ingest(ctx context.Context, log *transcript.Log, mem *memory.Memory, samples []sample) ([]string, map[string]int64, error) {
+	var docs []string
+	ids := map[string]int64{} // sample/dia_id -> entry id
+	for _, s := range samples {
+		turns, err := s.turns()
+		if err != nil {
+			return nil, nil, err
+		}
+		for k := 0; k < len(turns); k += 50 {
+			batch := turns[k:min(len(turns), k+50)]
+			msgs := make([]pi.Message, len(batch))
+			for j, tn := range batch {
+				msgs[j] = pi.Message{Role: "user", Content: pi.Content{Blocks: []pi.Block{pi.TextBlock(tn.text())}}}
+			}
+			c, got, err := log.AppendChat(ctx, tenant, chat, msgs, fmt.Sprintf("%s-%d", s.ID, k))
+			if err != nil {
+				return nil, nil, err
+			}
+			for j, tn := range batch {
+				ids[s.ID+"/"+tn.DiaID] = got[j]
+				for int64(len(docs)) <= got[j] {
+					docs = append(docs, "")
+				}
+				docs[got[j]] = tn.text()
+			}
+			if err := mem.Appended(ctx, c, got[len(got)-1]+1); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return docs, ids, nil
+}
+
+const tenant, chat = "eval", "locomo"
+
+// answered is which ways reached every evidence turn of a question.
+type answered struct{ first, five, words, base20, base100 bool }
+
+// ask asks one question every way: as written (first page, and up to
+// pages pages), by its content words, and by BM25 over the raw turns.
+func ask(ctx context.Context, mem *memory.Memory, base *bm25, question string, want []int64) (answered, error) {
+	var r answered
+	hits := map[int64]bool{}
+	for p := range pages {
+		more, err := searchPage(ctx, mem, question, p, hits)
+		if err != nil {
+			return r, err
+		}
+		if p == 0 {
+			r.first = all(want, hits)
+		}
+		if !more {
+			break
+		}
+	}
+	r.five = all(want, hits)
+	words, err := byWords(ctx, mem, base, question)
+	if err != nil {
+		return r, err
+	}
+	r.words = all(want, words)
+	top := base.top(question, 100)
+	r.base20 = all(want, set(top[:min(20, len(top))]))
+	r.base100 = all(want, set(top))
+	return r, nil
+}
+
+// searchPage adds the hits of page p of a search for text to hits and
+// reports whether the answer offers a next page.
+func searchPage(ctx context.Context, mem *memory.Memory, text string, p int, hits map[int64]bool) (bool, error) {
+	res, err := mem.Search(ctx, tenant, chat, wire.SearchArgs{Text: text, Skip: int64(p * memory.SearchHits)})
+	if err != nil {
+		return false, err
+	}
+	body := ""
+	if len(res.Content) > 0 {
+		body = res.Content[0].Text
+	}
+	for _, m := range hitID.FindAllStringSubmatch(body, -1) {
+		id, _ := strconv.ParseInt(m[1], 10, 64)
+		hits[id] = true
+	}
+	return strings.Contains(body, "skip="), nil
+}
+
+// wordCalls is how many searches the content-words way makes.
+const wordCalls = 10
+
+// byWords searches the question's content words (its words less the
+// common ones), one a call, the rarest in the chat first, as a caller
+// that knows the chat would: the first page of each, then the second
+// pages in the same order, and so on, wordCalls calls in all.
+func byWords(ctx context.Context, mem *memory.Memory, base *bm25, question string) (map[int64]bool, error) {
+	var ws []string
+	for _, w := range plainWords(question) {
+		if !english.IsStopWord(w) && !slices.Contains(ws, w) {
+			ws = append(ws, w)
+		}
+	}
+	slices.SortStableFunc(ws, func(a, b string) int { return base.df[a] - base.df[b] })
+	hits := map[int64]bool{}
+	open := slices.Clone(ws) // the words whose next page is still offered
+	for calls, p := 0, 0; calls < wordCalls && len(open) > 0; p++ {
+		var next []string
+		for _, w := range open {
+			if calls == wordCalls {
+				break
+			}
+			calls++
+			more, err := searchPage(ctx, mem, w, p, hits)
+			if err != nil {
+				return nil, err
+			}
+			if more {
+				next = append(next, w)
+			}
+		}
+		open = next
+	}
+	return hits, nil
 }
 
 func all(want []int64, got map[int64]bool) bool {
