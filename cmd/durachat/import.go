@@ -37,38 +37,16 @@ server that is not running, as tenant -tenant (default "local").
 
 // importCmd is `durachat import`.
 func importCmd(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("import", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	chat := fs.String("chat", "", "the chat to import into")
-	url := fs.String("url", "", "a durachat server's base URL")
-	token := fs.String("token", "", "the server's bearer token")
-	tenant := fs.String("tenant", config.LocalTenant, "the tenant, importing into the data directory")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		_, err := fmt.Fprint(stdout, importUsage)
+	to, file, err := importArgs("import", importUsage, args, stdout)
+	if err != nil || file == "" {
 		return err
-	} else if err != nil {
-		return usageError(err.Error() + "\n" + importUsage)
 	}
-	if *chat == "" || fs.NArg() != 1 {
-		return usageError("import needs -chat and one FILE\n" + importUsage)
-	}
-	// The API's rule, checked before anything is read or written: a chat
-	// the API cannot name could be listed but never read or deleted.
-	if err := api.CheckChat(*chat); err != nil {
-		return usageError("-chat: " + api.AsError(err).Message)
-	}
-	src, err := openSource(fs.Arg(0))
+	src, res, err := importSource(ctx, lookup, to, file, stderr)
 	if err != nil {
 		return err
 	}
 	defer src.close()
-	progress := newProgress(stderr, src.size)
-	res, err := importTo(ctx, lookup, target{url: *url, token: *token, tenant: *tenant, chat: *chat}, src.open, progress.report)
-	progress.done()
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintln(stdout, importSummary(*chat, res)); err != nil {
+	if _, err := fmt.Fprintln(stdout, importSummary(to.chat, res)); err != nil {
 		return err
 	}
 	for from, to := range res.Renamed {
@@ -78,6 +56,50 @@ func importCmd(ctx context.Context, args []string, lookup func(string) (string, 
 		}
 	}
 	return nil
+}
+
+// importArgs reads the arguments of import or shrink (cmd, usage):
+// -chat, where to import, and one FILE. A file of "" with no error means
+// usage was asked for and written to stdout.
+func importArgs(cmd, usage string, args []string, stdout io.Writer) (target, string, error) {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	chat := fs.String("chat", "", "the chat to import into")
+	url := fs.String("url", "", "a durachat server's base URL")
+	token := fs.String("token", "", "the server's bearer token")
+	tenant := fs.String("tenant", config.LocalTenant, "the tenant, importing into the data directory")
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		_, err := fmt.Fprint(stdout, usage)
+		return target{}, "", err
+	} else if err != nil {
+		return target{}, "", usageError(err.Error() + "\n" + usage)
+	}
+	if *chat == "" || fs.NArg() != 1 || fs.Arg(0) == "" {
+		return target{}, "", usageError(cmd + " needs -chat and one FILE\n" + usage)
+	}
+	// The API's rule, checked before anything is read or written: a chat
+	// the API cannot name could be listed but never read or deleted.
+	if err := api.CheckChat(*chat); err != nil {
+		return target{}, "", usageError("-chat: " + api.AsError(err).Message)
+	}
+	return target{url: *url, token: *token, tenant: *tenant, chat: *chat}, fs.Arg(0), nil
+}
+
+// importSource opens file and imports it into to, showing the progress on
+// stderr; the caller closes the source it returns.
+func importSource(ctx context.Context, lookup func(string) (string, bool), to target, file string, stderr io.Writer) (*source, *wire.ImportResult, error) {
+	src, err := openSource(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	progress := newProgress(stderr, src.size)
+	res, err := importTo(ctx, lookup, to, src.open, progress.report)
+	progress.done()
+	if err != nil {
+		src.close()
+		return nil, nil, err
+	}
+	return src, res, nil
 }
 
 // importSummary says what an import logged, and plainly when it logged
