@@ -473,30 +473,10 @@ func TestSplitBodyDecodesAsReadHook(t *testing.T) {
 		`{"call":{"id":"c\u00e9\"","nested":true},"res\u0075lt":{"content":[]},"other":[1,{"x":"}"}]}`,
 		`null`, `[]`, `"x"`, `{"result":{"a":1}`, `{"result":{"a":1}} x`,
 	} {
-		decode := func(split bool) (afterToolRequest, error) {
-			r := httptest.NewRequest(http.MethodPost, "/v1/chats/c/hooks/after-tool", strings.NewReader(body))
-			r = r.WithContext(api.WithTenant(r.Context(), tenantA))
-			r.SetPathValue("chat", "c")
-			var req afterToolRequest
-			var err error
-			if split {
-				_, _, err = readHookHolding(r, &req, "result", &req.Result)
-			} else {
-				_, _, err = readHook(r, &req)
-			}
-			return req, err
-		}
-		want, wantErr := decode(false)
-		got, err := decode(true)
-		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
-			t.Errorf("%s: error %v, want %v", body, err, wantErr)
-			continue
-		}
-		g, _ := json.Marshal(got)
-		w, _ := json.Marshal(want)
-		if string(g) != string(w) {
-			t.Errorf("%s: decoded %s, want %s", body, g, w)
-		}
+		checkSplitDecodesAsReadHook(t, "after-tool", body, func(r *http.Request, req *afterToolRequest) error {
+			_, _, err := readHookHolding(r, req, "result", &req.Result)
+			return err
+		}, func(got, want afterToolRequest) string { return "" })
 	}
 }
 
@@ -515,29 +495,46 @@ func TestSplitBeforeRequestBodyDecodesAsReadHook(t *testing.T) {
 		`{"format":"p\u0069\"","nested":true,"r\u0065quest":{"messages":[]},"other":[1,{"x":"}"}]}`,
 		`null`, `[]`, `"x"`, `{"request":{"a":1}`, `{"request":{"a":1}} x`,
 	} {
-		decode := func(split bool) (beforeRequestBody, error) {
-			r := httptest.NewRequest(http.MethodPost, "/v1/chats/c/hooks/before-request", strings.NewReader(body))
-			r = r.WithContext(api.WithTenant(r.Context(), tenantA))
-			r.SetPathValue("chat", "c")
-			var req beforeRequestBody
-			var err error
-			if split {
-				_, _, err = readHookRaw(r, &req, "request", &req.Request)
-			} else {
-				_, _, err = readHook(r, &req)
+		checkSplitDecodesAsReadHook(t, "before-request", body, func(r *http.Request, req *beforeRequestBody) error {
+			_, _, err := readHookRaw(r, req, "request", &req.Request)
+			return err
+		}, func(got, want beforeRequestBody) string {
+			if string(got.Request) != string(want.Request) {
+				return fmt.Sprintf("request %s, want %s", got.Request, want.Request)
 			}
-			return req, err
-		}
-		want, wantErr := decode(false)
-		got, err := decode(true)
-		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
-			t.Errorf("%s: error %v, want %v", body, err, wantErr)
-			continue
-		}
-		g, _ := json.Marshal(got)
-		w, _ := json.Marshal(want)
-		if string(g) != string(w) || string(got.Request) != string(want.Request) {
-			t.Errorf("%s: decoded %s (request %s), want %s (request %s)", body, g, got.Request, w, want.Request)
-		}
+			return ""
+		})
+	}
+}
+
+// checkSplitDecodesAsReadHook posts body to the hook and checks that split,
+// a hook's one-pass decoding, gives what readHook gives: the same error,
+// or the same fields as JSON and nothing that differs (what differs
+// names, beyond the fields' JSON).
+func checkSplitDecodesAsReadHook[T any](t *testing.T, hook, body string, split func(*http.Request, *T) error, differs func(got, want T) string) {
+	t.Helper()
+	decode := func(split func(*http.Request, *T) error) (T, error) {
+		r := httptest.NewRequest(http.MethodPost, "/v1/chats/c/hooks/"+hook, strings.NewReader(body))
+		r = r.WithContext(api.WithTenant(r.Context(), tenantA))
+		r.SetPathValue("chat", "c")
+		var req T
+		return req, split(r, &req)
+	}
+	want, wantErr := decode(func(r *http.Request, req *T) error {
+		_, _, err := readHook(r, req)
+		return err
+	})
+	got, err := decode(split)
+	if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+		t.Errorf("%s: error %v, want %v", body, err, wantErr)
+		return
+	}
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	if string(g) != string(w) {
+		t.Errorf("%s: decoded %s, want %s", body, g, w)
+	}
+	if d := differs(got, want); d != "" {
+		t.Errorf("%s: decoded %s", body, d)
 	}
 }
